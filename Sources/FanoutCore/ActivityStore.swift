@@ -1,0 +1,327 @@
+/// Every activity and device of a population, in flat storage indexed by integer ids.
+///
+/// Activities are stored column by column (struct of arrays): a million devices with several
+/// activities each are a few dozen arrays, not millions of objects. Content records live in one
+/// byte slab; an update whose record fits the activity's slot overwrites it in place, so applying
+/// an update allocates nothing in steady state.
+///
+/// Time rules (DOMAIN §4) are evaluated lazily and exactly: an activity keeps the instants at which
+/// it becomes stale, ends and is dismissed, and `state(_:now:)` compares the clock with them. A
+/// transition therefore takes effect at its exact instant, with no timer per activity.
+public struct ActivityStore: Sendable {
+    public static let none: Int32 = -1
+    public static let never = Int64.max
+
+    // MARK: Identity
+    public var activityIds = ByteInterner()
+    public var deviceIds = ByteInterner()
+    public var appIds = ByteInterner()
+
+    // MARK: Activities (column per property, index = activity id)
+    public private(set) var device: [Int32] = []
+    public private(set) var app: [Int32] = []
+    public private(set) var schema: [Int32] = []
+    public private(set) var startMillis: [Int64] = []
+    /// Explicit end (an `end` push) or the system end at start + 8 h, whichever comes first.
+    public private(set) var endMillis: [Int64] = []
+    /// When it is dismissed: by a person, or its dismissal policy after the end.
+    public private(set) var dismissMillis: [Int64] = []
+    /// The first clock millisecond at which it is stale (`never` when it has no stale date).
+    public private(set) var staleMillis: [Int64] = []
+    /// The stale date as given, in UNIX seconds (NaN when none); kept for the dump.
+    public private(set) var staleSeconds: [Double] = []
+    public private(set) var relevance: [Double] = []
+    public private(set) var timestamp: [Int64] = []
+    public private(set) var hasTimestamp: [Bool] = []
+    /// The update token currently routing to it (an id of `Router.updateTokens`).
+    public var token: [Int32] = []
+    /// The broadcast channel it is subscribed to, or `none`.
+    public var channel: [Int32] = []
+    /// Next activity of the same device in relevance order (DOMAIN §5), or `none`.
+    private var nextInOrder: [Int32] = []
+    private var outcomeCounts: [UInt32] = []
+
+    // Content records, in one slab.
+    private var contentSlab: [UInt8] = []
+    private var contentOffset: [Int] = []
+    private var contentLength: [Int32] = []
+    private var contentCapacity: [Int32] = []
+
+    // Priority-10 budget: the times of the last `budgetPerHour` counted pushes, per activity, as a
+    // ring in one slab (allocated on an activity's first counted push).
+    private var budgetSlab: [Int64] = []
+    private var budgetOffset: [Int] = []
+    private var budgetHead: [Int32] = []
+    private var budgetFilled: [Int32] = []
+
+    // MARK: Devices (index = device id)
+    /// First activity of the device in relevance order, or `none`.
+    private var orderHead: [Int32] = []
+
+    public init() {}
+
+    public var activityCount: Int { device.count }
+    public var deviceCount: Int { orderHead.count }
+
+    // MARK: Creation
+
+    /// Interns a device id, creating the device when new.
+    @discardableResult
+    public mutating func internDevice(_ id: UnsafeRawBufferPointer) -> Int32 {
+        let (d, inserted) = deviceIds.intern(id)
+        if inserted { orderHead.append(ActivityStore.none) }
+        return d
+    }
+
+    @discardableResult
+    public mutating func internApp(_ bundle: UnsafeRawBufferPointer) -> Int32 {
+        appIds.intern(bundle).id
+    }
+
+    /// Creates an activity started at `nowMillis`. The caller checks limits and id uniqueness.
+    public mutating func create(
+        id: UnsafeRawBufferPointer, device d: Int32, app a: Int32, schema s: Int32, nowMillis: Int64,
+        content: UnsafeRawBufferPointer, staleDate: Double?, relevance r: Double, timestamp ts: Int64?
+    ) -> Int32 {
+        let (activity, inserted) = activityIds.intern(id)
+        precondition(inserted, "activity id already exists")
+        device.append(d)
+        app.append(a)
+        schema.append(s)
+        startMillis.append(nowMillis)
+        endMillis.append(nowMillis &+ Lifetime.systemEndMillis)
+        dismissMillis.append(nowMillis &+ Lifetime.systemEndMillis &+ Lifetime.dismissAfterEndMillis)
+        staleSeconds.append(staleDate ?? .nan)
+        staleMillis.append(staleDate.map { Instant.ceilMillis(seconds: $0) } ?? ActivityStore.never)
+        relevance.append(r)
+        timestamp.append(ts ?? 0)
+        hasTimestamp.append(ts != nil)
+        token.append(ActivityStore.none)
+        channel.append(ActivityStore.none)
+        nextInOrder.append(ActivityStore.none)
+        for _ in Outcome.allCases { outcomeCounts.append(0) }
+        contentOffset.append(contentSlab.count)
+        contentLength.append(0)
+        contentCapacity.append(0)
+        budgetOffset.append(-1)
+        budgetHead.append(0)
+        budgetFilled.append(0)
+        storeContent(activity, content)
+        insertInOrder(activity)
+        return activity
+    }
+
+    // MARK: Time (DOMAIN §4)
+
+    @inline(__always)
+    public func state(_ a: Int32, nowMillis: Int64) -> ActivityState {
+        let i = Int(a)
+        if nowMillis >= dismissMillis[i] { return .dismissed }
+        if nowMillis >= endMillis[i] { return .ended }
+        if nowMillis >= staleMillis[i] { return .stale }
+        return .active
+    }
+
+    /// Ends the activity at `nowMillis`. Dismissal: no dismissal date → end + 4 h; a date at or
+    /// before the end → at once; otherwise the earlier of the date and end + 4 h.
+    @inline(__always)
+    mutating func end(_ a: Int32, nowMillis: Int64, dismissalDateSeconds: Int64?) {
+        let i = Int(a)
+        let latest = nowMillis &+ Lifetime.dismissAfterEndMillis
+        var dismissal = latest
+        if let date = dismissalDateSeconds {
+            let dateMillis = Instant.millis(seconds: date)
+            dismissal = dateMillis <= nowMillis ? nowMillis : min(dateMillis, latest)
+        }
+        endMillis[i] = nowMillis
+        dismissMillis[i] = min(dismissMillis[i], dismissal)
+    }
+
+    /// A person swipes the activity away: dismissed at once, in any state.
+    public mutating func dismiss(_ a: Int32, nowMillis: Int64) {
+        let i = Int(a)
+        dismissMillis[i] = min(dismissMillis[i], nowMillis)
+    }
+
+    // MARK: Content
+
+    /// The activity's content record.
+    @inline(__always)
+    public func withContent<R>(_ a: Int32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let i = Int(a)
+        let start = contentOffset[i]
+        let length = Int(contentLength[i])
+        return contentSlab.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[start..<start + length])) }
+    }
+
+    /// Replaces the content record; in place when it fits the activity's slot.
+    @inline(__always)
+    mutating func storeContent(_ a: Int32, _ record: UnsafeRawBufferPointer) {
+        let i = Int(a)
+        if record.count > Int(contentCapacity[i]) {
+            // A new slot at the end of the slab, with room to grow (the old slot is abandoned).
+            let capacity = (record.count + record.count / 4 + 15) & ~15
+            contentOffset[i] = contentSlab.count
+            contentCapacity[i] = Int32(capacity)
+            contentSlab.append(contentsOf: repeatElement(0, count: capacity))
+        }
+        let offset = contentOffset[i]
+        if record.count > 0 {
+            contentSlab.withUnsafeMutableBytes {
+                ($0.baseAddress! + offset).copyMemory(from: record.baseAddress!, byteCount: record.count)
+            }
+        }
+        contentLength[i] = Int32(record.count)
+    }
+
+    /// Applies the fields an update or end carries (content, stale date, relevance), keeping the
+    /// device's relevance order current.
+    @inline(__always)
+    mutating func replaceContent(_ a: Int32, record: UnsafeRawBufferPointer, staleDate: Int64?, relevance r: Double) {
+        let i = Int(a)
+        storeContent(a, record)
+        if let date = staleDate {
+            staleSeconds[i] = Double(date)
+            staleMillis[i] = Instant.millis(seconds: date)
+        } else {
+            staleSeconds[i] = .nan
+            staleMillis[i] = ActivityStore.never
+        }
+        if relevance[i] != r || (r == 0 && relevance[i].sign != r.sign) {
+            removeFromOrder(a)
+            relevance[i] = r
+            insertInOrder(a)
+        }
+    }
+
+    @inline(__always)
+    mutating func setTimestamp(_ a: Int32, _ ts: Int64) {
+        timestamp[Int(a)] = ts
+        hasTimestamp[Int(a)] = true
+    }
+
+    // MARK: Outcomes
+
+    @inline(__always)
+    mutating func count(_ outcome: Outcome, for a: Int32) {
+        outcomeCounts[Int(a) * Outcome.allCases.count + outcome.rawValue] &+= 1
+    }
+
+    public func outcomeCount(_ outcome: Outcome, for a: Int32) -> Int {
+        Int(outcomeCounts[Int(a) * Outcome.allCases.count + outcome.rawValue])
+    }
+
+    // MARK: Budget (TRACE rule 11)
+
+    /// True when the activity already has `budget` counted pushes in (now − 1 h, now]; otherwise
+    /// counts this one and returns false.
+    @inline(__always)
+    mutating func budgetExhausted(_ a: Int32, budget: Int, nowMillis: Int64) -> Bool {
+        let i = Int(a)
+        if budget <= 0 { return true }
+        if budgetOffset[i] < 0 {
+            budgetOffset[i] = budgetSlab.count
+            budgetSlab.append(contentsOf: repeatElement(0, count: budget))
+        }
+        let base = budgetOffset[i]
+        let head = Int(budgetHead[i])
+        if Int(budgetFilled[i]) == budget {
+            // The oldest of the last `budget` counted pushes is still inside the window: exhausted.
+            if budgetSlab[base + head] > nowMillis - Lifetime.budgetWindowMillis { return true }
+            budgetSlab[base + head] = nowMillis
+            budgetHead[i] = Int32((head + 1) % budget)
+        } else {
+            budgetSlab[base + (head + Int(budgetFilled[i])) % budget] = nowMillis
+            budgetFilled[i] += 1
+        }
+        return false
+    }
+
+    // MARK: Relevance order (DOMAIN §5)
+
+    /// True when `a` sorts before `b`: higher relevance, then earlier start, then activity id.
+    @inline(__always)
+    func precedes(_ a: Int32, _ b: Int32) -> Bool {
+        let i = Int(a)
+        let j = Int(b)
+        if relevance[i] != relevance[j] { return relevance[i] > relevance[j] }
+        if startMillis[i] != startMillis[j] { return startMillis[i] < startMillis[j] }
+        return activityIds.withBytes(a) { x in activityIds.withBytes(b) { y in compareBytes(x, y) < 0 } }
+    }
+
+    private mutating func insertInOrder(_ a: Int32) {
+        let d = Int(device[Int(a)])
+        var previous = ActivityStore.none
+        var current = orderHead[d]
+        while current != ActivityStore.none && precedes(current, a) {
+            previous = current
+            current = nextInOrder[Int(current)]
+        }
+        nextInOrder[Int(a)] = current
+        if previous == ActivityStore.none { orderHead[d] = a } else { nextInOrder[Int(previous)] = a }
+    }
+
+    private mutating func removeFromOrder(_ a: Int32) {
+        let d = Int(device[Int(a)])
+        var previous = ActivityStore.none
+        var current = orderHead[d]
+        while current != ActivityStore.none && current != a {
+            previous = current
+            current = nextInOrder[Int(current)]
+        }
+        guard current == a else { return }
+        if previous == ActivityStore.none {
+            orderHead[d] = nextInOrder[Int(a)]
+        } else {
+            nextInOrder[Int(previous)] = nextInOrder[Int(a)]
+        }
+        nextInOrder[Int(a)] = ActivityStore.none
+    }
+
+    /// Drops dismissed activities from the device's order list (they are never shown again).
+    mutating func pruneDismissed(device d: Int32, nowMillis: Int64) {
+        var current = orderHead[Int(d)]
+        while current != ActivityStore.none {
+            let next = nextInOrder[Int(current)]
+            if nowMillis >= dismissMillis[Int(current)] { removeFromOrder(current) }
+            current = next
+        }
+    }
+
+    /// Live (active or stale) activities on the device, in all and of `app` (DOMAIN §1 limits).
+    func liveCounts(device d: Int32, app a: Int32, nowMillis: Int64) -> (device: Int, app: Int) {
+        var total = 0
+        var ofApp = 0
+        var current = orderHead[Int(d)]
+        while current != ActivityStore.none {
+            if state(current, nowMillis: nowMillis).isLive {
+                total += 1
+                if app[Int(current)] == a { ofApp += 1 }
+            }
+            current = nextInOrder[Int(current)]
+        }
+        return (total, ofApp)
+    }
+
+    /// The Lock Screen: every activity not dismissed, by relevance (DOMAIN §5).
+    public func lockScreen(device d: Int32, nowMillis: Int64) -> [Int32] {
+        var result: [Int32] = []
+        var current = orderHead[Int(d)]
+        while current != ActivityStore.none {
+            if state(current, nowMillis: nowMillis) != .dismissed { result.append(current) }
+            current = nextInOrder[Int(current)]
+        }
+        return result
+    }
+
+    /// The Dynamic Island: the first two live activities of the Lock Screen order (DOMAIN §5).
+    public func island(device d: Int32, nowMillis: Int64) -> [Int32] {
+        var result: [Int32] = []
+        var current = orderHead[Int(d)]
+        while current != ActivityStore.none && result.count < 2 {
+            if state(current, nowMillis: nowMillis).isLive { result.append(current) }
+            current = nextInOrder[Int(current)]
+        }
+        return result
+    }
+}

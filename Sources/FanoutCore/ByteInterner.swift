@@ -1,0 +1,124 @@
+/// Interns byte strings (tokens, channel ids, activity and device ids) as dense `Int32` ids.
+///
+/// Keys live back to back in one byte arena; an open-addressing table (linear probing, load ≤ 1/2)
+/// maps a key's hash to its id. `lookup` takes raw bytes and allocates nothing, so routing a push by
+/// its token costs one hash and usually one comparison. Ids are assigned in insertion order and are
+/// never reused. The hash is a fixed function (no per-process seed), so behaviour is reproducible.
+public struct ByteInterner: Sendable {
+    private var arena: [UInt8] = []
+    private var offsets: [Int] = [0]
+    private var hashes: [UInt64] = []
+    private var table: [Int32]
+    private var mask: Int
+
+    public init(capacity: Int = 16) {
+        var size = 16
+        while size < capacity * 2 { size <<= 1 }
+        table = Array(repeating: -1, count: size)
+        mask = size - 1
+    }
+
+    /// Number of interned keys; ids are `0..<count`.
+    public var count: Int { hashes.count }
+
+    /// The bytes of key `id`; valid until the next insertion.
+    @inline(__always)
+    public func withBytes<R>(_ id: Int32, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let start = offsets[Int(id)]
+        let end = offsets[Int(id) + 1]
+        return try arena.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[start..<end])) }
+    }
+
+    public func string(_ id: Int32) -> String {
+        withBytes(id) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Id of `key`, or nil when it was never interned.
+    @inline(__always)
+    public func lookup(_ key: UnsafeRawBufferPointer) -> Int32? {
+        let h = ByteInterner.hash(key)
+        var slot = Int(truncatingIfNeeded: h) & mask
+        return arena.withUnsafeBytes { arenaBytes in
+            while true {
+                let id = table[slot]
+                if id < 0 { return nil }
+                if hashes[Int(id)] == h {
+                    let start = offsets[Int(id)]
+                    let length = offsets[Int(id) + 1] - start
+                    if length == key.count
+                        && (length == 0 || memoryEqual(arenaBytes.baseAddress! + start, key.baseAddress!, length))
+                    {
+                        return id
+                    }
+                }
+                slot = (slot + 1) & mask
+            }
+        }
+    }
+
+    public func lookup(_ key: String) -> Int32? {
+        var copy = key
+        return copy.withUTF8 { lookup(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Id of `key`, interning it when new. `inserted` tells which.
+    @discardableResult
+    public mutating func intern(_ key: UnsafeRawBufferPointer) -> (id: Int32, inserted: Bool) {
+        if let id = lookup(key) { return (id, false) }
+        let id = Int32(hashes.count)
+        let h = ByteInterner.hash(key)
+        arena.append(contentsOf: key)
+        offsets.append(arena.count)
+        hashes.append(h)
+        if hashes.count * 2 > table.count { grow() } else { place(id, hash: h) }
+        return (id, true)
+    }
+
+    @discardableResult
+    public mutating func intern(_ key: String) -> (id: Int32, inserted: Bool) {
+        var copy = key
+        return copy.withUTF8 { intern(UnsafeRawBufferPointer($0)) }
+    }
+
+    private mutating func place(_ id: Int32, hash: UInt64) {
+        var slot = Int(truncatingIfNeeded: hash) & mask
+        while table[slot] >= 0 { slot = (slot + 1) & mask }
+        table[slot] = id
+    }
+
+    private mutating func grow() {
+        let size = table.count * 2
+        table = Array(repeating: -1, count: size)
+        mask = size - 1
+        for id in 0..<hashes.count { place(Int32(id), hash: hashes[id]) }
+    }
+
+    /// A fixed 64-bit hash, eight bytes per step (multiply–xorshift mixing).
+    @inline(__always)
+    public static func hash(_ key: UnsafeRawBufferPointer) -> UInt64 {
+        let m: UInt64 = 0x9E37_79B9_7F4A_7C15
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325 ^ (UInt64(key.count) &* m)
+        var i = 0
+        let n = key.count
+        if let base = key.baseAddress {
+            while i + 8 <= n {
+                let word = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                h = (h ^ word) &* m
+                h ^= h >> 29
+                i += 8
+            }
+            var tail: UInt64 = 0
+            var shift: UInt64 = 0
+            while i < n {
+                tail |= UInt64(base.load(fromByteOffset: i, as: UInt8.self)) << shift
+                shift += 8
+                i += 1
+            }
+            h = (h ^ tail) &* m
+        }
+        h ^= h >> 32
+        h = h &* 0xD6E8_FEB8_6659_FD93
+        h ^= h >> 32
+        return h
+    }
+}

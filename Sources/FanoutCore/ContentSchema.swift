@@ -1,0 +1,271 @@
+/// The field types of a content-state (DOMAIN §1, TRACE rule 13).
+public enum FieldType: UInt8, Sendable {
+    /// An integral number in Int64 range (`3.0` yes; `3.5`, `true`, `"3"` no).
+    case int
+    /// Any finite number.
+    case double
+    case string
+    /// `true` / `false` only.
+    case bool
+
+    public var name: String {
+        switch self {
+        case .int: "int"
+        case .double: "double"
+        case .string: "string"
+        case .bool: "bool"
+        }
+    }
+}
+
+/// The content-state schema of one `attributes-type`: field names and types in declaration order.
+///
+/// Decoded content is kept as a *content record*: for each field, in schema order, a tag byte
+/// (`ContentRecord.Tag`) and its value (8 little-endian bytes for int and double, a 32-bit length
+/// and the UTF-8 bytes for a string, nothing for bool and absent). Records are flat bytes, so
+/// storing, copying and comparing content allocates nothing.
+public struct ContentSchema: Sendable {
+    public struct Field: Sendable {
+        public var name: String
+        public var type: FieldType
+        public var optional: Bool
+
+        public init(name: String, type: FieldType, optional: Bool = false) {
+            self.name = name
+            self.type = type
+            self.optional = optional
+        }
+    }
+
+    public let name: String
+    public let fields: [Field]
+    private let nameBytes: [UInt8]
+    private let nameOffsets: [Int]
+
+    public init(name: String, fields: [Field]) {
+        self.name = name
+        self.fields = fields
+        var bytes: [UInt8] = []
+        var offsets = [0]
+        for field in fields {
+            bytes.append(contentsOf: field.name.utf8)
+            offsets.append(bytes.count)
+        }
+        nameBytes = bytes
+        nameOffsets = offsets
+    }
+
+    /// Parses a type string of a trace header: `int`, `double`, `string`, `bool`, optionally with `?`.
+    public static func parseType(_ text: String) -> (FieldType, optional: Bool)? {
+        var base = Substring(text)
+        var optional = false
+        if base.hasSuffix("?") {
+            optional = true
+            base = base.dropLast()
+        }
+        switch base {
+        case "int": return (.int, optional)
+        case "double": return (.double, optional)
+        case "string": return (.string, optional)
+        case "bool": return (.bool, optional)
+        default: return nil
+        }
+    }
+
+    /// Index of the field whose name equals the (possibly escaped) key at `keyIndex`, or -1.
+    @inline(__always)
+    func fieldIndex(tape: borrowing JSONTape, keyIndex: Int) -> Int {
+        nameBytes.withUnsafeBytes { names in
+            for k in 0..<fields.count {
+                let name = UnsafeRawBufferPointer(rebasing: names[nameOffsets[k]..<nameOffsets[k + 1]])
+                if tape.stringEquals(keyIndex, name) { return k }
+            }
+            return -1
+        }
+    }
+
+    public func withFieldName<R>(_ k: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        nameBytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[nameOffsets[k]..<nameOffsets[k + 1]])) }
+    }
+}
+
+public enum ContentRecord {
+    public enum Tag: UInt8 {
+        case absent = 0, int, double, string, boolFalse, boolTrue
+    }
+
+    @inline(__always)
+    static func appendWord(_ value: UInt64, to out: inout [UInt8]) {
+        withUnsafeBytes(of: value.littleEndian) { out.append(contentsOf: $0) }
+    }
+
+    public static func appendInt(_ value: Int64, to out: inout [UInt8]) {
+        out.append(Tag.int.rawValue)
+        appendWord(UInt64(bitPattern: value), to: &out)
+    }
+
+    public static func appendDouble(_ value: Double, to out: inout [UInt8]) {
+        out.append(Tag.double.rawValue)
+        appendWord(value.bitPattern, to: &out)
+    }
+
+    public static func appendBool(_ value: Bool, to out: inout [UInt8]) {
+        out.append(value ? Tag.boolTrue.rawValue : Tag.boolFalse.rawValue)
+    }
+
+    public static func appendAbsent(to out: inout [UInt8]) {
+        out.append(Tag.absent.rawValue)
+    }
+
+    public static func appendString(_ utf8: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        out.append(Tag.string.rawValue)
+        withUnsafeBytes(of: UInt32(utf8.count).littleEndian) { out.append(contentsOf: $0) }
+        out.append(contentsOf: utf8)
+    }
+
+    /// Reads field values of a record in order.
+    public struct Reader {
+        public enum Value {
+            case absent
+            case int(Int64)
+            case double(Double)
+            case string(UnsafeRawBufferPointer)
+            case bool(Bool)
+        }
+
+        let bytes: UnsafeRawBufferPointer
+        var offset = 0
+
+        public init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+        public mutating func next() -> Value {
+            let tag = Tag(rawValue: bytes[offset])!
+            offset += 1
+            switch tag {
+            case .absent: return .absent
+            case .boolFalse: return .bool(false)
+            case .boolTrue: return .bool(true)
+            case .int, .double:
+                let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                offset += 8
+                return tag == .int ? .int(Int64(bitPattern: word)) : .double(Double(bitPattern: word))
+            case .string:
+                let length = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+                offset += 4
+                let value = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length])
+                offset += length
+                return .string(value)
+            }
+        }
+    }
+}
+
+extension ContentSchema {
+    /// Decodes the content-state object at `index` of `tape` into a content record appended to `out`
+    /// (TRACE rule 13). Returns false when it does not decode; `out` then holds garbage past its
+    /// original count. `slots` is scratch storage reused across calls.
+    public func decode(
+        tape: borrowing JSONTape, object index: Int, into out: inout [UInt8], slots: inout [Int32]
+    ) -> Bool {
+        guard tape[index].kind == .object else { return false }
+        slots.removeAll(keepingCapacity: true)
+        for _ in 0..<fields.count { slots.append(-1) }
+        let end = Int(tape[index].next)
+        var member = index + 1
+        while member < end {
+            let k = fieldIndex(tape: tape, keyIndex: member)
+            if k >= 0 { slots[k] = Int32(member + 1) }  // duplicates: the last one wins
+            member = Int(tape[member + 1].next)
+        }
+        for k in 0..<fields.count {
+            let field = fields[k]
+            let v = Int(slots[k])
+            if v < 0 || tape[v].kind == .null {
+                guard field.optional else { return false }
+                ContentRecord.appendAbsent(to: &out)
+                continue
+            }
+            switch field.type {
+            case .int:
+                guard let value = tape.int64(v) else { return false }
+                ContentRecord.appendInt(value, to: &out)
+            case .double:
+                guard let value = tape.double(v) else { return false }
+                ContentRecord.appendDouble(value, to: &out)
+            case .string:
+                guard tape[v].kind == .string else { return false }
+                out.append(ContentRecord.Tag.string.rawValue)
+                let lengthAt = out.count
+                withUnsafeBytes(of: UInt32(0)) { out.append(contentsOf: $0) }  // length, patched below
+                let before = out.count
+                tape.appendUnescaped(v, to: &out)
+                let length = UInt32(out.count - before)
+                out.withUnsafeMutableBytes {
+                    $0.storeBytes(of: length.littleEndian, toByteOffset: lengthAt, as: UInt32.self)
+                }
+            case .bool:
+                guard tape[v].kind == .bool else { return false }
+                ContentRecord.appendBool(tape[v].flag, to: &out)
+            }
+        }
+        return true
+    }
+
+    /// Writes a record as a JSON object. `.compact` for payloads (`{"home":2}`); `.python` for the
+    /// state dump (`{"home": 2}`, Python float repr, absent optional fields left out).
+    public func appendJSON(record: UnsafeRawBufferPointer, style: JSONStyle, to out: inout [UInt8]) {
+        var reader = ContentRecord.Reader(record)
+        out.append(UInt8(ascii: "{"))
+        var first = true
+        let escaping: JSONWriter.Escaping = style == .compact ? .unicodeControls : .pythonStyle
+        for k in 0..<fields.count {
+            let value = reader.next()
+            if case .absent = value { continue }
+            if !first { JSONWriter.append(style == .compact ? "," : ", ", to: &out) }
+            first = false
+            withFieldName(k) { JSONWriter.appendString($0, to: &out, escaping: escaping) }
+            JSONWriter.append(style == .compact ? ":" : ": ", to: &out)
+            switch value {
+            case .absent: break
+            case .int(let v): JSONWriter.appendInt(v, to: &out)
+            case .double(let v):
+                if style == .compact {
+                    JSONWriter.appendDouble(v, to: &out)
+                } else {
+                    JSONWriter.appendPythonFloat(v, to: &out)
+                }
+            case .string(let s): JSONWriter.appendString(s, to: &out, escaping: escaping)
+            case .bool(let b): JSONWriter.append(b ? "true" : "false", to: &out)
+            }
+        }
+        out.append(UInt8(ascii: "}"))
+    }
+}
+
+public enum JSONStyle: Sendable {
+    /// No spaces: payloads.
+    case compact
+    /// `", "` and `": "` separators, Python float repr: the state dump.
+    case python
+}
+
+/// The content-state schemas of a population, by `attributes-type` name.
+public struct SchemaSet: Sendable {
+    public private(set) var schemas: [ContentSchema] = []
+    private var names = ByteInterner()
+
+    public init() {}
+
+    @discardableResult
+    public mutating func add(_ schema: ContentSchema) -> Int32 {
+        let (id, inserted) = names.intern(schema.name)
+        if inserted { schemas.append(schema) } else { schemas[Int(id)] = schema }
+        return id
+    }
+
+    public func id(named name: UnsafeRawBufferPointer) -> Int32? { names.lookup(name) }
+    public func id(named name: String) -> Int32? { names.lookup(name) }
+
+    @inline(__always)
+    public subscript(_ id: Int32) -> ContentSchema { schemas[Int(id)] }
+}

@@ -1,0 +1,297 @@
+/// A strict (RFC 8259) JSON scanner that records the structure of a document on a reusable tape.
+///
+/// One pass over the bytes checks the grammar, UTF-8, string escapes (including surrogate pairs) and
+/// number syntax, and writes one `Entry` per value and per object key. Nothing is decoded: an entry
+/// points at its bytes, and values are read on demand (`int64(at:)`, `double(at:)`, `stringEquals`).
+/// The tape's storage is kept between documents, so scanning allocates nothing in steady state.
+///
+/// Layout: an object entry is followed by its members as (key, value) pairs; an array entry by its
+/// elements. Every entry's `next` is the index of the entry after it and everything it contains,
+/// so siblings are walked in O(1) each.
+public struct JSONTape {
+    public enum Kind: UInt8, Sendable {
+        case object, array, string, number, bool, null
+    }
+
+    public struct Entry: Sendable {
+        public var kind: Kind
+        /// string: it contains a backslash escape; number: it has a fraction or an exponent;
+        /// bool: the value is `true`.
+        public var flag: Bool
+        /// Byte offsets: for strings the contents between the quotes; for numbers and literals the
+        /// token; for containers from the opening to one past the closing bracket.
+        public var start: Int32
+        public var end: Int32
+        /// Index of the entry following this value and all its children.
+        public var next: Int32
+    }
+
+    public private(set) var entries: [Entry] = []
+    private var stack: [Int32] = []
+    /// The bytes of the last document scanned. Valid only while the caller keeps them alive.
+    public private(set) var bytes = UnsafeRawBufferPointer(start: nil, count: 0)
+
+    public init() {
+        entries.reserveCapacity(64)
+        stack.reserveCapacity(16)
+    }
+
+    public var count: Int { entries.count }
+
+    @inline(__always)
+    public subscript(index: Int) -> Entry { entries[index] }
+
+    /// Scans `bytes` as one JSON document (surrounding whitespace allowed, nothing else).
+    /// Returns `nil` on success, else the byte offset where the document stopped being strict JSON.
+    /// The caller must keep `bytes` alive while it reads from the tape.
+    public mutating func scan(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        entries.removeAll(keepingCapacity: true)
+        stack.removeAll(keepingCapacity: true)
+        self.bytes = bytes
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return 0 }
+        let p = base.assumingMemoryBound(to: UInt8.self)
+        let n = bytes.count
+        var i = skipWhitespace(p, 0, n)
+        // State machine: expectValue, after a value: expect ',' or a closing bracket.
+        var expectingKeyOrClose = false  // just after '{'
+        var expectingValueOrClose = false  // just after '['
+        while true {
+            // --- parse one value (or a key when inside an object awaiting a key) ---
+            if i >= n { return i }
+            var c = p[i]
+            if expectingKeyOrClose {
+                expectingKeyOrClose = false
+                if c == UInt8(ascii: "}") {
+                    closeContainer(at: i + 1)
+                    i += 1
+                    if let stop = afterValue(p, &i, n, &expectingKeyOrClose) { return stop == -1 ? nil : stop }
+                    continue
+                }
+                guard c == UInt8(ascii: "\"") else { return i }
+                guard scanKeyAndColon(p, &i, n) else { return i }
+                c = p[i]
+            } else if expectingValueOrClose {
+                expectingValueOrClose = false
+                if c == UInt8(ascii: "]") {
+                    closeContainer(at: i + 1)
+                    i += 1
+                    if let stop = afterValue(p, &i, n, &expectingKeyOrClose) { return stop == -1 ? nil : stop }
+                    continue
+                }
+            }
+            switch c {
+            case UInt8(ascii: "{"):
+                stack.append(Int32(entries.count))
+                entries.append(Entry(kind: .object, flag: false, start: Int32(i), end: 0, next: 0))
+                i = skipWhitespace(p, i + 1, n)
+                expectingKeyOrClose = true
+                continue
+            case UInt8(ascii: "["):
+                stack.append(Int32(entries.count))
+                entries.append(Entry(kind: .array, flag: false, start: Int32(i), end: 0, next: 0))
+                i = skipWhitespace(p, i + 1, n)
+                expectingValueOrClose = true
+                continue
+            case UInt8(ascii: "\""):
+                var hasEscape = false
+                guard let end = JSONTape.scanString(p, i + 1, n, hadEscape: &hasEscape) else { return i }
+                appendLeaf(.string, flag: hasEscape, start: i + 1, end: end)
+                i = end + 1
+            case UInt8(ascii: "t"):
+                guard matchLiteral(p, i, n, "true") else { return i }
+                appendLeaf(.bool, flag: true, start: i, end: i + 4)
+                i += 4
+            case UInt8(ascii: "f"):
+                guard matchLiteral(p, i, n, "false") else { return i }
+                appendLeaf(.bool, flag: false, start: i, end: i + 5)
+                i += 5
+            case UInt8(ascii: "n"):
+                guard matchLiteral(p, i, n, "null") else { return i }
+                appendLeaf(.null, flag: false, start: i, end: i + 4)
+                i += 4
+            default:
+                guard let (end, fractional) = JSONNumber.scan(p, i, n) else { return i }
+                appendLeaf(.number, flag: fractional, start: i, end: end)
+                i = end
+            }
+            if let stop = afterValue(p, &i, n, &expectingKeyOrClose) { return stop == -1 ? nil : stop }
+        }
+    }
+
+    /// After a complete value: either the document ends (returns -1 = success), a separator or a
+    /// closing bracket follows (continues the loop, returns nil), or the bytes are wrong (offset).
+    @inline(__always)
+    private mutating func afterValue(
+        _ p: UnsafePointer<UInt8>, _ i: inout Int, _ n: Int, _ expectingKey: inout Bool
+    ) -> Int? {
+        while true {
+            i = skipWhitespace(p, i, n)
+            guard let top = stack.last else {
+                return i == n ? -1 : i
+            }
+            guard i < n else { return i }
+            let c = p[i]
+            let isObject = entries[Int(top)].kind == .object
+            if c == UInt8(ascii: ",") {
+                i = skipWhitespace(p, i + 1, n)
+                if isObject {
+                    guard i < n, p[i] == UInt8(ascii: "\"") else { return i }
+                    guard scanKeyAndColon(p, &i, n) else { return i }
+                }
+                return nil
+            }
+            if (isObject && c == UInt8(ascii: "}")) || (!isObject && c == UInt8(ascii: "]")) {
+                closeContainer(at: i + 1)
+                i += 1
+                continue
+            }
+            return i
+        }
+    }
+
+    /// Scans a key string at `i` and the colon after it; leaves `i` at the value.
+    @inline(__always)
+    private mutating func scanKeyAndColon(_ p: UnsafePointer<UInt8>, _ i: inout Int, _ n: Int) -> Bool {
+        var hasEscape = false
+        guard let end = JSONTape.scanString(p, i + 1, n, hadEscape: &hasEscape) else { return false }
+        appendLeaf(.string, flag: hasEscape, start: i + 1, end: end)
+        i = skipWhitespace(p, end + 1, n)
+        guard i < n, p[i] == UInt8(ascii: ":") else { return false }
+        i = skipWhitespace(p, i + 1, n)
+        return true
+    }
+
+    @inline(__always)
+    private mutating func closeContainer(at end: Int) {
+        let index = Int(stack.removeLast())
+        entries[index].end = Int32(end)
+        entries[index].next = Int32(entries.count)
+    }
+
+    @inline(__always)
+    private mutating func appendLeaf(_ kind: Kind, flag: Bool, start: Int, end: Int) {
+        let index = Int32(entries.count)
+        entries.append(Entry(kind: kind, flag: flag, start: Int32(start), end: Int32(end), next: index + 1))
+    }
+
+    @inline(__always)
+    private func skipWhitespace(_ p: UnsafePointer<UInt8>, _ start: Int, _ n: Int) -> Int {
+        var i = start
+        while i < n {
+            let c = p[i]
+            if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { i += 1 } else { break }
+        }
+        return i
+    }
+
+    @inline(__always)
+    private func matchLiteral(_ p: UnsafePointer<UInt8>, _ i: Int, _ n: Int, _ literal: StaticString) -> Bool {
+        let count = literal.utf8CodeUnitCount
+        guard i + count <= n else { return false }
+        let l = literal.utf8Start
+        for k in 0..<count where p[i + k] != l[k] { return false }
+        return true
+    }
+
+    /// Scans string contents starting after the opening quote; returns the offset of the closing
+    /// quote, or nil when the string is not strict JSON (control character, bad escape, lone
+    /// surrogate, invalid UTF-8, no closing quote).
+    @inline(__always)
+    static func scanString(_ p: UnsafePointer<UInt8>, _ start: Int, _ n: Int, hadEscape: inout Bool) -> Int? {
+        var i = start
+        while i < n {
+            let c = p[i]
+            if c == UInt8(ascii: "\"") { return i }
+            if c == UInt8(ascii: "\\") {
+                hadEscape = true
+                guard i + 1 < n else { return nil }
+                switch p[i + 1] {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+                    UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    i += 2
+                case UInt8(ascii: "u"):
+                    guard let unit = hex4(p, i + 2, n) else { return nil }
+                    if unit >= 0xD800 && unit <= 0xDBFF {
+                        guard i + 7 < n, p[i + 6] == UInt8(ascii: "\\"), p[i + 7] == UInt8(ascii: "u"),
+                            let low = hex4(p, i + 8, n), low >= 0xDC00 && low <= 0xDFFF
+                        else { return nil }
+                        i += 12
+                    } else if unit >= 0xDC00 && unit <= 0xDFFF {
+                        return nil
+                    } else {
+                        i += 6
+                    }
+                default:
+                    return nil
+                }
+                continue
+            }
+            if c < 0x20 { return nil }
+            if c < 0x80 {
+                i += 1
+                continue
+            }
+            guard let length = utf8SequenceLength(p, i, n) else { return nil }
+            i += length
+        }
+        return nil
+    }
+
+    @inline(__always)
+    static func hex4(_ p: UnsafePointer<UInt8>, _ i: Int, _ n: Int) -> UInt32? {
+        guard i + 4 <= n else { return nil }
+        var value: UInt32 = 0
+        for k in 0..<4 {
+            guard let d = hexDigit(p[i + k]) else { return nil }
+            value = value << 4 | UInt32(d)
+        }
+        return value
+    }
+
+    @inline(__always)
+    static func hexDigit(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c &- UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c &- UInt8(ascii: "a") &+ 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c &- UInt8(ascii: "A") &+ 10
+        default: return nil
+        }
+    }
+
+    /// Length of the well-formed UTF-8 sequence starting with a non-ASCII byte at `i`
+    /// (Unicode Table 3-7: no overlong forms, no surrogates, nothing above U+10FFFF).
+    @inline(__always)
+    static func utf8SequenceLength(_ p: UnsafePointer<UInt8>, _ i: Int, _ n: Int) -> Int? {
+        let b0 = p[i]
+        @inline(__always) func cont(_ k: Int, _ lo: UInt8 = 0x80, _ hi: UInt8 = 0xBF) -> Bool {
+            i + k < n && p[i + k] >= lo && p[i + k] <= hi
+        }
+        switch b0 {
+        case 0xC2...0xDF: return cont(1) ? 2 : nil
+        case 0xE0: return cont(1, 0xA0) && cont(2) ? 3 : nil
+        case 0xE1...0xEC, 0xEE...0xEF: return cont(1) && cont(2) ? 3 : nil
+        case 0xED: return cont(1, 0x80, 0x9F) && cont(2) ? 3 : nil
+        case 0xF0: return cont(1, 0x90) && cont(2) && cont(3) ? 4 : nil
+        case 0xF1...0xF3: return cont(1) && cont(2) && cont(3) ? 4 : nil
+        case 0xF4: return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : nil
+        default: return nil
+        }
+    }
+
+    /// True when `bytes` is entirely well-formed UTF-8.
+    public static func isValidUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        let p = base.assumingMemoryBound(to: UInt8.self)
+        var i = 0
+        let n = bytes.count
+        while i < n {
+            if p[i] < 0x80 {
+                i += 1
+                continue
+            }
+            guard let length = utf8SequenceLength(p, i, n) else { return false }
+            i += length
+        }
+        return true
+    }
+}

@@ -1,0 +1,223 @@
+/// A push header value as a provider sent it. A trace carries any JSON value; the checks decide.
+public enum HeaderValue {
+    case null
+    /// UTF-8 bytes; valid only during the call that receives them.
+    case string(UnsafeRawBufferPointer)
+    /// An integral number in Int64 range (`10`, `10.0`).
+    case integer(Int64)
+    /// Anything else: a non-integral number, a bool, an object, an array.
+    case other
+}
+
+/// How a push is addressed (DOMAIN §3.3).
+public enum TargetKind: UInt8, Sendable {
+    /// An activity's update token.
+    case token
+    /// A broadcast channel.
+    case channel
+    /// An app's push-to-start token on a device.
+    case startToken
+
+    /// The payload limit in bytes: 4096 for token pushes, 5120 for broadcasts (DOMAIN §2).
+    public var payloadLimit: Int { self == .channel ? 5120 : 4096 }
+}
+
+/// The APNs request headers of a push (DOMAIN §2).
+public struct PushHeaders {
+    public var pushType: HeaderValue
+    public var topic: HeaderValue
+    public var priority: HeaderValue
+    public var expiration: HeaderValue
+    public var collapseId: HeaderValue
+    public var apnsId: HeaderValue
+
+    public init(
+        pushType: HeaderValue, topic: HeaderValue, priority: HeaderValue, expiration: HeaderValue,
+        collapseId: HeaderValue = .null, apnsId: HeaderValue = .null
+    ) {
+        self.pushType = pushType
+        self.topic = topic
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseId = collapseId
+        self.apnsId = apnsId
+    }
+}
+
+/// Where the members of `aps` are on the validator's tape (-1 = absent).
+public struct ApsFields: Sendable {
+    public var event: PushEvent = .update
+    public var timestamp: Int64 = 0
+    public var priority: Int64 = 10
+    public var contentState: Int32 = -1
+    public var staleDate: Int32 = -1
+    public var dismissalDate: Int32 = -1
+    public var relevanceScore: Int32 = -1
+    public var alert: Int32 = -1
+    public var attributesType: Int32 = -1
+    public var attributes: Int32 = -1
+    public var inputPushChannel: Int32 = -1
+
+    public init() {}
+}
+
+/// What APNs would reject (DOMAIN §3.2, TRACE rules 4–7), judged in one scan of the payload.
+/// The first failing check wins, in `RejectReason`'s order. Allocates nothing in steady state.
+public struct PayloadValidator {
+    /// The scanned payload; valid while the caller keeps the payload bytes alive.
+    public var tape = JSONTape()
+    /// The members of `aps` of the last accepted payload.
+    public private(set) var aps = ApsFields()
+
+    public static let topicSuffix: StaticString = ".push-type.liveactivity"
+
+    public init() {}
+
+    /// Judges a push. `targetBundle` is the bundle id of the app the target resolves to (an issued
+    /// update token → its activity's app; a start token → its app; a channel → the app of its first
+    /// subscriber), or nil when the target does not resolve; BadTopic is checked only then.
+    public mutating func validate(
+        headers: PushHeaders, payload: UnsafeRawBufferPointer, target: TargetKind,
+        targetBundle: UnsafeRawBufferPointer?
+    ) -> RejectReason? {
+        if payload.count > target.payloadLimit { return .payloadTooLarge }
+        if payload.count == 0 { return .payloadEmpty }
+        guard case .string(let pushType) = headers.pushType, PayloadValidator.equals(pushType, "liveactivity") else {
+            return .invalidPushType
+        }
+        guard case .string(let topic) = headers.topic, PayloadValidator.hasTopicSuffix(topic) else {
+            return .topicDisallowed
+        }
+        if let bundle = targetBundle {
+            let topicBundle = UnsafeRawBufferPointer(
+                rebasing: topic[0..<(topic.count - PayloadValidator.topicSuffix.utf8CodeUnitCount)])
+            if compareBytes(topicBundle, bundle) != 0 { return .badTopic }
+        }
+        guard case .integer(let priority) = headers.priority,
+            priority == 5 || priority == 10 || (priority == 1 && target == .channel)
+        else { return .badPriority }
+        switch headers.collapseId {
+        case .null: break
+        case .string(let id) where id.count <= 64: break
+        default: return .badCollapseId
+        }
+        switch headers.apnsId {
+        case .null: break
+        case .string(let id) where PayloadValidator.isCanonicalUUID(id): break
+        default: return .badMessageId
+        }
+        guard case .integer(let expiration) = headers.expiration, expiration >= 0,
+            target != .channel || expiration == 0
+        else { return .badExpirationDate }
+        guard validatePayload(payload, target: target) else { return .badRequestPayload }
+        aps.priority = priority
+        return nil
+    }
+
+    /// Strict JSON, `aps` an object, a known `event` that fits the target, an integral `timestamp`.
+    private mutating func validatePayload(_ payload: UnsafeRawBufferPointer, target: TargetKind) -> Bool {
+        guard tape.scan(payload) == nil, tape[0].kind == .object else { return false }
+        let apsIndex = tape.member(0, "aps")
+        guard apsIndex >= 0, tape[apsIndex].kind == .object else { return false }
+        var fields = ApsFields()
+        var event = -1
+        var timestamp = -1
+        // One walk over `aps`; later duplicates overwrite earlier ones (the last one wins).
+        let end = Int(tape[apsIndex].next)
+        var key = apsIndex + 1
+        while key < end {
+            let value = Int32(key + 1)
+            let e = tape[key]
+            switch Int(e.end - e.start) {
+            case 5 where tape.stringEquals(key, "event"): event = key + 1
+            case 5 where tape.stringEquals(key, "alert"): fields.alert = value
+            case 9 where tape.stringEquals(key, "timestamp"): timestamp = key + 1
+            case 10 where tape.stringEquals(key, "stale-date"): fields.staleDate = value
+            case 10 where tape.stringEquals(key, "attributes"): fields.attributes = value
+            case 13 where tape.stringEquals(key, "content-state"): fields.contentState = value
+            case 14 where tape.stringEquals(key, "dismissal-date"): fields.dismissalDate = value
+            case 15 where tape.stringEquals(key, "relevance-score"): fields.relevanceScore = value
+            case 15 where tape.stringEquals(key, "attributes-type"): fields.attributesType = value
+            case 18 where tape.stringEquals(key, "input-push-channel"): fields.inputPushChannel = value
+            default:
+                if e.flag { matchEscapedKey(key, &fields, &event, &timestamp) }
+            }
+            key = Int(tape[key + 1].next)
+        }
+        guard event >= 0, tape[event].kind == .string else { return false }
+        if tape.stringEquals(event, "update") {
+            fields.event = .update
+        } else if tape.stringEquals(event, "end") {
+            fields.event = .end
+        } else if tape.stringEquals(event, "start") {
+            fields.event = .start
+        } else {
+            return false
+        }
+        guard timestamp >= 0, let ts = tape.int64(timestamp) else { return false }
+        fields.timestamp = ts
+        guard (fields.event == .start) == (target == .startToken) else { return false }
+        aps = fields
+        return true
+    }
+
+    /// A key written with escapes (`"ev\u0065nt"`) names the same member as the plain one.
+    private func matchEscapedKey(_ key: Int, _ fields: inout ApsFields, _ event: inout Int, _ timestamp: inout Int) {
+        let value = Int32(key + 1)
+        if tape.stringEquals(key, "event") {
+            event = key + 1
+        } else if tape.stringEquals(key, "timestamp") {
+            timestamp = key + 1
+        } else if tape.stringEquals(key, "alert") {
+            fields.alert = value
+        } else if tape.stringEquals(key, "stale-date") {
+            fields.staleDate = value
+        } else if tape.stringEquals(key, "attributes") {
+            fields.attributes = value
+        } else if tape.stringEquals(key, "content-state") {
+            fields.contentState = value
+        } else if tape.stringEquals(key, "dismissal-date") {
+            fields.dismissalDate = value
+        } else if tape.stringEquals(key, "relevance-score") {
+            fields.relevanceScore = value
+        } else if tape.stringEquals(key, "attributes-type") {
+            fields.attributesType = value
+        } else if tape.stringEquals(key, "input-push-channel") {
+            fields.inputPushChannel = value
+        }
+    }
+
+    @inline(__always)
+    static func equals(_ bytes: UnsafeRawBufferPointer, _ literal: StaticString) -> Bool {
+        bytes.count == literal.utf8CodeUnitCount
+            && (bytes.count == 0 || memoryEqual(bytes.baseAddress!, literal.utf8Start, bytes.count))
+    }
+
+    /// Ends in `.push-type.liveactivity`; the bundle part is compared by the BadTopic check.
+    @inline(__always)
+    static func hasTopicSuffix(_ topic: UnsafeRawBufferPointer) -> Bool {
+        let n = topicSuffix.utf8CodeUnitCount
+        guard topic.count >= n else { return false }
+        return memoryEqual(topic.baseAddress! + (topic.count - n), topicSuffix.utf8Start, n)
+    }
+
+    /// 8-4-4-4-12 hex digits, either case.
+    static func isCanonicalUUID(_ id: UnsafeRawBufferPointer) -> Bool {
+        guard id.count == 36 else { return false }
+        for i in 0..<36 {
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                if id[i] != UInt8(ascii: "-") { return false }
+            } else if JSONTape.hexDigit(id[i]) == nil {
+                return false
+            }
+        }
+        return true
+    }
+
+    /// A device token is well-formed when non-empty, of even length and hex (TRACE rule 8).
+    public static func isWellFormedToken(_ token: UnsafeRawBufferPointer) -> Bool {
+        guard token.count > 0, token.count % 2 == 0 else { return false }
+        for byte in token where JSONTape.hexDigit(byte) == nil { return false }
+        return true
+    }
+}

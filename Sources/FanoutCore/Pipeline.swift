@@ -1,0 +1,319 @@
+/// The fan-out core path for one population: validate → route → apply, with the accounting of
+/// DOMAIN §6. One instance per worker (shared-nothing); not thread-safe.
+///
+/// `push` runs the whole path. The stages are also public (`validate`, `route`, `deliver`) so that
+/// a caller can time each one; `push` is exactly their composition.
+public final class Pipeline {
+    public let rules: DeviceRules
+    public private(set) var schemas: SchemaSet
+    public var store = ActivityStore()
+    public var router = Router()
+    public private(set) var accounting = Accounting()
+    public var validator = PayloadValidator()
+
+    // Scratch reused across pushes (no allocation in steady state).
+    private var record: [UInt8] = []
+    private var slots: [Int32] = []
+    private var decoded = DecodedContent()
+
+    public init(schemas: SchemaSet, rules: DeviceRules) {
+        self.schemas = schemas
+        self.rules = rules
+        record.reserveCapacity(1024)
+    }
+
+    /// A push in flight: what validate and route found, used by deliver.
+    public struct InFlight: Sendable {
+        public var kind: TargetKind
+        public var resolution: Router.Resolution
+        public var aps = ApsFields()
+    }
+
+    // MARK: The whole path
+
+    /// Validates, routes and applies one push at `nowMillis`. For a push-to-start, `newActivity` and
+    /// `newToken` are the id and update token the device gives the activity it starts.
+    @discardableResult
+    public func push(
+        kind: TargetKind, target: UnsafeRawBufferPointer, headers: PushHeaders, payload: UnsafeRawBufferPointer,
+        nowMillis: Int64, newActivity: UnsafeRawBufferPointer? = nil, newToken: UnsafeRawBufferPointer? = nil
+    ) -> PushVerdict {
+        var flight = InFlight(kind: kind, resolution: router.resolve(kind, target))
+        if let reason = validate(&flight, headers: headers, payload: payload) { return .rejected(reason) }
+        switch route(&flight) {
+        case .unroutable(let reason): return .unroutable(reason)
+        case .rejected(let reason): return .rejected(reason)
+        case .routed(let recipients):
+            switch flight.resolution {
+            case .activity(let a):
+                deliver(flight, to: a, nowMillis: nowMillis)
+            case .channel(let c):
+                // Recipients are the subscribers at this instant.
+                var k = 0
+                while k < router.subscribers[Int(c)].count {
+                    deliver(flight, to: router.subscribers[Int(c)][k], nowMillis: nowMillis)
+                    k += 1
+                }
+            case .startToken(let device, let app):
+                start(flight, device: device, app: app, nowMillis: nowMillis, id: newActivity, token: newToken)
+            default:
+                preconditionFailure("routed push without recipients")
+            }
+            return .routed(recipients: recipients)
+        }
+    }
+
+    // MARK: Stages
+
+    /// Stage 1: what APNs would reject. Counts the push, and the rejection if any.
+    @inline(__always)
+    public func validate(_ flight: inout InFlight, headers: PushHeaders, payload: UnsafeRawBufferPointer)
+        -> RejectReason?
+    {
+        accounting.pushes += 1
+        let bundleApp: Int32
+        switch flight.resolution {
+        case .activity(let a): bundleApp = store.app[Int(a)]
+        case .startToken(_, let app): bundleApp = app
+        case .channel(let c): bundleApp = router.channelApp[Int(c)]
+        default: bundleApp = Router.none
+        }
+        let reason: RejectReason?
+        if bundleApp == Router.none {
+            reason = validator.validate(headers: headers, payload: payload, target: flight.kind, targetBundle: nil)
+        } else {
+            reason = store.appIds.withBytes(bundleApp) { bundle in
+                validator.validate(headers: headers, payload: payload, target: flight.kind, targetBundle: bundle)
+            }
+        }
+        if let reason {
+            accounting.rejected[reason.rawValue] += 1
+            return reason
+        }
+        flight.aps = validator.aps
+        return nil
+    }
+
+    /// Stage 2: the recipients (DOMAIN §3.3). Counts the verdict and the deliveries to come.
+    @inline(__always)
+    public func route(_ flight: inout InFlight) -> PushVerdict {
+        if let reason = flight.resolution.unroutable {
+            accounting.unroutable[reason.rawValue] += 1
+            return .unroutable(reason)
+        }
+        let recipients: Int
+        if case .channel(let c) = flight.resolution {
+            recipients = router.subscribers[Int(c)].count
+        } else {
+            recipients = 1
+        }
+        accounting.routed += 1
+        accounting.deliveries += recipients
+        decoded.schema = -1  // decode afresh for this push
+        return .routed(recipients: recipients)
+    }
+
+    /// Stage 3: one device applies an update or end to one of its activities (DOMAIN §3.4).
+    @discardableResult
+    public func deliver(_ flight: InFlight, to a: Int32, nowMillis: Int64) -> Outcome {
+        let outcome = applyOutcome(flight.aps, to: a, nowMillis: nowMillis)
+        accounting.outcomes[outcome.rawValue] += 1
+        store.count(outcome, for: a)
+        return outcome
+    }
+
+    @inline(__always)
+    private func applyOutcome(_ aps: ApsFields, to a: Int32, nowMillis: Int64) -> Outcome {
+        if !store.state(a, nowMillis: nowMillis).isLive { return .ignoredEnded }
+        if store.hasTimestamp[Int(a)] && aps.timestamp <= store.timestamp[Int(a)] { return .ignoredStaleTimestamp }
+        if aps.priority == 10, let budget = rules.budgetPerHour,
+            store.budgetExhausted(a, budget: budget, nowMillis: nowMillis)
+        {
+            return .throttled
+        }
+        let schema = store.schema[Int(a)]
+        if decoded.schema != schema { decodeUpdate(aps, schema: schema) }
+        guard decoded.ok else { return .decodeFailed }
+        store.setTimestamp(a, aps.timestamp)
+        if decoded.hasContent {
+            record.withUnsafeBytes {
+                store.replaceContent(a, record: $0, staleDate: decoded.staleDate, relevance: decoded.relevance)
+            }
+        }
+        if aps.event == .end {
+            store.end(a, nowMillis: nowMillis, dismissalDateSeconds: decoded.dismissalDate)
+        }
+        return .applied
+    }
+
+    /// Decodes the device-side fields of an update or end (TRACE rule 12) under one schema. A
+    /// broadcast decodes once per schema among its recipients: the result depends on nothing else.
+    private func decodeUpdate(_ aps: ApsFields, schema: Int32) {
+        decoded = DecodedContent()
+        decoded.schema = schema
+        let tape = validator.tape
+        guard case .decoded(let stale) = optionalDate(tape, aps.staleDate),
+            case .decoded(let dismissal) = optionalDate(tape, aps.dismissalDate),
+            let relevance = optionalRelevance(tape, aps.relevanceScore)
+        else { return }
+        let content = Int(aps.contentState)
+        if content < 0 || tape[content].kind == .null {
+            guard aps.event == .end else { return }
+            decoded.hasContent = false
+        } else {
+            record.removeAll(keepingCapacity: true)
+            guard schemas[schema].decode(tape: tape, object: content, into: &record, slots: &slots) else { return }
+            decoded.hasContent = true
+        }
+        decoded.staleDate = stale
+        decoded.dismissalDate = dismissal
+        decoded.relevance = relevance
+        decoded.ok = true
+    }
+
+    private enum OptionalDate {
+        case decoded(Int64?)
+        case invalid
+    }
+
+    /// Absent or null → none; an integral number → its value; anything else → invalid (decodeFailed).
+    @inline(__always)
+    private func optionalDate(_ tape: borrowing JSONTape, _ index: Int32) -> OptionalDate {
+        if index < 0 || tape[Int(index)].kind == .null { return .decoded(nil) }
+        guard let value = tape.int64(Int(index)) else { return .invalid }
+        return .decoded(value)
+    }
+
+    /// Absent or null → 0; any finite number → its value; anything else → nil (decodeFailed).
+    @inline(__always)
+    private func optionalRelevance(_ tape: borrowing JSONTape, _ index: Int32) -> Double? {
+        if index < 0 || tape[Int(index)].kind == .null { return 0 }
+        return tape.double(Int(index))
+    }
+
+    // MARK: Push-to-start (TRACE rule 14)
+
+    private func start(
+        _ flight: InFlight, device d: Int32, app: Int32, nowMillis: Int64,
+        id: UnsafeRawBufferPointer?, token: UnsafeRawBufferPointer?
+    ) {
+        let outcome = startOutcome(flight.aps, device: d, app: app, nowMillis: nowMillis, id: id, token: token)
+        accounting.outcomes[outcome.outcome.rawValue] += 1
+        if let a = outcome.activity { store.count(.applied, for: a) }
+    }
+
+    private func startOutcome(
+        _ aps: ApsFields, device d: Int32, app: Int32, nowMillis: Int64,
+        id: UnsafeRawBufferPointer?, token: UnsafeRawBufferPointer?
+    ) -> (outcome: Outcome, activity: Int32?) {
+        if atLimit(device: d, app: app, nowMillis: nowMillis) { return (.limitExceeded, nil) }
+        let tape = validator.tape
+        let typeIndex = Int(aps.attributesType)
+        guard typeIndex >= 0, tape[typeIndex].kind == .string,
+            let schema = schemas.id(named: tape.rawBytes(typeIndex)) ?? escapedSchemaName(tape, typeIndex),
+            aps.attributes >= 0, tape[Int(aps.attributes)].kind == .object,
+            aps.alert >= 0, tape[Int(aps.alert)].kind == .object,
+            aps.contentState >= 0,
+            case .decoded(let stale) = optionalDate(tape, aps.staleDate),
+            let relevance = optionalRelevance(tape, aps.relevanceScore)
+        else { return (.decodeFailed, nil) }
+        let channelIndex = Int(aps.inputPushChannel)
+        guard channelIndex < 0 || tape[channelIndex].kind == .null || tape[channelIndex].kind == .string else {
+            return (.decodeFailed, nil)
+        }
+        record.removeAll(keepingCapacity: true)
+        guard schemas[schema].decode(tape: tape, object: Int(aps.contentState), into: &record, slots: &slots) else {
+            return (.decodeFailed, nil)
+        }
+        guard let id, let token else { preconditionFailure("a push-to-start needs the new activity's id and token") }
+        let a = record.withUnsafeBytes {
+            store.create(
+                id: id, device: d, app: app, schema: schema, nowMillis: nowMillis, content: $0,
+                staleDate: stale.map(Double.init), relevance: relevance, timestamp: aps.timestamp)
+        }
+        store.token[Int(a)] = router.assignUpdateToken(token, to: a, previous: Router.none)
+        if channelIndex >= 0 && tape[channelIndex].kind == .string {
+            var channelId: [UInt8] = []
+            tape.appendUnescaped(channelIndex, to: &channelId)
+            channelId.withUnsafeBytes { subscribe(a, channel: $0) }
+        }
+        return (.applied, a)
+    }
+
+    private func escapedSchemaName(_ tape: borrowing JSONTape, _ index: Int) -> Int32? {
+        guard tape[index].flag else { return nil }
+        var name: [UInt8] = []
+        tape.appendUnescaped(index, to: &name)
+        return name.withUnsafeBytes { schemas.id(named: $0) }
+    }
+
+    // MARK: Operations on the population
+
+    /// True when a new activity of `app` on the device would exceed a limit (TRACE rule 10).
+    public func atLimit(device d: Int32, app: Int32, nowMillis: Int64) -> Bool {
+        store.pruneDismissed(device: d, nowMillis: nowMillis)
+        let live = store.liveCounts(device: d, app: app, nowMillis: nowMillis)
+        return live.device >= rules.perDeviceLimit || live.app >= rules.perAppLimit
+    }
+
+    /// The app starts an activity locally (TRACE `request`). Returns nil when refused by a limit.
+    /// The caller has checked that the id and token are new and that `content` decodes.
+    @discardableResult
+    public func request(
+        id: UnsafeRawBufferPointer, device: UnsafeRawBufferPointer, app bundle: UnsafeRawBufferPointer,
+        schema: Int32, content: UnsafeRawBufferPointer, staleDate: Double?, relevance: Double,
+        token: UnsafeRawBufferPointer, channel: UnsafeRawBufferPointer?, nowMillis: Int64
+    ) -> Int32? {
+        accounting.requests += 1
+        let d = store.internDevice(device)
+        let app = store.internApp(bundle)
+        if atLimit(device: d, app: app, nowMillis: nowMillis) {
+            accounting.requestsLimitExceeded += 1
+            return nil
+        }
+        let a = store.create(
+            id: id, device: d, app: app, schema: schema, nowMillis: nowMillis, content: content,
+            staleDate: staleDate, relevance: relevance, timestamp: nil)
+        store.token[Int(a)] = router.assignUpdateToken(token, to: a, previous: Router.none)
+        if let channel { subscribe(a, channel: channel) }
+        return a
+    }
+
+    /// The activity joins a broadcast channel, leaving its previous one (TRACE rule 9).
+    public func subscribe(_ a: Int32, channel id: UnsafeRawBufferPointer) {
+        let c = router.registerChannel(id, app: store.app[Int(a)])
+        let previous = store.channel[Int(a)]
+        if previous == c { return }
+        if previous != Router.none { router.removeSubscriber(a, channel: previous) }
+        router.addSubscriber(a, channel: c, store: store)
+        store.channel[Int(a)] = c
+    }
+
+    /// The activity's update token changes; the old one stops routing at once.
+    public func rotate(_ a: Int32, token: UnsafeRawBufferPointer) {
+        store.token[Int(a)] = router.assignUpdateToken(token, to: a, previous: store.token[Int(a)])
+    }
+
+    /// A device's push-to-start token for an app (TRACE `startToken`).
+    public func setStartToken(device: UnsafeRawBufferPointer, app bundle: UnsafeRawBufferPointer,
+                              token: UnsafeRawBufferPointer) {
+        let d = store.internDevice(device)
+        let app = store.internApp(bundle)
+        router.setStartToken(token, device: d, app: app)
+    }
+
+    /// A person dismisses the activity.
+    public func dismiss(_ a: Int32, nowMillis: Int64) {
+        store.dismiss(a, nowMillis: nowMillis)
+    }
+}
+
+/// The device-side decoding of one push under one schema, cached across a broadcast's recipients.
+struct DecodedContent {
+    var schema: Int32 = -1
+    var ok = false
+    var hasContent = false
+    var staleDate: Int64?
+    var dismissalDate: Int64?
+    var relevance: Double = 0
+}

@@ -1,0 +1,146 @@
+/// Where a push goes (DOMAIN §3.3, TRACE rules 8–9): update tokens to activities, push-to-start
+/// tokens to (device, app), broadcast channels to their subscribers.
+///
+/// Tokens and channel ids are interned once; routing a push is a hash lookup on its bytes and
+/// an index into flat arrays. A rotated-away token stays interned and maps to no activity, so it
+/// routes as `Unregistered`.
+public struct Router: Sendable {
+    public static let none: Int32 = -1
+
+    public var updateTokens = ByteInterner()
+    /// Activity of each update token, or `none` once rotated away.
+    public private(set) var tokenActivity: [Int32] = []
+
+    public var startTokens = ByteInterner()
+    /// (device, app) holding each start token, or `none` once replaced.
+    public private(set) var startTokenDevice: [Int32] = []
+    public private(set) var startTokenApp: [Int32] = []
+    /// Current start token of each (device, app).
+    private var startTokenOf: [Int64: Int32] = [:]
+
+    public var channels = ByteInterner()
+    /// App of the activity that first joined each channel (its topic's bundle).
+    public private(set) var channelApp: [Int32] = []
+    /// Subscribers of each channel, in activity-id order.
+    public private(set) var subscribers: [[Int32]] = []
+
+    public init() {}
+
+    /// Where a push's target resolves to, looked up once and shared by validate and route.
+    public enum Resolution: Equatable, Sendable {
+        case activity(Int32)
+        case startToken(device: Int32, app: Int32)
+        case channel(Int32)
+        case malformedToken
+        case unknownToken
+        case unknownChannel
+
+        /// The verdict of route for a target that does not resolve.
+        public var unroutable: UnroutableReason? {
+            switch self {
+            case .malformedToken: .badDeviceToken
+            case .unknownToken: .unregistered
+            case .unknownChannel: .channelNotRegistered
+            default: nil
+            }
+        }
+    }
+
+    @inline(__always)
+    public func resolve(_ kind: TargetKind, _ target: UnsafeRawBufferPointer) -> Resolution {
+        switch kind {
+        case .token:
+            guard PayloadValidator.isWellFormedToken(target) else { return .malformedToken }
+            guard let t = updateTokens.lookup(target), tokenActivity[Int(t)] != Router.none else {
+                return .unknownToken
+            }
+            return .activity(tokenActivity[Int(t)])
+        case .startToken:
+            guard PayloadValidator.isWellFormedToken(target) else { return .malformedToken }
+            guard let t = startTokens.lookup(target), startTokenDevice[Int(t)] != Router.none else {
+                return .unknownToken
+            }
+            return .startToken(device: startTokenDevice[Int(t)], app: startTokenApp[Int(t)])
+        case .channel:
+            guard let c = channels.lookup(target) else { return .unknownChannel }
+            return .channel(c)
+        }
+    }
+
+    // MARK: Update tokens
+
+    /// The activity the token currently routes to, if any.
+    public func activity(holding token: UnsafeRawBufferPointer) -> Int32? {
+        guard let t = updateTokens.lookup(token), tokenActivity[Int(t)] != Router.none else { return nil }
+        return tokenActivity[Int(t)]
+    }
+
+    /// Points `token` at `activity` and returns its id; the activity's previous token (if any)
+    /// stops routing at once.
+    @discardableResult
+    public mutating func assignUpdateToken(
+        _ token: UnsafeRawBufferPointer, to activity: Int32, previous: Int32
+    ) -> Int32 {
+        if previous != Router.none { tokenActivity[Int(previous)] = Router.none }
+        let (t, inserted) = updateTokens.intern(token)
+        if inserted { tokenActivity.append(activity) } else { tokenActivity[Int(t)] = activity }
+        return t
+    }
+
+    // MARK: Push-to-start tokens
+
+    /// The (device, app) currently holding a start token, if any.
+    public func holder(ofStartToken token: UnsafeRawBufferPointer) -> (device: Int32, app: Int32)? {
+        guard let t = startTokens.lookup(token), startTokenDevice[Int(t)] != Router.none else { return nil }
+        return (startTokenDevice[Int(t)], startTokenApp[Int(t)])
+    }
+
+    /// Gives (device, app) a new start token; the previous one routes as Unregistered from now on.
+    public mutating func setStartToken(_ token: UnsafeRawBufferPointer, device: Int32, app: Int32) {
+        let key = Int64(device) << 32 | Int64(app)
+        let (t, inserted) = startTokens.intern(token)
+        if let old = startTokenOf[key], old != t {
+            startTokenDevice[Int(old)] = Router.none
+            startTokenApp[Int(old)] = Router.none
+        }
+        if inserted {
+            startTokenDevice.append(device)
+            startTokenApp.append(app)
+        } else {
+            startTokenDevice[Int(t)] = device
+            startTokenApp[Int(t)] = app
+        }
+        startTokenOf[key] = t
+    }
+
+    // MARK: Channels
+
+    /// Registers the channel (if new, for `app`) and returns its id.
+    public mutating func registerChannel(_ id: UnsafeRawBufferPointer, app: Int32) -> Int32 {
+        let (c, inserted) = channels.intern(id)
+        if inserted {
+            channelApp.append(app)
+            subscribers.append([])
+        }
+        return c
+    }
+
+    /// Adds `activity` to the channel's subscribers, keeping activity-id order.
+    mutating func addSubscriber(_ activity: Int32, channel c: Int32, store: borrowing ActivityStore) {
+        let index = store.activityIds.withBytes(activity) { id in
+            var low = 0
+            var high = subscribers[Int(c)].count
+            while low < high {
+                let mid = (low + high) / 2
+                let before = store.activityIds.withBytes(subscribers[Int(c)][mid]) { compareBytes($0, id) < 0 }
+                if before { low = mid + 1 } else { high = mid }
+            }
+            return low
+        }
+        subscribers[Int(c)].insert(activity, at: index)
+    }
+
+    mutating func removeSubscriber(_ activity: Int32, channel c: Int32) {
+        if let index = subscribers[Int(c)].firstIndex(of: activity) { subscribers[Int(c)].remove(at: index) }
+    }
+}

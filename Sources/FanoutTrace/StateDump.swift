@@ -1,0 +1,127 @@
+import FanoutCore
+
+/// The state dump of TRACE.md: activity lines sorted by id, device lines sorted by id, one totals
+/// line. Written byte for byte as the format fixes it (key order, `", "` and `": "` separators,
+/// floats for relevance, UTF-8 with escapes only where JSON requires them), so that tools outside
+/// this repository can diff dumps.
+public enum StateDump {
+    public static func render(_ pipeline: Pipeline, nowMillis: Int64) -> [UInt8] {
+        var out: [UInt8] = []
+        let store = pipeline.store
+        for a in sortedIds(store.activityIds) {
+            appendActivity(a, pipeline, nowMillis: nowMillis, to: &out)
+        }
+        for d in sortedIds(store.deviceIds) {
+            JSONWriter.append("{\"device\": ", to: &out)
+            appendId(store.deviceIds, d, to: &out)
+            JSONWriter.append(", \"lockScreen\": ", to: &out)
+            appendIdList(store.lockScreen(device: d, nowMillis: nowMillis), store.activityIds, to: &out)
+            JSONWriter.append(", \"island\": ", to: &out)
+            appendIdList(store.island(device: d, nowMillis: nowMillis), store.activityIds, to: &out)
+            JSONWriter.append("}\n", to: &out)
+        }
+        appendTotals(pipeline.accounting, to: &out)
+        return out
+    }
+
+    private static func appendActivity(_ a: Int32, _ pipeline: Pipeline, nowMillis: Int64, to out: inout [UInt8]) {
+        let store = pipeline.store
+        let i = Int(a)
+        JSONWriter.append("{\"activity\": ", to: &out)
+        appendId(store.activityIds, a, to: &out)
+        JSONWriter.append(", \"device\": ", to: &out)
+        appendId(store.deviceIds, store.device[i], to: &out)
+        JSONWriter.append(", \"app\": ", to: &out)
+        appendId(store.appIds, store.app[i], to: &out)
+        JSONWriter.append(", \"state\": \"", to: &out)
+        out.append(contentsOf: store.state(a, nowMillis: nowMillis).name.utf8)
+        JSONWriter.append("\", \"timestamp\": ", to: &out)
+        if store.hasTimestamp[i] {
+            JSONWriter.appendInt(store.timestamp[i], to: &out)
+        } else {
+            JSONWriter.append("null", to: &out)
+        }
+        JSONWriter.append(", \"content\": ", to: &out)
+        store.withContent(a) { pipeline.schemas[store.schema[i]].appendJSON(record: $0, style: .python, to: &out) }
+        JSONWriter.append(", \"staleDate\": ", to: &out)
+        appendDate(store.staleSeconds[i], to: &out)
+        JSONWriter.append(", \"relevance\": ", to: &out)
+        JSONWriter.appendPythonFloat(store.relevance[i], to: &out)
+        JSONWriter.append(", \"outcomes\": {", to: &out)
+        var first = true
+        for outcome in Outcome.allCases {
+            let count = store.outcomeCount(outcome, for: a)
+            if count == 0 { continue }
+            appendCount(outcome.name, count, first: &first, to: &out)
+        }
+        JSONWriter.append("}}\n", to: &out)
+    }
+
+    private static func appendTotals(_ totals: Accounting, to out: inout [UInt8]) {
+        JSONWriter.append("{\"totals\": {\"pushes\": ", to: &out)
+        JSONWriter.appendInt(Int64(totals.pushes), to: &out)
+        JSONWriter.append(", \"rejected\": {", to: &out)
+        var first = true
+        for reason in RejectReason.allCases where totals[reason] > 0 {
+            appendCount(reason.name, totals[reason], first: &first, to: &out)
+        }
+        JSONWriter.append("}, \"unroutable\": {", to: &out)
+        first = true
+        for reason in UnroutableReason.allCases where totals[reason] > 0 {
+            appendCount(reason.name, totals[reason], first: &first, to: &out)
+        }
+        JSONWriter.append("}, \"routed\": ", to: &out)
+        JSONWriter.appendInt(Int64(totals.routed), to: &out)
+        JSONWriter.append(", \"deliveries\": ", to: &out)
+        JSONWriter.appendInt(Int64(totals.deliveries), to: &out)
+        JSONWriter.append(", \"outcomes\": {", to: &out)
+        first = true
+        for outcome in Outcome.allCases where totals[outcome] > 0 {
+            appendCount(outcome.name, totals[outcome], first: &first, to: &out)
+        }
+        JSONWriter.append("}, \"requests\": ", to: &out)
+        JSONWriter.appendInt(Int64(totals.requests), to: &out)
+        JSONWriter.append(", \"limitExceeded\": ", to: &out)
+        JSONWriter.appendInt(Int64(totals.requestsLimitExceeded), to: &out)
+        JSONWriter.append("}}\n", to: &out)
+    }
+
+    private static func appendCount(_ name: String, _ count: Int, first: inout Bool, to out: inout [UInt8]) {
+        if !first { JSONWriter.append(", ", to: &out) }
+        first = false
+        JSONWriter.appendString(name, to: &out)
+        JSONWriter.append(": ", to: &out)
+        JSONWriter.appendInt(Int64(count), to: &out)
+    }
+
+    /// An integral date as an integer, a non-integral one as a Python float, none as null.
+    private static func appendDate(_ seconds: Double, to out: inout [UInt8]) {
+        if seconds.isNaN {
+            JSONWriter.append("null", to: &out)
+        } else if seconds == seconds.rounded(.towardZero) && abs(seconds) < 9.2e18 {
+            JSONWriter.appendInt(Int64(seconds), to: &out)
+        } else {
+            JSONWriter.appendPythonFloat(seconds, to: &out)
+        }
+    }
+
+    private static func appendId(_ ids: ByteInterner, _ id: Int32, to out: inout [UInt8]) {
+        ids.withBytes(id) { JSONWriter.appendString($0, to: &out, escaping: .pythonStyle) }
+    }
+
+    private static func appendIdList(_ list: [Int32], _ ids: ByteInterner, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "["))
+        for (k, a) in list.enumerated() {
+            if k > 0 { JSONWriter.append(", ", to: &out) }
+            appendId(ids, a, to: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+    }
+
+    /// Ids sorted by their UTF-8 bytes, i.e. by Unicode code point.
+    static func sortedIds(_ ids: ByteInterner) -> [Int32] {
+        (0..<Int32(ids.count)).sorted { x, y in
+            ids.withBytes(x) { a in ids.withBytes(y) { b in compareBytes(a, b) < 0 } }
+        }
+    }
+}

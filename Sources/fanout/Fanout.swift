@@ -1,0 +1,10 @@
+import ArgumentParser
+
+@main
+struct Fanout: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fanout",
+        abstract: "Load and performance test harness for Live Activity update fan-out.",
+        subcommands: [Replay.self]
+    )
+}
