@@ -31,7 +31,7 @@ let package = Package(
             dependencies: ["FanoutTrace", "FanoutCore"],
             resources: [.copy("Fixtures")], swiftSettings: []
         ),
-        .testTarget(name: "FanoutCLITests", dependencies: ["fanout"]),
+        .testTarget(name: "FanoutCLITests", dependencies: ["fanout"], resources: [.copy("Resources")]),
     ],
     swiftLanguageModes: [.v6]
 )
