@@ -73,12 +73,17 @@ public struct ContentSchema: Sendable {
     }
 
     /// Index of the field whose name equals the (possibly escaped) key at `keyIndex`, or -1.
+    /// Tries `expected` first: encoders write keys in schema order, so that is usually one comparison.
     @inline(__always)
-    func fieldIndex(tape: borrowing JSONTape, keyIndex: Int) -> Int {
+    func fieldIndex(tape: borrowing JSONTape, keyIndex: Int, expected: Int) -> Int {
         nameBytes.withUnsafeBytes { names in
-            for k in 0..<fields.count {
+            let count = fields.count
+            if count == 0 { return -1 }
+            var k = expected < count ? expected : 0
+            for _ in 0..<count {
                 let name = UnsafeRawBufferPointer(rebasing: names[nameOffsets[k]..<nameOffsets[k + 1]])
                 if tape.stringEquals(keyIndex, name) { return k }
+                k = k + 1 == count ? 0 : k + 1
             }
             return -1
         }
@@ -172,9 +177,13 @@ extension ContentSchema {
         for _ in 0..<fields.count { slots.append(-1) }
         let end = Int(tape[index].next)
         var member = index + 1
+        var expected = 0
         while member < end {
-            let k = fieldIndex(tape: tape, keyIndex: member)
-            if k >= 0 { slots[k] = Int32(member + 1) }  // duplicates: the last one wins
+            let k = fieldIndex(tape: tape, keyIndex: member, expected: expected)
+            if k >= 0 {
+                slots[k] = Int32(member + 1)  // duplicates: the last one wins
+                expected = k + 1
+            }
             member = Int(tape[member + 1].next)
         }
         for k in 0..<fields.count {

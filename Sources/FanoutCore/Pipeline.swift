@@ -27,6 +27,17 @@ public final class Pipeline {
         public var kind: TargetKind
         public var resolution: Router.Resolution
         public var aps = ApsFields()
+
+        public init(kind: TargetKind, resolution: Router.Resolution) {
+            self.kind = kind
+            self.resolution = resolution
+        }
+    }
+
+    /// Starts a push: resolves its target once (shared by validate and route).
+    @inline(__always)
+    public func begin(kind: TargetKind, target: UnsafeRawBufferPointer) -> InFlight {
+        InFlight(kind: kind, resolution: router.resolve(kind, target))
     }
 
     // MARK: The whole path
@@ -38,7 +49,7 @@ public final class Pipeline {
         kind: TargetKind, target: UnsafeRawBufferPointer, headers: PushHeaders, payload: UnsafeRawBufferPointer,
         nowMillis: Int64, newActivity: UnsafeRawBufferPointer? = nil, newToken: UnsafeRawBufferPointer? = nil
     ) -> PushVerdict {
-        var flight = InFlight(kind: kind, resolution: router.resolve(kind, target))
+        var flight = begin(kind: kind, target: target)
         if let reason = validate(&flight, headers: headers, payload: payload) { return .rejected(reason) }
         switch route(&flight) {
         case .unroutable(let reason): return .unroutable(reason)
