@@ -62,7 +62,7 @@ struct PayloadEncoderTests {
                 : Double(bitPattern: g.next() & 0x7FEF_FFFF_FFFF_FFFF)
             let relevance = Double.random(in: -1e9...1e9, using: &g)
             let record = gameRecord(home: home, away: 3, clock: clock, period: period, win: win, final: true)
-            record.withUnsafeBytes {
+            _ = record.withUnsafeBytes {
                 encoder.encode(event: .update, timestamp: 1_700_000_000, content: $0, schema: gameSchema,
                                staleDate: 1_700_000_900, relevanceScore: relevance,
                                alert: .init(title: clock, body: "Goal \"x\"", sound: "default"))
@@ -89,7 +89,7 @@ struct PayloadEncoderTests {
         var attributes: [UInt8] = []
         ContentRecord.appendInt(7, to: &attributes)
         let attributesSchema = ContentSchema(name: "A", fields: [.init(name: "match", type: .int)])
-        record.withUnsafeBytes { content in
+        _ = record.withUnsafeBytes { content in
             attributes.withUnsafeBytes { attrs in
                 encoder.encode(
                     event: .start, timestamp: 1_700_000_123, content: content, schema: gameSchema, staleDate: 1,
@@ -108,7 +108,7 @@ struct PayloadEncoderTests {
         var encoder = PayloadEncoder()
         var validator = PayloadValidator()
         let record = gameRecord(home: 2, away: 1, clock: "a\u{1}\"é😀\u{FEFF}中", period: "2nd", win: 0.1 + 0.2, final: true)
-        record.withUnsafeBytes {
+        _ = record.withUnsafeBytes {
             encoder.encode(event: .update, timestamp: 42, content: $0, schema: gameSchema)
         }
         encoder.bytes.withUnsafeBytes { payload in
