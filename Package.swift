@@ -10,18 +10,31 @@ let package = Package(
         .library(name: "FanoutTrace", targets: ["FanoutTrace"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2")
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // The hot path: pure Swift, no Foundation, no per-update allocation.
         .target(name: "FanoutCore"),
         // Trace reading, replay on the virtual clock, state dump (spec/TRACE.md).
         .target(name: "FanoutTrace", dependencies: ["FanoutCore"]),
+        // libuv (system library) and the only Swift code that touches it: event loop, timers, wakeups.
+        .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
+        .target(name: "UVLoop", dependencies: ["CLibUV"]),
+        // Scenarios, population, arrival processes, workers on event loops, virtual and real time.
+        .target(name: "FanoutSim", dependencies: ["FanoutCore", "FanoutMetrics", "UVLoop"]),
+        // Latency recording per worker (HdrHistogram), merge.
+        .target(
+            name: "FanoutMetrics",
+            dependencies: [.product(name: "Histogram", package: "hdrhistogram-swift")]
+        ),
         .executableTarget(
             name: "fanout",
             dependencies: [
                 "FanoutCore",
                 "FanoutTrace",
+                "FanoutMetrics",
+                "FanoutSim",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -29,8 +42,11 @@ let package = Package(
         .testTarget(
             name: "FanoutTraceTests",
             dependencies: ["FanoutTrace", "FanoutCore"],
-            resources: [.copy("Fixtures")], swiftSettings: []
+            resources: [.copy("Fixtures")]
         ),
+        .testTarget(name: "FanoutMetricsTests", dependencies: ["FanoutMetrics"]),
+        .testTarget(name: "UVLoopTests", dependencies: ["UVLoop"]),
+        .testTarget(name: "FanoutSimTests", dependencies: ["FanoutSim", "FanoutCore", "FanoutMetrics"]),
         .testTarget(name: "FanoutCLITests", dependencies: ["fanout"], resources: [.copy("Resources")]),
     ],
     swiftLanguageModes: [.v6]

@@ -76,12 +76,14 @@ public final class Pipeline {
 
     // MARK: Stages
 
-    /// Stage 1: what APNs would reject. Counts the push, and the rejection if any.
+    /// Stage 1: what APNs would reject. Counts the push, and the rejection if any, unless
+    /// `countsVerdict` is false: a broadcast replicated on every worker is counted by one of them only,
+    /// while each counts the deliveries to its own subscribers.
     @inline(__always)
-    public func validate(_ flight: inout InFlight, headers: PushHeaders, payload: UnsafeRawBufferPointer)
-        -> RejectReason?
-    {
-        accounting.pushes += 1
+    public func validate(
+        _ flight: inout InFlight, headers: PushHeaders, payload: UnsafeRawBufferPointer, countsVerdict: Bool = true
+    ) -> RejectReason? {
+        if countsVerdict { accounting.pushes += 1 }
         let bundleApp: Int32
         switch flight.resolution {
         case .activity(let a): bundleApp = store.app[Int(a)]
@@ -98,7 +100,7 @@ public final class Pipeline {
             }
         }
         if let reason {
-            accounting.rejected[reason.rawValue] += 1
+            if countsVerdict { accounting.rejected[reason.rawValue] += 1 }
             return reason
         }
         flight.aps = validator.aps
@@ -107,9 +109,9 @@ public final class Pipeline {
 
     /// Stage 2: the recipients (DOMAIN §3.3). Counts the verdict and the deliveries to come.
     @inline(__always)
-    public func route(_ flight: inout InFlight) -> PushVerdict {
+    public func route(_ flight: inout InFlight, countsVerdict: Bool = true) -> PushVerdict {
         if let reason = flight.resolution.unroutable {
-            accounting.unroutable[reason.rawValue] += 1
+            if countsVerdict { accounting.unroutable[reason.rawValue] += 1 }
             return .unroutable(reason)
         }
         let recipients: Int
@@ -118,7 +120,7 @@ public final class Pipeline {
         } else {
             recipients = 1
         }
-        accounting.routed += 1
+        if countsVerdict { accounting.routed += 1 }
         accounting.deliveries += recipients
         decoded.schema = -1  // decode afresh for this push
         return .routed(recipients: recipients)
@@ -131,6 +133,27 @@ public final class Pipeline {
         accounting.outcomes[outcome.rawValue] += 1
         store.count(outcome, for: a)
         return outcome
+    }
+
+    /// Counts an outcome decided outside the device: a held push that `expired` before its device
+    /// came back, or one `coalesced` away by a newer update (DOMAIN §3.3).
+    public func settle(_ outcome: Outcome, for a: Int32) {
+        accounting.outcomes[outcome.rawValue] += 1
+        store.count(outcome, for: a)
+    }
+
+    /// Delivers a push that was validated and routed earlier and held while its device was offline:
+    /// the payload is scanned again (it passed validation when sent) and applied now.
+    @discardableResult
+    public func deliverStored(
+        kind: TargetKind, headers: PushHeaders, payload: UnsafeRawBufferPointer, to a: Int32, nowMillis: Int64
+    ) -> Outcome {
+        let reason = validator.validate(headers: headers, payload: payload, target: kind, targetBundle: nil)
+        precondition(reason == nil, "a held push was accepted when sent")
+        var flight = InFlight(kind: kind, resolution: .activity(a))
+        flight.aps = validator.aps
+        decoded.schema = -1
+        return deliver(flight, to: a, nowMillis: nowMillis)
     }
 
     @inline(__always)

@@ -5,6 +5,6 @@ struct Fanout: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fanout",
         abstract: "Load and performance test harness for Live Activity update fan-out.",
-        subcommands: [Replay.self]
+        subcommands: [Run.self, Replay.self, Scenarios.self]
     )
 }

@@ -1,0 +1,20 @@
+// CLibUV: the system-library module for libuv (pkg-config `libuv`, apt `libuv1-dev`).
+// Only `UVLoop` imports it. Helpers are `static inline` and named `CLibUV_*`; they exist
+// where Swift cannot express a C idiom directly (a handle "is a" `uv_handle_t` by C's
+// common-initial-sequence rule, which Swift's typed pointers do not model).
+#ifndef CLIBUV_SHIM_H
+#define CLIBUV_SHIM_H
+
+#include <uv.h>
+
+// Every libuv handle type begins with UV_HANDLE_FIELDS, so a pointer to it may be used as a
+// `uv_handle_t *`, the way libuv's own documentation casts it.
+static inline uv_handle_t *CLibUV_timer_as_handle(uv_timer_t *timer) {
+    return (uv_handle_t *)timer;
+}
+
+static inline uv_handle_t *CLibUV_async_as_handle(uv_async_t *async) {
+    return (uv_handle_t *)async;
+}
+
+#endif // CLIBUV_SHIM_H

@@ -1,0 +1,155 @@
+import FanoutCore
+
+/// A load scenario: who the devices are, what they follow, how events arrive, what goes wrong.
+/// The file format is JSON; `docs/SCENARIOS.md` documents every field. All random choices derive
+/// from `seed`, so a virtual-time run is reproducible bit for bit.
+public struct Scenario: Sendable, Equatable {
+    public enum Clock: String, Sendable, Equatable { case real, virtual }
+
+    public struct App: Sendable, Equatable {
+        public var bundle: String
+        /// Name of a schema in `schemas`.
+        public var schema: String
+        /// Relative weight of the app among sources.
+        public var weight: Double
+    }
+
+    public struct Population: Sendable, Equatable {
+        public var devices: Int
+        /// Activities each device requests, uniform in this range.
+        public var activitiesPerDeviceMin: Int
+        public var activitiesPerDeviceMax: Int
+    }
+
+    public struct Sources: Sendable, Equatable {
+        /// Matches, deliveries, rides: what activities follow and what events are about.
+        public var count: Int
+        /// Popularity of source k (rank from 1) is proportional to 1 / k^zipfExponent.
+        public var zipfExponent: Double
+        /// Share of sources delivered by broadcast channel; the rest push one update per token.
+        public var broadcastShare: Double
+    }
+
+    public enum ArrivalProcess: String, Sendable, Equatable { case constant, poisson }
+
+    /// From `atSeconds` on, source events arrive at `ratePerSecond`; with `rampToPerSecond` the rate
+    /// moves linearly to that value by the next phase (or the end of the run).
+    public struct Phase: Sendable, Equatable {
+        public var atSeconds: Double
+        public var ratePerSecond: Double
+        public var rampToPerSecond: Double?
+    }
+
+    /// `events` source events for the source of popularity rank `sourceRank`, spread evenly over
+    /// `overSeconds` from `atSeconds` (a goal: everybody's phone at once).
+    public struct Burst: Sendable, Equatable {
+        public var atSeconds: Double
+        public var events: Int
+        public var sourceRank: Int
+        public var overSeconds: Double
+    }
+
+    public struct Arrival: Sendable, Equatable {
+        public var process: ArrivalProcess
+        public var phases: [Phase]
+        public var bursts: [Burst]
+    }
+
+    public struct Offline: Sendable, Equatable {
+        /// Share of devices offline in each window.
+        public var share: Double
+        /// Length of an offline window; held pushes are delivered when it ends.
+        public var windowSeconds: Double
+        /// `apns-expiration` of pushes, seconds after they are sent; a held push older than this
+        /// when its device returns is `expired`.
+        public var expirationSeconds: Double
+    }
+
+    public struct Faults: Sendable, Equatable {
+        /// Events whose timestamp is older than the last one sent (→ ignoredStaleTimestamp).
+        public var outOfOrderShare: Double
+        /// Events whose payload is cut short (→ BadRequestPayload).
+        public var malformedShare: Double
+        /// Events whose payload is padded past the limit (→ PayloadTooLarge).
+        public var oversizedShare: Double
+        /// Token pushes that race a token rotation (→ Unregistered; later pushes use the new token).
+        public var rotationShare: Double
+        /// Deliveries after which the person swipes the activity away.
+        public var dismissShare: Double
+        public var offline: Offline?
+        /// Server-side coalescing: a held update is superseded by a newer one (→ coalesced).
+        public var coalescing: Bool
+    }
+
+    public struct Lifecycle: Sendable, Equatable {
+        /// When each source ends (an `end` push), as a fraction of the run, uniform in this range;
+        /// nil: sources do not end (the 8-hour rule may still end activities in long runs).
+        public var endFractionMin: Double?
+        public var endFractionMax: Double?
+        /// `dismissal-date` of the end push, seconds after the end.
+        public var dismissalAfterSeconds: Double?
+    }
+
+    public var name: String
+    public var description: String
+    public var seed: UInt64
+    public var clock: Clock
+    public var durationSeconds: Double
+    /// 0: one per core.
+    public var workers: Int
+    public var population: Population
+    public var apps: [App]
+    public var schemas: [String: [(String, String)]]
+    /// Length of generated string content fields, which sets the payload size.
+    public var stringBytes: Int
+    public var sources: Sources
+    public var arrival: Arrival
+    public var faults: Faults
+    public var lifecycle: Lifecycle
+    public var perAppLimit: Int
+    public var perDeviceLimit: Int
+    public var budgetPerHour: Int?
+    /// Share of pushes sent with priority 10 (the rest priority 5).
+    public var priority10Share: Double
+    /// Stage service times are read for one push in this many (the clock read would dominate).
+    public var stageSampleEvery: Int
+
+    public static func == (a: Scenario, b: Scenario) -> Bool {
+        a.canonicalText == b.canonicalText
+    }
+}
+
+extension Scenario {
+    /// The rate of source events at `t` seconds (piecewise phases with optional ramps).
+    public func ratePerSecond(at t: Double) -> Double {
+        var rate = 0.0
+        for (k, phase) in arrival.phases.enumerated() where phase.atSeconds <= t {
+            if let target = phase.rampToPerSecond {
+                let end = k + 1 < arrival.phases.count ? arrival.phases[k + 1].atSeconds : durationSeconds
+                let span = max(end - phase.atSeconds, 1e-9)
+                let f = min(max((t - phase.atSeconds) / span, 0), 1)
+                rate = phase.ratePerSecond + (target - phase.ratePerSecond) * f
+            } else {
+                rate = phase.ratePerSecond
+            }
+        }
+        return rate
+    }
+
+    /// The content-state schemas as FanoutCore needs them.
+    public func schemaSet() -> SchemaSet {
+        var set = SchemaSet()
+        for name in schemas.keys.sorted() {
+            let fields = schemas[name]!.map { field in
+                let (type, optional) = ContentSchema.parseType(field.1)!
+                return ContentSchema.Field(name: field.0, type: type, optional: optional)
+            }
+            set.add(ContentSchema(name: name, fields: fields))
+        }
+        return set
+    }
+
+    public var rules: DeviceRules {
+        DeviceRules(perAppLimit: perAppLimit, perDeviceLimit: perDeviceLimit, budgetPerHour: budgetPerHour)
+    }
+}

@@ -1,0 +1,453 @@
+import FanoutCore
+
+/// A scenario file that cannot be used: file, line, field and what was expected.
+public struct ScenarioError: Error, CustomStringConvertible, Equatable, Sendable {
+    public var file: String
+    public var line: Int
+    public var field: String
+    public var message: String
+
+    public var description: String {
+        field.isEmpty ? "\(file):\(line): \(message)" : "\(file):\(line): field \(field): \(message)"
+    }
+}
+
+/// Reads a scenario from JSON text with errors that name the line and the field.
+struct ScenarioReader {
+    let file: String
+    let text: [UInt8]
+    var tape = JSONTape()
+
+    init(file: String, text: [UInt8]) {
+        self.file = file
+        self.text = text
+    }
+
+    func line(of entry: Int) -> Int {
+        let offset = entry < tape.count ? Int(tape[entry].start) : text.count
+        var line = 1
+        for i in 0..<min(offset, text.count) where text[i] == UInt8(ascii: "\n") { line += 1 }
+        return line
+    }
+
+    func fail(_ entry: Int, _ field: String, _ message: String) -> ScenarioError {
+        ScenarioError(file: file, line: line(of: entry), field: field, message: message)
+    }
+
+    func string(_ entry: Int) -> String {
+        var bytes: [UInt8] = []
+        tape.appendUnescaped(entry, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The members of an object, checking that every key is one of `allowed`.
+    func members(_ object: Int, _ path: String, allowed: [String]) throws(ScenarioError) -> [String: Int] {
+        guard tape[object].kind == .object else { throw fail(object, path, "expected an object") }
+        var result: [String: Int] = [:]
+        var i = object + 1
+        while i < Int(tape[object].next) {
+            let key = string(i)
+            guard allowed.isEmpty || allowed.contains(key) else {
+                throw fail(i, join(path, key), "unknown field (expected one of: \(allowed.joined(separator: ", ")))")
+            }
+            result[key] = i + 1
+            i = Int(tape[i + 1].next)
+        }
+        return result
+    }
+
+    func join(_ path: String, _ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    func number(_ m: [String: Int], _ key: String, _ path: String, default value: Double? = nil,
+                range: ClosedRange<Double> = -Double.greatestFiniteMagnitude...Double.greatestFiniteMagnitude)
+        throws(ScenarioError) -> Double
+    {
+        guard let entry = m[key] else {
+            if let value { return value }
+            throw fail(0, join(path, key), "missing (expected a number)")
+        }
+        guard let v = tape.double(entry) else { throw fail(entry, join(path, key), "expected a number") }
+        guard range.contains(v) else {
+            throw fail(entry, join(path, key), "\(v) is out of range (expected \(range.lowerBound) to \(range.upperBound))")
+        }
+        return v
+    }
+
+    func integer(_ m: [String: Int], _ key: String, _ path: String, default value: Int? = nil,
+                 range: ClosedRange<Int> = 0...Int(Int32.max)) throws(ScenarioError) -> Int
+    {
+        guard let entry = m[key] else {
+            if let value { return value }
+            throw fail(0, join(path, key), "missing (expected an integer)")
+        }
+        guard let v = tape.int64(entry), let i = Int(exactly: v) else {
+            throw fail(entry, join(path, key), "expected an integer")
+        }
+        guard range.contains(i) else {
+            throw fail(entry, join(path, key), "\(i) is out of range (expected \(range.lowerBound) to \(range.upperBound))")
+        }
+        return i
+    }
+
+    func optionalNumber(_ m: [String: Int], _ key: String, _ path: String, range: ClosedRange<Double>)
+        throws(ScenarioError) -> Double?
+    {
+        guard let entry = m[key], tape[entry].kind != .null else { return nil }
+        return try number(m, key, path, range: range)
+    }
+
+    func text(_ m: [String: Int], _ key: String, _ path: String, default value: String? = nil)
+        throws(ScenarioError) -> String
+    {
+        guard let entry = m[key] else {
+            if let value { return value }
+            throw fail(0, join(path, key), "missing (expected a string)")
+        }
+        guard tape[entry].kind == .string else { throw fail(entry, join(path, key), "expected a string") }
+        return string(entry)
+    }
+
+    func bool(_ m: [String: Int], _ key: String, _ path: String, default value: Bool) throws(ScenarioError) -> Bool {
+        guard let entry = m[key] else { return value }
+        guard tape[entry].kind == .bool else { throw fail(entry, join(path, key), "expected true or false") }
+        return tape[entry].flag
+    }
+
+    func array(_ m: [String: Int], _ key: String, _ path: String) throws(ScenarioError) -> [Int] {
+        guard let entry = m[key] else { return [] }
+        guard tape[entry].kind == .array else { throw fail(entry, join(path, key), "expected an array") }
+        var result: [Int] = []
+        var i = entry + 1
+        while i < Int(tape[entry].next) {
+            result.append(i)
+            i = Int(tape[i].next)
+        }
+        return result
+    }
+}
+
+extension Scenario {
+    static let fields = [
+        "name", "description", "seed", "clock", "durationSeconds", "workers", "population", "apps", "schemas",
+        "stringBytes", "sources", "arrival", "faults", "lifecycle", "limits", "budgetPerHour", "priority10Share",
+        "stageSampleEvery",
+    ]
+
+    /// Parses and checks a scenario file's text.
+    public static func parse(_ text: [UInt8], file: String) throws(ScenarioError) -> Scenario {
+        var result: Result<Scenario, ScenarioError>?
+        text.withUnsafeBytes { bytes in
+            var r = ScenarioReader(file: file, text: text)
+            if let offset = r.tape.scan(bytes) {
+                var line = 1
+                for i in 0..<min(offset, text.count) where text[i] == UInt8(ascii: "\n") { line += 1 }
+                result = .failure(
+                    ScenarioError(file: file, line: line, field: "", message: "not valid JSON (at byte \(offset + 1))"))
+                return
+            }
+            result = Result { () throws(ScenarioError) in try parseScanned(r) }
+        }
+        return try result!.get()
+    }
+
+    private static func parseScanned(_ r: ScenarioReader) throws(ScenarioError) -> Scenario {
+        let top = try r.members(0, "", allowed: fields)
+        let name = try r.text(top, "name", "")
+        let description = try r.text(top, "description", "", default: "")
+        let seed = try r.integer(top, "seed", "", default: 1, range: 0...Int.max)
+        let clockText = try r.text(top, "clock", "", default: "real")
+        guard let clock = Clock(rawValue: clockText) else {
+            throw r.fail(top["clock"]!, "clock", "expected \"real\" or \"virtual\", found \"\(clockText)\"")
+        }
+        let duration = try r.number(top, "durationSeconds", "", range: 0.001...(30 * 86_400))
+        let workers = try r.integer(top, "workers", "", default: 0, range: 0...256)
+
+        guard let populationEntry = top["population"] else { throw r.fail(0, "population", "missing (expected an object)") }
+        let p = try r.members(populationEntry, "population", allowed: ["devices", "activitiesPerDevice"])
+        let devices = try r.integer(p, "devices", "population", range: 1...50_000_000)
+        guard let perDeviceEntry = p["activitiesPerDevice"] else {
+            throw r.fail(populationEntry, "population.activitiesPerDevice", "missing (expected {\"min\": N, \"max\": N})")
+        }
+        let apd = try r.members(perDeviceEntry, "population.activitiesPerDevice", allowed: ["min", "max"])
+        let apdMin = try r.integer(apd, "min", "population.activitiesPerDevice", range: 0...64)
+        let apdMax = try r.integer(apd, "max", "population.activitiesPerDevice", range: apdMin...64)
+
+        guard let schemasEntry = top["schemas"] else { throw r.fail(0, "schemas", "missing (expected an object)") }
+        var schemas: [String: [(String, String)]] = [:]
+        let schemaMembers = try r.members(schemasEntry, "schemas", allowed: [])
+        for (schemaName, entry) in schemaMembers {
+            let fieldMembers = try r.members(entry, "schemas.\(schemaName)", allowed: [])
+            var fields: [(String, String)] = []
+            var i = entry + 1
+            while i < Int(r.tape[entry].next) {
+                let fieldName = r.string(i)
+                guard r.tape[i + 1].kind == .string, ContentSchema.parseType(r.string(i + 1)) != nil else {
+                    throw r.fail(i + 1, "schemas.\(schemaName).\(fieldName)",
+                                 "expected a type: int, double, string or bool, optionally with ?")
+                }
+                fields.append((fieldName, r.string(i + 1)))
+                i = Int(r.tape[i + 1].next)
+            }
+            _ = fieldMembers
+            schemas[schemaName] = fields
+        }
+
+        var apps: [App] = []
+        let appEntries = try r.array(top, "apps", "")
+        guard !appEntries.isEmpty else { throw r.fail(top["apps"] ?? 0, "apps", "expected a non-empty array of apps") }
+        for (k, entry) in appEntries.enumerated() {
+            let path = "apps[\(k)]"
+            let a = try r.members(entry, path, allowed: ["bundle", "schema", "weight"])
+            let bundle = try r.text(a, "bundle", path)
+            let schema = try r.text(a, "schema", path)
+            guard schemas[schema] != nil else {
+                throw r.fail(a["schema"]!, "\(path).schema", "no schema named \"\(schema)\" in schemas")
+            }
+            let weight = try r.number(a, "weight", path, default: 1, range: 0.000001...1e9)
+            apps.append(App(bundle: bundle, schema: schema, weight: weight))
+        }
+        let stringBytes = try r.integer(top, "stringBytes", "", default: 16, range: 0...4000)
+
+        guard let sourcesEntry = top["sources"] else { throw r.fail(0, "sources", "missing (expected an object)") }
+        let s = try r.members(sourcesEntry, "sources", allowed: ["count", "zipfExponent", "broadcastShare"])
+        let sources = Sources(
+            count: try r.integer(s, "count", "sources", range: 1...10_000_000),
+            zipfExponent: try r.number(s, "zipfExponent", "sources", default: 1.0, range: 0...10),
+            broadcastShare: try r.number(s, "broadcastShare", "sources", default: 0.5, range: 0...1))
+
+        guard let arrivalEntry = top["arrival"] else { throw r.fail(0, "arrival", "missing (expected an object)") }
+        let ar = try r.members(arrivalEntry, "arrival", allowed: ["process", "ratePerSecond", "phases", "bursts"])
+        let processText = try r.text(ar, "process", "arrival", default: "poisson")
+        guard let process = ArrivalProcess(rawValue: processText) else {
+            throw r.fail(ar["process"]!, "arrival.process", "expected \"constant\" or \"poisson\", found \"\(processText)\"")
+        }
+        var phases: [Phase] = []
+        if ar["ratePerSecond"] != nil {
+            phases.append(Phase(atSeconds: 0, ratePerSecond: try r.number(ar, "ratePerSecond", "arrival", range: 0...1e9),
+                                rampToPerSecond: nil))
+        }
+        for (k, entry) in try r.array(ar, "phases", "arrival").enumerated() {
+            let path = "arrival.phases[\(k)]"
+            let ph = try r.members(entry, path, allowed: ["atSeconds", "ratePerSecond", "rampToPerSecond"])
+            let phase = Phase(
+                atSeconds: try r.number(ph, "atSeconds", path, range: 0...duration),
+                ratePerSecond: try r.number(ph, "ratePerSecond", path, range: 0...1e9),
+                rampToPerSecond: try r.optionalNumber(ph, "rampToPerSecond", path, range: 0...1e9))
+            if let last = phases.last, phase.atSeconds < last.atSeconds {
+                throw r.fail(entry, "\(path).atSeconds", "phases must be in time order")
+            }
+            phases.append(phase)
+        }
+        guard !phases.isEmpty else {
+            throw r.fail(arrivalEntry, "arrival.ratePerSecond", "missing (expected ratePerSecond or phases)")
+        }
+        var bursts: [Burst] = []
+        for (k, entry) in try r.array(ar, "bursts", "arrival").enumerated() {
+            let path = "arrival.bursts[\(k)]"
+            let b = try r.members(entry, path, allowed: ["atSeconds", "events", "sourceRank", "overSeconds"])
+            bursts.append(Burst(
+                atSeconds: try r.number(b, "atSeconds", path, range: 0...duration),
+                events: try r.integer(b, "events", path, range: 1...100_000_000),
+                sourceRank: try r.integer(b, "sourceRank", path, default: 1, range: 1...sources.count),
+                overSeconds: try r.number(b, "overSeconds", path, default: 0.1, range: 0...duration)))
+        }
+
+        var faults = Faults(outOfOrderShare: 0, malformedShare: 0, oversizedShare: 0, rotationShare: 0,
+                            dismissShare: 0, offline: nil, coalescing: false)
+        if let entry = top["faults"] {
+            let f = try r.members(entry, "faults", allowed: [
+                "outOfOrderShare", "malformedShare", "oversizedShare", "rotationShare", "dismissShare", "offline",
+                "coalescing",
+            ])
+            faults.outOfOrderShare = try r.number(f, "outOfOrderShare", "faults", default: 0, range: 0...1)
+            faults.malformedShare = try r.number(f, "malformedShare", "faults", default: 0, range: 0...1)
+            faults.oversizedShare = try r.number(f, "oversizedShare", "faults", default: 0, range: 0...1)
+            faults.rotationShare = try r.number(f, "rotationShare", "faults", default: 0, range: 0...1)
+            faults.dismissShare = try r.number(f, "dismissShare", "faults", default: 0, range: 0...1)
+            faults.coalescing = try r.bool(f, "coalescing", "faults", default: false)
+            if let offlineEntry = f["offline"], r.tape[offlineEntry].kind != .null {
+                let o = try r.members(offlineEntry, "faults.offline", allowed: ["share", "windowSeconds", "expirationSeconds"])
+                faults.offline = Offline(
+                    share: try r.number(o, "share", "faults.offline", range: 0...1),
+                    windowSeconds: try r.number(o, "windowSeconds", "faults.offline", range: 0.001...86_400),
+                    expirationSeconds: try r.number(o, "expirationSeconds", "faults.offline", default: 3600,
+                                                    range: 0...2_592_000))
+            }
+        }
+
+        var lifecycle = Lifecycle(endFractionMin: nil, endFractionMax: nil, dismissalAfterSeconds: nil)
+        if let entry = top["lifecycle"] {
+            let l = try r.members(entry, "lifecycle", allowed: ["endFractionMin", "endFractionMax", "dismissalAfterSeconds"])
+            lifecycle.endFractionMin = try r.optionalNumber(l, "endFractionMin", "lifecycle", range: 0...10)
+            lifecycle.endFractionMax = try r.optionalNumber(l, "endFractionMax", "lifecycle", range: 0...10)
+            lifecycle.dismissalAfterSeconds = try r.optionalNumber(l, "dismissalAfterSeconds", "lifecycle",
+                                                                   range: -86_400...86_400)
+            if (lifecycle.endFractionMin == nil) != (lifecycle.endFractionMax == nil) {
+                throw r.fail(entry, "lifecycle", "give both endFractionMin and endFractionMax, or neither")
+            }
+            if let lo = lifecycle.endFractionMin, let hi = lifecycle.endFractionMax, hi < lo {
+                throw r.fail(l["endFractionMax"]!, "lifecycle.endFractionMax", "must not be below endFractionMin")
+            }
+        }
+
+        var perApp = 5
+        var perDevice = 10
+        if let entry = top["limits"] {
+            let l = try r.members(entry, "limits", allowed: ["perApp", "perDevice"])
+            perApp = try r.integer(l, "perApp", "limits", default: 5, range: 0...10_000)
+            perDevice = try r.integer(l, "perDevice", "limits", default: 10, range: 0...10_000)
+        }
+        var budget: Int?
+        if let entry = top["budgetPerHour"], r.tape[entry].kind != .null {
+            budget = try r.integer(top, "budgetPerHour", "", range: 0...1_000_000)
+        }
+        return Scenario(
+            name: name, description: description, seed: UInt64(seed), clock: clock, durationSeconds: duration,
+            workers: workers,
+            population: Population(devices: devices, activitiesPerDeviceMin: apdMin, activitiesPerDeviceMax: apdMax),
+            apps: apps, schemas: schemas, stringBytes: stringBytes, sources: sources,
+            arrival: Arrival(process: process, phases: phases, bursts: bursts), faults: faults, lifecycle: lifecycle,
+            perAppLimit: perApp, perDeviceLimit: perDevice, budgetPerHour: budget,
+            priority10Share: try r.number(top, "priority10Share", "", default: 0.5, range: 0...1),
+            stageSampleEvery: try r.integer(top, "stageSampleEvery", "", default: 16, range: 1...1_000_000))
+    }
+}
+
+extension Scenario {
+    /// The scenario as canonical JSON (fixed key order, two-space indent): what `fanout scenarios show`
+    /// prints, and what the configuration hash covers.
+    public var canonicalText: String {
+        var o = JSONTextWriter()
+        o.open()
+        o.field("name", string: name)
+        o.field("description", string: description)
+        o.field("seed", int: Int(seed))
+        o.field("clock", string: clock.rawValue)
+        o.field("durationSeconds", number: durationSeconds)
+        o.field("workers", int: workers)
+        o.key("population")
+        o.open()
+        o.field("devices", int: population.devices)
+        o.key("activitiesPerDevice")
+        o.inline("{\"min\": \(population.activitiesPerDeviceMin), \"max\": \(population.activitiesPerDeviceMax)}")
+        o.close()
+        o.key("apps")
+        o.inline("[" + apps.map {
+            "{\"bundle\": \(JSONTextWriter.quote($0.bundle)), \"schema\": \(JSONTextWriter.quote($0.schema)), "
+                + "\"weight\": \(JSONTextWriter.number($0.weight))}"
+        }.joined(separator: ", ") + "]")
+        o.key("schemas")
+        o.open()
+        for schemaName in schemas.keys.sorted() {
+            o.key(schemaName)
+            o.inline("{" + schemas[schemaName]!.map { "\(JSONTextWriter.quote($0.0)): \(JSONTextWriter.quote($0.1))" }
+                .joined(separator: ", ") + "}")
+        }
+        o.close()
+        o.field("stringBytes", int: stringBytes)
+        o.key("sources")
+        o.inline("{\"count\": \(sources.count), \"zipfExponent\": \(JSONTextWriter.number(sources.zipfExponent)), "
+                 + "\"broadcastShare\": \(JSONTextWriter.number(sources.broadcastShare))}")
+        o.key("arrival")
+        o.open()
+        o.field("process", string: arrival.process.rawValue)
+        o.key("phases")
+        o.inline("[" + arrival.phases.map { phase in
+            var text = "{\"atSeconds\": \(JSONTextWriter.number(phase.atSeconds)), "
+                + "\"ratePerSecond\": \(JSONTextWriter.number(phase.ratePerSecond))"
+            if let ramp = phase.rampToPerSecond { text += ", \"rampToPerSecond\": \(JSONTextWriter.number(ramp))" }
+            return text + "}"
+        }.joined(separator: ", ") + "]")
+        o.key("bursts")
+        o.inline("[" + arrival.bursts.map {
+            "{\"atSeconds\": \(JSONTextWriter.number($0.atSeconds)), \"events\": \($0.events), "
+                + "\"sourceRank\": \($0.sourceRank), \"overSeconds\": \(JSONTextWriter.number($0.overSeconds))}"
+        }.joined(separator: ", ") + "]")
+        o.close()
+        o.key("faults")
+        o.open()
+        o.field("outOfOrderShare", number: faults.outOfOrderShare)
+        o.field("malformedShare", number: faults.malformedShare)
+        o.field("oversizedShare", number: faults.oversizedShare)
+        o.field("rotationShare", number: faults.rotationShare)
+        o.field("dismissShare", number: faults.dismissShare)
+        o.key("offline")
+        if let offline = faults.offline {
+            o.inline("{\"share\": \(JSONTextWriter.number(offline.share)), "
+                     + "\"windowSeconds\": \(JSONTextWriter.number(offline.windowSeconds)), "
+                     + "\"expirationSeconds\": \(JSONTextWriter.number(offline.expirationSeconds))}")
+        } else {
+            o.inline("null")
+        }
+        o.field("coalescing", bool: faults.coalescing)
+        o.close()
+        o.key("lifecycle")
+        o.inline("{\"endFractionMin\": \(JSONTextWriter.number(lifecycle.endFractionMin)), "
+                 + "\"endFractionMax\": \(JSONTextWriter.number(lifecycle.endFractionMax)), "
+                 + "\"dismissalAfterSeconds\": \(JSONTextWriter.number(lifecycle.dismissalAfterSeconds))}")
+        o.key("limits")
+        o.inline("{\"perApp\": \(perAppLimit), \"perDevice\": \(perDeviceLimit)}")
+        o.key("budgetPerHour")
+        o.inline(budgetPerHour.map(String.init) ?? "null")
+        o.field("priority10Share", number: priority10Share)
+        o.field("stageSampleEvery", int: stageSampleEvery)
+        o.close()
+        return o.text + "\n"
+    }
+
+    /// FNV-1a 64 of the canonical text, in hex: equal hashes mean equal configurations.
+    public var configHash: String {
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in canonicalText.utf8 {
+            h ^= UInt64(byte)
+            h = h &* 0x100_0000_01B3
+        }
+        let hex = String(h, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}
+
+/// A small pretty JSON writer for canonical scenario text.
+struct JSONTextWriter {
+    var text = ""
+    private var depth = 0
+    private var first = [true]
+
+    mutating func open() {
+        text += "{"
+        depth += 1
+        first.append(true)
+    }
+
+    mutating func close() {
+        depth -= 1
+        first.removeLast()
+        text += "\n" + String(repeating: "  ", count: depth) + "}"
+    }
+
+    mutating func key(_ name: String) {
+        if !first[first.count - 1] { text += "," }
+        first[first.count - 1] = false
+        text += "\n" + String(repeating: "  ", count: depth) + JSONTextWriter.quote(name) + ": "
+    }
+
+    mutating func inline(_ raw: String) { text += raw }
+    mutating func field(_ name: String, string: String) { key(name); inline(JSONTextWriter.quote(string)) }
+    mutating func field(_ name: String, int: Int) { key(name); inline(String(int)) }
+    mutating func field(_ name: String, number: Double) { key(name); inline(JSONTextWriter.number(number)) }
+    mutating func field(_ name: String, bool: Bool) { key(name); inline(bool ? "true" : "false") }
+
+    static func quote(_ s: String) -> String {
+        var out: [UInt8] = []
+        JSONWriter.appendString(s, to: &out, escaping: .pythonStyle)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func number(_ v: Double?) -> String {
+        guard let v else { return "null" }
+        if v == v.rounded(), abs(v) < 1e15 { return String(Int64(v)) }
+        var out: [UInt8] = []
+        JSONWriter.appendDouble(v, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,333 @@
+import Dispatch
+import FanoutCore
+import FanoutMetrics
+import Foundation
+import Histogram
+import UVLoop
+
+/// What a worker tells the coordinator. Messages go through one locked queue, drained when the
+/// coordinator's `Wakeup` fires: the only object the threads share.
+enum WorkerMessage: Sendable {
+    case ready(worker: Int, activities: Int)
+    case progress(worker: Int, sample: ProgressSample)
+    case finished(worker: Int, result: WorkerResult)
+    case failed(worker: Int, message: String)
+}
+
+/// A worker's cumulative counts and its end-to-end histogram since the last sample.
+public struct ProgressSample: Sendable {
+    public var accounting: Accounting
+    public var interval: Histogram<UInt64>
+    public var eventsProcessed: Int
+}
+
+/// Everything a worker measured, handed over once at the end.
+public struct WorkerResult: Sendable {
+    public var accounting: Accounting
+    public var recorder: LatencyRecorder
+    public var completionNanos: [UInt64]
+    public var recipients: [Int32]
+    public var intendedNanos: [UInt64]
+    public var activities: Int
+    public var eventsProcessed: Int
+}
+
+/// A live view of a running simulation, once a second.
+public struct ProgressLine: Sendable {
+    public var elapsedSeconds: Double
+    public var deliveriesPerSecond: Double
+    public var interval: LatencySummary
+    public var accounting: Accounting
+}
+
+/// The merged outcome of a run.
+public struct RunResult: Sendable {
+    public var scenario: Scenario
+    public var workers: Int
+    public var accounting: Accounting
+    public var recorder: LatencyRecorder
+    public var activities: Int
+    public var events: Int
+    public var wallSeconds: Double
+    /// Simulated seconds (the scenario's duration; in real time equal to the wall time of the run).
+    public var simulatedSeconds: Double
+    public var timerOverheadNanos: Double
+    public var peakResidentBytes: Int
+    public var baselineResidentBytes: Int
+    public var startedAt: Date
+}
+
+/// Runs a scenario: one thread, one `EventLoop` and one slice of the devices per worker.
+public enum Simulation {
+    public static func run(
+        _ scenario: Scenario, workers requested: Int, progress: @escaping @Sendable (ProgressLine) -> Void
+    ) throws -> RunResult {
+        let workers = requested > 0 ? requested : max(ProcessInfo.processInfo.activeProcessorCount, 1)
+        let world = World(scenario: scenario)
+        let baseline = ResourceUsage.residentBytes()
+        let overhead = measureClockOverhead()
+        let startedAt = Date()
+        let coordinator = try Coordinator(workers: workers)
+        let gate = DispatchSemaphore(value: 0)
+        let start = StartTime()
+        var threads: [Thread] = []
+        for k in 0..<workers {
+            let sender = coordinator.mailbox
+            let thread = Thread {
+                WorkerThread.main(world: world, index: k, count: workers, gate: gate, start: start, mailbox: sender)
+            }
+            thread.name = "fanout-worker-\(k)"
+            thread.stackSize = 8 << 20
+            threads.append(thread)
+            thread.start()
+        }
+        let results = try coordinator.run(gate: gate, start: start, progress: progress)
+        let wall = Double(EventLoop.hrtimeNanos &- start.value) / 1e9
+        return merge(results, scenario: scenario, workers: workers, wallSeconds: wall, overhead: overhead,
+                     baseline: baseline, startedAt: startedAt)
+    }
+
+    static func merge(
+        _ results: [WorkerResult], scenario: Scenario, workers: Int, wallSeconds: Double, overhead: Double,
+        baseline: Int, startedAt: Date
+    ) -> RunResult {
+        var accounting = Accounting()
+        var recorder = LatencyRecorder()
+        var activities = 0
+        for r in results {
+            accounting.add(r.accounting)
+            recorder.add(r.recorder)
+            activities += r.activities
+        }
+        // Fan-out completion: the last recipient anywhere, per event.
+        let events = results.map(\.intendedNanos.count).max() ?? 0
+        for e in 0..<events {
+            var last: UInt64 = 0
+            var fanout = 0
+            var intended: UInt64 = 0
+            for r in results where e < r.completionNanos.count {
+                last = max(last, r.completionNanos[e])
+                fanout += Int(r.recipients[e])
+                if e < r.intendedNanos.count { intended = r.intendedNanos[e] }
+            }
+            guard fanout > 0 else { continue }
+            let latency = last &- min(last, intended)
+            recorder.record(.fanoutCompletion, nanos: latency)
+            recorder.record(Metric.completionBucket(fanout: fanout), nanos: latency)
+        }
+        return RunResult(
+            scenario: scenario, workers: workers, accounting: accounting, recorder: recorder, activities: activities,
+            events: events, wallSeconds: wallSeconds,
+            simulatedSeconds: scenario.clock == .real ? wallSeconds : scenario.durationSeconds,
+            timerOverheadNanos: overhead, peakResidentBytes: ResourceUsage.peakResidentBytes(),
+            baselineResidentBytes: baseline, startedAt: startedAt)
+    }
+
+    /// The cost of one clock read (`uv_hrtime`), which every timed measurement includes.
+    static func measureClockOverhead() -> Double {
+        let n = 1_000_000
+        var sink: UInt64 = 0
+        let t0 = EventLoop.hrtimeNanos
+        for _ in 0..<n { sink &+= EventLoop.hrtimeNanos }
+        let t1 = EventLoop.hrtimeNanos
+        if sink == 42 { print("") }
+        return Double(t1 &- t0) / Double(n)
+    }
+}
+
+/// The common start instant of the workers (hrtime nanoseconds), set once by the coordinator.
+final class StartTime: @unchecked Sendable {
+    // @unchecked: written once before the start gate opens, read by workers only after it does
+    // (the semaphore orders the accesses).
+    var value: UInt64 = 0
+}
+
+/// The workers' side of the coordinator's queue.
+final class Mailbox: @unchecked Sendable {
+    // @unchecked: `messages` is only touched under `lock`; `sender` is Sendable.
+    private let lock = NSLock()
+    private var messages: [WorkerMessage] = []
+    let sender: Wakeup.Sender
+
+    init(sender: Wakeup.Sender) { self.sender = sender }
+
+    func post(_ message: WorkerMessage) {
+        lock.withLock { messages.append(message) }
+        sender.send()
+    }
+
+    func drain() -> [WorkerMessage] {
+        lock.withLock {
+            let all = messages
+            messages.removeAll()
+            return all
+        }
+    }
+}
+
+/// The main thread's loop: collects messages, opens the start gate, prints progress once a second.
+final class Coordinator {
+    let loop: EventLoop
+    var wakeup: Wakeup!
+    let mailbox: Mailbox
+    let workers: Int
+
+    init(workers: Int) throws {
+        self.workers = workers
+        loop = try EventLoop()
+        let box = DrainBox()
+        wakeup = try Wakeup(loop: loop) { _ in box.drain?() }
+        mailbox = Mailbox(sender: wakeup.sender)
+        self.box = box
+    }
+
+    /// Holds the drain closure, set in `run` (it captures that call's state).
+    private let box: DrainBox
+
+    final class DrainBox {
+        var drain: (() -> Void)?
+    }
+
+    func run(gate: DispatchSemaphore, start: StartTime, progress: @escaping @Sendable (ProgressLine) -> Void)
+        throws -> [WorkerResult]
+    {
+        var ready = 0
+        var results = [WorkerResult?](repeating: nil, count: workers)
+        var samples = [ProgressSample?](repeating: nil, count: workers)
+        var failure: String?
+        var interval = LatencyRecorder.makeHistogram()
+        var lastDeliveries = 0
+        var lastTick: UInt64 = 0
+        var finished = 0
+        func tick() {
+            let now = EventLoop.hrtimeNanos
+            var accounting = Accounting()
+            for s in samples.compactMap({ $0 }) { accounting.add(s.accounting) }
+            let seconds = Double(now &- lastTick) / 1e9
+            let line = ProgressLine(
+                elapsedSeconds: Double(now &- start.value) / 1e9,
+                deliveriesPerSecond: seconds > 0 ? Double(accounting.deliveries - lastDeliveries) / seconds : 0,
+                interval: LatencySummary(interval), accounting: accounting)
+            progress(line)
+            lastDeliveries = accounting.deliveries
+            lastTick = now
+            interval.reset()
+        }
+        let tickTimer = Timer(loop: loop) { _ in tick() }
+        box.drain = { [self] in
+            for message in mailbox.drain() {
+                switch message {
+                case .ready:
+                    ready += 1
+                    if ready == workers {
+                        start.value = EventLoop.hrtimeNanos
+                        lastTick = start.value
+                        for _ in 0..<workers { gate.signal() }
+                        tickTimer.start(afterMillis: 1000, repeatMillis: 1000)
+                    }
+                case .progress(let worker, let sample):
+                    interval.add(sample.interval)
+                    samples[worker] = sample
+                case .finished(let worker, let result):
+                    results[worker] = result
+                    samples[worker] = ProgressSample(accounting: result.accounting, interval: LatencyRecorder.makeHistogram(),
+                                                     eventsProcessed: result.eventsProcessed)
+                    finished += 1
+                case .failed(_, let message):
+                    failure = message
+                    finished += 1
+                }
+            }
+            if finished == workers {
+                tickTimer.close()
+                wakeup.close()
+            }
+        }
+        _ = loop.run()
+        box.drain = nil
+        try loop.close()
+        if let failure { throw SimulationError(message: failure) }
+        tick()
+        return results.map { $0! }
+    }
+}
+
+public struct SimulationError: Error, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}
+
+/// The body of a worker thread.
+enum WorkerThread {
+    static func main(world: World, index: Int, count: Int, gate: DispatchSemaphore, start: StartTime,
+                     mailbox: Mailbox) {
+        do {
+            try runWorker(world: world, index: index, count: count, gate: gate, start: start, mailbox: mailbox)
+        } catch {
+            mailbox.post(.failed(worker: index, message: "worker \(index): \(error)"))
+        }
+    }
+
+    static func runWorker(world: World, index: Int, count: Int, gate: DispatchSemaphore, start: StartTime,
+                          mailbox: Mailbox) throws {
+        let scenario = world.scenario
+        let loop = try EventLoop()
+        // Populate before the start gate so that the clock starts with every worker ready.
+        let engine = WorkerEngine(world: world, index: index, count: count, hrtime: { EventLoop.hrtimeNanos })
+        mailbox.post(.ready(worker: index, activities: engine.activityCount))
+        gate.wait()
+        let startNanos = start.value
+        if scenario.clock == .real { engine.startRealClock(atHrtime: startNanos) }
+        var schedule = EventSchedule(scenario: scenario, world: world)
+        var next = schedule.next()
+        var lastProgress = EventLoop.hrtimeNanos
+        loop.updateTime()
+        let loopStartMillis = loop.nowMillis &- (EventLoop.hrtimeNanos &- startNanos) / 1_000_000
+        func publishIfDue() {
+            let now = EventLoop.hrtimeNanos
+            if now &- lastProgress >= 1_000_000_000 {
+                lastProgress = now
+                mailbox.post(.progress(worker: index, sample: engine.takeSample()))
+            }
+        }
+        func finish() {
+            mailbox.post(.finished(worker: index, result: engine.result()))
+        }
+        let body = Timer(loop: loop) { t in
+            switch scenario.clock {
+            case .real:
+                // Run everything already due; then sleep until the next deadline.
+                let now = EventLoop.hrtimeNanos &- startNanos
+                while let event = next, event.intendedNanos <= now {
+                    engine.process(event)
+                    next = schedule.next()
+                }
+                publishIfDue()
+                if let event = next {
+                    t.start(atLoopMillis: loopStartMillis + event.intendedNanos / 1_000_000)
+                } else {
+                    t.close()
+                    finish()
+                }
+            case .virtual:
+                // As fast as the CPU allows, in slices of about 10 ms so the loop stays responsive.
+                let sliceEnd = EventLoop.hrtimeNanos &+ 10_000_000
+                while let event = next {
+                    engine.process(event)
+                    next = schedule.next()
+                    if EventLoop.hrtimeNanos >= sliceEnd { break }
+                }
+                publishIfDue()
+                if next != nil {
+                    t.start(afterMillis: 0)
+                } else {
+                    t.close()
+                    finish()
+                }
+            }
+        }
+        body.start(afterMillis: 0)
+        _ = loop.run()
+        try loop.close()
+    }
+}

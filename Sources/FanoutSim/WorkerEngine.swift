@@ -1,0 +1,494 @@
+import FanoutCore
+import FanoutMetrics
+import Histogram
+
+/// One worker's share of a run: its slice of the devices (device `d` belongs to worker `d % n`), its
+/// own `Pipeline`, its own histograms. It sees every source event and handles the recipients on its
+/// devices; only its thread touches it (shared-nothing, wrk2's model).
+///
+/// Per source event: the payload is encoded once (as a backend would for all its recipients); each
+/// token push is then validated, routed and applied on its own; a broadcast is validated and routed
+/// once and applied by every local subscriber. Rules read the virtual clock of the event's intended
+/// time, so counts do not depend on timing, worker count or machine.
+public final class WorkerEngine {
+    public let world: World
+    public let index: Int
+    public let count: Int
+    public let pipeline: Pipeline
+    public private(set) var recorder = LatencyRecorder()
+    /// End-to-end latency since the last progress snapshot.
+    public private(set) var interval = LatencyRecorder.makeHistogram()
+    /// Local completion per event: nanoseconds after the run start when the last local recipient was
+    /// applied (0: none), and the number of local recipients.
+    public private(set) var completionNanos: [UInt64] = []
+    public private(set) var recipients: [Int32] = []
+    public private(set) var intendedNanos: [UInt64] = []
+    public private(set) var eventsProcessed = 0
+
+    // Local activities (index = the pipeline's activity id).
+    private var device: [Int32] = []
+    private var slot: [UInt8] = []
+    private var generation: [UInt32] = []
+    /// Local followers of each token-delivered source.
+    private var followers: [[Int32]]
+
+    // Scratch, reused for every push.
+    private var encoder = PayloadEncoder()
+    private var payload: [UInt8] = []
+    private var content: [UInt8] = []
+    private var token: [UInt8] = []
+    private var channel: [UInt8] = []
+    private let topics: [[UInt8]]
+    private let pushType = Array("liveactivity".utf8)
+    private var pushCounter = 0
+
+    // Pushes held for offline devices: records plus their payload bytes, flushed at window ends.
+    private struct Held {
+        var activity: Int32
+        var event: Int32
+        var intendedNanos: UInt64
+        var expirationMillis: Int64
+        var payloadStart: Int32
+        var payloadCount: Int32
+        var priority: Int8
+        var broadcast: Bool
+        var superseded: Bool
+    }
+    private var held: [Held] = []
+    private var heldBytes: [UInt8] = []
+    private var latestHeld: [Int32] = []
+
+    // Time: nanoseconds since the run start, real or virtual.
+    /// Real time once `startRealClock` is called; virtual time until then.
+    public enum Clock { case real(startHrtime: UInt64), virtual }
+    public private(set) var clock: Clock = .virtual
+    private let hrtime: @Sendable () -> UInt64
+    /// Virtual mode: a single server per worker working at measured speed. The event starts at
+    /// max(intended, busyUntil); elapsed CPU time advances the virtual clock.
+    private var busyUntil: UInt64 = 0
+    private var eventVirtualStart: UInt64 = 0
+    private var eventRealStart: UInt64 = 0
+
+    public init(world: World, index: Int, count: Int, hrtime: @escaping @Sendable () -> UInt64) {
+        self.world = world
+        self.index = index
+        self.count = count
+        self.hrtime = hrtime
+        pipeline = Pipeline(schemas: world.schemas, rules: world.scenario.rules)
+        followers = Array(repeating: [], count: world.scenario.sources.count)
+        topics = world.scenario.apps.map { Array(($0.bundle + ".push-type.liveactivity").utf8) }
+        payload.reserveCapacity(8192)
+        heldBytes.reserveCapacity(1 << 16)
+        populate()
+    }
+
+    /// Creates this worker's devices and their activities (`request`s at the start of the run).
+    private func populate() {
+        let scenario = world.scenario
+        // Every broadcast channel exists on every worker, registered for its source's app, so that a
+        // worker without subscribers still routes it (zero local deliveries) and judges its topic alike.
+        var bundles: [[UInt8]] = scenario.apps.map { Array($0.bundle.utf8) }
+        for s in 0..<scenario.sources.count where world.sourceIsBroadcast[s] {
+            channel.removeAll(keepingCapacity: true)
+            world.appendChannelId(source: s, to: &channel)
+            let app = bundles[world.sourceApp[s]].withUnsafeBytes { pipeline.store.internApp($0) }
+            channel.withUnsafeBytes { _ = pipeline.router.registerChannel($0, app: app) }
+        }
+        var idBytes: [UInt8] = []
+        var deviceBytes: [UInt8] = []
+        let startMillis = world.epochSeconds * 1000
+        var d = index
+        while d < scenario.population.devices {
+            deviceBytes.removeAll(keepingCapacity: true)
+            world.appendDeviceId(d, to: &deviceBytes)
+            for k in 0..<world.activityCount(device: d) {
+                let source = world.source(device: d, slot: k)
+                let app = world.sourceApp[source]
+                idBytes.removeAll(keepingCapacity: true)
+                world.appendActivityId(device: d, slot: k, to: &idBytes)
+                token.removeAll(keepingCapacity: true)
+                world.appendToken(device: d, slot: k, generation: 0, to: &token)
+                makeContent(schema: world.appSchema[app], event: -1, source: source, final: false)
+                channel.removeAll(keepingCapacity: true)
+                if world.sourceIsBroadcast[source] { world.appendChannelId(source: source, to: &channel) }
+                let created = idBytes.withUnsafeBytes { id in
+                    deviceBytes.withUnsafeBytes { dev in
+                        bundles[app].withUnsafeBytes { bundle in
+                            token.withUnsafeBytes { tok in
+                                channel.withUnsafeBytes { ch in
+                                    content.withUnsafeBytes { c in
+                                        pipeline.request(
+                                            id: id, device: dev, app: bundle, schema: world.appSchema[app], content: c,
+                                            staleDate: nil, relevance: Double(k), token: tok,
+                                            channel: world.sourceIsBroadcast[source] ? ch : nil, nowMillis: startMillis)
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                guard let a = created else { continue }
+                precondition(Int(a) == device.count)
+                device.append(Int32(d))
+                slot.append(UInt8(k))
+                generation.append(0)
+                latestHeld.append(-1)
+                if !world.sourceIsBroadcast[source] { followers[source].append(a) }
+            }
+            d += count
+        }
+        bundles.removeAll()
+    }
+
+    public var activityCount: Int { device.count }
+
+    /// Switches to real time: event times are nanoseconds after `start` on the monotonic clock.
+    public func startRealClock(atHrtime start: UInt64) {
+        clock = .real(startHrtime: start)
+    }
+
+    /// Cumulative counts and the end-to-end histogram since the previous sample (then reset).
+    public func takeSample() -> ProgressSample {
+        let sample = ProgressSample(accounting: pipeline.accounting, interval: interval,
+                                    eventsProcessed: eventsProcessed)
+        interval.reset()
+        return sample
+    }
+
+    /// Everything measured, for the coordinator to merge.
+    public func result() -> WorkerResult {
+        WorkerResult(
+            accounting: pipeline.accounting, recorder: recorder, completionNanos: completionNanos,
+            recipients: recipients, intendedNanos: intendedNanos, activities: activityCount,
+            eventsProcessed: eventsProcessed)
+    }
+
+    // MARK: Time
+
+    @inline(__always)
+    private func now() -> UInt64 {
+        switch clock {
+        case .real(let start): return hrtime() &- start
+        case .virtual: return eventVirtualStart &+ (hrtime() &- eventRealStart)
+        }
+    }
+
+    @inline(__always)
+    private func nowMillis(_ event: SourceEvent) -> Int64 {
+        world.epochSeconds * 1000 + Int64(event.intendedNanos / 1_000_000)
+    }
+
+    // MARK: Events
+
+    /// Handles one source event; in real time `lagNanos` is how late the harness got to it.
+    public func process(_ event: SourceEvent) {
+        eventRealStart = hrtime()
+        if case .virtual = clock {
+            eventVirtualStart = max(event.intendedNanos, busyUntil)
+        }
+        let started = now()
+        recorder.record(.scheduleLag, nanos: started &- min(started, event.intendedNanos))
+        while completionNanos.count <= event.index {
+            completionNanos.append(0)
+            recipients.append(0)
+            intendedNanos.append(0)
+        }
+        intendedNanos[event.index] = event.intendedNanos
+        switch event.kind {
+        case .offlineWindowEnd: flushHeld(event)
+        case .update, .end: fanOut(event)
+        }
+        eventsProcessed += 1
+        if case .virtual = clock { busyUntil = now() }
+    }
+
+    private func fanOut(_ event: SourceEvent) {
+        let scenario = world.scenario
+        let source = event.source
+        let app = world.sourceApp[source]
+        let e = UInt64(event.index)
+        let seed = scenario.seed
+        // Encode once for all recipients.
+        let t0 = hrtime()
+        makeContent(schema: world.appSchema[app], event: event.index, source: source, final: event.kind == .end)
+        var timestamp = world.epochSeconds + Int64(event.index)
+        if Mix.unit(Mix.hash(seed, 0x00, e)) < scenario.faults.outOfOrderShare { timestamp -= 10 }
+        let relevance = Double(Mix.hash(seed, 0x4E, e) % 100)
+        let schema = world.schemas[world.appSchema[app]]
+        let nowSeconds = world.epochSeconds + Int64(event.intendedNanos / 1_000_000_000)
+        let dismissal = event.kind == .end
+            ? scenario.lifecycle.dismissalAfterSeconds.map { nowSeconds + Int64($0) } : nil
+        content.withUnsafeBytes { c in
+            encoder.encode(
+                event: event.kind == .end ? .end : .update, timestamp: timestamp, content: c, schema: schema,
+                staleDate: nowSeconds + 3600, dismissalDate: dismissal, relevanceScore: relevance)
+        }
+        payload.removeAll(keepingCapacity: true)
+        payload.append(contentsOf: encoder.bytes)
+        let broadcast = world.sourceIsBroadcast[source]
+        applyPayloadFaults(e, broadcast: broadcast)
+        recorder.record(.encode, nanos: hrtime() &- t0)
+        let priority: Int64 =
+            Mix.unit(Mix.hash(seed, 0x10, e)) < scenario.priority10Share ? 10 : (broadcast ? 1 : 5)
+        if broadcast {
+            broadcastPush(event, priority: priority)
+        } else {
+            var k = 0
+            while k < followers[source].count {
+                tokenPush(event, to: followers[source][k], priority: priority)
+                k += 1
+            }
+        }
+    }
+
+    /// Malformed: the payload is cut in half. Oversized: a padding member pushes it past the limit.
+    private func applyPayloadFaults(_ e: UInt64, broadcast: Bool) {
+        let faults = world.scenario.faults
+        let u = Mix.unit(Mix.hash(world.scenario.seed, 0xFA, e))
+        if u < faults.malformedShare {
+            payload.removeLast(payload.count / 2)
+        } else if u < faults.malformedShare + faults.oversizedShare {
+            let limit = broadcast ? 5120 : 4096
+            var padded: [UInt8] = Array("{\"pad\":\"".utf8)
+            padded.append(contentsOf: repeatElement(UInt8(ascii: "x"), count: limit))
+            padded.append(contentsOf: Array("\",".utf8))
+            padded.append(contentsOf: payload.dropFirst())
+            payload = padded
+        }
+    }
+
+    private func tokenPush(_ event: SourceEvent, to a: Int32, priority: Int64) {
+        let seed = world.scenario.seed
+        let d = Int(device[Int(a)])
+        let k = Int(slot[Int(a)])
+        let key = UInt64(d) << 8 | UInt64(k)
+        let nowMs = nowMillis(event)
+        // The device rotates its token while this push is in flight: it goes to the old token.
+        var rotated = false
+        if Mix.unit(Mix.hash(seed, 0x40, UInt64(event.index), key)) < world.scenario.faults.rotationShare {
+            generation[Int(a)] &+= 1
+            token.removeAll(keepingCapacity: true)
+            world.appendToken(device: d, slot: k, generation: generation[Int(a)], to: &token)
+            token.withUnsafeBytes { pipeline.rotate(a, token: $0) }
+            rotated = true
+        }
+        token.removeAll(keepingCapacity: true)
+        world.appendToken(device: d, slot: k, generation: generation[Int(a)] &- (rotated ? 1 : 0), to: &token)
+        let expiration: Int64 = world.scenario.faults.offline.map {
+            world.epochSeconds + Int64(event.intendedNanos / 1_000_000_000) + Int64($0.expirationSeconds)
+        } ?? 0
+        let sampled = pushCounter % world.scenario.stageSampleEvery == 0
+        pushCounter &+= 1
+        let app = world.sourceApp[event.source]
+        payload.withUnsafeBytes { p in
+            pushType.withUnsafeBytes { pt in
+                topics[app].withUnsafeBytes { tp in
+                    token.withUnsafeBytes { tok in
+                        let headers = PushHeaders(pushType: .string(pt), topic: .string(tp), priority: .integer(priority),
+                                                  expiration: .integer(expiration))
+                        let t0 = sampled ? hrtime() : 0
+                        var flight = pipeline.begin(kind: .token, target: tok)
+                        guard pipeline.validate(&flight, headers: headers, payload: p) == nil else { return }
+                        let t1 = sampled ? hrtime() : 0
+                        guard case .routed = pipeline.route(&flight), case .activity(let target) = flight.resolution
+                        else { return }
+                        let t2 = sampled ? hrtime() : 0
+                        if sampled {
+                            recorder.record(.validate, nanos: t1 &- t0)
+                            recorder.record(.route, nanos: t2 &- t1)
+                        }
+                        if isOffline(target, event) {
+                            hold(target, event, headers: headers, payload: p, broadcast: false)
+                            return
+                        }
+                        pipeline.deliver(flight, to: target, nowMillis: nowMs)
+                        let end = now()
+                        if sampled { recorder.record(.apply, nanos: hrtime() &- t2) }
+                        delivered(target, event, endNanos: end, count: 1)
+                    }
+                }
+            }
+        }
+    }
+
+    private func broadcastPush(_ event: SourceEvent, priority: Int64) {
+        let source = event.source
+        let owner = source % count == index
+        let nowMs = nowMillis(event)
+        channel.removeAll(keepingCapacity: true)
+        world.appendChannelId(source: source, to: &channel)
+        let app = world.sourceApp[source]
+        payload.withUnsafeBytes { p in
+            pushType.withUnsafeBytes { pt in
+                topics[app].withUnsafeBytes { tp in
+                    channel.withUnsafeBytes { ch in
+                        let headers = PushHeaders(pushType: .string(pt), topic: .string(tp), priority: .integer(priority),
+                                                  expiration: .integer(0))
+                        let t0 = hrtime()
+                        var flight = pipeline.begin(kind: .channel, target: ch)
+                        guard pipeline.validate(&flight, headers: headers, payload: p, countsVerdict: owner) == nil
+                        else { return }
+                        let t1 = hrtime()
+                        guard case .routed = pipeline.route(&flight, countsVerdict: owner),
+                            case .channel(let c) = flight.resolution
+                        else { return }
+                        let t2 = hrtime()
+                        recorder.record(.validate, nanos: t1 &- t0)
+                        recorder.record(.route, nanos: t2 &- t1)
+                        // Apply by every local subscriber; the clock is read once per batch of 64 and the
+                        // batch recorded with that (latest) time, an upper bound for its members.
+                        var batch: UInt64 = 0
+                        var applied: UInt64 = 0
+                        var k = 0
+                        let subscriberCount = pipeline.router.subscribers[Int(c)].count
+                        let applyStart = hrtime()
+                        while k < subscriberCount {
+                            let a = pipeline.router.subscribers[Int(c)][k]
+                            k += 1
+                            if isOffline(a, event) {
+                                // Broadcasts carry expiration 0: APNs does not store them for offline devices.
+                                pipeline.settle(.expired, for: a)
+                                continue
+                            }
+                            pipeline.deliver(flight, to: a, nowMillis: nowMs)
+                            maybeDismiss(a, event)
+                            batch += 1
+                            if batch == 64 || k == subscriberCount {
+                                recordBatch(event, count: batch)
+                                applied += batch
+                                batch = 0
+                            }
+                        }
+                        if batch > 0 {
+                            recordBatch(event, count: batch)
+                            applied += batch
+                        }
+                        if applied > 0 {
+                            recorder.record(.apply, nanos: (hrtime() &- applyStart) / applied, count: applied)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    @inline(__always)
+    private func recordBatch(_ event: SourceEvent, count: UInt64) {
+        let end = now()
+        let latency = end &- min(end, event.intendedNanos)
+        recorder.record(.endToEnd, nanos: latency, count: count)
+        _ = interval.record(min(latency, LatencyRecorder.highestTrackableNanos), count: count)
+        completionNanos[event.index] = max(completionNanos[event.index], end)
+        recipients[event.index] &+= Int32(count)
+    }
+
+    @inline(__always)
+    private func delivered(_ a: Int32, _ event: SourceEvent, endNanos: UInt64, count: UInt64) {
+        let latency = endNanos &- min(endNanos, event.intendedNanos)
+        recorder.record(.endToEnd, nanos: latency)
+        _ = interval.record(min(latency, LatencyRecorder.highestTrackableNanos))
+        completionNanos[event.index] = max(completionNanos[event.index], endNanos)
+        recipients[event.index] &+= 1
+        maybeDismiss(a, event)
+    }
+
+    @inline(__always)
+    private func maybeDismiss(_ a: Int32, _ event: SourceEvent) {
+        let key = UInt64(device[Int(a)]) << 8 | UInt64(slot[Int(a)])
+        if Mix.unit(Mix.hash(world.scenario.seed, 0xD1, UInt64(event.index), key)) < world.scenario.faults.dismissShare {
+            pipeline.dismiss(a, nowMillis: nowMillis(event))
+        }
+    }
+
+    // MARK: Offline devices
+
+    @inline(__always)
+    private func isOffline(_ a: Int32, _ event: SourceEvent) -> Bool {
+        guard let offline = world.scenario.faults.offline else { return false }
+        let window = Int(Double(event.intendedNanos) / 1e9 / offline.windowSeconds)
+        return world.offline(device: Int(device[Int(a)]), window: window)
+    }
+
+    /// APNs stores the push until the device returns (at the end of its offline window). With
+    /// coalescing, a newer held update for the same activity supersedes the older one.
+    private func hold(_ a: Int32, _ event: SourceEvent, headers: PushHeaders, payload p: UnsafeRawBufferPointer,
+                      broadcast: Bool) {
+        guard case .integer(let expiration) = headers.expiration, case .integer(let priority) = headers.priority
+        else { return }
+        if world.scenario.faults.coalescing, latestHeld[Int(a)] >= 0 {
+            let previous = Int(latestHeld[Int(a)])
+            held[previous].superseded = true
+            pipeline.settle(.coalesced, for: a)
+        }
+        latestHeld[Int(a)] = Int32(held.count)
+        held.append(Held(
+            activity: a, event: Int32(event.index), intendedNanos: event.intendedNanos,
+            expirationMillis: expiration == 0 ? Int64.min : expiration * 1000, payloadStart: Int32(heldBytes.count),
+            payloadCount: Int32(p.count), priority: Int8(priority), broadcast: broadcast, superseded: false))
+        heldBytes.append(contentsOf: p)
+    }
+
+    /// The offline window ends: each held push is delivered, or `expired` if its expiration passed.
+    private func flushHeld(_ event: SourceEvent) {
+        let nowMs = nowMillis(event)
+        for h in held where !h.superseded {
+            latestHeld[Int(h.activity)] = -1
+            if h.expirationMillis < nowMs {
+                pipeline.settle(.expired, for: h.activity)
+                continue
+            }
+            let start = Int(h.payloadStart)
+            let end = start + Int(h.payloadCount)
+            let app = world.sourceApp[sourceOfHeld(h)]
+            heldBytes.withUnsafeBytes { bytes in
+                pushType.withUnsafeBytes { pt in
+                    topics[app].withUnsafeBytes { tp in
+                        let headers = PushHeaders(
+                            pushType: .string(pt), topic: .string(tp), priority: .integer(Int64(h.priority)),
+                            expiration: .integer(0))
+                        pipeline.deliverStored(
+                            kind: h.broadcast ? .channel : .token, headers: headers,
+                            payload: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), to: h.activity,
+                            nowMillis: nowMs)
+                    }
+                }
+            }
+            let endNanos = now()
+            let source = SourceEvent(index: Int(h.event), intendedNanos: h.intendedNanos, kind: .update, source: 0)
+            delivered(h.activity, source, endNanos: endNanos, count: 1)
+        }
+        held.removeAll(keepingCapacity: true)
+        heldBytes.removeAll(keepingCapacity: true)
+    }
+
+    /// The source an activity follows (held pushes are for the activity's own source).
+    private func sourceOfHeld(_ h: Held) -> Int {
+        world.source(device: Int(device[Int(h.activity)]), slot: Int(slot[Int(h.activity)]))
+    }
+
+    // MARK: Content
+
+    /// The content-state of an event: scores from the event, strings of the scenario's length.
+    private func makeContent(schema: Int32, event: Int, source: Int, final: Bool) {
+        content.removeAll(keepingCapacity: true)
+        let seed = world.scenario.seed
+        let fields = world.schemas[schema].fields
+        for (f, field) in fields.enumerated() {
+            let h = Mix.hash(seed, UInt64(bitPattern: Int64(event)), UInt64(source), UInt64(f))
+            switch field.type {
+            case .int: ContentRecord.appendInt(Int64(h % 10), to: &content)
+            case .double: ContentRecord.appendDouble(Double(h % 1000) / 1000, to: &content)
+            case .bool: ContentRecord.appendBool(final, to: &content)
+            case .string:
+                content.append(ContentRecord.Tag.string.rawValue)
+                let length = world.scenario.stringBytes
+                withUnsafeBytes(of: UInt32(length).littleEndian) { content.append(contentsOf: $0) }
+                var x = h
+                for _ in 0..<length {
+                    content.append(UInt8(ascii: "a") &+ UInt8(x % 26))
+                    x = x / 26 == 0 ? Mix.hash(x, 1) : x / 26
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,119 @@
+import FanoutCore
+
+/// What every worker knows alike about a run (read-only, shared): the sources, their apps, how
+/// they are delivered and when they end, and how devices and activities are named. Everything is
+/// derived from the scenario and its seed.
+public final class World: Sendable {
+    public let scenario: Scenario
+    public let schemas: SchemaSet
+    public let zipf: Zipf
+    /// App index of each source.
+    public let sourceApp: [Int]
+    /// Delivered by broadcast channel (else one push per token).
+    public let sourceIsBroadcast: [Bool]
+    /// When each source ends, in seconds from the start (nil: it does not end in this run).
+    public let sourceEndSeconds: [Double?]
+    /// Schema id (in `schemas`) of each app.
+    public let appSchema: [Int32]
+    /// Unix seconds at the start of the run (the virtual epoch of payload dates).
+    public let epochSeconds: Int64 = 1_700_000_000
+
+    public init(scenario: Scenario) {
+        self.scenario = scenario
+        schemas = scenario.schemaSet()
+        let count = scenario.sources.count
+        zipf = Zipf(count: count, exponent: scenario.sources.zipfExponent)
+        let totalWeight = scenario.apps.reduce(0) { $0 + $1.weight }
+        var apps: [Int] = []
+        var broadcast: [Bool] = []
+        var ends: [Double?] = []
+        for s in 0..<count {
+            var u = Mix.unit(Mix.hash(scenario.seed, 0xA9, UInt64(s))) * totalWeight
+            var app = 0
+            while app < scenario.apps.count - 1 && u >= scenario.apps[app].weight {
+                u -= scenario.apps[app].weight
+                app += 1
+            }
+            apps.append(app)
+            broadcast.append(Mix.unit(Mix.hash(scenario.seed, 0xBC, UInt64(s))) < scenario.sources.broadcastShare)
+            if let lo = scenario.lifecycle.endFractionMin, let hi = scenario.lifecycle.endFractionMax {
+                let f = lo + (hi - lo) * Mix.unit(Mix.hash(scenario.seed, 0xE0, UInt64(s)))
+                ends.append(f * scenario.durationSeconds)
+            } else {
+                ends.append(nil)
+            }
+        }
+        sourceApp = apps
+        sourceIsBroadcast = broadcast
+        sourceEndSeconds = ends
+        let schemaSet = schemas
+        appSchema = scenario.apps.map { schemaSet.id(named: $0.schema)! }
+    }
+
+    /// Activities device `d` requests.
+    @inline(__always)
+    public func activityCount(device d: Int) -> Int {
+        let p = scenario.population
+        let span = UInt64(p.activitiesPerDeviceMax - p.activitiesPerDeviceMin + 1)
+        return p.activitiesPerDeviceMin + Int(Mix.hash(scenario.seed, 0xDE, UInt64(d)) % span)
+    }
+
+    /// The source the `k`-th activity of device `d` follows (by popularity).
+    @inline(__always)
+    public func source(device d: Int, slot k: Int) -> Int {
+        zipf.sample(Mix.unit(Mix.hash(scenario.seed, 0xF0, UInt64(d), UInt64(k))))
+    }
+
+    /// Is device `d` offline during offline window `w`?
+    @inline(__always)
+    public func offline(device d: Int, window w: Int) -> Bool {
+        guard let offline = scenario.faults.offline else { return false }
+        return Mix.unit(Mix.hash(scenario.seed, 0x0F, UInt64(d), UInt64(w))) < offline.share
+    }
+
+    // MARK: Names (written into caller buffers, no allocation)
+
+    public static func appendDecimal(_ value: Int, width: Int, to out: inout [UInt8]) {
+        var digits = 0
+        var v = value
+        repeat {
+            digits += 1
+            v /= 10
+        } while v > 0
+        for _ in digits..<max(width, digits) { out.append(UInt8(ascii: "0")) }
+        let start = out.count
+        v = value
+        repeat {
+            out.append(UInt8(ascii: "0") &+ UInt8(v % 10))
+            v /= 10
+        } while v > 0
+        out[start...].reverse()
+    }
+
+    public func appendDeviceId(_ d: Int, to out: inout [UInt8]) {
+        JSONWriter.append("device-", to: &out)
+        World.appendDecimal(d, width: 7, to: &out)
+    }
+
+    public func appendActivityId(device d: Int, slot k: Int, to out: inout [UInt8]) {
+        appendDeviceId(d, to: &out)
+        JSONWriter.append("-a", to: &out)
+        World.appendDecimal(k, width: 0, to: &out)
+    }
+
+    /// The update token of an activity after `generation` rotations: 64 hex digits.
+    public func appendToken(device d: Int, slot k: Int, generation: UInt32, to out: inout [UInt8]) {
+        let hex: StaticString = "0123456789abcdef"
+        for part in 0..<4 {
+            let h = Mix.hash(scenario.seed ^ 0x70_6B, UInt64(d), UInt64(k) << 32 | UInt64(generation), UInt64(part))
+            for shift in stride(from: 60, through: 0, by: -4) {
+                out.append(hex.utf8Start[Int((h >> UInt64(shift)) & 0xF)])
+            }
+        }
+    }
+
+    public func appendChannelId(source s: Int, to out: inout [UInt8]) {
+        JSONWriter.append("source-", to: &out)
+        World.appendDecimal(s, width: 5, to: &out)
+    }
+}

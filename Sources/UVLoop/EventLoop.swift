@@ -1,0 +1,240 @@
+internal import CLibUV
+
+/// A libuv event loop: one `uv_loop_t`, allocated and initialised (`uv_loop_init`) by this object.
+///
+/// **Loop affinity.** A loop and every ``Timer`` and ``Wakeup`` on it are used by one thread at a
+/// time, the thread that runs the loop; callbacks run on that thread, inside ``run()``,
+/// ``runOnce()`` or ``runNoWait()``. None of these types is `Sendable`, so Swift 6's strict
+/// concurrency checking keeps them in one isolation region; create the loop on the worker thread
+/// that runs it. The one object made for other threads is ``Wakeup/Sender``.
+///
+/// **Lifecycle.** Close every handle (``Timer/close()``, ``Wakeup/close()``), then call
+/// ``close()``, which lets pending close callbacks run and requires `uv_loop_close` to return 0.
+/// A handle keeps its owner alive until libuv's close callback, and an owner keeps its loop
+/// alive, so no owner can outlive the loop's memory. ``closeRemainingHandles()`` is the shutdown
+/// path for code that lost track of its handles (for example after an error).
+///
+/// ```swift
+/// let loop = try EventLoop()
+/// let timer = Timer(loop: loop) { timer in timer.close() }
+/// timer.start(afterMillis: 10)
+/// loop.run()          // returns when no active handle is left
+/// try loop.close()
+/// ```
+public final class EventLoop {
+    /// The loop's memory; valid until ``close()`` succeeds (or `deinit` closes an idle loop).
+    let pointer: UnsafeMutablePointer<uv_loop_t>
+
+    /// Whether ``close()`` has succeeded; the loop can no longer be used.
+    public private(set) var isClosed = false
+
+    /// Whether the loop is inside `uv_run` (so callbacks are running or may run).
+    public private(set) var isRunning = false
+
+    /// Handles on this loop whose `uv_*_init` succeeded and whose close callback has not run yet.
+    /// Each of them holds one retain on its owner. `uv_loop_close` succeeds only when this is 0.
+    public private(set) var openHandles = 0
+
+    /// Of ``openHandles``, those already passed to `uv_close`, waiting for their close callback.
+    public private(set) var closingHandles = 0
+
+    /// ``Timer`` and ``Wakeup`` objects created on this loop and not yet deinitialised.
+    public private(set) var liveHandleOwners = 0
+
+    /// Creates and initialises a loop (`uv_loop_init`).
+    public init() throws(UVError) {
+        let pointer = UnsafeMutablePointer<uv_loop_t>.allocate(capacity: 1)
+        pointer.initialize(to: uv_loop_t())
+        do {
+            try check(uv_loop_init(pointer), "uv_loop_init")
+        } catch {
+            pointer.deinitialize(count: 1)
+            pointer.deallocate()
+            throw error
+        }
+        self.pointer = pointer
+        ProcessCounts.shared.addLoops(1)
+    }
+
+    deinit {
+        // A handle retains its owner and the owner retains this loop, so when the loop goes away
+        // no handle is open: an idle loop that was never closed can still be closed cleanly.
+        if !isClosed {
+            precondition(openHandles == 0, "EventLoop deinitialised with \(openHandles) open handle(s)")
+            checkInvariant(uv_loop_close(pointer), "uv_loop_close")
+            pointer.deinitialize(count: 1)
+            pointer.deallocate()
+        }
+        ProcessCounts.shared.addLoops(-1)
+    }
+
+    // MARK: Running
+
+    /// Runs until no active and referenced handle is left, or until ``stop()`` (`UV_RUN_DEFAULT`).
+    ///
+    /// - Returns: `true` if the loop was stopped while handles were still active.
+    @discardableResult
+    public func run() -> Bool {
+        run(mode: UV_RUN_DEFAULT)
+    }
+
+    /// Polls for I/O once, blocking if there is nothing pending (`UV_RUN_ONCE`).
+    ///
+    /// - Returns: `true` if there is more to do (active handles remain).
+    @discardableResult
+    public func runOnce() -> Bool {
+        run(mode: UV_RUN_ONCE)
+    }
+
+    /// Polls for I/O once without blocking (`UV_RUN_NOWAIT`).
+    ///
+    /// - Returns: `true` if there is more to do (active handles remain).
+    @discardableResult
+    public func runNoWait() -> Bool {
+        run(mode: UV_RUN_NOWAIT)
+    }
+
+    /// Makes ``run()`` return after the current iteration (`uv_stop`). Call it from a callback;
+    /// from another thread, send a ``Wakeup`` whose callback stops the loop.
+    ///
+    /// libuv 1.44 quirk: a stop requested while the loop is *not* running makes the next `uv_run`
+    /// return at once, without running an iteration.
+    public func stop() {
+        preconditionUsable("stop()")
+        uv_stop(pointer)
+    }
+
+    /// Whether the loop has active and referenced handles, active requests or closing handles
+    /// (`uv_loop_alive`).
+    public var isAlive: Bool {
+        preconditionUsable("isAlive")
+        return uv_loop_alive(pointer) != 0
+    }
+
+    private func run(mode: uv_run_mode) -> Bool {
+        preconditionUsable("run")
+        precondition(!isRunning, "EventLoop.run is not reentrant: called from inside a callback of the same loop")
+        isRunning = true
+        defer { isRunning = false }
+        return uv_run(pointer, mode) != 0
+    }
+
+    // MARK: Time
+
+    /// The loop's clock in milliseconds (`uv_now`): cached at the start of each iteration, so it
+    /// is the reference for timer deadlines (``Timer/start(atLoopMillis:)``).
+    public var nowMillis: UInt64 {
+        preconditionUsable("nowMillis")
+        return uv_now(pointer)
+    }
+
+    /// Refreshes ``nowMillis`` from the monotonic clock (`uv_update_time`).
+    public func updateTime() {
+        preconditionUsable("updateTime()")
+        uv_update_time(pointer)
+    }
+
+    /// Monotonic high-resolution time in nanoseconds since an arbitrary origin (`uv_hrtime`).
+    /// Safe from any thread.
+    public static var hrtimeNanos: UInt64 {
+        uv_hrtime()
+    }
+
+    // MARK: Shutdown
+
+    /// Closes the loop (`uv_loop_close`) and frees its memory.
+    ///
+    /// If every handle has been passed to `close()` but some close callbacks are still pending,
+    /// runs the loop without blocking until they have run. Then calls `uv_loop_close`, which must
+    /// return 0.
+    ///
+    /// - Throws: ``UVError`` `EBUSY` if a handle is still open (not closed); the loop stays usable,
+    ///   so close the handle (or call ``closeRemainingHandles()``) and try again.
+    /// - Precondition: the loop is not running and not closed.
+    public func close() throws(UVError) {
+        preconditionUsable("close()")
+        precondition(!isRunning, "EventLoop.close() called from inside a callback of the same loop")
+        if openHandles == closingHandles {
+            while closingHandles > 0 {
+                // Only close callbacks can run: every handle is closing, so nothing is active.
+                runNoWait()
+            }
+        }
+        try check(uv_loop_close(pointer), "uv_loop_close")
+        pointer.deinitialize(count: 1)
+        pointer.deallocate()
+        isClosed = true
+    }
+
+    /// Closes every handle on this loop that is not closing yet, through its owner (`uv_walk`).
+    /// Their close callbacks run on the next iteration (or in ``close()``).
+    ///
+    /// - Returns: the number of handles this call closed.
+    @discardableResult
+    public func closeRemainingHandles() -> Int {
+        preconditionUsable("closeRemainingHandles()")
+        var closed = 0
+        withUnsafeMutablePointer(to: &closed) { counter in
+            uv_walk(pointer, { handle, counter in EventLoop.closeWalkedHandle(handle, counter) }, counter)
+        }
+        return closed
+    }
+
+    private static func closeWalkedHandle(_ handle: UnsafeMutablePointer<uv_handle_t>?,
+                                          _ counter: UnsafeMutableRawPointer?) {
+        guard let handle, let counter, uv_is_closing(handle) == 0 else { return }
+        guard let data = uv_handle_get_data(handle) else {
+            preconditionFailure("a libuv handle without an owner on a UVLoop loop")
+        }
+        let type = uv_handle_get_type(handle)
+        if type == UV_TIMER {
+            Unmanaged<Timer>.fromOpaque(data).takeUnretainedValue().close()
+        } else if type == UV_ASYNC {
+            Unmanaged<Wakeup>.fromOpaque(data).takeUnretainedValue().close()
+        } else {
+            preconditionFailure("UVLoop does not own libuv handles of type \(type.rawValue)")
+        }
+        counter.assumingMemoryBound(to: Int.self).pointee += 1
+    }
+
+    // MARK: Process-wide counts
+
+    /// `EventLoop` objects alive in this process (all threads).
+    public static var liveLoopsInProcess: Int {
+        ProcessCounts.shared.liveLoops
+    }
+
+    /// ``Timer`` and ``Wakeup`` objects alive in this process (all threads and loops).
+    public static var liveHandleOwnersInProcess: Int {
+        ProcessCounts.shared.liveHandleOwners
+    }
+
+    // MARK: Bookkeeping for handle owners (loop thread only)
+
+    func preconditionUsable(_ operation: @autoclosure () -> String) {
+        precondition(!isClosed, "EventLoop.\(operation()) used after close()")
+    }
+
+    func ownerCreated() {
+        liveHandleOwners += 1
+        ProcessCounts.shared.addHandleOwners(1)
+    }
+
+    func ownerDestroyed() {
+        liveHandleOwners -= 1
+        ProcessCounts.shared.addHandleOwners(-1)
+    }
+
+    func handleOpened() {
+        openHandles += 1
+    }
+
+    func handleClosing() {
+        closingHandles += 1
+    }
+
+    func handleClosed() {
+        closingHandles -= 1
+        openHandles -= 1
+    }
+}

@@ -1,0 +1,201 @@
+import ArgumentParser
+import FanoutCore
+import FanoutMetrics
+import FanoutSim
+import Foundation
+
+struct Run: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a load scenario on libuv worker loops and write a run folder with summary.json.",
+        discussion: """
+            SCENARIO is a built-in name (see `fanout scenarios`) or a scenario file (JSON). Flags override \
+            the scenario. Latency is measured from each event's intended time (open loop); a progress line \
+            goes to stderr once a second, a summary table to stdout.
+            """
+    )
+
+    @Argument(help: "A built-in scenario name or a scenario file.")
+    var scenario: String = "default"
+
+    @Option(help: "Override the duration, in seconds.")
+    var duration: Double?
+
+    @Option(help: "Worker threads (one event loop each); 0 = one per core.")
+    var workers: Int?
+
+    @Option(help: "virtual (as fast as the CPU allows, deterministic) or real (open loop on the wall clock).")
+    var clock: String?
+
+    @Option(help: "Override the seed.")
+    var seed: UInt64?
+
+    @Option(help: "Run folder (default reports/runs/<UTC time>-<scenario>/).")
+    var out: String?
+
+    func run() throws {
+        var s = try ScenarioSource.load(scenario)
+        if let duration {
+            guard duration > 0 && duration <= 30 * 86_400 else {
+                throw ValidationError("--duration: expected seconds from 0 to 2592000, got \(duration)")
+            }
+            s.durationSeconds = duration
+        }
+        if let workers {
+            guard (0...256).contains(workers) else { throw ValidationError("--workers: expected 0 to 256, got \(workers)") }
+            s.workers = workers
+        }
+        if let clock {
+            guard let c = Scenario.Clock(rawValue: clock) else {
+                throw ValidationError("--clock: expected virtual or real, got \(clock)")
+            }
+            s.clock = c
+        }
+        if let seed { s.seed = seed }
+        let folder = out ?? "reports/runs/\(Self.timestamp())-\(s.name)"
+        let interactive = isatty(STDERR_FILENO) != 0
+        FileHandle.standardError.write(Data(
+            "fanout run \(s.name): \(s.population.devices) devices, \(s.clock.rawValue) time, \(s.durationSeconds) s, seed \(s.seed), config \(s.configHash)\n".utf8))
+        let result = try Simulation.run(s, workers: s.workers) { line in
+            let text = ProgressText.line(line)
+            FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
+        }
+        if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
+        let json = RunSummary.json(result, gitRevision: Machine.gitRevision())
+        try RunFolder.write(folder: folder, files: ["summary.json": json])
+        print(SummaryTable.text(result, folder: folder))
+        if !result.accounting.identitiesHold { throw CommandFailure("accounting identities are broken") }
+    }
+
+    static func timestamp() -> String {
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "UTC")
+        f.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+        return f.string(from: Date())
+    }
+}
+
+/// A scenario by built-in name or from a file.
+enum ScenarioSource {
+    static func load(_ nameOrPath: String) throws -> Scenario {
+        if let builtin = BuiltinScenarios.named(nameOrPath) { return builtin }
+        guard FileManager.default.fileExists(atPath: nameOrPath) else {
+            throw ValidationError(
+                "no built-in scenario or file named \"\(nameOrPath)\" (built-in: \(BuiltinScenarios.names.joined(separator: ", ")))")
+        }
+        guard let data = FileManager.default.contents(atPath: nameOrPath) else {
+            throw CommandFailure("\(nameOrPath): cannot read the file")
+        }
+        do {
+            return try Scenario.parse(Array(data), file: nameOrPath)
+        } catch {
+            throw CommandFailure("\(error)")
+        }
+    }
+}
+
+/// Files written to a temporary name and renamed, so a killed run leaves no half-written report.
+enum RunFolder {
+    static func write(folder: String, files: [String: String]) throws {
+        let url = URL(fileURLWithPath: folder)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        for (name, text) in files {
+            try Data(text.utf8).write(to: url.appendingPathComponent(name), options: .atomic)
+        }
+    }
+}
+
+enum ProgressText {
+    static func line(_ p: ProgressLine) -> String {
+        let a = p.accounting
+        let outcomes = Outcome.allCases.filter { a[$0] > 0 }.map { "\($0.name) \(a[$0])" }.joined(separator: " ")
+        return String(format: "%6.1fs  %10.0f deliveries/s  e2e p50 %@ p99 %@ p99.9 %@  ", p.elapsedSeconds,
+                      p.deliveriesPerSecond, DurationText.text(p.interval.p50), DurationText.text(p.interval.p99),
+                      DurationText.text(p.interval.p999)) + outcomes
+    }
+}
+
+enum DurationText {
+    /// Nanoseconds in a readable unit.
+    static func text(_ nanos: UInt64) -> String {
+        let v = Double(nanos)
+        switch v {
+        case ..<1_000: return String(format: "%.0fns", v)
+        case ..<1_000_000: return String(format: "%.1fµs", v / 1e3)
+        case ..<1_000_000_000: return String(format: "%.2fms", v / 1e6)
+        default: return String(format: "%.2fs", v / 1e9)
+        }
+    }
+
+    static func text(_ nanos: Double) -> String { text(UInt64(max(nanos, 0))) }
+}
+
+enum SummaryTable {
+    static func text(_ r: RunResult, folder: String) -> String {
+        let a = r.accounting
+        var lines: [String] = []
+        let s = r.scenario
+        lines.append("scenario    \(s.name) (seed \(s.seed), config \(s.configHash)), \(s.clock.rawValue) time, \(r.workers) workers")
+        lines.append("population  \(r.activities) activities on \(s.population.devices) devices; \(r.events) events")
+        lines.append("pushes      \(a.pushes) = rejected \(a.rejectedTotal) + unroutable \(a.unroutableTotal) + routed \(a.routed)")
+        let rejected = RejectReason.allCases.filter { a[$0] > 0 }.map { "\($0.name) \(a[$0])" }
+        let unroutable = UnroutableReason.allCases.filter { a[$0] > 0 }.map { "\($0.name) \(a[$0])" }
+        lines.append("rejected    " + (rejected.isEmpty ? "none" : rejected.joined(separator: ", ")))
+        lines.append("unroutable  " + (unroutable.isEmpty ? "none" : unroutable.joined(separator: ", ")))
+        let outcomes = Outcome.allCases.filter { a[$0] > 0 }.map { "\($0.name) \(a[$0])" }
+        lines.append("deliveries  \(a.deliveries): " + outcomes.joined(separator: ", "))
+        lines.append("identities  " + (a.identitiesHold ? "hold" : "BROKEN"))
+        lines.append(String(format: "throughput  %.0f deliveries/s, %.0f pushes/s over %.2f s wall",
+                            Double(a.deliveries) / max(r.wallSeconds, 1e-9), Double(a.pushes) / max(r.wallSeconds, 1e-9),
+                            r.wallSeconds))
+        lines.append("")
+        lines.append("latency                        count       p50       p90       p99     p99.9       max")
+        for metric in Metric.allCases {
+            let l = LatencySummary(r.recorder[metric])
+            guard l.count > 0 else { continue }
+            lines.append(metric.name.padding(toLength: 26, withPad: " ", startingAt: 0)
+                + String(format: "%10llu", l.count)
+                + [l.p50, l.p90, l.p99, l.p999, l.max].map { DurationText.text($0).leftPadded(10) }.joined())
+        }
+        lines.append("")
+        lines.append(String(format: "timing      one clock read costs %.1f ns; stage times sampled 1 in %d pushes",
+                            r.timerOverheadNanos, s.stageSampleEvery))
+        let perActivity = r.activities > 0 ? (r.peakResidentBytes - r.baselineResidentBytes) / r.activities : 0
+        lines.append("memory      peak RSS \(r.peakResidentBytes / 1_048_576) MiB, ~\(perActivity) bytes per activity")
+        lines.append("report      \(folder)/summary.json")
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension String {
+    func leftPadded(_ width: Int) -> String {
+        count >= width ? self : String(repeating: " ", count: width - count) + self
+    }
+}
+
+struct Scenarios: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the built-in scenarios, or print one as a starting point for your own file.",
+        subcommands: [List.self, Show.self], defaultSubcommand: List.self)
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the built-in scenarios.")
+        func run() {
+            for name in BuiltinScenarios.names {
+                let s = BuiltinScenarios.named(name)!
+                print(name.padding(toLength: 10, withPad: " ", startingAt: 0) + s.description)
+            }
+        }
+    }
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print a built-in scenario as JSON.")
+        @Argument(help: "The scenario name.") var name: String
+        func run() throws {
+            guard let s = BuiltinScenarios.named(name) else {
+                throw ValidationError("no built-in scenario named \"\(name)\" (built-in: \(BuiltinScenarios.names.joined(separator: ", ")))")
+            }
+            print(s.canonicalText, terminator: "")
+        }
+    }
+}
