@@ -89,6 +89,7 @@ public struct EventSchedule: Sendable {
         for burst in scenario.arrival.bursts {
             for k in 0..<burst.events {
                 let t = burst.atSeconds + burst.overSeconds * Double(k) / Double(max(burst.events, 1))
+                guard t < scenario.durationSeconds else { break }  // a run shortened by --duration
                 extra.append(SourceEvent(index: 0, intendedNanos: UInt64(t * 1e9), kind: .update,
                                          source: burst.sourceRank - 1))
             }
@@ -134,6 +135,8 @@ public struct EventSchedule: Sendable {
             case .constant: arrivalSeconds += 1 / rate
             case .poisson: arrivalSeconds += -log(1 - Mix.unit(h)) / rate
             }
+            // Whole nanoseconds, so that accumulated rounding cannot move an arrival across an instant.
+            arrivalSeconds = (arrivalSeconds * 1e9).rounded() / 1e9
             guard arrivalSeconds < scenario.durationSeconds else { return nil }
             let source = zipf.sample(Mix.unit(Mix.hash(scenario.seed, 0x5E, arrivalCount)))
             return SourceEvent(index: 0, intendedNanos: UInt64(arrivalSeconds * 1e9), kind: .update, source: source)

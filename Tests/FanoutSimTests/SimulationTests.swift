@@ -1,0 +1,98 @@
+import FanoutCore
+import FanoutMetrics
+import Testing
+@testable import FanoutSim
+
+@Suite("Simulation runs", .serialized)
+struct SimulationTests {
+    func run(_ s: Scenario, workers: Int) throws -> RunResult {
+        try Simulation.run(s, workers: workers) { _ in }
+    }
+
+    @Test("virtual time: identical counts on 1, 2 and 4 workers and on a repeated run")
+    func determinism() throws {
+        let smoke = try #require(BuiltinScenarios.named("smoke"))
+        let one = try run(smoke, workers: 1)
+        let two = try run(smoke, workers: 2)
+        let four = try run(smoke, workers: 4)
+        let again = try run(smoke, workers: 2)
+        #expect(one.accounting == two.accounting)
+        #expect(two.accounting == four.accounting)
+        #expect(two.accounting == again.accounting)
+        #expect(one.activities == four.activities && one.events == four.events)
+        #expect(one.recorder[.endToEnd].totalCount == four.recorder[.endToEnd].totalCount)
+    }
+
+    @Test("smoke (in full): identities hold and every fault shows up in the counts")
+    func smoke() throws {
+        let r = try run(try #require(BuiltinScenarios.named("smoke")), workers: 2)
+        let a = r.accounting
+        #expect(a.identitiesHold)
+        #expect(a[.payloadTooLarge] > 0 && a[.badRequestPayload] > 0 && a[.unregistered] > 0)
+        for outcome: Outcome in [.applied, .ignoredEnded, .ignoredStaleTimestamp, .throttled, .expired, .coalesced] {
+            #expect(a[outcome] > 0, "\(outcome.name)")
+        }
+        // Every applied or refused delivery has one end-to-end sample; expired and coalesced pushes
+        // never reach a device, so they have none.
+        let delivered = a.deliveries - a[.expired] - a[.coalesced]
+        #expect(r.recorder[.endToEnd].totalCount == UInt64(delivered))
+        #expect(r.recorder[.fanoutCompletion].totalCount > 0)
+    }
+
+    @Test("default and million, shortened: identities hold", arguments: ["default", "million"])
+    func shortened(name: String) throws {
+        var s = try #require(BuiltinScenarios.named(name))
+        s.clock = .virtual
+        s.population.devices = min(s.population.devices, 4000)
+        s.durationSeconds = min(s.durationSeconds, name == "million" ? 7200 : 4)
+        let r = try run(s, workers: 2)
+        #expect(r.accounting.identitiesHold)
+        #expect(r.accounting.deliveries > 0)
+    }
+
+    @Test("real time: a short open-loop run measures schedule lag and end-to-end from intended times")
+    func realTime() throws {
+        var s = try #require(BuiltinScenarios.named("smoke"))
+        s.clock = .real
+        s.durationSeconds = 1.5
+        let r = try run(s, workers: 2)
+        #expect(r.accounting.identitiesHold)
+        #expect(r.recorder[.scheduleLag].totalCount == UInt64(r.events * 2))  // every worker sees every event
+        #expect(r.wallSeconds >= 1.4 && r.wallSeconds < 10)
+    }
+}
+
+@Suite("Coordinated omission")
+struct CoordinatedOmissionTests {
+    /// A clock the test moves by hand.
+    final class FakeClock: @unchecked Sendable {
+        var nanos: UInt64 = 1_000_000_000_000
+    }
+
+    @Test("a stalled worker shows up as latency, not as missing samples")
+    func stall() throws {
+        var s = try #require(BuiltinScenarios.named("smoke"))
+        s.faults = .init(outOfOrderShare: 0, malformedShare: 0, oversizedShare: 0, rotationShare: 0, dismissShare: 0,
+                         offline: nil, coalescing: false)
+        s.lifecycle = .init(endFractionMin: nil, endFractionMax: nil, dismissalAfterSeconds: nil)
+        s.sources.broadcastShare = 0
+        let world = World(scenario: s)
+        let clock = FakeClock()
+        let engine = WorkerEngine(world: world, index: 0, count: 1, hrtime: { clock.nanos })
+        let start = clock.nanos
+        engine.startRealClock(atHrtime: start)
+        var schedule = EventSchedule(scenario: s, world: world)
+        var events: [SourceEvent] = []
+        while let e = schedule.next(), events.count < 20 { events.append(e) }
+        // The harness stalls: it gets to all 20 events only 2 s after the last one was due.
+        clock.nanos = start + events.last!.intendedNanos + 2_000_000_000
+        for e in events { engine.process(e) }
+        let r = engine.result()
+        let deliveries = r.accounting.deliveries
+        #expect(deliveries > 0)
+        #expect(r.recorder[.endToEnd].totalCount == UInt64(deliveries))  // no sample is lost
+        #expect(r.recorder[.endToEnd].min >= 2_000_000_000 - 1_000_000)  // each is late by at least the stall
+        #expect(r.recorder[.scheduleLag].totalCount == 20)
+        #expect(r.recorder[.scheduleLag].max >= 2_000_000_000 + events.last!.intendedNanos - events[0].intendedNanos - 5_000_000)
+    }
+}
