@@ -136,6 +136,14 @@ extension Scenario {
         return rate
     }
 
+    /// Multiplies every arrival rate (phases and ramp targets); bursts are left as they are.
+    public mutating func scaleRates(by factor: Double) {
+        for k in arrival.phases.indices {
+            arrival.phases[k].ratePerSecond *= factor
+            arrival.phases[k].rampToPerSecond = arrival.phases[k].rampToPerSecond.map { $0 * factor }
+        }
+    }
+
     /// The content-state schemas as FanoutCore needs them.
     public func schemaSet() -> SchemaSet {
         var set = SchemaSet()

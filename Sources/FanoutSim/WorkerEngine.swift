@@ -205,6 +205,12 @@ public final class WorkerEngine {
     private func fanOut(_ event: SourceEvent) {
         let scenario = world.scenario
         let source = event.source
+        // A source that has ended sends nothing more (its end push went out at the end time).
+        if event.kind == .update, let end = world.sourceEndSeconds[source],
+            Double(event.intendedNanos) >= end * 1e9
+        {
+            return
+        }
         let app = world.sourceApp[source]
         let e = UInt64(event.index)
         let seed = scenario.seed
@@ -218,7 +224,7 @@ public final class WorkerEngine {
         let nowSeconds = world.epochSeconds + Int64(event.intendedNanos / 1_000_000_000)
         let dismissal = event.kind == .end
             ? scenario.lifecycle.dismissalAfterSeconds.map { nowSeconds + Int64($0) } : nil
-        content.withUnsafeBytes { c in
+        _ = content.withUnsafeBytes { c in
             encoder.encode(
                 event: event.kind == .end ? .end : .update, timestamp: timestamp, content: c, schema: schema,
                 staleDate: nowSeconds + 3600, dismissalDate: dismissal, relevanceScore: relevance)

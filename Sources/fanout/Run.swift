@@ -29,6 +29,9 @@ struct Run: ParsableCommand {
     @Option(help: "Override the seed.")
     var seed: UInt64?
 
+    @Option(name: .customLong("rate-scale"), help: "Multiply every arrival rate (phases and ramps) by this factor.")
+    var rateScale: Double?
+
     @Option(help: "Run folder (default reports/runs/<UTC time>-<scenario>/).")
     var out: String?
 
@@ -51,6 +54,12 @@ struct Run: ParsableCommand {
             s.clock = c
         }
         if let seed { s.seed = seed }
+        if let rateScale {
+            guard rateScale > 0 && rateScale <= 1000 else {
+                throw ValidationError("--rate-scale: expected a factor above 0 and at most 1000, got \(rateScale)")
+            }
+            s.scaleRates(by: rateScale)
+        }
         let folder = out ?? "reports/runs/\(Self.timestamp())-\(s.name)"
         let interactive = isatty(STDERR_FILENO) != 0
         FileHandle.standardError.write(Data(
