@@ -61,6 +61,37 @@ public struct ActivityStore: Sendable {
     public init() {}
 
     public var activityCount: Int { device.count }
+
+    /// Reserves room for `activities` more activities on `devices` more devices, with `contentBytes`
+    /// of content records and `idBytes` of activity ids in all: a population built at once then
+    /// occupies exactly what it needs (no doubling slack in the columns).
+    public mutating func reserveCapacity(activities: Int, devices: Int, contentBytes: Int, idBytes: Int) {
+        let n = device.count + activities
+        device.reserveCapacity(n)
+        app.reserveCapacity(n)
+        schema.reserveCapacity(n)
+        startMillis.reserveCapacity(n)
+        endMillis.reserveCapacity(n)
+        dismissMillis.reserveCapacity(n)
+        staleMillis.reserveCapacity(n)
+        staleSeconds.reserveCapacity(n)
+        relevance.reserveCapacity(n)
+        timestamp.reserveCapacity(n)
+        hasTimestamp.reserveCapacity(n)
+        token.reserveCapacity(n)
+        channel.reserveCapacity(n)
+        nextInOrder.reserveCapacity(n)
+        outcomeCounts.reserveCapacity(n * Outcome.allCases.count)
+        contentOffset.reserveCapacity(n)
+        contentLength.reserveCapacity(n)
+        contentCapacity.reserveCapacity(n)
+        budgetOffset.reserveCapacity(n)
+        budgetHead.reserveCapacity(n)
+        budgetFilled.reserveCapacity(n)
+        contentSlab.reserveCapacity(contentSlab.count + contentBytes)
+        orderHead.reserveCapacity(orderHead.count + devices)
+        activityIds.reserveCapacity(keys: activities, bytes: idBytes)
+    }
     public var deviceCount: Int { orderHead.count }
 
     // MARK: Creation
@@ -159,8 +190,10 @@ public struct ActivityStore: Sendable {
     mutating func storeContent(_ a: Int32, _ record: UnsafeRawBufferPointer) {
         let i = Int(a)
         if record.count > Int(contentCapacity[i]) {
-            // A new slot at the end of the slab, with room to grow (the old slot is abandoned).
-            let capacity = (record.count + record.count / 4 + 15) & ~15
+            // A new slot at the end of the slab (the old slot is abandoned): exact (to 8 bytes) the
+            // first time, with a quarter more room when content has outgrown its slot.
+            let first = contentCapacity[i] == 0
+            let capacity = ((first ? record.count : record.count + record.count / 4) + 7) & ~7
             contentOffset[i] = contentSlab.count
             contentCapacity[i] = Int32(capacity)
             contentSlab.append(contentsOf: repeatElement(0, count: capacity))

@@ -18,6 +18,20 @@ public struct ByteInterner: Sendable {
         mask = size - 1
     }
 
+    /// Reserves room for `keys` more keys of `bytes` bytes in all.
+    public mutating func reserveCapacity(keys: Int, bytes: Int) {
+        arena.reserveCapacity(arena.count + bytes)
+        offsets.reserveCapacity(offsets.count + keys)
+        hashes.reserveCapacity(hashes.count + keys)
+        var size = table.count
+        while size < (hashes.count + keys) * 2 { size <<= 1 }
+        if size > table.count {
+            table = Array(repeating: -1, count: size)
+            mask = size - 1
+            for id in 0..<hashes.count { place(Int32(id), hash: hashes[id]) }
+        }
+    }
+
     /// Number of interned keys; ids are `0..<count`.
     public var count: Int { hashes.count }
 

@@ -26,6 +26,12 @@ public struct Router: Sendable {
 
     public init() {}
 
+    /// Reserves room for `tokens` more update tokens of `bytes` bytes in all.
+    public mutating func reserveUpdateTokens(_ tokens: Int, bytes: Int) {
+        updateTokens.reserveCapacity(keys: tokens, bytes: bytes)
+        tokenActivity.reserveCapacity(tokenActivity.count + tokens)
+    }
+
     /// Where a push's target resolves to, looked up once and shared by validate and route.
     public enum Resolution: Equatable, Sendable {
         case activity(Int32)

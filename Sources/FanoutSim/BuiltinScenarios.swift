@@ -84,7 +84,7 @@ public enum BuiltinScenarios {
               "schemas": {\(gameSchema)},
               "stringBytes": 16,
               "sources": {"count": 2000, "zipfExponent": 1.2, "broadcastShare": 0.7},
-              "arrival": {"process": "poisson", "ratePerSecond": 0.5,
+              "arrival": {"process": "poisson", "ratePerSecond": 0.1,
                           "bursts": [{"atSeconds": 3600, "events": 20, "sourceRank": 1, "overSeconds": 60}]},
               "faults": {"outOfOrderShare": 0.01, "malformedShare": 0.001, "oversizedShare": 0.001,
                          "rotationShare": 0.001, "dismissShare": 0.0001,

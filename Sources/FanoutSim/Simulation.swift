@@ -296,15 +296,25 @@ enum WorkerThread {
         let body = Timer(loop: loop) { t in
             switch scenario.clock {
             case .real:
-                // Run everything already due; then sleep until the next deadline.
-                let now = EventLoop.hrtimeNanos &- startNanos
-                while let event = next, event.intendedNanos <= now {
+                // Run everything already due. libuv timers have 1 ms granularity, so the timer is
+                // armed 1 ms early and the last stretch is spun on the monotonic clock: events start
+                // at their instant, not up to a millisecond late. After 10 ms of continuous work the
+                // loop gets control back.
+                let sliceEnd = EventLoop.hrtimeNanos &+ 10_000_000
+                while let event = next {
+                    let now = EventLoop.hrtimeNanos &- startNanos
+                    if event.intendedNanos > now {
+                        if event.intendedNanos - now > 1_000_000 || EventLoop.hrtimeNanos >= sliceEnd { break }
+                        while EventLoop.hrtimeNanos &- startNanos < event.intendedNanos {}
+                    }
                     engine.process(event)
                     next = schedule.next()
                 }
                 publishIfDue()
                 if let event = next {
-                    t.start(atLoopMillis: loopStartMillis + event.intendedNanos / 1_000_000)
+                    let deadline = event.intendedNanos / 1_000_000
+                    loop.updateTime()  // the cached loop time is as old as this callback
+                    t.start(atLoopMillis: loopStartMillis + (deadline > 0 ? deadline - 1 : 0))
                 } else {
                     t.close()
                     finish()

@@ -97,7 +97,29 @@ public final class WorkerEngine {
         var idBytes: [UInt8] = []
         var deviceBytes: [UInt8] = []
         let startMillis = world.epochSeconds * 1000
+        // Count first, so that every column is allocated once at its final size.
+        var expected = 0
+        var localDevices = 0
+        var contentBytes = 0
         var d = index
+        while d < scenario.population.devices {
+            let n = world.activityCount(device: d)
+            expected += n
+            localDevices += 1
+            for k in 0..<n {
+                let app = world.sourceApp[world.source(device: d, slot: k)]
+                contentBytes += world.recordSize(schema: world.appSchema[app])
+            }
+            d += count
+        }
+        pipeline.store.reserveCapacity(activities: expected, devices: localDevices, contentBytes: contentBytes,
+                                       idBytes: expected * 20)
+        pipeline.router.reserveUpdateTokens(expected, bytes: expected * 64)
+        device.reserveCapacity(expected)
+        slot.reserveCapacity(expected)
+        generation.reserveCapacity(expected)
+        latestHeld.reserveCapacity(expected)
+        d = index
         while d < scenario.population.devices {
             deviceBytes.removeAll(keepingCapacity: true)
             world.appendDeviceId(d, to: &deviceBytes)

@@ -64,6 +64,17 @@ public final class World: Sendable {
         zipf.sample(Mix.unit(Mix.hash(scenario.seed, 0xF0, UInt64(d), UInt64(k))))
     }
 
+    /// Bytes of a generated content record of `schema` (see `WorkerEngine.makeContent`).
+    public func recordSize(schema: Int32) -> Int {
+        schemas[schema].fields.reduce(0) { total, field in
+            switch field.type {
+            case .int, .double: total + 9
+            case .bool: total + 1
+            case .string: total + 5 + scenario.stringBytes
+            }
+        }
+    }
+
     /// Is device `d` offline during offline window `w`?
     @inline(__always)
     public func offline(device d: Int, window w: Int) -> Bool {
