@@ -19,6 +19,9 @@ public struct Scenario: Sendable, Equatable {
         /// Activities each device requests, uniform in this range.
         public var activitiesPerDeviceMin: Int
         public var activitiesPerDeviceMax: Int
+        /// Apps installed on each device, uniform in this range (activities follow only their sources).
+        public var appsPerDeviceMin: Int
+        public var appsPerDeviceMax: Int
     }
 
     public struct Sources: Sendable, Equatable {

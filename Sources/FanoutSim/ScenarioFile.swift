@@ -163,7 +163,7 @@ extension Scenario {
         let workers = try r.integer(top, "workers", "", default: 0, range: 0...256)
 
         guard let populationEntry = top["population"] else { throw r.fail(0, "population", "missing (expected an object)") }
-        let p = try r.members(populationEntry, "population", allowed: ["devices", "activitiesPerDevice"])
+        let p = try r.members(populationEntry, "population", allowed: ["devices", "activitiesPerDevice", "appsPerDevice"])
         let devices = try r.integer(p, "devices", "population", range: 1...50_000_000)
         guard let perDeviceEntry = p["activitiesPerDevice"] else {
             throw r.fail(populationEntry, "population.activitiesPerDevice", "missing (expected {\"min\": N, \"max\": N})")
@@ -171,6 +171,13 @@ extension Scenario {
         let apd = try r.members(perDeviceEntry, "population.activitiesPerDevice", allowed: ["min", "max"])
         let apdMin = try r.integer(apd, "min", "population.activitiesPerDevice", range: 0...64)
         let apdMax = try r.integer(apd, "max", "population.activitiesPerDevice", range: apdMin...64)
+        var appsMin: Int?
+        var appsMax: Int?
+        if let appsEntry = p["appsPerDevice"] {
+            let ap = try r.members(appsEntry, "population.appsPerDevice", allowed: ["min", "max"])
+            appsMin = try r.integer(ap, "min", "population.appsPerDevice", range: 1...64)
+            appsMax = try r.integer(ap, "max", "population.appsPerDevice", range: appsMin!...64)
+        }
 
         guard let schemasEntry = top["schemas"] else { throw r.fail(0, "schemas", "missing (expected an object)") }
         var schemas: [String: [(String, String)]] = [:]
@@ -207,6 +214,10 @@ extension Scenario {
             apps.append(App(bundle: bundle, schema: schema, weight: weight))
         }
         let stringBytes = try r.integer(top, "stringBytes", "", default: 16, range: 0...4000)
+        if let appsMax, appsMax > apps.count {
+            throw r.fail(p["appsPerDevice"]!, "population.appsPerDevice.max",
+                         "\(appsMax) is more than the \(apps.count) apps of the scenario")
+        }
 
         guard let sourcesEntry = top["sources"] else { throw r.fail(0, "sources", "missing (expected an object)") }
         let s = try r.members(sourcesEntry, "sources", allowed: ["count", "zipfExponent", "broadcastShare"])
@@ -304,7 +315,9 @@ extension Scenario {
         return Scenario(
             name: name, description: description, seed: UInt64(seed), clock: clock, durationSeconds: duration,
             workers: workers,
-            population: Population(devices: devices, activitiesPerDeviceMin: apdMin, activitiesPerDeviceMax: apdMax),
+            population: Population(
+                devices: devices, activitiesPerDeviceMin: apdMin, activitiesPerDeviceMax: apdMax,
+                appsPerDeviceMin: appsMin ?? apps.count, appsPerDeviceMax: appsMax ?? apps.count),
             apps: apps, schemas: schemas, stringBytes: stringBytes, sources: sources,
             arrival: Arrival(process: process, phases: phases, bursts: bursts), faults: faults, lifecycle: lifecycle,
             perAppLimit: perApp, perDeviceLimit: perDevice, budgetPerHour: budget,
@@ -330,6 +343,8 @@ extension Scenario {
         o.field("devices", int: population.devices)
         o.key("activitiesPerDevice")
         o.inline("{\"min\": \(population.activitiesPerDeviceMin), \"max\": \(population.activitiesPerDeviceMax)}")
+        o.key("appsPerDevice")
+        o.inline("{\"min\": \(population.appsPerDeviceMin), \"max\": \(population.appsPerDeviceMax)}")
         o.close()
         o.key("apps")
         o.inline("[" + apps.map {

@@ -19,6 +19,7 @@ public final class World: Sendable {
     public let epochSeconds: Int64 = 1_700_000_000
 
     public init(scenario: Scenario) {
+        precondition(scenario.apps.count <= 64, "at most 64 apps")
         self.scenario = scenario
         schemas = scenario.schemaSet()
         let count = scenario.sources.count
@@ -58,10 +59,41 @@ public final class World: Sendable {
         return p.activitiesPerDeviceMin + Int(Mix.hash(scenario.seed, 0xDE, UInt64(d)) % span)
     }
 
-    /// The source the `k`-th activity of device `d` follows (by popularity).
+    /// The apps installed on device `d`, as a bit set of app indices: a uniform count in
+    /// `appsPerDevice`, the apps picked by a seeded shuffle.
+    @inline(__always)
+    public func installedApps(device d: Int) -> UInt64 {
+        let p = scenario.population
+        let appCount = scenario.apps.count
+        if p.appsPerDeviceMin >= appCount { return appCount >= 64 ? ~0 : (1 << UInt64(appCount)) - 1 }
+        let span = UInt64(p.appsPerDeviceMax - p.appsPerDeviceMin + 1)
+        let k = p.appsPerDeviceMin + Int(Mix.hash(scenario.seed, 0xAA, UInt64(d)) % span)
+        var chosen: UInt64 = 0
+        var picked = 0
+        var salt: UInt64 = 0
+        while picked < k {
+            let app = Int(Mix.hash(scenario.seed, 0xAB, UInt64(d), salt) % UInt64(appCount))
+            salt += 1
+            if chosen & (1 << UInt64(app)) == 0 {
+                chosen |= 1 << UInt64(app)
+                picked += 1
+            }
+        }
+        return chosen
+    }
+
+    /// The source the `k`-th activity of device `d` follows: by popularity, among the sources of the
+    /// device's installed apps (redrawn until one fits; after 64 draws, the most popular source of
+    /// an installed app).
     @inline(__always)
     public func source(device d: Int, slot k: Int) -> Int {
-        zipf.sample(Mix.unit(Mix.hash(scenario.seed, 0xF0, UInt64(d), UInt64(k))))
+        let installed = installedApps(device: d)
+        for draw in 0..<64 {
+            let s = zipf.sample(Mix.unit(Mix.hash(scenario.seed, 0xF0, UInt64(d), UInt64(k) | UInt64(draw) << 32)))
+            if installed & (1 << UInt64(sourceApp[s])) != 0 { return s }
+        }
+        for s in 0..<sourceApp.count where installed & (1 << UInt64(sourceApp[s])) != 0 { return s }
+        return 0
     }
 
     /// Bytes of a generated content record of `schema` (see `WorkerEngine.makeContent`).

@@ -12,6 +12,26 @@ struct ScenarioTests {
         #expect(again.configHash == s.configHash)
     }
 
+    @Test("apps per device: each device installs min...max apps, and its activities follow only their sources")
+    func appsPerDevice() throws {
+        var s = try Scenario.parse(Array(Self.minimal.utf8), file: "s.json")
+        s.apps = (0..<5).map { Scenario.App(bundle: "com.app\($0)", schema: "S", weight: 1) }
+        s.population.appsPerDeviceMin = 1
+        s.population.appsPerDeviceMax = 2
+        s.sources.count = 50
+        let world = World(scenario: s)
+        var seenCounts = Set<Int>()
+        for d in 0..<300 {
+            let installed = world.installedApps(device: d)
+            seenCounts.insert(installed.nonzeroBitCount)
+            for k in 0..<4 {
+                let app = world.sourceApp[world.source(device: d, slot: k)]
+                #expect(installed & (1 << UInt64(app)) != 0)
+            }
+        }
+        #expect(seenCounts == [1, 2])
+    }
+
     @Test("the configuration hash changes with the configuration")
     func hash() throws {
         var s = try #require(BuiltinScenarios.named("smoke"))
