@@ -28,8 +28,9 @@ public struct ActivityStore: Sendable {
     public private(set) var dismissMillis: [Int64] = []
     /// The first clock millisecond at which it is stale (`never` when it has no stale date).
     public private(set) var staleMillis: [Int64] = []
-    /// The stale date as given, in UNIX seconds (NaN when none); kept for the dump.
-    public private(set) var staleSeconds: [Double] = []
+    /// Stale dates that are not whole seconds (a trace's `request` may give 1700000900.5), as given;
+    /// every other stale date is `staleMillis / 1000`.
+    private var fractionalStaleSeconds: [Int32: Double] = [:]
     public private(set) var relevance: [Double] = []
     public private(set) var timestamp: [Int64] = []
     public private(set) var hasTimestamp: [Bool] = []
@@ -39,20 +40,21 @@ public struct ActivityStore: Sendable {
     public var channel: [Int32] = []
     /// Next activity of the same device in relevance order (DOMAIN §5), or `none`.
     private var nextInOrder: [Int32] = []
-    private var outcomeCounts: [UInt32] = []
+    /// Outcome counts per activity, 16 bits each; a count that reaches the top moves to `outcomeSpill`.
+    private var outcomeCounts: [UInt16] = []
+    private var outcomeSpill: [Int: Int] = [:]
 
     // Content records, in one slab.
     private var contentSlab: [UInt8] = []
-    private var contentOffset: [Int] = []
+    /// Slot start in units of 8 bytes (slots are 8-byte aligned), so 32 bits address 32 GiB.
+    private var contentSlot: [UInt32] = []
     private var contentLength: [Int32] = []
     private var contentCapacity: [Int32] = []
 
-    // Priority-10 budget: the times of the last `budgetPerHour` counted pushes, per activity, as a
-    // ring in one slab (allocated on an activity's first counted push).
+    // Priority-10 budget: per activity a block in one slab, allocated on its first counted push:
+    // [head, filled, the times of the last `budgetPerHour` counted pushes as a ring].
     private var budgetSlab: [Int64] = []
-    private var budgetOffset: [Int] = []
-    private var budgetHead: [Int32] = []
-    private var budgetFilled: [Int32] = []
+    private var budgetBlock: [Int32] = []
 
     // MARK: Devices (index = device id)
     /// First activity of the device in relevance order, or `none`.
@@ -74,7 +76,6 @@ public struct ActivityStore: Sendable {
         endMillis.reserveCapacity(n)
         dismissMillis.reserveCapacity(n)
         staleMillis.reserveCapacity(n)
-        staleSeconds.reserveCapacity(n)
         relevance.reserveCapacity(n)
         timestamp.reserveCapacity(n)
         hasTimestamp.reserveCapacity(n)
@@ -82,12 +83,10 @@ public struct ActivityStore: Sendable {
         channel.reserveCapacity(n)
         nextInOrder.reserveCapacity(n)
         outcomeCounts.reserveCapacity(n * Outcome.allCases.count)
-        contentOffset.reserveCapacity(n)
+        contentSlot.reserveCapacity(n)
         contentLength.reserveCapacity(n)
         contentCapacity.reserveCapacity(n)
-        budgetOffset.reserveCapacity(n)
-        budgetHead.reserveCapacity(n)
-        budgetFilled.reserveCapacity(n)
+        budgetBlock.reserveCapacity(n)
         contentSlab.reserveCapacity(contentSlab.count + contentBytes)
         orderHead.reserveCapacity(orderHead.count + devices)
         activityIds.reserveCapacity(keys: activities, bytes: idBytes)
@@ -122,8 +121,7 @@ public struct ActivityStore: Sendable {
         startMillis.append(nowMillis)
         endMillis.append(nowMillis &+ Lifetime.systemEndMillis)
         dismissMillis.append(nowMillis &+ Lifetime.systemEndMillis &+ Lifetime.dismissAfterEndMillis)
-        staleSeconds.append(staleDate ?? .nan)
-        staleMillis.append(staleDate.map { Instant.ceilMillis(seconds: $0) } ?? ActivityStore.never)
+        staleMillis.append(ActivityStore.never)
         relevance.append(r)
         timestamp.append(ts ?? 0)
         hasTimestamp.append(ts != nil)
@@ -131,12 +129,11 @@ public struct ActivityStore: Sendable {
         channel.append(ActivityStore.none)
         nextInOrder.append(ActivityStore.none)
         for _ in Outcome.allCases { outcomeCounts.append(0) }
-        contentOffset.append(contentSlab.count)
+        contentSlot.append(0)
         contentLength.append(0)
         contentCapacity.append(0)
-        budgetOffset.append(-1)
-        budgetHead.append(0)
-        budgetFilled.append(0)
+        budgetBlock.append(-1)
+        setStaleDate(activity, seconds: staleDate)
         storeContent(activity, content)
         insertInOrder(activity)
         return activity
@@ -174,13 +171,34 @@ public struct ActivityStore: Sendable {
         dismissMillis[i] = min(dismissMillis[i], nowMillis)
     }
 
+    // MARK: Stale date
+
+    /// The stale date in UNIX seconds as given, or nil.
+    public func staleDateSeconds(_ a: Int32) -> Double? {
+        let millis = staleMillis[Int(a)]
+        if millis == ActivityStore.never { return nil }
+        return fractionalStaleSeconds[a] ?? Double(millis / 1000)
+    }
+
+    private mutating func setStaleDate(_ a: Int32, seconds: Double?) {
+        let i = Int(a)
+        if !fractionalStaleSeconds.isEmpty { fractionalStaleSeconds[a] = nil }
+        guard let seconds else {
+            staleMillis[i] = ActivityStore.never
+            return
+        }
+        let millis = Instant.ceilMillis(seconds: seconds)
+        staleMillis[i] = millis
+        if Double(millis / 1000) != seconds || millis % 1000 != 0 { fractionalStaleSeconds[a] = seconds }
+    }
+
     // MARK: Content
 
     /// The activity's content record.
     @inline(__always)
     public func withContent<R>(_ a: Int32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         let i = Int(a)
-        let start = contentOffset[i]
+        let start = Int(contentSlot[i]) &* 8
         let length = Int(contentLength[i])
         return contentSlab.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[start..<start + length])) }
     }
@@ -194,11 +212,12 @@ public struct ActivityStore: Sendable {
             // first time, with a quarter more room when content has outgrown its slot.
             let first = contentCapacity[i] == 0
             let capacity = ((first ? record.count : record.count + record.count / 4) + 7) & ~7
-            contentOffset[i] = contentSlab.count
+            precondition(contentSlab.count / 8 < Int(UInt32.max), "content slab full")
+            contentSlot[i] = UInt32(contentSlab.count / 8)
             contentCapacity[i] = Int32(capacity)
             contentSlab.append(contentsOf: repeatElement(0, count: capacity))
         }
-        let offset = contentOffset[i]
+        let offset = Int(contentSlot[i]) &* 8
         if record.count > 0 {
             contentSlab.withUnsafeMutableBytes {
                 ($0.baseAddress! + offset).copyMemory(from: record.baseAddress!, byteCount: record.count)
@@ -214,10 +233,11 @@ public struct ActivityStore: Sendable {
         let i = Int(a)
         storeContent(a, record)
         if let date = staleDate {
-            staleSeconds[i] = Double(date)
             staleMillis[i] = Instant.millis(seconds: date)
+            if !fractionalStaleSeconds.isEmpty { fractionalStaleSeconds[a] = nil }
+            if staleMillis[i] == Int64.max || staleMillis[i] == Int64.min { fractionalStaleSeconds[a] = Double(date) }
         } else {
-            staleSeconds[i] = .nan
+            if !fractionalStaleSeconds.isEmpty { fractionalStaleSeconds[a] = nil }
             staleMillis[i] = ActivityStore.never
         }
         if relevance[i] != r || (r == 0 && relevance[i].sign != r.sign) {
@@ -237,11 +257,17 @@ public struct ActivityStore: Sendable {
 
     @inline(__always)
     mutating func count(_ outcome: Outcome, for a: Int32) {
-        outcomeCounts[Int(a) * Outcome.allCases.count + outcome.rawValue] &+= 1
+        let k = Int(a) * Outcome.allCases.count + outcome.rawValue
+        if outcomeCounts[k] == UInt16.max {
+            outcomeSpill[k, default: 0] += Int(UInt16.max)
+            outcomeCounts[k] = 0
+        }
+        outcomeCounts[k] &+= 1
     }
 
     public func outcomeCount(_ outcome: Outcome, for a: Int32) -> Int {
-        Int(outcomeCounts[Int(a) * Outcome.allCases.count + outcome.rawValue])
+        let k = Int(a) * Outcome.allCases.count + outcome.rawValue
+        return Int(outcomeCounts[k]) + (outcomeSpill.isEmpty ? 0 : outcomeSpill[k, default: 0])
     }
 
     // MARK: Budget (TRACE rule 11)
@@ -252,20 +278,24 @@ public struct ActivityStore: Sendable {
     mutating func budgetExhausted(_ a: Int32, budget: Int, nowMillis: Int64) -> Bool {
         let i = Int(a)
         if budget <= 0 { return true }
-        if budgetOffset[i] < 0 {
-            budgetOffset[i] = budgetSlab.count
-            budgetSlab.append(contentsOf: repeatElement(0, count: budget))
+        let stride = budget + 2
+        if budgetBlock[i] < 0 {
+            precondition(budgetSlab.count / stride < Int(Int32.max), "budget slab full")
+            budgetBlock[i] = Int32(budgetSlab.count / stride)
+            budgetSlab.append(contentsOf: repeatElement(0, count: stride))
         }
-        let base = budgetOffset[i]
-        let head = Int(budgetHead[i])
-        if Int(budgetFilled[i]) == budget {
+        let base = Int(budgetBlock[i]) * stride
+        let head = Int(budgetSlab[base])
+        let filled = Int(budgetSlab[base + 1])
+        let ring = base + 2
+        if filled == budget {
             // The oldest of the last `budget` counted pushes is still inside the window: exhausted.
-            if budgetSlab[base + head] > nowMillis - Lifetime.budgetWindowMillis { return true }
-            budgetSlab[base + head] = nowMillis
-            budgetHead[i] = Int32((head + 1) % budget)
+            if budgetSlab[ring + head] > nowMillis - Lifetime.budgetWindowMillis { return true }
+            budgetSlab[ring + head] = nowMillis
+            budgetSlab[base] = Int64((head + 1) % budget)
         } else {
-            budgetSlab[base + (head + Int(budgetFilled[i])) % budget] = nowMillis
-            budgetFilled[i] += 1
+            budgetSlab[ring + (head + filled) % budget] = nowMillis
+            budgetSlab[base + 1] = Int64(filled + 1)
         }
         return false
     }

@@ -28,7 +28,7 @@ public struct Router: Sendable {
 
     /// Reserves room for `tokens` more update tokens of `bytes` bytes in all.
     public mutating func reserveUpdateTokens(_ tokens: Int, bytes: Int) {
-        updateTokens.reserveCapacity(keys: tokens, bytes: bytes)
+        updateTokens.reserveCapacity(keys: tokens, bytes: bytes / 2 + tokens)
         tokenActivity.reserveCapacity(tokenActivity.count + tokens)
     }
 
@@ -52,20 +52,52 @@ public struct Router: Sendable {
         }
     }
 
+    /// Tokens are interned compactly: a canonical token (lowercase hex, even length) as its bytes
+    /// behind tag 0, anything else as its text behind tag 1. The mapping is one-to-one, so matching
+    /// stays by the exact string ("AA01" and "aa01" are different tokens) at half the memory.
+    @inline(__always)
+    static func withTokenKey<R>(_ token: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let n = token.count
+        var canonical = n > 0 && n % 2 == 0
+        if canonical {
+            for byte in token {
+                let digit = byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
+                let lower = byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f")
+                if !(digit || lower) {
+                    canonical = false
+                    break
+                }
+            }
+        }
+        let keyCount = canonical ? 1 + n / 2 : 1 + n
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: keyCount) { key in
+            if canonical {
+                key[0] = 0
+                var i = 0
+                while i < n {
+                    key[1 + i / 2] = JSONTape.hexDigit(token[i])! << 4 | JSONTape.hexDigit(token[i + 1])!
+                    i += 2
+                }
+            } else {
+                key[0] = 1
+                for i in 0..<n { key[1 + i] = token[i] }
+            }
+            return body(UnsafeRawBufferPointer(key))
+        }
+    }
+
     @inline(__always)
     public func resolve(_ kind: TargetKind, _ target: UnsafeRawBufferPointer) -> Resolution {
         switch kind {
         case .token:
             guard PayloadValidator.isWellFormedToken(target) else { return .malformedToken }
-            guard let t = updateTokens.lookup(target), tokenActivity[Int(t)] != Router.none else {
-                return .unknownToken
-            }
+            guard let t = Router.withTokenKey(target, { updateTokens.lookup($0) }), tokenActivity[Int(t)] != Router.none
+            else { return .unknownToken }
             return .activity(tokenActivity[Int(t)])
         case .startToken:
             guard PayloadValidator.isWellFormedToken(target) else { return .malformedToken }
-            guard let t = startTokens.lookup(target), startTokenDevice[Int(t)] != Router.none else {
-                return .unknownToken
-            }
+            guard let t = Router.withTokenKey(target, { startTokens.lookup($0) }), startTokenDevice[Int(t)] != Router.none
+            else { return .unknownToken }
             return .startToken(device: startTokenDevice[Int(t)], app: startTokenApp[Int(t)])
         case .channel:
             guard let c = channels.lookup(target) else { return .unknownChannel }
@@ -77,7 +109,8 @@ public struct Router: Sendable {
 
     /// The activity the token currently routes to, if any.
     public func activity(holding token: UnsafeRawBufferPointer) -> Int32? {
-        guard let t = updateTokens.lookup(token), tokenActivity[Int(t)] != Router.none else { return nil }
+        guard let t = Router.withTokenKey(token, { updateTokens.lookup($0) }), tokenActivity[Int(t)] != Router.none
+        else { return nil }
         return tokenActivity[Int(t)]
     }
 
@@ -88,7 +121,7 @@ public struct Router: Sendable {
         _ token: UnsafeRawBufferPointer, to activity: Int32, previous: Int32
     ) -> Int32 {
         if previous != Router.none { tokenActivity[Int(previous)] = Router.none }
-        let (t, inserted) = updateTokens.intern(token)
+        let (t, inserted) = Router.withTokenKey(token) { updateTokens.intern($0) }
         if inserted { tokenActivity.append(activity) } else { tokenActivity[Int(t)] = activity }
         return t
     }
@@ -97,14 +130,15 @@ public struct Router: Sendable {
 
     /// The (device, app) currently holding a start token, if any.
     public func holder(ofStartToken token: UnsafeRawBufferPointer) -> (device: Int32, app: Int32)? {
-        guard let t = startTokens.lookup(token), startTokenDevice[Int(t)] != Router.none else { return nil }
+        guard let t = Router.withTokenKey(token, { startTokens.lookup($0) }), startTokenDevice[Int(t)] != Router.none
+        else { return nil }
         return (startTokenDevice[Int(t)], startTokenApp[Int(t)])
     }
 
     /// Gives (device, app) a new start token; the previous one routes as Unregistered from now on.
     public mutating func setStartToken(_ token: UnsafeRawBufferPointer, device: Int32, app: Int32) {
         let key = Int64(device) << 32 | Int64(app)
-        let (t, inserted) = startTokens.intern(token)
+        let (t, inserted) = Router.withTokenKey(token) { startTokens.intern($0) }
         if let old = startTokenOf[key], old != t {
             startTokenDevice[Int(old)] = Router.none
             startTokenApp[Int(old)] = Router.none

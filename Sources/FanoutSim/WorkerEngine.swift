@@ -25,8 +25,8 @@ public final class WorkerEngine {
     public private(set) var intendedNanos: [UInt64] = []
     public private(set) var eventsProcessed = 0
 
-    // Local activities (index = the pipeline's activity id).
-    private var device: [Int32] = []
+    // Local activities (index = the pipeline's activity id). The device is not stored: local devices
+    // are interned in order, so the global number is `index + localDevice * count` (`globalDevice`).
     private var slot: [UInt8] = []
     private var generation: [UInt32] = []
     /// Local followers of each token-delivered source.
@@ -56,7 +56,8 @@ public final class WorkerEngine {
     }
     private var held: [Held] = []
     private var heldBytes: [UInt8] = []
-    private var latestHeld: [Int32] = []
+    /// The newest held push of each activity that has one (sparse: only offline devices).
+    private var latestHeld: [Int32: Int32] = [:]
 
     // Time: nanoseconds since the run start, real or virtual.
     /// Real time once `startRealClock` is called; virtual time until then.
@@ -115,10 +116,8 @@ public final class WorkerEngine {
         pipeline.store.reserveCapacity(activities: expected, devices: localDevices, contentBytes: contentBytes,
                                        idBytes: expected * 20)
         pipeline.router.reserveUpdateTokens(expected, bytes: expected * 64)
-        device.reserveCapacity(expected)
         slot.reserveCapacity(expected)
         generation.reserveCapacity(expected)
-        latestHeld.reserveCapacity(expected)
         d = index
         while d < scenario.population.devices {
             deviceBytes.removeAll(keepingCapacity: true)
@@ -150,11 +149,9 @@ public final class WorkerEngine {
                     }
                 }
                 guard let a = created else { continue }
-                precondition(Int(a) == device.count)
-                device.append(Int32(d))
+                precondition(Int(a) == slot.count && globalDevice(a) == d)
                 slot.append(UInt8(k))
                 generation.append(0)
-                latestHeld.append(-1)
                 if !world.sourceIsBroadcast[source] { followers[source].append(a) }
             }
             d += count
@@ -162,7 +159,13 @@ public final class WorkerEngine {
         bundles.removeAll()
     }
 
-    public var activityCount: Int { device.count }
+    public var activityCount: Int { slot.count }
+
+    /// The global device number of a local activity.
+    @inline(__always)
+    func globalDevice(_ a: Int32) -> Int {
+        index + Int(pipeline.store.device[Int(a)]) * count
+    }
 
     /// Switches to real time: event times are nanoseconds after `start` on the monotonic clock.
     public func startRealClock(atHrtime start: UInt64) {
@@ -287,7 +290,7 @@ public final class WorkerEngine {
 
     private func tokenPush(_ event: SourceEvent, to a: Int32, priority: Int64) {
         let seed = world.scenario.seed
-        let d = Int(device[Int(a)])
+        let d = globalDevice(a)
         let k = Int(slot[Int(a)])
         let key = UInt64(d) << 8 | UInt64(k)
         let nowMs = nowMillis(event)
@@ -422,7 +425,7 @@ public final class WorkerEngine {
 
     @inline(__always)
     private func maybeDismiss(_ a: Int32, _ event: SourceEvent) {
-        let key = UInt64(device[Int(a)]) << 8 | UInt64(slot[Int(a)])
+        let key = UInt64(globalDevice(a)) << 8 | UInt64(slot[Int(a)])
         if Mix.unit(Mix.hash(world.scenario.seed, 0xD1, UInt64(event.index), key)) < world.scenario.faults.dismissShare {
             pipeline.dismiss(a, nowMillis: nowMillis(event))
         }
@@ -434,7 +437,7 @@ public final class WorkerEngine {
     private func isOffline(_ a: Int32, _ event: SourceEvent) -> Bool {
         guard let offline = world.scenario.faults.offline else { return false }
         let window = Int(Double(event.intendedNanos) / 1e9 / offline.windowSeconds)
-        return world.offline(device: Int(device[Int(a)]), window: window)
+        return world.offline(device: globalDevice(a), window: window)
     }
 
     /// APNs stores the push until the device returns (at the end of its offline window). With
@@ -443,12 +446,11 @@ public final class WorkerEngine {
                       broadcast: Bool) {
         guard case .integer(let expiration) = headers.expiration, case .integer(let priority) = headers.priority
         else { return }
-        if world.scenario.faults.coalescing, latestHeld[Int(a)] >= 0 {
-            let previous = Int(latestHeld[Int(a)])
-            held[previous].superseded = true
+        if world.scenario.faults.coalescing, let previous = latestHeld[a] {
+            held[Int(previous)].superseded = true
             pipeline.settle(.coalesced, for: a)
         }
-        latestHeld[Int(a)] = Int32(held.count)
+        latestHeld[a] = Int32(held.count)
         held.append(Held(
             activity: a, event: Int32(event.index), intendedNanos: event.intendedNanos,
             expirationMillis: expiration == 0 ? Int64.min : expiration * 1000, payloadStart: Int32(heldBytes.count),
@@ -459,8 +461,8 @@ public final class WorkerEngine {
     /// The offline window ends: each held push is delivered, or `expired` if its expiration passed.
     private func flushHeld(_ event: SourceEvent) {
         let nowMs = nowMillis(event)
+        latestHeld.removeAll(keepingCapacity: true)
         for h in held where !h.superseded {
-            latestHeld[Int(h.activity)] = -1
             if h.expirationMillis < nowMs {
                 pipeline.settle(.expired, for: h.activity)
                 continue
@@ -491,7 +493,7 @@ public final class WorkerEngine {
 
     /// The source an activity follows (held pushes are for the activity's own source).
     private func sourceOfHeld(_ h: Held) -> Int {
-        world.source(device: Int(device[Int(h.activity)]), slot: Int(slot[Int(h.activity)]))
+        world.source(device: globalDevice(h.activity), slot: Int(slot[Int(h.activity)]))
     }
 
     // MARK: Content

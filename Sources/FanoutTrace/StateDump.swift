@@ -44,7 +44,7 @@ public enum StateDump {
         JSONWriter.append(", \"content\": ", to: &out)
         store.withContent(a) { pipeline.schemas[store.schema[i]].appendJSON(record: $0, style: .python, to: &out) }
         JSONWriter.append(", \"staleDate\": ", to: &out)
-        appendDate(store.staleSeconds[i], to: &out)
+        appendDate(store.staleDateSeconds(a), to: &out)
         JSONWriter.append(", \"relevance\": ", to: &out)
         JSONWriter.appendPythonFloat(store.relevance[i], to: &out)
         JSONWriter.append(", \"outcomes\": {", to: &out)
@@ -95,10 +95,12 @@ public enum StateDump {
     }
 
     /// An integral date as an integer, a non-integral one as a Python float, none as null.
-    private static func appendDate(_ seconds: Double, to out: inout [UInt8]) {
-        if seconds.isNaN {
+    private static func appendDate(_ date: Double?, to out: inout [UInt8]) {
+        guard let seconds = date else {
             JSONWriter.append("null", to: &out)
-        } else if seconds == seconds.rounded(.towardZero) && abs(seconds) < 9.2e18 {
+            return
+        }
+        if seconds == seconds.rounded(.towardZero) && abs(seconds) < 9.2e18 {
             JSONWriter.appendInt(Int64(seconds), to: &out)
         } else {
             JSONWriter.appendPythonFloat(seconds, to: &out)

@@ -183,7 +183,7 @@ extension TraceReplay {
     func lock(_ d: String) -> [String] { names(store.lockScreen(device: store.deviceIds.lookup(d)!, nowMillis: nowMillis)) }
     func island(_ d: String) -> [String] { names(store.island(device: store.deviceIds.lookup(d)!, nowMillis: nowMillis)) }
     func relevance(_ a: String) -> Double { store.relevance[Int(id(a)!)] }
-    func staleDate(_ a: String) -> Double? { let s = store.staleSeconds[Int(id(a)!)]; return s.isNaN ? nil : s }
+    func staleDate(_ a: String) -> Double? { store.staleDateSeconds(id(a)!) }
     func timestamp(_ a: String) -> Int64? { store.hasTimestamp[Int(id(a)!)] ? store.timestamp[Int(id(a)!)] : nil }
     var dump: [String] {
         String(decoding: StateDump.render(pipeline!, nowMillis: nowMillis), as: UTF8.self)
