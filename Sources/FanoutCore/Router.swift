@@ -165,6 +165,12 @@ public struct Router: Sendable {
         return c
     }
 
+    /// Reserves room for `count` more subscribers of a registered channel.
+    public mutating func reserveSubscribers(channel id: UnsafeRawBufferPointer, count: Int) {
+        guard let c = channels.lookup(id) else { return }
+        subscribers[Int(c)].reserveCapacity(subscribers[Int(c)].count + count)
+    }
+
     /// Adds `activity` to the channel's subscribers, keeping activity-id order.
     mutating func addSubscriber(_ activity: Int32, channel c: Int32, store: borrowing ActivityStore) {
         let index = store.activityIds.withBytes(activity) { id in

@@ -102,16 +102,27 @@ public final class WorkerEngine {
         var expected = 0
         var localDevices = 0
         var contentBytes = 0
+        var perSource = [Int](repeating: 0, count: scenario.sources.count)
         var d = index
         while d < scenario.population.devices {
             let n = world.activityCount(device: d)
             expected += n
             localDevices += 1
             for k in 0..<n {
-                let app = world.sourceApp[world.source(device: d, slot: k)]
-                contentBytes += world.recordSize(schema: world.appSchema[app])
+                let source = world.source(device: d, slot: k)
+                perSource[source] += 1
+                contentBytes += world.recordSize(schema: world.appSchema[world.sourceApp[source]])
             }
             d += count
+        }
+        for source in 0..<scenario.sources.count where perSource[source] > 0 {
+            if world.sourceIsBroadcast[source] {
+                channel.removeAll(keepingCapacity: true)
+                world.appendChannelId(source: source, to: &channel)
+                channel.withUnsafeBytes { pipeline.router.reserveSubscribers(channel: $0, count: perSource[source]) }
+            } else {
+                followers[source].reserveCapacity(perSource[source])
+            }
         }
         pipeline.store.reserveCapacity(activities: expected, devices: localDevices, contentBytes: contentBytes,
                                        idBytes: expected * 20)
