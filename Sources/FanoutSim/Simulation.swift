@@ -49,8 +49,6 @@ public struct RunResult: Sendable {
     public var activities: Int
     public var events: Int
     public var wallSeconds: Double
-    /// Simulated seconds (the scenario's duration; in real time equal to the wall time of the run).
-    public var simulatedSeconds: Double
     public var timerOverheadNanos: Double
     public var peakResidentBytes: Int
     public var baselineResidentBytes: Int
@@ -117,9 +115,7 @@ public enum Simulation {
         }
         return RunResult(
             scenario: scenario, workers: workers, accounting: accounting, recorder: recorder, activities: activities,
-            events: events, wallSeconds: wallSeconds,
-            simulatedSeconds: scenario.clock == .real ? wallSeconds : scenario.durationSeconds,
-            timerOverheadNanos: overhead, peakResidentBytes: ResourceUsage.peakResidentBytes(),
+            events: events, wallSeconds: wallSeconds, timerOverheadNanos: overhead, peakResidentBytes: ResourceUsage.peakResidentBytes(),
             baselineResidentBytes: baseline, startedAt: startedAt)
     }
 
@@ -130,7 +126,7 @@ public enum Simulation {
         let t0 = EventLoop.hrtimeNanos
         for _ in 0..<n { sink &+= EventLoop.hrtimeNanos }
         let t1 = EventLoop.hrtimeNanos
-        if sink == 42 { print("") }
+        withExtendedLifetime(sink) {}  // keeps the reads from being optimised away
         return Double(t1 &- t0) / Double(n)
     }
 }
