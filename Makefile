@@ -18,6 +18,10 @@ deps:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+	@# The reference HdrHistogram reader, for the histogram-log interop test (when Python is present).
+	@if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import hdrh' 2>/dev/null; then \
+	  echo "installing: hdrhistogram (PyPI)"; python3 -m pip install -q hdrhistogram; \
+	fi
 
 build: deps
 	$(SWIFT) build -c $(CONFIG) --product fanout

@@ -22,7 +22,13 @@ let package = Package(
         .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
         .target(name: "UVLoop", dependencies: ["CLibUV"]),
         // Scenarios, population, arrival processes, workers on event loops, virtual and real time.
-        .target(name: "FanoutSim", dependencies: ["FanoutCore", "FanoutMetrics", "UVLoop"]),
+        .target(name: "FanoutSim", dependencies: ["FanoutCore", "FanoutMetrics", "FanoutHistogramLog", "UVLoop"]),
+        // HdrHistogram's V2 compressed encoding and interval log (hlog 1.3), DEFLATE through zlib.
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .target(
+            name: "FanoutHistogramLog",
+            dependencies: ["CZlib", .product(name: "Histogram", package: "hdrhistogram-swift")]
+        ),
         // Latency recording per worker (HdrHistogram), merge.
         .target(
             name: "FanoutMetrics",
@@ -34,6 +40,7 @@ let package = Package(
                 "FanoutCore",
                 "FanoutTrace",
                 "FanoutMetrics",
+                "FanoutHistogramLog",
                 "FanoutSim",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -45,9 +52,12 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "FanoutMetricsTests", dependencies: ["FanoutMetrics"]),
+        .testTarget(name: "FanoutHistogramLogTests", dependencies: ["FanoutHistogramLog"]),
         .testTarget(name: "UVLoopTests", dependencies: ["UVLoop"]),
         .testTarget(name: "FanoutSimTests", dependencies: ["FanoutSim", "FanoutCore", "FanoutMetrics"]),
-        .testTarget(name: "FanoutCLITests", dependencies: ["fanout"], resources: [.copy("Resources")]),
+        .testTarget(
+            name: "FanoutCLITests", dependencies: ["fanout", "FanoutHistogramLog"], resources: [.copy("Resources")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -29,6 +29,9 @@ public enum Metric: Int, CaseIterable, Sendable, Codable {
         }
     }
 
+    /// The name as a file name and histogram-log tag (no `>`): `fanoutCompletion.over10k`.
+    public var fileName: String { self == .fanoutCompletionOver10k ? "fanoutCompletion.over10k" : name }
+
     /// The completion bucket of a fan-out size.
     public static func completionBucket(fanout: Int) -> Metric {
         switch fanout {

@@ -1,5 +1,6 @@
 import Dispatch
 import FanoutCore
+import FanoutHistogramLog
 import FanoutMetrics
 import Foundation
 import Histogram
@@ -30,6 +31,15 @@ public struct WorkerResult: Sendable {
     public var intendedNanos: [UInt64]
     public var activities: Int
     public var eventsProcessed: Int
+    public var intervals: [EncodedInterval]
+    public var intervalNanos: UInt64
+}
+
+/// One metric's histogram for one interval of the log, compressed (HdrHistogram V2).
+public struct EncodedInterval: Sendable {
+    public var index: Int
+    public var metric: Metric
+    public var bytes: [UInt8]
 }
 
 /// A live view of a running simulation, once a second.
@@ -53,6 +63,17 @@ public struct RunResult: Sendable {
     public var peakResidentBytes: Int
     public var baselineResidentBytes: Int
     public var startedAt: Date
+    /// Interval histograms merged across workers, by interval then metric (for `latency.hlog`).
+    public var intervals: [MergedInterval]
+    public var intervalNanos: UInt64
+}
+
+/// The histogram of one metric over one interval, merged across workers and compressed.
+public struct MergedInterval: Sendable {
+    public var index: Int
+    public var metric: Metric
+    public var bytes: [UInt8]
+    public var maxNanos: UInt64
 }
 
 /// Runs a scenario: one thread, one `EventLoop` and one slice of the devices per worker.
@@ -113,10 +134,71 @@ public enum Simulation {
             recorder.record(.fanoutCompletion, nanos: latency)
             recorder.record(Metric.completionBucket(fanout: fanout), nanos: latency)
         }
+        let intervalNanos = results.first?.intervalNanos ?? 1_000_000_000
+        var intervals = mergeIntervals(results)
+        intervals.append(contentsOf: completionIntervals(results, events: events, intervalNanos: intervalNanos))
+        intervals.sort { ($0.index, $0.metric.rawValue) < ($1.index, $1.metric.rawValue) }
         return RunResult(
             scenario: scenario, workers: workers, accounting: accounting, recorder: recorder, activities: activities,
-            events: events, wallSeconds: wallSeconds, timerOverheadNanos: overhead, peakResidentBytes: ResourceUsage.peakResidentBytes(),
-            baselineResidentBytes: baseline, startedAt: startedAt)
+            events: events, wallSeconds: wallSeconds, timerOverheadNanos: overhead,
+            peakResidentBytes: ResourceUsage.peakResidentBytes(), baselineResidentBytes: baseline,
+            startedAt: startedAt, intervals: intervals, intervalNanos: intervalNanos)
+    }
+
+    /// Adds the workers' histograms of each (interval, metric) — histograms are added, never
+    /// percentiles averaged — one interval at a time, so memory stays at one decoded histogram.
+    static func mergeIntervals(_ results: [WorkerResult]) -> [MergedInterval] {
+        var keyed: [Int: [EncodedInterval]] = [:]
+        for r in results {
+            for e in r.intervals { keyed[e.index * Metric.allCases.count + e.metric.rawValue, default: []].append(e) }
+        }
+        var merged: [MergedInterval] = []
+        for key in keyed.keys.sorted() {
+            let parts = keyed[key]!
+            var sum = LatencyRecorder.makeHistogram()
+            for part in parts {
+                guard let h = try? HistogramCodec.decode(part.bytes) else { continue }
+                sum.add(h)
+            }
+            merged.append(MergedInterval(index: parts[0].index, metric: parts[0].metric,
+                                         bytes: HistogramCodec.encodeCompressed(sum), maxNanos: sum.max))
+        }
+        return merged
+    }
+
+    /// Fan-out completion per interval (by the event's intended time): known only once every
+    /// worker's last recipient is in, so it is built here rather than on the workers.
+    static func completionIntervals(_ results: [WorkerResult], events: Int, intervalNanos: UInt64) -> [MergedInterval] {
+        // Events are in intended-time order, so one histogram at a time suffices.
+        var merged: [MergedInterval] = []
+        var currentIndex = -1
+        var current = LatencyRecorder.makeHistogram()
+        func emit() {
+            if current.totalCount > 0 {
+                merged.append(MergedInterval(index: currentIndex, metric: .fanoutCompletion,
+                                             bytes: HistogramCodec.encodeCompressed(current), maxNanos: current.max))
+            }
+            current.reset()
+        }
+        for e in 0..<events {
+            var last: UInt64 = 0
+            var fanout = 0
+            var intended: UInt64 = 0
+            for r in results where e < r.completionNanos.count {
+                last = max(last, r.completionNanos[e])
+                fanout += Int(r.recipients[e])
+                intended = r.intendedNanos[e]
+            }
+            guard fanout > 0 else { continue }
+            let index = Int(intended / intervalNanos)
+            if index != currentIndex {
+                emit()
+                currentIndex = index
+            }
+            _ = current.record(min(last &- min(last, intended), LatencyRecorder.highestTrackableNanos))
+        }
+        emit()
+        return merged
     }
 
     /// The cost of one clock read (`uv_hrtime`), which every timed measurement includes.

@@ -1,4 +1,5 @@
 import FanoutCore
+import FanoutHistogramLog
 import FanoutMetrics
 import Histogram
 
@@ -15,7 +16,14 @@ public final class WorkerEngine {
     public let index: Int
     public let count: Int
     public let pipeline: Pipeline
+    /// The whole run so far (finished intervals).
     public private(set) var recorder = LatencyRecorder()
+    /// The current interval of the histogram log (a second of run time, a simulated minute in
+    /// virtual time); every sample is recorded here and folded into `recorder` when it ends.
+    private var current = LatencyRecorder()
+    private var currentInterval = 0
+    /// Finished intervals, compressed (V2 encoding): a few kilobytes each.
+    public private(set) var encodedIntervals: [EncodedInterval] = []
     /// End-to-end latency since the last progress snapshot.
     public private(set) var interval = LatencyRecorder.makeHistogram()
     /// Local completion per event: nanoseconds after the run start when the last local recipient was
@@ -191,12 +199,32 @@ public final class WorkerEngine {
         return sample
     }
 
+    /// Interval lengths of the histogram log.
+    public static let realIntervalNanos: UInt64 = 1_000_000_000
+    public static let virtualIntervalNanos: UInt64 = 60_000_000_000
+
+    public var intervalNanos: UInt64 {
+        if case .real = clock { return WorkerEngine.realIntervalNanos }
+        return WorkerEngine.virtualIntervalNanos
+    }
+
+    /// Folds the current interval into the run's totals and keeps its compressed encoding.
+    private func finishInterval() {
+        for metric in Metric.allCases where current[metric].totalCount > 0 {
+            encodedIntervals.append(EncodedInterval(
+                index: currentInterval, metric: metric, bytes: HistogramCodec.encodeCompressed(current[metric])))
+        }
+        recorder.add(current)
+        current.reset()
+    }
+
     /// Everything measured, for the coordinator to merge.
     public func result() -> WorkerResult {
-        WorkerResult(
+        finishInterval()
+        return WorkerResult(
             accounting: pipeline.accounting, recorder: recorder, completionNanos: completionNanos,
             recipients: recipients, intendedNanos: intendedNanos, activities: activityCount,
-            eventsProcessed: eventsProcessed)
+            eventsProcessed: eventsProcessed, intervals: encodedIntervals, intervalNanos: intervalNanos)
     }
 
     // MARK: Time
@@ -223,7 +251,16 @@ public final class WorkerEngine {
             eventVirtualStart = max(event.intendedNanos, busyUntil)
         }
         let started = now()
-        recorder.record(.scheduleLag, nanos: started &- min(started, event.intendedNanos))
+        let intervalIndex: Int
+        switch clock {
+        case .real: intervalIndex = Int(started / WorkerEngine.realIntervalNanos)
+        case .virtual: intervalIndex = Int(event.intendedNanos / WorkerEngine.virtualIntervalNanos)
+        }
+        if intervalIndex != currentInterval {
+            finishInterval()
+            currentInterval = intervalIndex
+        }
+        current.record(.scheduleLag, nanos: started &- min(started, event.intendedNanos))
         while completionNanos.count <= event.index {
             completionNanos.append(0)
             recipients.append(0)
@@ -269,7 +306,7 @@ public final class WorkerEngine {
         payload.append(contentsOf: encoder.bytes)
         let broadcast = world.sourceIsBroadcast[source]
         applyPayloadFaults(e, broadcast: broadcast)
-        recorder.record(.encode, nanos: hrtime() &- t0)
+        current.record(.encode, nanos: hrtime() &- t0)
         let priority: Int64 =
             Mix.unit(Mix.hash(seed, 0x10, e)) < scenario.priority10Share ? 10 : (broadcast ? 1 : 5)
         if broadcast {
@@ -336,8 +373,8 @@ public final class WorkerEngine {
                         else { return }
                         let t2 = sampled ? hrtime() : 0
                         if sampled {
-                            recorder.record(.validate, nanos: t1 &- t0)
-                            recorder.record(.route, nanos: t2 &- t1)
+                            current.record(.validate, nanos: t1 &- t0)
+                            current.record(.route, nanos: t2 &- t1)
                         }
                         if isOffline(target, event) {
                             hold(target, event, headers: headers, payload: p, broadcast: false)
@@ -345,7 +382,7 @@ public final class WorkerEngine {
                         }
                         pipeline.deliver(flight, to: target, nowMillis: nowMs)
                         let end = now()
-                        if sampled { recorder.record(.apply, nanos: hrtime() &- t2) }
+                        if sampled { current.record(.apply, nanos: hrtime() &- t2) }
                         delivered(target, event, endNanos: end, count: 1)
                     }
                 }
@@ -375,8 +412,8 @@ public final class WorkerEngine {
                             case .channel(let c) = flight.resolution
                         else { return }
                         let t2 = hrtime()
-                        recorder.record(.validate, nanos: t1 &- t0)
-                        recorder.record(.route, nanos: t2 &- t1)
+                        current.record(.validate, nanos: t1 &- t0)
+                        current.record(.route, nanos: t2 &- t1)
                         // Apply by every local subscriber; the clock is read once per batch of 64 and the
                         // batch recorded with that (latest) time, an upper bound for its members.
                         var batch: UInt64 = 0
@@ -406,7 +443,7 @@ public final class WorkerEngine {
                             applied += batch
                         }
                         if applied > 0 {
-                            recorder.record(.apply, nanos: (hrtime() &- applyStart) / applied, count: applied)
+                            current.record(.apply, nanos: (hrtime() &- applyStart) / applied, count: applied)
                         }
                     }
                 }
@@ -418,7 +455,7 @@ public final class WorkerEngine {
     private func recordBatch(_ event: SourceEvent, count: UInt64) {
         let end = now()
         let latency = end &- min(end, event.intendedNanos)
-        recorder.record(.endToEnd, nanos: latency, count: count)
+        current.record(.endToEnd, nanos: latency, count: count)
         _ = interval.record(min(latency, LatencyRecorder.highestTrackableNanos), count: count)
         completionNanos[event.index] = max(completionNanos[event.index], end)
         recipients[event.index] &+= Int32(count)
@@ -427,7 +464,7 @@ public final class WorkerEngine {
     @inline(__always)
     private func delivered(_ a: Int32, _ event: SourceEvent, endNanos: UInt64, count: UInt64) {
         let latency = endNanos &- min(endNanos, event.intendedNanos)
-        recorder.record(.endToEnd, nanos: latency)
+        current.record(.endToEnd, nanos: latency)
         _ = interval.record(min(latency, LatencyRecorder.highestTrackableNanos))
         completionNanos[event.index] = max(completionNanos[event.index], endNanos)
         recipients[event.index] &+= 1

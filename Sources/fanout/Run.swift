@@ -1,5 +1,6 @@
 import ArgumentParser
 import FanoutCore
+import FanoutHistogramLog
 import FanoutMetrics
 import FanoutSim
 import Foundation
@@ -70,7 +71,11 @@ struct Run: ParsableCommand {
         }
         if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
         let json = RunSummary.json(result, gitRevision: Machine.gitRevision())
-        try RunFolder.write(folder: folder, files: ["summary.json": json])
+        var files = ["summary.json": json, "latency.hlog": RunFiles.histogramLog(result)]
+        for metric in Metric.allCases where result.recorder[metric].totalCount > 0 {
+            files["\(metric.fileName).hgrm"] = RunFiles.percentileDistribution(result, metric)
+        }
+        try RunFolder.write(folder: folder, files: files)
         print(SummaryTable.text(result, folder: folder))
         if !result.accounting.identitiesHold { throw CommandFailure("accounting identities are broken") }
     }
@@ -111,6 +116,29 @@ enum RunFolder {
         for (name, text) in files {
             try Data(text.utf8).write(to: url.appendingPathComponent(name), options: .atomic)
         }
+    }
+}
+
+/// The histogram files of a run folder.
+enum RunFiles {
+    /// `latency.hlog`: every metric, one interval per second of run time (per simulated minute in
+    /// virtual time), tagged with the metric's name.
+    static func histogramLog(_ r: RunResult) -> String {
+        var writer = HistogramLogWriter(startTimeSeconds: r.startedAt.timeIntervalSince1970)
+        let length = Double(r.intervalNanos) / 1e9
+        for interval in r.intervals {
+            writer.append(tag: interval.metric.fileName, startSeconds: Double(interval.index) * length,
+                          lengthSeconds: length, compressed: interval.bytes, maxValue: interval.maxNanos)
+        }
+        return writer.text
+    }
+
+    /// `<metric>.hgrm`: HdrHistogram's percentile distribution, values in microseconds (as wrk2).
+    static func percentileDistribution(_ r: RunResult, _ metric: Metric) -> String {
+        var text = "#[fanout \(metric.name) (\(r.scenario.name), seed \(r.scenario.seed), config \(r.scenario.configHash)): "
+            + "values in microseconds (us), recorded in nanoseconds]\n"
+        r.recorder[metric].outputPercentileDistribution(to: &text, outputValueUnitScalingRatio: 1000)
+        return text
     }
 }
 

@@ -1,0 +1,60 @@
+import FanoutHistogramLog
+import Foundation
+import Testing
+
+@Suite("fanout run (the executable)")
+struct RunCommandTests {
+    @Test("a run folder holds summary.json, latency.hlog and one .hgrm per metric, and they agree")
+    func runFolder() throws {
+        let dir = try CLI.temporaryDirectory().appendingPathComponent("run")
+        let result = try CLI.run(["run", "smoke", "--out", dir.path])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("identities  hold"))
+        let files = Set(try FileManager.default.contentsOfDirectory(atPath: dir.path))
+        for name in ["summary.json", "latency.hlog", "endToEnd.hgrm", "apply.hgrm", "scheduleLag.hgrm",
+                     "fanoutCompletion.hgrm"] {
+            #expect(files.contains(name), "\(name) missing from \(files.sorted())")
+        }
+        #expect(!files.contains { $0.hasPrefix(".") || $0.contains("tmp") }, "leftover temporary files: \(files)")
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: dir.appendingPathComponent("summary.json")))
+            as! [String: Any]
+        let latency = summary["latency"] as! [String: [String: Any]]
+        let hgrm = try String(contentsOf: dir.appendingPathComponent("endToEnd.hgrm"), encoding: .utf8)
+        #expect(hgrm.hasPrefix("#[fanout endToEnd (smoke"))
+        #expect(hgrm.contains("values in microseconds"))
+        #expect(hgrm.contains("#[Max     ="))
+        // The intervals of each metric add up to the run's totals (histograms are added, not averaged).
+        let log = try String(contentsOf: dir.appendingPathComponent("latency.hlog"), encoding: .utf8)
+        #expect(log.hasPrefix("#[Histogram log format version 1.3]\n#[StartTime: "))
+        var totals: [String: UInt64] = [:]
+        for interval in try HistogramLogReader.read(log) {
+            totals[interval.tag ?? "", default: 0] += interval.histogram.totalCount
+        }
+        for metric in ["encode", "validate", "route", "apply", "endToEnd", "fanoutCompletion", "scheduleLag"] {
+            let count = latency[metric]?["count"] as? Int ?? -1
+            #expect(count > 0 && totals[metric] == UInt64(count), "\(metric): log \(totals[metric] ?? 0), summary \(count)")
+        }
+    }
+
+    @Test("a bad scenario file: file, line and field on stderr, exit 1, no run folder")
+    func badScenario() throws {
+        let dir = try CLI.temporaryDirectory()
+        let scenario = dir.appendingPathComponent("bad.json")
+        try "{\n  \"name\": \"x\",\n  \"durationSeconds\": -5\n}\n".write(to: scenario, atomically: true, encoding: .utf8)
+        let out = dir.appendingPathComponent("run")
+        let result = try CLI.run(["run", scenario.path, "--out", out.path])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("bad.json:3: field durationSeconds: -5.0 is out of range"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: out.path))
+    }
+
+    @Test("bad flags are usage errors naming the flag")
+    func badFlags() throws {
+        let workers = try CLI.run(["run", "smoke", "--workers", "-3"])
+        #expect(workers.status == 64 && workers.stderr.contains("--workers"), "\(workers.stderr)")
+        let clock = try CLI.run(["run", "smoke", "--clock", "wall"])
+        #expect(clock.status == 64 && clock.stderr.contains("--clock: expected virtual or real"), "\(clock.stderr)")
+        let unknown = try CLI.run(["run", "nonesuch"])
+        #expect(unknown.status == 64 && unknown.stderr.contains("no built-in scenario or file named \"nonesuch\""))
+    }
+}
