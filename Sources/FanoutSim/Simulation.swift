@@ -120,17 +120,7 @@ public enum Simulation {
         }
         // Fan-out completion: the last recipient anywhere, per event.
         let events = results.map(\.intendedNanos.count).max() ?? 0
-        for e in 0..<events {
-            var last: UInt64 = 0
-            var fanout = 0
-            var intended: UInt64 = 0
-            for r in results where e < r.completionNanos.count {
-                last = max(last, r.completionNanos[e])
-                fanout += Int(r.recipients[e])
-                if e < r.intendedNanos.count { intended = r.intendedNanos[e] }
-            }
-            guard fanout > 0 else { continue }
-            let latency = last &- min(last, intended)
+        forEachCompletion(results, events: events) { _, latency, fanout in
             recorder.record(.fanoutCompletion, nanos: latency)
             recorder.record(Metric.completionBucket(fanout: fanout), nanos: latency)
         }
@@ -166,6 +156,24 @@ public enum Simulation {
         return merged
     }
 
+    /// Calls `body` for every event that reached a recipient, in event order, with its intended
+    /// time, its completion latency (last recipient on any worker − intended time) and its fan-out.
+    static func forEachCompletion(
+        _ results: [WorkerResult], events: Int, _ body: (UInt64, UInt64, Int) -> Void
+    ) {
+        for e in 0..<events {
+            var last: UInt64 = 0
+            var fanout = 0
+            var intended: UInt64 = 0
+            for r in results where e < r.completionNanos.count {
+                last = max(last, r.completionNanos[e])
+                fanout += Int(r.recipients[e])
+                intended = r.intendedNanos[e]
+            }
+            if fanout > 0 { body(intended, last &- min(last, intended), fanout) }
+        }
+    }
+
     /// Fan-out completion per interval (by the event's intended time): known only once every
     /// worker's last recipient is in, so it is built here rather than on the workers.
     static func completionIntervals(_ results: [WorkerResult], events: Int, intervalNanos: UInt64) -> [MergedInterval] {
@@ -180,22 +188,13 @@ public enum Simulation {
             }
             current.reset()
         }
-        for e in 0..<events {
-            var last: UInt64 = 0
-            var fanout = 0
-            var intended: UInt64 = 0
-            for r in results where e < r.completionNanos.count {
-                last = max(last, r.completionNanos[e])
-                fanout += Int(r.recipients[e])
-                intended = r.intendedNanos[e]
-            }
-            guard fanout > 0 else { continue }
+        forEachCompletion(results, events: events) { intended, latency, _ in
             let index = Int(intended / intervalNanos)
             if index != currentIndex {
                 emit()
                 currentIndex = index
             }
-            _ = current.record(min(last &- min(last, intended), LatencyRecorder.highestTrackableNanos))
+            _ = current.record(min(latency, LatencyRecorder.highestTrackableNanos))
         }
         emit()
         return merged
