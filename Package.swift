@@ -34,6 +34,14 @@ let package = Package(
             name: "FanoutMetrics",
             dependencies: [.product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
+        // Run reports: summary.json/.md, report.html, .hgrm, latency.hlog; read back, compare, merge.
+        .target(
+            name: "FanoutReport",
+            dependencies: [
+                "FanoutCore", "FanoutMetrics", "FanoutHistogramLog", "FanoutSim",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ]
+        ),
         .executableTarget(
             name: "fanout",
             dependencies: [
@@ -42,6 +50,7 @@ let package = Package(
                 "FanoutMetrics",
                 "FanoutHistogramLog",
                 "FanoutSim",
+                "FanoutReport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -55,6 +64,11 @@ let package = Package(
         .testTarget(name: "FanoutHistogramLogTests", dependencies: ["FanoutHistogramLog"]),
         .testTarget(name: "UVLoopTests", dependencies: ["UVLoop"]),
         .testTarget(name: "FanoutSimTests", dependencies: ["FanoutSim", "FanoutCore", "FanoutMetrics"]),
+        .testTarget(
+            name: "FanoutReportTests",
+            dependencies: ["FanoutReport", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutHistogramLog"],
+            resources: [.copy("Golden")]
+        ),
         .testTarget(
             name: "FanoutCLITests", dependencies: ["fanout", "FanoutHistogramLog"], resources: [.copy("Resources")]
         ),

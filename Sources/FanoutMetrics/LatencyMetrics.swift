@@ -29,6 +29,12 @@ public enum Metric: Int, CaseIterable, Sendable, Codable {
         }
     }
 
+    /// Fan-out completion and its size buckets: known only once every recipient is in.
+    public static let completionMetrics: [Metric] = [
+        .fanoutCompletion, .fanoutCompletion1, .fanoutCompletion2to100, .fanoutCompletion101to10k,
+        .fanoutCompletionOver10k,
+    ]
+
     /// The name as a file name and histogram-log tag (no `>`): `fanoutCompletion.over10k`.
     public var fileName: String { self == .fanoutCompletionOver10k ? "fanoutCompletion.over10k" : name }
 
@@ -90,6 +96,11 @@ public struct LatencyRecorder: Sendable {
         clamped &+= other.clamped
     }
 
+    /// Adds a histogram of one metric (an interval read back from a log, a shard's total).
+    public mutating func add(_ metric: Metric, _ histogram: Histogram<UInt64>) {
+        histograms[metric.rawValue].add(histogram)
+    }
+
     public mutating func reset() {
         for i in histograms.indices { histograms[i].reset() }
         clamped = 0
@@ -107,6 +118,18 @@ public struct LatencySummary: Codable, Sendable, Equatable {
     public var p999: UInt64
     public var p9999: UInt64
     public var max: UInt64
+
+    public init(count: UInt64, mean: Double, p50: UInt64, p90: UInt64, p99: UInt64, p999: UInt64, p9999: UInt64,
+                max: UInt64) {
+        self.count = count
+        self.mean = mean
+        self.p50 = p50
+        self.p90 = p90
+        self.p99 = p99
+        self.p999 = p999
+        self.p9999 = p9999
+        self.max = max
+    }
 
     public init(_ h: Histogram<UInt64>) {
         count = h.totalCount

@@ -66,6 +66,80 @@ public struct RunResult: Sendable {
     /// Interval histograms merged across workers, by interval then metric (for `latency.hlog`).
     public var intervals: [MergedInterval]
     public var intervalNanos: UInt64
+    /// The devices this run simulated.
+    public var shard: Shard = .whole
+    /// Per source event, merged across workers: the intended time, when its last local recipient
+    /// was applied (0: none) and how many local recipients it had. A sharded run writes these so
+    /// that `fanout merge` can take the last recipient over all shards.
+    public var completion: EventCompletions
+}
+
+/// Per-event completion columns (see `RunResult.completion`).
+public struct EventCompletions: Sendable, Equatable {
+    public var intendedNanos: [UInt64] = []
+    public var lastNanos: [UInt64] = []
+    public var recipients: [Int32] = []
+
+    public init() {}
+
+    public var count: Int { intendedNanos.count }
+
+    /// Takes, event by event, the later completion and the sum of recipients.
+    public mutating func combine(_ other: EventCompletions) {
+        while intendedNanos.count < other.count {
+            intendedNanos.append(other.intendedNanos[intendedNanos.count])
+            lastNanos.append(0)
+            recipients.append(0)
+        }
+        for e in 0..<other.count {
+            lastNanos[e] = max(lastNanos[e], other.lastNanos[e])
+            recipients[e] &+= other.recipients[e]
+            if other.recipients[e] > 0 { intendedNanos[e] = other.intendedNanos[e] }
+        }
+    }
+
+    /// Calls `body` for every event that reached a recipient, in event order, with its intended
+    /// time, its completion latency (last recipient − intended time) and its fan-out.
+    public func forEach(_ body: (_ intended: UInt64, _ latency: UInt64, _ fanout: Int) -> Void) {
+        for e in 0..<count where recipients[e] > 0 {
+            body(intendedNanos[e], lastNanos[e] &- min(lastNanos[e], intendedNanos[e]), Int(recipients[e]))
+        }
+    }
+
+    /// The completion histograms (all events, and by fan-out size) into `recorder`.
+    public func record(into recorder: inout LatencyRecorder) {
+        forEach { _, latency, fanout in
+            recorder.record(.fanoutCompletion, nanos: latency)
+            recorder.record(Metric.completionBucket(fanout: fanout), nanos: latency)
+        }
+    }
+
+    /// Completion per interval of the histogram log, by the event's intended time, for the whole
+    /// metric and its size buckets. Events are in intended-time order: one interval at a time.
+    public func intervals(intervalNanos: UInt64) -> [MergedInterval] {
+        var merged: [MergedInterval] = []
+        var currentIndex = -1
+        var current = LatencyRecorder()
+        func emit() {
+            for metric in Metric.completionMetrics where current[metric].totalCount > 0 {
+                merged.append(MergedInterval(index: currentIndex, metric: metric,
+                                             bytes: HistogramCodec.encodeCompressed(current[metric]),
+                                             maxNanos: current[metric].max))
+            }
+            current.reset()
+        }
+        forEach { intended, latency, fanout in
+            let index = Int(intended / intervalNanos)
+            if index != currentIndex {
+                emit()
+                currentIndex = index
+            }
+            current.record(.fanoutCompletion, nanos: latency)
+            current.record(Metric.completionBucket(fanout: fanout), nanos: latency)
+        }
+        emit()
+        return merged
+    }
 }
 
 /// The histogram of one metric over one interval, merged across workers and compressed.
@@ -74,15 +148,23 @@ public struct MergedInterval: Sendable {
     public var metric: Metric
     public var bytes: [UInt8]
     public var maxNanos: UInt64
+
+    public init(index: Int, metric: Metric, bytes: [UInt8], maxNanos: UInt64) {
+        self.index = index
+        self.metric = metric
+        self.bytes = bytes
+        self.maxNanos = maxNanos
+    }
 }
 
 /// Runs a scenario: one thread, one `EventLoop` and one slice of the devices per worker.
 public enum Simulation {
     public static func run(
-        _ scenario: Scenario, workers requested: Int, progress: @escaping @Sendable (ProgressLine) -> Void
+        _ scenario: Scenario, workers requested: Int, shard: Shard = .whole,
+        progress: @escaping @Sendable (ProgressLine) -> Void
     ) throws -> RunResult {
         let workers = requested > 0 ? requested : max(ProcessInfo.processInfo.activeProcessorCount, 1)
-        let world = World(scenario: scenario)
+        let world = World(scenario: scenario, shard: shard)
         let baseline = ResourceUsage.residentBytes()
         let overhead = measureClockOverhead()
         let startedAt = Date()
@@ -102,8 +184,10 @@ public enum Simulation {
         }
         let results = try coordinator.run(gate: gate, start: start, progress: progress)
         let wall = Double(EventLoop.hrtimeNanos &- start.value) / 1e9
-        return merge(results, scenario: scenario, workers: workers, wallSeconds: wall, overhead: overhead,
-                     baseline: baseline, startedAt: startedAt)
+        var result = merge(results, scenario: scenario, workers: workers, wallSeconds: wall, overhead: overhead,
+                           baseline: baseline, startedAt: startedAt)
+        result.shard = shard
+        return result
     }
 
     static func merge(
@@ -119,20 +203,25 @@ public enum Simulation {
             activities += r.activities
         }
         // Fan-out completion: the last recipient anywhere, per event.
-        let events = results.map(\.intendedNanos.count).max() ?? 0
-        forEachCompletion(results, events: events) { _, latency, fanout in
-            recorder.record(.fanoutCompletion, nanos: latency)
-            recorder.record(Metric.completionBucket(fanout: fanout), nanos: latency)
+        var completion = EventCompletions()
+        for r in results {
+            var part = EventCompletions()
+            part.intendedNanos = r.intendedNanos
+            part.lastNanos = r.completionNanos
+            part.recipients = r.recipients
+            completion.combine(part)
         }
+        let events = completion.count
+        completion.record(into: &recorder)
         let intervalNanos = results.first?.intervalNanos ?? 1_000_000_000
         var intervals = mergeIntervals(results)
-        intervals.append(contentsOf: completionIntervals(results, events: events, intervalNanos: intervalNanos))
+        intervals.append(contentsOf: completion.intervals(intervalNanos: intervalNanos))
         intervals.sort { ($0.index, $0.metric.rawValue) < ($1.index, $1.metric.rawValue) }
         return RunResult(
             scenario: scenario, workers: workers, accounting: accounting, recorder: recorder, activities: activities,
             events: events, wallSeconds: wallSeconds, timerOverheadNanos: overhead,
             peakResidentBytes: ResourceUsage.peakResidentBytes(), baselineResidentBytes: baseline,
-            startedAt: startedAt, intervals: intervals, intervalNanos: intervalNanos)
+            startedAt: startedAt, intervals: intervals, intervalNanos: intervalNanos, completion: completion)
     }
 
     /// Adds the workers' histograms of each (interval, metric) — histograms are added, never
@@ -153,50 +242,6 @@ public enum Simulation {
             merged.append(MergedInterval(index: parts[0].index, metric: parts[0].metric,
                                          bytes: HistogramCodec.encodeCompressed(sum), maxNanos: sum.max))
         }
-        return merged
-    }
-
-    /// Calls `body` for every event that reached a recipient, in event order, with its intended
-    /// time, its completion latency (last recipient on any worker − intended time) and its fan-out.
-    static func forEachCompletion(
-        _ results: [WorkerResult], events: Int, _ body: (UInt64, UInt64, Int) -> Void
-    ) {
-        for e in 0..<events {
-            var last: UInt64 = 0
-            var fanout = 0
-            var intended: UInt64 = 0
-            for r in results where e < r.completionNanos.count {
-                last = max(last, r.completionNanos[e])
-                fanout += Int(r.recipients[e])
-                intended = r.intendedNanos[e]
-            }
-            if fanout > 0 { body(intended, last &- min(last, intended), fanout) }
-        }
-    }
-
-    /// Fan-out completion per interval (by the event's intended time): known only once every
-    /// worker's last recipient is in, so it is built here rather than on the workers.
-    static func completionIntervals(_ results: [WorkerResult], events: Int, intervalNanos: UInt64) -> [MergedInterval] {
-        // Events are in intended-time order, so one histogram at a time suffices.
-        var merged: [MergedInterval] = []
-        var currentIndex = -1
-        var current = LatencyRecorder.makeHistogram()
-        func emit() {
-            if current.totalCount > 0 {
-                merged.append(MergedInterval(index: currentIndex, metric: .fanoutCompletion,
-                                             bytes: HistogramCodec.encodeCompressed(current), maxNanos: current.max))
-            }
-            current.reset()
-        }
-        forEachCompletion(results, events: events) { intended, latency, _ in
-            let index = Int(intended / intervalNanos)
-            if index != currentIndex {
-                emit()
-                currentIndex = index
-            }
-            _ = current.record(min(latency, LatencyRecorder.highestTrackableNanos))
-        }
-        emit()
         return merged
     }
 

@@ -33,8 +33,9 @@ public final class WorkerEngine {
     public private(set) var intendedNanos: [UInt64] = []
     public private(set) var eventsProcessed = 0
 
-    // Local activities (index = the pipeline's activity id). The device is not stored: local devices
-    // are interned in order, so the global number is `index + localDevice * count` (`globalDevice`).
+    // Local activities (index = the pipeline's activity id). Local devices are interned in order;
+    // `deviceNumbers` maps the pipeline's device id to the global device number (`globalDevice`).
+    private var deviceNumbers: [Int32] = []
     private var slot: [UInt8] = []
     private var generation: [UInt32] = []
     /// Local followers of each token-delivered source.
@@ -108,20 +109,23 @@ public final class WorkerEngine {
         let startMillis = world.epochSeconds * 1000
         // Count first, so that every column is allocated once at its final size.
         var expected = 0
-        var localDevices = 0
         var contentBytes = 0
         var perSource = [Int](repeating: 0, count: scenario.sources.count)
         var d = index
         while d < scenario.population.devices {
+            deviceBytes.removeAll(keepingCapacity: true)
+            world.appendDeviceId(d, to: &deviceBytes)
+            if deviceBytes.withUnsafeBytes({ world.shard.contains(deviceId: $0) }) { deviceNumbers.append(Int32(d)) }
+            d += count
+        }
+        for d in deviceNumbers.lazy.map({ Int($0) }) {
             let n = world.activityCount(device: d)
             expected += n
-            localDevices += 1
             for k in 0..<n {
                 let source = world.source(device: d, slot: k)
                 perSource[source] += 1
                 contentBytes += world.recordSize(schema: world.appSchema[world.sourceApp[source]])
             }
-            d += count
         }
         for source in 0..<scenario.sources.count where perSource[source] > 0 {
             if world.sourceIsBroadcast[source] {
@@ -132,13 +136,12 @@ public final class WorkerEngine {
                 followers[source].reserveCapacity(perSource[source])
             }
         }
-        pipeline.store.reserveCapacity(activities: expected, devices: localDevices, contentBytes: contentBytes,
+        pipeline.store.reserveCapacity(activities: expected, devices: deviceNumbers.count, contentBytes: contentBytes,
                                        idBytes: expected * 20)
         pipeline.router.reserveUpdateTokens(expected, bytes: expected * 64)
         slot.reserveCapacity(expected)
         generation.reserveCapacity(expected)
-        d = index
-        while d < scenario.population.devices {
+        for d in deviceNumbers.lazy.map({ Int($0) }) {
             deviceBytes.removeAll(keepingCapacity: true)
             world.appendDeviceId(d, to: &deviceBytes)
             for k in 0..<world.activityCount(device: d) {
@@ -173,7 +176,6 @@ public final class WorkerEngine {
                 generation.append(0)
                 if !world.sourceIsBroadcast[source] { followers[source].append(a) }
             }
-            d += count
         }
         bundles.removeAll()
     }
@@ -183,7 +185,7 @@ public final class WorkerEngine {
     /// The global device number of a local activity.
     @inline(__always)
     func globalDevice(_ a: Int32) -> Int {
-        index + Int(pipeline.store.device[Int(a)]) * count
+        Int(deviceNumbers[Int(pipeline.store.device[Int(a)])])
     }
 
     /// Switches to real time: event times are nanoseconds after `start` on the monotonic clock.
@@ -392,7 +394,8 @@ public final class WorkerEngine {
 
     private func broadcastPush(_ event: SourceEvent, priority: Int64) {
         let source = event.source
-        let owner = source % count == index
+        // One worker of one shard counts the push's verdict; every worker applies it to its subscribers.
+        let owner = source % count == index && world.shard.countsBroadcast(source: source)
         let nowMs = nowMillis(event)
         channel.removeAll(keepingCapacity: true)
         world.appendChannelId(source: source, to: &channel)

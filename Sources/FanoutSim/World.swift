@@ -17,10 +17,13 @@ public final class World: Sendable {
     public let appSchema: [Int32]
     /// Unix seconds at the start of the run (the virtual epoch of payload dates).
     public let epochSeconds: Int64 = 1_700_000_000
+    /// The devices this process simulates (all of them unless the run is sharded).
+    public let shard: Shard
 
-    public init(scenario: Scenario) {
+    public init(scenario: Scenario, shard: Shard = .whole) {
         precondition(scenario.apps.count <= 64, "at most 64 apps")
         self.scenario = scenario
+        self.shard = shard
         schemas = scenario.schemaSet()
         let count = scenario.sources.count
         zipf = Zipf(count: count, exponent: scenario.sources.zipfExponent)

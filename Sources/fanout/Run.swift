@@ -2,6 +2,7 @@ import ArgumentParser
 import FanoutCore
 import FanoutHistogramLog
 import FanoutMetrics
+import FanoutReport
 import FanoutSim
 import Foundation
 
@@ -33,7 +34,12 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("rate-scale"), help: "Multiply every arrival rate (phases and ramps) by this factor.")
     var rateScale: Double?
 
-    @Option(help: "Run folder (default reports/runs/<UTC time>-<scenario>/).")
+    @Option(help: ArgumentHelp(
+        "Simulate only slice K of N of the devices (K from 0, by a stable hash of the device id), with every "
+            + "event; `fanout merge` adds the shards' folders into the whole run's.", valueName: "K/N"))
+    var shard: String?
+
+    @Option(help: "Run folder (default reports/runs/<UTC time>-<scenario>[-shard-K-of-N]/).")
     var out: String?
 
     func run() throws {
@@ -61,23 +67,28 @@ struct Run: ParsableCommand {
             }
             s.scaleRates(by: rateScale)
         }
-        let folder = out ?? "reports/runs/\(Self.timestamp())-\(s.name)"
+        var slice = Shard.whole
+        if let shard {
+            do {
+                slice = try Shard(parsing: shard)
+            } catch {
+                throw ValidationError("--shard: \(error)")
+            }
+        }
+        let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
+        let folder = out ?? "reports/runs/\(Self.timestamp())-\(s.name)\(suffix)"
         let interactive = isatty(STDERR_FILENO) != 0
         FileHandle.standardError.write(Data(
-            "fanout run \(s.name): \(s.population.devices) devices, \(s.clock.rawValue) time, \(s.durationSeconds) s, seed \(s.seed), config \(s.configHash)\n".utf8))
-        let result = try Simulation.run(s, workers: s.workers) { line in
+            "fanout run \(s.name)\(slice.isWhole ? "" : " shard \(slice)"): \(s.population.devices) devices, \(s.clock.rawValue) time, \(s.durationSeconds) s, seed \(s.seed), config \(s.configHash)\n".utf8))
+        let result = try Simulation.run(s, workers: s.workers, shard: slice) { line in
             let text = ProgressText.line(line)
             FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
         }
         if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
-        let json = RunSummary.json(result, gitRevision: Machine.gitRevision())
-        var files = ["summary.json": json, "latency.hlog": RunFiles.histogramLog(result)]
-        for metric in Metric.allCases where result.recorder[metric].totalCount > 0 {
-            files["\(metric.fileName).hgrm"] = RunFiles.percentileDistribution(result, metric)
-        }
-        try RunFolder.write(folder: folder, files: files)
-        print(SummaryTable.text(result, folder: folder))
-        if !result.accounting.identitiesHold { throw CommandFailure("accounting identities are broken") }
+        let report = RunReport(result, gitRevision: Machine.gitRevision())
+        try RunFiles.write(folder: folder, files: RunFiles.all(report))
+        print(SummaryTable.text(report, folder: folder))
+        if !report.accounting.identitiesHold { throw CommandFailure("accounting identities are broken") }
     }
 
     static func timestamp() -> String {
@@ -108,40 +119,6 @@ enum ScenarioSource {
     }
 }
 
-/// Files written to a temporary name and renamed, so a killed run leaves no half-written report.
-enum RunFolder {
-    static func write(folder: String, files: [String: String]) throws {
-        let url = URL(fileURLWithPath: folder)
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        for (name, text) in files {
-            try Data(text.utf8).write(to: url.appendingPathComponent(name), options: .atomic)
-        }
-    }
-}
-
-/// The histogram files of a run folder.
-enum RunFiles {
-    /// `latency.hlog`: every metric, one interval per second of run time (per simulated minute in
-    /// virtual time), tagged with the metric's name.
-    static func histogramLog(_ r: RunResult) -> String {
-        var writer = HistogramLogWriter(startTimeSeconds: r.startedAt.timeIntervalSince1970)
-        let length = Double(r.intervalNanos) / 1e9
-        for interval in r.intervals {
-            writer.append(tag: interval.metric.fileName, startSeconds: Double(interval.index) * length,
-                          lengthSeconds: length, compressed: interval.bytes, maxValue: interval.maxNanos)
-        }
-        return writer.text
-    }
-
-    /// `<metric>.hgrm`: HdrHistogram's percentile distribution, values in microseconds (as wrk2).
-    static func percentileDistribution(_ r: RunResult, _ metric: Metric) -> String {
-        var text = "#[fanout \(metric.name) (\(r.scenario.name), seed \(r.scenario.seed), config \(r.scenario.configHash)): "
-            + "values in microseconds (us), recorded in nanoseconds]\n"
-        r.recorder[metric].outputPercentileDistribution(to: &text, outputValueUnitScalingRatio: 1000)
-        return text
-    }
-}
-
 enum ProgressText {
     static func line(_ p: ProgressLine) -> String {
         let a = p.accounting
@@ -168,12 +145,13 @@ enum DurationText {
 }
 
 enum SummaryTable {
-    static func text(_ r: RunResult, folder: String) -> String {
+    static func text(_ r: RunReport, folder: String) -> String {
         let a = r.accounting
         var lines: [String] = []
-        let s = r.scenario
-        lines.append("scenario    \(s.name) (seed \(s.seed), config \(s.configHash)), \(s.clock.rawValue) time, \(r.workers) workers")
-        lines.append("population  \(r.activities) activities on \(s.population.devices) devices; \(r.events) events")
+        let s = r.info
+        lines.append("scenario    \(s.scenario) (seed \(s.seed), config \(s.configHash)), \(s.clock) time, \(s.workers) workers"
+            + (s.shard.map { ", shard \($0)" } ?? ""))
+        lines.append("population  \(r.activities) activities; \(r.events) events")
         lines.append("pushes      \(a.pushes) = rejected \(a.rejectedTotal) + unroutable \(a.unroutableTotal) + routed \(a.routed)")
         let rejected = RejectReason.allCases.filter { a[$0] > 0 }.map { "\($0.name) \(a[$0])" }
         let unroutable = UnroutableReason.allCases.filter { a[$0] > 0 }.map { "\($0.name) \(a[$0])" }
@@ -183,12 +161,11 @@ enum SummaryTable {
         lines.append("deliveries  \(a.deliveries): " + outcomes.joined(separator: ", "))
         lines.append("identities  " + (a.identitiesHold ? "hold" : "BROKEN"))
         lines.append(String(format: "throughput  %.0f deliveries/s, %.0f pushes/s over %.2f s wall",
-                            Double(a.deliveries) / max(r.wallSeconds, 1e-9), Double(a.pushes) / max(r.wallSeconds, 1e-9),
-                            r.wallSeconds))
+                            r.perSecond(a.deliveries), r.perSecond(a.pushes), s.wallSeconds))
         lines.append("")
         lines.append("latency                        count       p50       p90       p99     p99.9       max")
         for metric in Metric.allCases {
-            let l = LatencySummary(r.recorder[metric])
+            let l = LatencySummary(r[metric])
             guard l.count > 0 else { continue }
             lines.append(metric.name.padding(toLength: 26, withPad: " ", startingAt: 0)
                 + String(format: "%10llu", l.count)
@@ -196,10 +173,9 @@ enum SummaryTable {
         }
         lines.append("")
         lines.append(String(format: "timing      one clock read costs %.1f ns; stage times sampled 1 in %d pushes",
-                            r.timerOverheadNanos, s.stageSampleEvery))
-        let perActivity = r.activities > 0 ? (r.peakResidentBytes - r.baselineResidentBytes) / r.activities : 0
-        lines.append("memory      peak RSS \(r.peakResidentBytes / 1_048_576) MiB, ~\(perActivity) bytes per activity")
-        lines.append("report      \(folder)/summary.json")
+                            s.timerOverheadNanos, s.stageSampleEvery))
+        lines.append("memory      peak RSS \(r.peakResidentBytes / 1_048_576) MiB, ~\(r.bytesPerActivity) bytes per activity")
+        lines.append("report      \(folder)/summary.md (summary.json, latency.hlog, *.hgrm)")
         return lines.joined(separator: "\n")
     }
 }

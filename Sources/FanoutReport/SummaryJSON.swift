@@ -1,36 +1,39 @@
 import FanoutCore
 import FanoutMetrics
+import FanoutSim
 import Foundation
 
-/// `summary.json` of a run folder (schema 1). Later issues add files, not keys that break this.
-public enum RunSummary {
-    public static let toolVersion = "0.1.0"
-
-    public static func json(_ r: RunResult, gitRevision: String) -> String {
-        let s = r.scenario
+/// `summary.json` of a run folder (schema 1): written by `fanout run` and `fanout merge`, read by
+/// `fanout compare` and `fanout merge`. Later changes add keys, never rename or remove them.
+public enum SummaryJSON {
+    public static func text(_ r: RunReport) -> String {
+        let i = r.info
         let a = r.accounting
         var o = JSONTextWriter()
         o.open()
         o.field("schema", int: 1)
         o.key("run")
         o.open()
-        o.field("tool", string: "fanout")
-        o.field("version", string: toolVersion)
-        o.field("gitRevision", string: gitRevision)
-        o.field("scenario", string: s.name)
-        o.field("seed", int: Int(s.seed))
-        o.field("configHash", string: s.configHash)
-        o.field("clock", string: s.clock.rawValue)
-        o.field("workers", int: r.workers)
-        o.field("durationSeconds", number: s.durationSeconds)
-        o.field("wallSeconds", number: (r.wallSeconds * 1000).rounded() / 1000)
-        o.field("startedAt", string: ISO8601DateFormatter().string(from: r.startedAt))
+        o.field("tool", string: i.tool)
+        o.field("version", string: i.version)
+        o.field("gitRevision", string: i.gitRevision)
+        o.field("scenario", string: i.scenario)
+        o.field("seed", int: Int(i.seed))
+        o.field("configHash", string: i.configHash)
+        o.field("clock", string: i.clock)
+        o.field("workers", int: i.workers)
+        o.field("durationSeconds", number: i.durationSeconds)
+        o.field("wallSeconds", number: i.wallSeconds)
+        o.field("startedAt", string: i.startedAt)
         o.key("machine")
         o.inline(
-            "{\"cores\": \(ProcessInfo.processInfo.activeProcessorCount), \"cpu\": \(JSONTextWriter.quote(Machine.cpu)), "
-                + "\"os\": \(JSONTextWriter.quote(Machine.os))}")
-        o.field("timerOverheadNanos", number: (r.timerOverheadNanos * 10).rounded() / 10)
-        o.field("stageSampleEvery", int: s.stageSampleEvery)
+            "{\"cores\": \(i.machine.cores), \"cpu\": \(JSONTextWriter.quote(i.machine.cpu)), "
+                + "\"os\": \(JSONTextWriter.quote(i.machine.os))}")
+        o.field("timerOverheadNanos", number: i.timerOverheadNanos)
+        o.field("stageSampleEvery", int: i.stageSampleEvery)
+        o.key("shard")
+        o.inline(i.shard.map(JSONTextWriter.quote) ?? "null")
+        o.field("shards", int: i.shards)
         o.close()
         o.key("counts")
         o.open()
@@ -52,7 +55,7 @@ public enum RunSummary {
         o.key("latency")
         o.open()
         for metric in Metric.allCases {
-            let l = LatencySummary(r.recorder[metric])
+            let l = LatencySummary(r[metric])
             o.key(metric.name)
             o.inline(
                 "{\"unit\": \"ns\", \"count\": \(l.count), \"mean\": \(JSONTextWriter.number((l.mean * 10).rounded() / 10)), "
@@ -62,18 +65,17 @@ public enum RunSummary {
         o.close()
         o.key("throughput")
         o.open()
-        let seconds = max(r.wallSeconds, 1e-9)
-        o.field("deliveriesPerSecond", number: (Double(a.deliveries) / seconds).rounded())
-        o.field("pushesPerSecond", number: (Double(a.pushes) / seconds).rounded())
-        o.field("eventsPerSecond", number: (Double(r.events) / seconds).rounded())
+        o.field("deliveriesPerSecond", number: r.perSecond(a.deliveries))
+        o.field("pushesPerSecond", number: r.perSecond(a.pushes))
+        o.field("eventsPerSecond", number: r.perSecond(r.events))
         o.close()
         o.key("memory")
         o.open()
         o.field("peakResidentBytes", int: r.peakResidentBytes)
         o.field("baselineResidentBytes", int: r.baselineResidentBytes)
-        let perActivity = r.activities > 0 ? (r.peakResidentBytes - r.baselineResidentBytes) / r.activities : 0
-        o.field("bytesPerActivity", int: perActivity)
+        o.field("bytesPerActivity", int: r.bytesPerActivity)
         o.close()
+        o.field("intervalSeconds", number: Double(r.intervalNanos) / 1e9)
         o.close()
         return o.text + "\n"
     }

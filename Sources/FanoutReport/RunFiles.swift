@@ -1,0 +1,54 @@
+import FanoutHistogramLog
+import FanoutMetrics
+import Foundation
+import Histogram
+
+/// Every file of a run folder, rendered from a report.
+public enum RunFiles {
+    /// File name → contents: summary.json, summary.md, report.html, latency.hlog, one `.hgrm` per
+    /// metric that has values and, for one shard of a sharded run, completion.tsv.
+    public static func all(_ r: RunReport) -> [String: String] {
+        var files = [
+            "summary.json": SummaryJSON.text(r),
+            "summary.md": SummaryMarkdown.text(r),
+            "latency.hlog": histogramLog(r),
+        ]
+        for metric in Metric.allCases where r[metric].totalCount > 0 {
+            files["\(metric.fileName).hgrm"] = percentileDistribution(r, metric)
+        }
+        if r.info.shard != nil, let completion = r.completion { files[CompletionFile.name] = CompletionFile.text(completion) }
+        return files
+    }
+
+    /// `latency.hlog`: every metric, one interval per second of run time (per simulated minute in
+    /// virtual time), tagged with the metric's file name.
+    public static func histogramLog(_ r: RunReport) -> String {
+        var writer = HistogramLogWriter(startTimeSeconds: (r.info.startedAtSeconds * 1000).rounded() / 1000)
+        let length = Double(r.intervalNanos) / 1e9
+        for interval in r.intervals {
+            writer.append(tag: interval.metric.fileName, startSeconds: Double(interval.index) * length,
+                          lengthSeconds: length, compressed: interval.bytes, maxValue: interval.maxNanos)
+        }
+        return writer.text
+    }
+
+    /// `<metric>.hgrm`: HdrHistogram's percentile distribution, values in microseconds (as wrk2).
+    public static func percentileDistribution(_ r: RunReport, _ metric: Metric) -> String {
+        var text = "#[fanout \(metric.name) (\(r.info.scenario), seed \(r.info.seed), config \(r.info.configHash)): "
+            + "values in microseconds (us), recorded in nanoseconds]\n"
+        r[metric].outputPercentileDistribution(to: &text, outputValueUnitScalingRatio: 1000)
+        return text
+    }
+
+    /// Writes the files into `folder` (created if needed). Each file goes to a temporary name in the
+    /// folder and is renamed into place, so a killed run leaves whole files or none; summary.json,
+    /// which marks a complete folder, is renamed last.
+    public static func write(folder: String, files: [String: String]) throws {
+        let url = URL(fileURLWithPath: folder)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        let names = files.keys.sorted { ($0 == "summary.json" ? 1 : 0, $0) < ($1 == "summary.json" ? 1 : 0, $1) }
+        for name in names {
+            try Data(files[name]!.utf8).write(to: url.appendingPathComponent(name), options: .atomic)
+        }
+    }
+}

@@ -1,0 +1,157 @@
+import FanoutCore
+import FanoutHistogramLog
+import FanoutMetrics
+import FanoutSim
+import Foundation
+import Histogram
+
+/// What a run folder says about one run: made from a finished simulation (`fanout run`), read
+/// back from a folder (`fanout compare`, `fanout merge`), and rendered as every file of the folder.
+public struct RunReport: Sendable {
+    public var info: RunInfo
+    public var accounting: Accounting
+    public var activities: Int
+    public var events: Int
+    /// Totals of the whole run, one histogram per metric (nanoseconds).
+    public var recorder: LatencyRecorder
+    /// Interval histograms (the histogram log), by interval then metric.
+    public var intervals: [MergedInterval]
+    public var intervalNanos: UInt64
+    public var peakResidentBytes: Int
+    public var baselineResidentBytes: Int
+    /// Per-event completion, kept for sharded runs (`completion.tsv`): what `merge` needs.
+    public var completion: EventCompletions?
+
+    public init(
+        info: RunInfo, accounting: Accounting, activities: Int, events: Int, recorder: LatencyRecorder,
+        intervals: [MergedInterval], intervalNanos: UInt64, peakResidentBytes: Int, baselineResidentBytes: Int,
+        completion: EventCompletions?
+    ) {
+        self.info = info
+        self.accounting = accounting
+        self.activities = activities
+        self.events = events
+        self.recorder = recorder
+        self.intervals = intervals
+        self.intervalNanos = intervalNanos
+        self.peakResidentBytes = peakResidentBytes
+        self.baselineResidentBytes = baselineResidentBytes
+        self.completion = completion
+    }
+
+    /// The report of a finished simulation.
+    public init(_ r: RunResult, gitRevision: String) {
+        let s = r.scenario
+        info = RunInfo(
+            tool: "fanout", version: RunInfo.toolVersion, gitRevision: gitRevision, scenario: s.name, seed: s.seed,
+            configHash: s.configHash, clock: s.clock.rawValue, workers: r.workers, durationSeconds: s.durationSeconds,
+            wallSeconds: (r.wallSeconds * 1000).rounded() / 1000, startedAtSeconds: r.startedAt.timeIntervalSince1970,
+            machine: MachineInfo.current, timerOverheadNanos: (r.timerOverheadNanos * 10).rounded() / 10,
+            stageSampleEvery: s.stageSampleEvery, shard: r.shard.isWhole ? nil : r.shard.description, shards: 1)
+        accounting = r.accounting
+        activities = r.activities
+        events = r.events
+        recorder = r.recorder
+        intervals = r.intervals
+        intervalNanos = r.intervalNanos
+        peakResidentBytes = r.peakResidentBytes
+        baselineResidentBytes = r.baselineResidentBytes
+        completion = r.shard.isWhole ? nil : r.completion
+    }
+
+    public subscript(_ metric: Metric) -> Histogram<UInt64> { recorder[metric] }
+
+    public var bytesPerActivity: Int {
+        activities > 0 ? max(peakResidentBytes - baselineResidentBytes, 0) / activities : 0
+    }
+
+    /// Per second of wall time.
+    public func perSecond(_ count: Int) -> Double { (Double(count) / max(info.wallSeconds, 1e-9)).rounded() }
+
+    /// Decoded interval histograms of one metric, in interval order.
+    public func intervalHistograms(_ metric: Metric) -> [(index: Int, histogram: Histogram<UInt64>)] {
+        intervals.filter { $0.metric == metric }.compactMap { i in
+            (try? HistogramCodec.decode(i.bytes)).map { (i.index, $0) }
+        }
+    }
+}
+
+/// The `run` part of `summary.json`: what ran, where, how.
+public struct RunInfo: Sendable, Equatable {
+    public static let toolVersion = "0.1.0"
+
+    public var tool: String
+    public var version: String
+    public var gitRevision: String
+    public var scenario: String
+    public var seed: UInt64
+    public var configHash: String
+    public var clock: String
+    public var workers: Int
+    public var durationSeconds: Double
+    public var wallSeconds: Double
+    /// Seconds since the epoch (written as ISO 8601 with milliseconds).
+    public var startedAtSeconds: Double
+    public var machine: MachineInfo
+    public var timerOverheadNanos: Double
+    public var stageSampleEvery: Int
+    /// `K/N` for one shard of a sharded run; nil for a whole run or a merge.
+    public var shard: String?
+    /// How many shard folders a merged report came from (1: not a merge).
+    public var shards: Int
+
+    public init(
+        tool: String, version: String, gitRevision: String, scenario: String, seed: UInt64, configHash: String,
+        clock: String, workers: Int, durationSeconds: Double, wallSeconds: Double, startedAtSeconds: Double,
+        machine: MachineInfo, timerOverheadNanos: Double, stageSampleEvery: Int, shard: String?, shards: Int
+    ) {
+        self.tool = tool
+        self.version = version
+        self.gitRevision = gitRevision
+        self.scenario = scenario
+        self.seed = seed
+        self.configHash = configHash
+        self.clock = clock
+        self.workers = workers
+        self.durationSeconds = durationSeconds
+        self.wallSeconds = wallSeconds
+        self.startedAtSeconds = startedAtSeconds
+        self.machine = machine
+        self.timerOverheadNanos = timerOverheadNanos
+        self.stageSampleEvery = stageSampleEvery
+        self.shard = shard
+        self.shards = shards
+    }
+
+    public var startedAt: String { RunInfo.isoText(startedAtSeconds) }
+
+    static func isoText(_ seconds: Double) -> String {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return f.string(from: Date(timeIntervalSince1970: seconds))
+    }
+
+    static func isoSeconds(_ text: String) -> Double? {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let d = f.date(from: text) { return d.timeIntervalSince1970 }
+        return ISO8601DateFormatter().date(from: text)?.timeIntervalSince1970
+    }
+}
+
+/// The machine a run ran on.
+public struct MachineInfo: Sendable, Equatable {
+    public var cores: Int
+    public var cpu: String
+    public var os: String
+
+    public init(cores: Int, cpu: String, os: String) {
+        self.cores = cores
+        self.cpu = cpu
+        self.os = os
+    }
+
+    public static var current: MachineInfo {
+        MachineInfo(cores: ProcessInfo.processInfo.activeProcessorCount, cpu: Machine.cpu, os: Machine.os)
+    }
+}
