@@ -235,8 +235,8 @@ struct Fields {
     }
 
     func number(_ v: Any?) -> NSNumber? {
-        // JSON true/false come back as NSNumber too; `is Bool` tells them apart.
-        guard let v, !(v is Bool), let n = v as? NSNumber else { return nil }
+        // JSON true/false come back as NSNumber too, of Objective-C type "c" (a number is "q" or "d").
+        guard let n = v as? NSNumber, String(cString: n.objCType) != "c" else { return nil }
         return n
     }
 

@@ -11,7 +11,7 @@ struct RunCommandTests {
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("identities  hold"))
         let files = Set(try FileManager.default.contentsOfDirectory(atPath: dir.path))
-        for name in ["summary.json", "latency.hlog", "endToEnd.hgrm", "apply.hgrm", "scheduleLag.hgrm",
+        for name in ["summary.json", "summary.md", "latency.hlog", "endToEnd.hgrm", "apply.hgrm", "scheduleLag.hgrm",
                      "fanoutCompletion.hgrm"] {
             #expect(files.contains(name), "\(name) missing from \(files.sorted())")
         }
