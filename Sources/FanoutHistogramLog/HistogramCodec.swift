@@ -62,11 +62,34 @@ public enum HistogramCodec {
         let layout = Layout(lowestDiscernibleValue: h.lowestDiscernibleValue, significantDigits: digits(h))
         var payload: [UInt8] = []
         var nextIndex = 0
-        for bucket in h.recordedValues() where bucket.count > 0 {
-            let index = layout.index(of: bucket.value)
-            if index > nextIndex { appendZigZag(-Int64(index - nextIndex), to: &payload) }
-            appendZigZag(Int64(bucket.count), to: &payload)
-            nextIndex = index + 1
+        // Only the indices between the smallest and the largest recorded value, one count read each
+        // (the library's recordedValues() iterator costs far more per index than the lookup).
+        var encoded: UInt64 = 0
+        if h.totalCount > 0 {
+            let last = layout.index(of: h.maxRecorded)
+            var index = layout.index(of: h.min)
+            while index <= last {
+                let count = h.countForValue(layout.value(at: index))
+                if count > 0 {
+                    if index > nextIndex { appendZigZag(-Int64(index - nextIndex), to: &payload) }
+                    appendZigZag(Int64(count), to: &payload)
+                    nextIndex = index + 1
+                    encoded &+= count
+                }
+                index += 1
+            }
+        }
+        // The library tracks min and max on every record and add; should they ever disagree with the
+        // counts, walk every recorded value instead.
+        if encoded != h.totalCount {
+            payload.removeAll()
+            nextIndex = 0
+            for bucket in h.recordedValues() where bucket.count > 0 {
+                let index = layout.index(of: bucket.value)
+                if index > nextIndex { appendZigZag(-Int64(index - nextIndex), to: &payload) }
+                appendZigZag(Int64(bucket.count), to: &payload)
+                nextIndex = index + 1
+            }
         }
         var out: [UInt8] = []
         appendBigEndian(encodingCookie, to: &out)

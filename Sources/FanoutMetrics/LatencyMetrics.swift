@@ -92,7 +92,8 @@ public struct LatencyRecorder: Sendable {
 
     /// Adds another worker's histograms (`Histogram.add`).
     public mutating func add(_ other: LatencyRecorder) {
-        for i in histograms.indices { histograms[i].add(other.histograms[i]) }
+        // Empty histograms are skipped: adding or resetting one still walks all its counts.
+        for i in histograms.indices where other.histograms[i].totalCount > 0 { histograms[i].add(other.histograms[i]) }
         clamped &+= other.clamped
     }
 
@@ -102,7 +103,7 @@ public struct LatencyRecorder: Sendable {
     }
 
     public mutating func reset() {
-        for i in histograms.indices { histograms[i].reset() }
+        for i in histograms.indices where histograms[i].totalCount > 0 { histograms[i].reset() }
         clamped = 0
     }
 }

@@ -29,6 +29,7 @@ public struct SummaryFile: Sendable {
     public var baselineResidentBytes: Int
     public var intervalSeconds: Double?
     public var deliveriesPerSecond: Double
+    public var resources: [ResourceSample] = []
 
     /// Reads `path`: a `summary.json` or a run folder holding one.
     public static func read(_ path: String) throws(ReportReadError) -> SummaryFile {
@@ -93,13 +94,29 @@ public struct SummaryFile: Sendable {
         }
         let memory = try root.object("memory")
         let throughput = try root.object("throughput")
-        return SummaryFile(
+        var resources: [ResourceSample] = []
+        if let r = try root.optionalObject("resources") {
+            guard let rows = (r.value as? [String: Any])?["samples"] as? [[Any]] else {
+                throw ReportReadError(file: file, "field resources.samples: expected a list of [seconds, bytes, fds]")
+            }
+            for (n, row) in rows.enumerated() {
+                let cells = row.compactMap { $0 as? NSNumber }
+                guard cells.count == 3, row.count == 3 else {
+                    throw ReportReadError(file: file, "field resources.samples[\(n)]: expected [seconds, bytes, fds]")
+                }
+                resources.append(ResourceSample(elapsedSeconds: cells[0].doubleValue, residentBytes: cells[1].intValue,
+                                                openFileDescriptors: cells[2].intValue))
+            }
+        }
+        var summary = SummaryFile(
             path: file, info: info, accounting: a, activities: try counts.int("activities"),
             events: try counts.int("events"), latency: latency,
             peakResidentBytes: try memory.int("peakResidentBytes"),
             baselineResidentBytes: try memory.int("baselineResidentBytes"),
             intervalSeconds: try root.optionalDouble("intervalSeconds"),
             deliveriesPerSecond: try throughput.double("deliveriesPerSecond"))
+        summary.resources = resources
+        return summary
     }
 }
 
@@ -147,12 +164,14 @@ public enum RunFolderReader {
         if let data = FileManager.default.contents(atPath: completionPath) {
             completion = try CompletionFile.parse(String(decoding: data, as: UTF8.self), file: completionPath)
         }
-        return RunReport(
+        var report = RunReport(
             info: summary.info, accounting: summary.accounting, activities: summary.activities, events: summary.events,
             recorder: recorder, intervals: intervals,
             intervalNanos: UInt64((max(intervalSeconds, 0.001) * 1e9).rounded()),
             peakResidentBytes: summary.peakResidentBytes, baselineResidentBytes: summary.baselineResidentBytes,
             completion: completion)
+        report.resources = summary.resources
+        return report
     }
 }
 

@@ -21,6 +21,8 @@ public struct RunReport: Sendable {
     public var baselineResidentBytes: Int
     /// Per-event completion, kept for sharded runs (`completion.tsv`): what `merge` needs.
     public var completion: EventCompletions?
+    /// Resident memory and open file descriptors over the run (every 10 s).
+    public var resources: [ResourceSample] = []
 
     public init(
         info: RunInfo, accounting: Accounting, activities: Int, events: Int, recorder: LatencyRecorder,
@@ -57,6 +59,7 @@ public struct RunReport: Sendable {
         peakResidentBytes = r.peakResidentBytes
         baselineResidentBytes = r.baselineResidentBytes
         completion = r.shard.isWhole ? nil : r.completion
+        resources = r.resources
     }
 
     public subscript(_ metric: Metric) -> Histogram<UInt64> { recorder[metric] }

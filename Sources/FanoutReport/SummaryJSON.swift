@@ -76,6 +76,18 @@ public enum SummaryJSON {
         o.field("bytesPerActivity", int: r.bytesPerActivity)
         o.close()
         o.field("intervalSeconds", number: Double(r.intervalNanos) / 1e9)
+        o.key("resources")
+        o.open()
+        o.field("sampleEverySeconds", number: ResourceSample.intervalSeconds)
+        o.key("samples")
+        o.inline("[" + r.resources.map {
+            "[\(JSONTextWriter.number(($0.elapsedSeconds * 10).rounded() / 10)), \($0.residentBytes), \($0.openFileDescriptors)]"
+        }.joined(separator: ", ") + "]")
+        if let trend = ResourceTrend(r.resources) {
+            o.field("rssFlat", bool: trend.rssFlat)
+            o.field("fdsFlat", bool: trend.fdsFlat)
+        }
+        o.close()
         o.close()
         return o.text + "\n"
     }

@@ -1,5 +1,6 @@
 import FanoutCore
 import FanoutMetrics
+import FanoutSim
 import Foundation
 import Histogram
 
@@ -94,6 +95,25 @@ public enum SummaryMarkdown {
             ["per activity", "\(r.bytesPerActivity) B"],
         ], align: "lr")
         out.append("")
+        if let trend = ResourceTrend(r.resources), r.resources.count >= 3 {
+            out.append("## Resources over time")
+            out.append("")
+            out.append("Sampled every \(Int(ResourceSample.intervalSeconds)) s; flat means resident memory within ±5% "
+                + "of its level after warm-up (the first 20% of the run) and open descriptors constant.")
+            out.append("")
+            let mib = { (b: Int) in String(format: "%.1f MiB", Double(b) / 1_048_576) }
+            out += table(["", "after warm-up", "last", "max", "flat"], [
+                ["resident memory", mib(trend.rssFirstAfterWarmUp), mib(trend.rssLast), mib(trend.rssMax),
+                 trend.rssFlat ? "yes" : "**no**"],
+                ["open file descriptors", "\(trend.fdsFirst)", "\(trend.fdsLast)", "\(trend.fdsMax)",
+                 trend.fdsFlat ? "yes" : "**no**"],
+            ], align: "lrrrc")
+            out.append("")
+            out += table(["t (s)", "resident", "fds"], r.resources.map {
+                [String(format: "%.0f", $0.elapsedSeconds), mib($0.residentBytes), "\($0.openFileDescriptors)"]
+            }, align: "rrr")
+            out.append("")
+        }
         return out.joined(separator: "\n")
     }
 

@@ -1,7 +1,14 @@
 /// Scenarios that ship inside the binary. `fanout scenarios` lists them; `fanout scenarios show NAME`
 /// prints one in canonical form as a starting point for a file of your own.
 public enum BuiltinScenarios {
-    public static let names = ["default", "smoke", "million"]
+    public static let names = ["default", "smoke", "million", "soak"] + faultNames
+
+    /// The fault scenarios: one fault each, pushed hard, small and in virtual time (tests assert
+    /// their identities and expected outcomes; `fanout run faults-...` shows them).
+    public static let faultNames = [
+        "faults-out-of-order", "faults-payloads", "faults-rotation", "faults-channel-churn", "faults-offline",
+        "faults-budget", "faults-edges",
+    ]
 
     public static func named(_ name: String) -> Scenario? {
         guard let text = texts[name] else { return nil }
@@ -99,5 +106,99 @@ public enum BuiltinScenarios {
               "stageSampleEvery": 64
             }
             """,
+        "soak": """
+            {
+              "name": "soak",
+              "description": "30 minutes in real time at 80% of default's saturation (8× its rates): RSS and descriptors must stay flat.",
+              "seed": 1,
+              "clock": "real",
+              "durationSeconds": 1800,
+              "population": {"devices": 10000, "activitiesPerDevice": {"min": 2, "max": 4},
+                             "appsPerDevice": {"min": 1, "max": 2}},
+              "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 3},
+                       {"bundle": "com.example.deliveries", "schema": "DeliveryAttributes", "weight": 1}],
+              "schemas": {\(gameSchema)},
+              "stringBytes": 24,
+              "sources": {"count": 400, "zipfExponent": 1.1, "broadcastShare": 0.5},
+              "arrival": {"process": "poisson", "ratePerSecond": 2400},
+              "faults": {"outOfOrderShare": 0.01, "malformedShare": 0.002, "oversizedShare": 0.001,
+                         "rotationShare": 0.005, "dismissShare": 0.0005,
+                         "offline": {"share": 0.02, "windowSeconds": 5, "expirationSeconds": 3},
+                         "coalescing": true},
+              "lifecycle": {"endFractionMin": 0.7, "endFractionMax": 1.2, "dismissalAfterSeconds": 600},
+              "limits": {"perApp": 5, "perDevice": 10},
+              "budgetPerHour": null,
+              "priority10Share": 0.6,
+              "stageSampleEvery": 16
+            }
+            """,
+        "faults-out-of-order": fault(
+            "faults-out-of-order", "An out-of-order storm: half the updates carry a timestamp older than the last.",
+            faults: #""outOfOrderShare": 0.5"#),
+        "faults-payloads": fault(
+            "faults-payloads", "10% bad payloads: 5% malformed JSON, 5% over the size limit.",
+            faults: #""malformedShare": 0.05, "oversizedShare": 0.05"#),
+        "faults-rotation": fault(
+            "faults-rotation", "A token-rotation storm: 30% of token pushes race a rotation and reach the old token.",
+            faults: #""rotationShare": 0.3"#, broadcastShare: 0),
+        "faults-channel-churn": fault(
+            "faults-channel-churn", "Channel churn: 30% of broadcasts go to a channel id just deleted and replaced.",
+            faults: #""channelChurnShare": 0.3"#, broadcastShare: 1),
+        "faults-offline": fault(
+            "faults-offline", "A third of the devices offline in 10 s windows: held pushes expire or are coalesced.",
+            faults: #""offline": {"share": 0.33, "windowSeconds": 10, "expirationSeconds": 4}, "coalescing": true"#),
+        "faults-budget": fault(
+            "faults-budget", "Budget exhaustion: every push priority 10, 20 per activity per hour allowed.",
+            faults: "", budget: "20", priority10Share: 1),
+        "faults-edges": """
+            {
+              "name": "faults-edges",
+              "description": "The 8- and 12-hour edges: 4,000 activities started at once, updates across both edges.",
+              "seed": 5,
+              "clock": "virtual",
+              "durationSeconds": 45000,
+              "population": {"devices": 2000, "activitiesPerDevice": {"min": 2, "max": 2},
+                             "appsPerDevice": {"min": 1, "max": 1}},
+              "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 1}],
+              "schemas": {\(gameSchema)},
+              "stringBytes": 8,
+              "sources": {"count": 20, "zipfExponent": 0.5, "broadcastShare": 0.5},
+              "arrival": {"process": "constant", "ratePerSecond": 0.02,
+                          "bursts": [{"atSeconds": 28790, "events": 40, "sourceRank": 1, "overSeconds": 20},
+                                     {"atSeconds": 43190, "events": 40, "sourceRank": 2, "overSeconds": 20}]},
+              "limits": {"perApp": 5, "perDevice": 10},
+              "priority10Share": 0,
+              "stageSampleEvery": 1
+            }
+            """,
     ]
+
+    /// A fault scenario: 300 devices, 120 s of virtual time, nothing but the fault given.
+    static func fault(
+        _ name: String, _ description: String, faults: String, broadcastShare: Double = 0.5, budget: String = "null",
+        priority10Share: Double = 0.2
+    ) -> String {
+        """
+        {
+          "name": "\(name)",
+          "description": "\(description)",
+          "seed": 11,
+          "clock": "virtual",
+          "durationSeconds": 120,
+          "population": {"devices": 300, "activitiesPerDevice": {"min": 1, "max": 3},
+                         "appsPerDevice": {"min": 1, "max": 2}},
+          "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 2},
+                   {"bundle": "com.example.deliveries", "schema": "DeliveryAttributes", "weight": 1}],
+          "schemas": {\(gameSchema)},
+          "stringBytes": 12,
+          "sources": {"count": 30, "zipfExponent": 1.0, "broadcastShare": \(broadcastShare)},
+          "arrival": {"process": "poisson", "ratePerSecond": 10},
+          "faults": {\(faults)},
+          "limits": {"perApp": 5, "perDevice": 10},
+          "budgetPerHour": \(budget),
+          "priority10Share": \(priority10Share),
+          "stageSampleEvery": 1
+        }
+        """
+    }
 }

@@ -82,6 +82,9 @@ public struct Scenario: Sendable, Equatable {
         public var offline: Offline?
         /// Server-side coalescing: a held update is superseded by a newer one (→ coalesced).
         public var coalescing: Bool
+        /// Share of broadcast pushes sent to a channel id the backend has just deleted and replaced
+        /// (a race with channel rotation): APNs answers `ChannelNotRegistered`.
+        public var channelChurnShare: Double = 0
     }
 
     public struct Lifecycle: Sendable, Equatable {

@@ -268,8 +268,9 @@ extension Scenario {
         if let entry = top["faults"] {
             let f = try r.members(entry, "faults", allowed: [
                 "outOfOrderShare", "malformedShare", "oversizedShare", "rotationShare", "dismissShare", "offline",
-                "coalescing",
+                "coalescing", "channelChurnShare",
             ])
+            faults.channelChurnShare = try r.number(f, "channelChurnShare", "faults", default: 0, range: 0...1)
             faults.outOfOrderShare = try r.number(f, "outOfOrderShare", "faults", default: 0, range: 0...1)
             faults.malformedShare = try r.number(f, "malformedShare", "faults", default: 0, range: 0...1)
             faults.oversizedShare = try r.number(f, "oversizedShare", "faults", default: 0, range: 0...1)
@@ -395,6 +396,8 @@ extension Scenario {
             o.inline("null")
         }
         o.field("coalescing", bool: faults.coalescing)
+        // Written only when set, so that the configuration hashes of older scenarios do not change.
+        if faults.channelChurnShare > 0 { o.field("channelChurnShare", number: faults.channelChurnShare) }
         o.close()
         o.key("lifecycle")
         o.inline("{\"endFractionMin\": \(JSONTextWriter.number(lifecycle.endFractionMin)), "

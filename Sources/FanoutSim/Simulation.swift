@@ -68,6 +68,8 @@ public struct RunResult: Sendable {
     public var intervalNanos: UInt64
     /// The devices this run simulated.
     public var shard: Shard = .whole
+    /// Resident memory and open file descriptors while the workers run: at the start, then every 10 s.
+    public var resources: [ResourceSample] = []
     /// Per source event, merged across workers: the intended time, when its last local recipient
     /// was applied (0: none) and how many local recipients it had. A sharded run writes these so
     /// that `fanout merge` can take the last recipient over all shards.
@@ -184,9 +186,12 @@ public enum Simulation {
         }
         let results = try coordinator.run(gate: gate, start: start, progress: progress)
         let wall = Double(EventLoop.hrtimeNanos &- start.value) / 1e9
+        // Sampled while the workers run (their threads, loops and descriptors exist): start, every 10 s.
+        let resources = coordinator.resources
         var result = merge(results, scenario: scenario, workers: workers, wallSeconds: wall, overhead: overhead,
                            baseline: baseline, startedAt: startedAt)
         result.shard = shard
+        result.resources = resources
         return result
     }
 
@@ -293,6 +298,8 @@ final class Coordinator {
     var wakeup: Wakeup!
     let mailbox: Mailbox
     let workers: Int
+    /// Resource samples taken on the coordinator's thread (start, then every 10 s).
+    private(set) var resources: [ResourceSample] = []
 
     init(workers: Int) throws {
         self.workers = workers
@@ -331,6 +338,10 @@ final class Coordinator {
                 deliveriesPerSecond: seconds > 0 ? Double(accounting.deliveries - lastDeliveries) / seconds : 0,
                 interval: LatencySummary(interval), accounting: accounting)
             progress(line)
+            let elapsed = Double(now &- start.value) / 1e9
+            if elapsed >= Double(resources.count) * ResourceSample.intervalSeconds {
+                resources.append(ResourceSample.now(elapsedSeconds: elapsed))
+            }
             lastDeliveries = accounting.deliveries
             lastTick = now
             interval.reset()
@@ -342,6 +353,7 @@ final class Coordinator {
                 case .ready:
                     ready += 1
                     if ready == workers {
+                        resources.append(ResourceSample.now(elapsedSeconds: 0))
                         start.value = EventLoop.hrtimeNanos
                         lastTick = start.value
                         for _ in 0..<workers { gate.signal() }

@@ -399,6 +399,10 @@ public final class WorkerEngine {
         let nowMs = nowMillis(event)
         channel.removeAll(keepingCapacity: true)
         world.appendChannelId(source: source, to: &channel)
+        if Mix.unit(Mix.hash(world.scenario.seed, 0xC4, UInt64(event.index))) < world.scenario.faults.channelChurnShare {
+            // The backend pushes to the channel it has just deleted and replaced: an id APNs no longer knows.
+            JSONWriter.append("-deleted", to: &channel)
+        }
         let app = world.sourceApp[source]
         payload.withUnsafeBytes { p in
             pushType.withUnsafeBytes { pt in
