@@ -11,6 +11,7 @@ public enum RunFiles {
         var files = [
             "summary.json": SummaryJSON.text(r),
             "summary.md": SummaryMarkdown.text(r),
+            "report.html": HTMLReport.render(r),
             "latency.hlog": histogramLog(r),
         ]
         for metric in Metric.allCases where r[metric].totalCount > 0 {

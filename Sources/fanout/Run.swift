@@ -175,7 +175,7 @@ enum SummaryTable {
         lines.append(String(format: "timing      one clock read costs %.1f ns; stage times sampled 1 in %d pushes",
                             s.timerOverheadNanos, s.stageSampleEvery))
         lines.append("memory      peak RSS \(r.peakResidentBytes / 1_048_576) MiB, ~\(r.bytesPerActivity) bytes per activity")
-        lines.append("report      \(folder)/summary.md (summary.json, latency.hlog, *.hgrm)")
+        lines.append("report      \(folder)/report.html (summary.md, summary.json, latency.hlog, *.hgrm)")
         return lines.joined(separator: "\n")
     }
 }

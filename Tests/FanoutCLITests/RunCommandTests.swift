@@ -4,15 +4,15 @@ import Testing
 
 @Suite("fanout run (the executable)")
 struct RunCommandTests {
-    @Test("a run folder holds summary.json, latency.hlog and one .hgrm per metric, and they agree")
+    @Test("a run folder holds summary.json and .md, report.html, latency.hlog, one .hgrm per metric; they agree")
     func runFolder() throws {
         let dir = try CLI.temporaryDirectory().appendingPathComponent("run")
         let result = try CLI.run(["run", "smoke", "--out", dir.path])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("identities  hold"))
         let files = Set(try FileManager.default.contentsOfDirectory(atPath: dir.path))
-        for name in ["summary.json", "summary.md", "latency.hlog", "endToEnd.hgrm", "apply.hgrm", "scheduleLag.hgrm",
-                     "fanoutCompletion.hgrm"] {
+        for name in ["summary.json", "summary.md", "report.html", "latency.hlog", "endToEnd.hgrm", "apply.hgrm",
+                     "scheduleLag.hgrm", "fanoutCompletion.hgrm"] {
             #expect(files.contains(name), "\(name) missing from \(files.sorted())")
         }
         #expect(!files.contains { $0.hasPrefix(".") || $0.contains("tmp") }, "leftover temporary files: \(files)")
