@@ -41,18 +41,29 @@ public struct ContentSchema: Sendable {
     public let fields: [Field]
     private let nameBytes: [UInt8]
     private let nameOffsets: [Int]
+    /// Per field, `"name":` as a compact payload writes it (escaped), back to back; field `k` is at
+    /// `compactKeyOffsets[k]..<compactKeyOffsets[k + 1]`.
+    private let compactKeys: [UInt8]
+    private let compactKeyOffsets: [Int]
 
     public init(name: String, fields: [Field]) {
         self.name = name
         self.fields = fields
         var bytes: [UInt8] = []
         var offsets = [0]
+        var keys: [UInt8] = []
+        var keyOffsets = [0]
         for field in fields {
             bytes.append(contentsOf: field.name.utf8)
             offsets.append(bytes.count)
+            JSONWriter.appendString(field.name, to: &keys)
+            keys.append(UInt8(ascii: ":"))
+            keyOffsets.append(keys.count)
         }
         nameBytes = bytes
         nameOffsets = offsets
+        compactKeys = keys
+        compactKeyOffsets = keyOffsets
     }
 
     /// Parses a type string of a trace header: `int`, `double`, `string`, `bool`, optionally with `?`.
@@ -245,6 +256,67 @@ extension ContentSchema {
                 }
             case .string(let s): JSONWriter.appendString(s, to: &out, escaping: escaping)
             case .bool(let b): JSONWriter.append(b ? "true" : "false", to: &out)
+            }
+        }
+        out.append(UInt8(ascii: "}"))
+    }
+}
+
+extension ContentSchema {
+    /// `appendJSON(record:style: .compact, to:)` into a byte buffer: the payload encoder's path.
+    /// The record must be a record of this schema.
+    @inline(__always)
+    func appendCompactJSON(record: UnsafeRawBufferPointer, to out: inout ByteBuffer) {
+        compactKeys.withUnsafeBytes { keys in
+            compactKeyOffsets.withUnsafeBufferPointer { keyOffsets in
+                fields.withUnsafeBufferPointer { fields in
+                    appendCompactJSON(record: record, keys: keys, keyOffsets: keyOffsets, count: fields.count, to: &out)
+                }
+            }
+        }
+    }
+
+    @inline(__always)
+    private func appendCompactJSON(
+        record: UnsafeRawBufferPointer, keys: UnsafeRawBufferPointer, keyOffsets: UnsafeBufferPointer<Int>,
+        count: Int, to out: inout ByteBuffer
+    ) {
+        out.append(UInt8(ascii: "{"))
+        var offset = 0
+        var first = true
+        for k in 0..<count {
+            precondition(offset < record.count, "content record shorter than its schema")
+            let tag = record[offset]
+            offset &+= 1
+            if tag == ContentRecord.Tag.absent.rawValue { continue }
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            let keyStart = keyOffsets[k]
+            out.append(keys.baseAddress! + keyStart, count: keyOffsets[k &+ 1] &- keyStart)
+            switch tag {
+            case ContentRecord.Tag.int.rawValue:
+                precondition(offset &+ 8 <= record.count, "content record truncated")
+                let word = UInt64(littleEndian: record.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                offset &+= 8
+                out.appendJSONInt(Int64(bitPattern: word))
+            case ContentRecord.Tag.double.rawValue:
+                precondition(offset &+ 8 <= record.count, "content record truncated")
+                let word = UInt64(littleEndian: record.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                offset &+= 8
+                out.appendJSONDouble(Double(bitPattern: word))
+            case ContentRecord.Tag.string.rawValue:
+                precondition(offset &+ 4 <= record.count, "content record truncated")
+                let length = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+                offset &+= 4
+                precondition(length <= record.count &- offset, "content record truncated")
+                out.appendJSONString(UnsafeRawBufferPointer(start: record.baseAddress! + offset, count: length))
+                offset &+= length
+            case ContentRecord.Tag.boolFalse.rawValue:
+                out.append("false")
+            case ContentRecord.Tag.boolTrue.rawValue:
+                out.append("true")
+            default:
+                preconditionFailure("not a content record tag: \(tag)")
             }
         }
         out.append(UInt8(ascii: "}"))
