@@ -8,12 +8,12 @@ extension JSONTape {
     }
 
     public func member(_ object: Int, _ key: UnsafeRawBufferPointer) -> Int {
-        let end = Int(entries[object].next)
+        let end = Int(self[object].next)
         var i = object + 1
         var found = -1
         while i < end {
             if stringEquals(i, key) { found = i + 1 }
-            i = Int(entries[i + 1].next)
+            i = Int(self[i + 1].next)
         }
         return found
     }
@@ -25,7 +25,7 @@ extension JSONTape {
     }
 
     public func stringEquals(_ index: Int, _ other: UnsafeRawBufferPointer) -> Bool {
-        let e = entries[index]
+        let e = self[index]
         let start = Int(e.start)
         let length = Int(e.end) - start
         if !e.flag {
@@ -49,7 +49,7 @@ extension JSONTape {
 
     /// Byte length of the string entry at `index` once unescaped.
     public func unescapedCount(_ index: Int) -> Int {
-        let e = entries[index]
+        let e = self[index]
         if !e.flag { return Int(e.end - e.start) }
         var count = 0
         forEachUnescapedByte(index) { _ in count += 1 }
@@ -59,7 +59,7 @@ extension JSONTape {
     /// Appends the unescaped UTF-8 bytes of the string entry at `index` to `buffer`.
     @inline(__always)
     public func appendUnescaped(_ index: Int, to buffer: inout [UInt8]) {
-        let e = entries[index]
+        let e = self[index]
         if !e.flag {
             let start = Int(e.start)
             buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[start..<Int(e.end)]))
@@ -71,14 +71,14 @@ extension JSONTape {
     /// Raw bytes of an entry (string contents without quotes, or a number token).
     @inline(__always)
     public func rawBytes(_ index: Int) -> UnsafeRawBufferPointer {
-        let e = entries[index]
+        let e = self[index]
         return UnsafeRawBufferPointer(rebasing: bytes[Int(e.start)..<Int(e.end)])
     }
 
     /// Integral number in Int64 range (`3`, `3.0`, `1e3`), else nil (also for non-numbers).
     @inline(__always)
     public func int64(_ index: Int) -> Int64? {
-        let e = entries[index]
+        let e = self[index]
         guard e.kind == .number else { return nil }
         let p = (bytes.baseAddress! + Int(e.start)).assumingMemoryBound(to: UInt8.self)
         return JSONNumber.int64(p, Int(e.end - e.start), fractional: e.flag)
@@ -87,7 +87,7 @@ extension JSONTape {
     /// Any JSON number as a Double (finite by construction of the scanner), else nil.
     @inline(__always)
     public func double(_ index: Int) -> Double? {
-        let e = entries[index]
+        let e = self[index]
         guard e.kind == .number else { return nil }
         let p = (bytes.baseAddress! + Int(e.start)).assumingMemoryBound(to: UInt8.self)
         return JSONNumber.parseDouble(p, Int(e.end - e.start))
@@ -97,7 +97,7 @@ extension JSONTape {
     /// The scanner has already checked the escapes, so decoding cannot fail here.
     @inline(__always)
     func forEachUnescapedByte(_ index: Int, _ body: (UInt8) -> Void) {
-        let e = entries[index]
+        let e = self[index]
         let p = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
         var i = Int(e.start)
         let end = Int(e.end)
