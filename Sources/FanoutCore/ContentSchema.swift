@@ -231,6 +231,84 @@ extension ContentSchema {
         return true
     }
 
+    /// `decode(tape:object:into:slots:)` into a byte buffer, with scratch on the stack: the apply
+    /// path. Writes the same record bytes after the buffer's current contents.
+    @inline(__always)
+    func decodeRecord(tape: borrowing JSONTape, object index: Int, into out: inout ByteBuffer) -> Bool {
+        guard tape[index].kind == .object else { return false }
+        let count = fields.count
+        return withUnsafeTemporaryAllocation(of: Int32.self, capacity: max(count, 1)) { slots in
+            slots.initialize(repeating: -1)
+            return nameBytes.withUnsafeBytes { names in
+                nameOffsets.withUnsafeBufferPointer { offsets in
+                    fields.withUnsafeBufferPointer { fields in
+                        ContentSchema.decodeRecord(
+                            tape: tape, object: index, names: names, offsets: offsets, fields: fields,
+                            slots: slots, into: &out)
+                    }
+                }
+            }
+        }
+    }
+
+    @inline(__always)
+    private static func decodeRecord(
+        tape: borrowing JSONTape, object index: Int, names: UnsafeRawBufferPointer, offsets: UnsafeBufferPointer<Int>,
+        fields: UnsafeBufferPointer<Field>, slots: UnsafeMutableBufferPointer<Int32>, into out: inout ByteBuffer
+    ) -> Bool {
+        let count = fields.count
+        let end = Int(tape[index].next)
+        var member = index + 1
+        var expected = 0
+        while member < end {
+            // Keys usually come in schema order: try the expected field first.
+            if count > 0 {
+                var k = expected < count ? expected : 0
+                for _ in 0..<count {
+                    let start = offsets[k]
+                    let name = UnsafeRawBufferPointer(rebasing: names[start..<offsets[k &+ 1]])
+                    if tape.stringEquals(member, name) {
+                        slots[k] = Int32(truncatingIfNeeded: member &+ 1)  // duplicates: the last one wins
+                        expected = k &+ 1
+                        break
+                    }
+                    k = k &+ 1 == count ? 0 : k &+ 1
+                }
+            }
+            member = Int(tape[member &+ 1].next)
+        }
+        for k in 0..<count {
+            let field = fields[k]
+            let v = Int(slots[k])
+            if v < 0 || tape[v].kind == .null {
+                guard field.optional else { return false }
+                out.append(ContentRecord.Tag.absent.rawValue)
+                continue
+            }
+            switch field.type {
+            case .int:
+                guard let value = tape.int64(v) else { return false }
+                out.appendRecordWord(ContentRecord.Tag.int.rawValue, UInt64(bitPattern: value))
+            case .double:
+                guard let value = tape.double(v) else { return false }
+                out.appendRecordWord(ContentRecord.Tag.double.rawValue, value.bitPattern)
+            case .string:
+                guard tape[v].kind == .string else { return false }
+                out.reserve(5)
+                out.appendReserved(ContentRecord.Tag.string.rawValue)
+                let lengthAt = out.count
+                out.appendReservedUInt32(0)  // length, patched below
+                tape.appendUnescaped(v, to: &out)
+                out.storeUInt32(UInt32(truncatingIfNeeded: out.count &- lengthAt &- 4), at: lengthAt)
+            case .bool:
+                let e = tape[v]
+                guard e.kind == .bool else { return false }
+                out.append(e.flag ? ContentRecord.Tag.boolTrue.rawValue : ContentRecord.Tag.boolFalse.rawValue)
+            }
+        }
+        return true
+    }
+
     /// Writes a record as a JSON object. `.compact` for payloads (`{"home":2}`); `.python` for the
     /// state dump (`{"home": 2}`, Python float repr, absent optional fields left out).
     public func appendJSON(record: UnsafeRawBufferPointer, style: JSONStyle, to out: inout [UInt8]) {

@@ -12,14 +12,13 @@ public final class Pipeline {
     public var validator = PayloadValidator()
 
     // Scratch reused across pushes (no allocation in steady state).
-    private var record: [UInt8] = []
-    private var slots: [Int32] = []
+    /// The decoded content record of the current push (see `ByteBuffer`: filled from empty).
+    private var record = ByteBuffer(capacity: 1024)
     private var decoded = DecodedContent()
 
     public init(schemas: SchemaSet, rules: DeviceRules) {
         self.schemas = schemas
         self.rules = rules
-        record.reserveCapacity(1024)
     }
 
     /// A push in flight: what validate and route found, used by deliver.
@@ -170,8 +169,8 @@ public final class Pipeline {
         guard decoded.ok else { return .decodeFailed }
         store.setTimestamp(a, aps.timestamp)
         if decoded.hasContent {
-            record.withUnsafeBytes {
-                store.replaceContent(a, record: $0, staleDate: decoded.staleDate, relevance: decoded.relevance)
+            withExtendedLifetime(record) {
+                store.replaceContent(a, record: record.bytes, staleDate: decoded.staleDate, relevance: decoded.relevance)
             }
         }
         if aps.event == .end {
@@ -195,8 +194,8 @@ public final class Pipeline {
             guard aps.event == .end else { return }
             decoded.hasContent = false
         } else {
-            record.removeAll(keepingCapacity: true)
-            guard schemas[schema].decode(tape: tape, object: content, into: &record, slots: &slots) else { return }
+            record.removeAll()
+            guard schemas[schema].decodeRecord(tape: tape, object: content, into: &record) else { return }
             decoded.hasContent = true
         }
         decoded.staleDate = stale
@@ -255,14 +254,14 @@ public final class Pipeline {
         guard channelIndex < 0 || tape[channelIndex].kind == .null || tape[channelIndex].kind == .string else {
             return (.decodeFailed, nil)
         }
-        record.removeAll(keepingCapacity: true)
-        guard schemas[schema].decode(tape: tape, object: Int(aps.contentState), into: &record, slots: &slots) else {
+        record.removeAll()
+        guard schemas[schema].decodeRecord(tape: tape, object: Int(aps.contentState), into: &record) else {
             return (.decodeFailed, nil)
         }
         guard let id, let token else { preconditionFailure("a push-to-start needs the new activity's id and token") }
-        let a = record.withUnsafeBytes {
+        let a = withExtendedLifetime(record) {
             store.create(
-                id: id, device: d, app: app, schema: schema, nowMillis: nowMillis, content: $0,
+                id: id, device: d, app: app, schema: schema, nowMillis: nowMillis, content: record.bytes,
                 staleDate: stale.map(Double.init), relevance: relevance, timestamp: aps.timestamp)
         }
         store.token[Int(a)] = router.assignUpdateToken(token, to: a, previous: Router.none)

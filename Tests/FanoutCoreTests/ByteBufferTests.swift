@@ -144,4 +144,47 @@ struct ByteBufferTests {
         #expect(String(decoding: copy.bytes, as: UTF8.self) == #"{"aps":{"timestamp":1,"event":"update"}}"#)
         #expect(String(decoding: encoder.bytes, as: UTF8.self) == #"{"aps":{"timestamp":2,"event":"end"}}"#)
     }
+
+    @Test func decodeRecordMatchesDecode() {
+        let schema = ContentSchema(name: "T", fields: [
+            .init(name: "i", type: .int), .init(name: "s", type: .string), .init(name: "d", type: .double, optional: true),
+            .init(name: "b", type: .bool), .init(name: "os", type: .string, optional: true), .init(name: "é", type: .int),
+        ])
+        let keys = [#""i""#, #""s""#, #""d""#, #""b""#, #""os""#, #""é""#, #""\u00e9""#, #""\u0069""#, #""x""#]
+        let values = [
+            "1", "-7", "3.0", "3.5", "1e3", "1e30", "-9223372036854775808", "9223372036854775808", "0.61", "true",
+            "false", "null", #""text""#, #""t\u00e9\n\"x""#, #""""#, "{}", "[1,2]", #"{"a":[]}"#,
+        ]
+        var g = Generator(state: 9)
+        var tape = JSONTape()
+        var outcomes = (ok: 0, failed: 0)
+        for _ in 0..<20_000 {
+            var members: [String] = []
+            for _ in 0..<Int(g.next() % 9) {
+                members.append(keys[Int(g.next() % UInt64(keys.count))] + ":" + values[Int(g.next() % UInt64(values.count))])
+            }
+            // A well-typed object half of the time, so that successful decodes are exercised too.
+            if g.next() % 2 == 0 {
+                members = [#""i":4"#, #""s":"v\u0041""#, #""b":false"#, #""é":-2"#] + members.filter { _ in g.next() % 4 == 0 }
+            }
+            let document = Array(("{" + members.joined(separator: ",") + "}").utf8)
+            document.withUnsafeBytes { bytes in
+                #expect(tape.scan(bytes) == nil)
+                var expected: [UInt8] = [0xAB]
+                var slots: [Int32] = []
+                let ok = schema.decode(tape: tape, object: 0, into: &expected, slots: &slots)
+                var buffer = ByteBuffer(capacity: 2)
+                buffer.append(0xAB)
+                let fastOK = schema.decodeRecord(tape: tape, object: 0, into: &buffer)
+                #expect(ok == fastOK, "\(String(decoding: document, as: UTF8.self))")
+                if ok {
+                    #expect(Array(buffer.bytes) == expected)
+                    outcomes.ok += 1
+                } else {
+                    outcomes.failed += 1
+                }
+            }
+        }
+        #expect(outcomes.ok > 1000 && outcomes.failed > 1000)
+    }
 }

@@ -116,10 +116,27 @@ struct ByteBuffer {
         count &+= 1
     }
 
-    /// Overwrites 4 bytes at `offset` (< count) with a little-endian UInt32.
+    /// Overwrites 4 bytes at `offset` (offset + 4 ≤ count) with a little-endian UInt32.
     @inline(__always)
     mutating func storeUInt32(_ value: UInt32, at offset: Int) {
+        precondition(offset >= 0 && offset &+ 4 <= count)
         UnsafeMutableRawPointer(base + offset).storeBytes(of: value.littleEndian, as: UInt32.self)
+    }
+
+    /// Appends a little-endian UInt32 without a capacity check; the caller reserved room for it.
+    @inline(__always)
+    mutating func appendReservedUInt32(_ value: UInt32) {
+        UnsafeMutableRawPointer(base + count).storeBytes(of: value.littleEndian, as: UInt32.self)
+        count &+= 4
+    }
+
+    /// A content-record value: a tag byte and 8 little-endian bytes (`ContentRecord`).
+    @inline(__always)
+    mutating func appendRecordWord(_ tag: UInt8, _ word: UInt64) {
+        reserve(9)
+        base[count] = tag
+        UnsafeMutableRawPointer(base + (count &+ 1)).storeBytes(of: word.littleEndian, as: UInt64.self)
+        count &+= 9
     }
 
     /// Drops the bytes from `newCount` on (`newCount` ≤ `count`).

@@ -68,6 +68,17 @@ extension JSONTape {
         forEachUnescapedByte(index) { buffer.append($0) }
     }
 
+    /// Appends the unescaped UTF-8 bytes of the string entry at `index` to `buffer`.
+    @inline(__always)
+    func appendUnescaped(_ index: Int, to buffer: inout ByteBuffer) {
+        let e = self[index]
+        if !e.flag {
+            buffer.append(bytes.baseAddress! + Int(e.start), count: Int(e.end) &- Int(e.start))
+            return
+        }
+        forEachUnescapedByte(index) { buffer.append($0) }
+    }
+
     /// Raw bytes of an entry (string contents without quotes, or a number token).
     @inline(__always)
     public func rawBytes(_ index: Int) -> UnsafeRawBufferPointer {
