@@ -426,5 +426,7 @@ public struct SchemaSet: Sendable {
     public func id(named name: String) -> Int32? { names.lookup(name) }
 
     @inline(__always)
-    public subscript(_ id: Int32) -> ContentSchema { schemas[Int(id)] }
+    public subscript(_ id: Int32) -> ContentSchema {
+        _read { yield schemas[Int(id)] }
+    }
 }

@@ -94,9 +94,11 @@ public final class Pipeline {
         if bundleApp == Router.none {
             reason = validator.validate(headers: headers, payload: payload, target: flight.kind, targetBundle: nil)
         } else {
-            reason = store.appIds.withBytes(bundleApp) { bundle in
-                validator.validate(headers: headers, payload: payload, target: flight.kind, targetBundle: bundle)
-            }
+            // The topic's bundle is compared first (a read of the store), then the validator runs on
+            // its own: no closure holds the store while the validator is mutated.
+            let matches = store.appIds.withBytes(bundleApp) { PayloadValidator.topicNames($0, headers.topic) }
+            reason = validator.validate(
+                headers: headers, payload: payload, target: flight.kind, topicMatchesTarget: matches)
         }
         if let reason {
             if countsVerdict { accounting.rejected[reason.rawValue] += 1 }
@@ -157,51 +159,45 @@ public final class Pipeline {
 
     @inline(__always)
     private func applyOutcome(_ aps: ApsFields, to a: Int32, nowMillis: Int64) -> Outcome {
-        if !store.state(a, nowMillis: nowMillis).isLive { return .ignoredEnded }
-        if store.hasTimestamp[Int(a)] && aps.timestamp <= store.timestamp[Int(a)] { return .ignoredStaleTimestamp }
-        if aps.priority == 10, let budget = rules.budgetPerHour,
-            store.budgetExhausted(a, budget: budget, nowMillis: nowMillis)
-        {
-            return .throttled
-        }
-        let schema = store.schema[Int(a)]
-        if decoded.schema != schema { decodeUpdate(aps, schema: schema) }
-        guard decoded.ok else { return .decodeFailed }
-        store.setTimestamp(a, aps.timestamp)
-        if decoded.hasContent {
-            withExtendedLifetime(record) {
-                store.replaceContent(a, record: record.bytes, staleDate: decoded.staleDate, relevance: decoded.relevance)
-            }
-        }
-        if aps.event == .end {
-            store.end(a, nowMillis: nowMillis, dismissalDateSeconds: decoded.dismissalDate)
+        let (early, schema) = store.admit(
+            a, timestamp: aps.timestamp, priority: aps.priority, budgetPerHour: rules.budgetPerHour,
+            nowMillis: nowMillis)
+        if let early { return early }
+        if decoded.schema != schema { decoded = decodeUpdate(aps, schema: schema) }
+        let d = decoded
+        guard d.ok else { return .decodeFailed }
+        withExtendedLifetime(record) {
+            store.applyDecoded(
+                a, timestamp: aps.timestamp, record: d.hasContent ? record.bytes : nil, staleDate: d.staleDate,
+                relevance: d.relevance, ends: aps.event == .end, dismissalDate: d.dismissalDate, nowMillis: nowMillis)
         }
         return .applied
     }
 
     /// Decodes the device-side fields of an update or end (TRACE rule 12) under one schema. A
     /// broadcast decodes once per schema among its recipients: the result depends on nothing else.
-    private func decodeUpdate(_ aps: ApsFields, schema: Int32) {
-        decoded = DecodedContent()
-        decoded.schema = schema
+    private func decodeUpdate(_ aps: ApsFields, schema: Int32) -> DecodedContent {
+        var result = DecodedContent()
+        result.schema = schema
         let tape = validator.tape
         guard case .decoded(let stale) = optionalDate(tape, aps.staleDate),
             case .decoded(let dismissal) = optionalDate(tape, aps.dismissalDate),
             let relevance = optionalRelevance(tape, aps.relevanceScore)
-        else { return }
+        else { return result }
         let content = Int(aps.contentState)
         if content < 0 || tape[content].kind == .null {
-            guard aps.event == .end else { return }
-            decoded.hasContent = false
+            guard aps.event == .end else { return result }
+            result.hasContent = false
         } else {
             record.removeAll()
-            guard schemas[schema].decodeRecord(tape: tape, object: content, into: &record) else { return }
-            decoded.hasContent = true
+            guard schemas[schema].decodeRecord(tape: tape, object: content, into: &record) else { return result }
+            result.hasContent = true
         }
-        decoded.staleDate = stale
-        decoded.dismissalDate = dismissal
-        decoded.relevance = relevance
-        decoded.ok = true
+        result.staleDate = stale
+        result.dismissalDate = dismissal
+        result.relevance = relevance
+        result.ok = true
+        return result
     }
 
     private enum OptionalDate {

@@ -90,18 +90,57 @@ public struct Router: Sendable {
     public func resolve(_ kind: TargetKind, _ target: UnsafeRawBufferPointer) -> Resolution {
         switch kind {
         case .token:
-            guard PayloadValidator.isWellFormedToken(target) else { return .malformedToken }
-            guard let t = Router.withTokenKey(target, { updateTokens.lookup($0) }), tokenActivity[Int(t)] != Router.none
-            else { return .unknownToken }
-            return .activity(tokenActivity[Int(t)])
+            let t = Router.lookupToken(target, in: updateTokens)
+            if t == Router.malformed { return .malformedToken }
+            guard t >= 0 else { return .unknownToken }
+            let activity = tokenActivity[Int(t)]
+            guard activity != Router.none else { return .unknownToken }
+            return .activity(activity)
         case .startToken:
-            guard PayloadValidator.isWellFormedToken(target) else { return .malformedToken }
-            guard let t = Router.withTokenKey(target, { startTokens.lookup($0) }), startTokenDevice[Int(t)] != Router.none
-            else { return .unknownToken }
+            let t = Router.lookupToken(target, in: startTokens)
+            if t == Router.malformed { return .malformedToken }
+            guard t >= 0, startTokenDevice[Int(t)] != Router.none else { return .unknownToken }
             return .startToken(device: startTokenDevice[Int(t)], app: startTokenApp[Int(t)])
         case .channel:
             guard let c = channels.lookup(target) else { return .unknownChannel }
             return .channel(c)
+        }
+    }
+
+    private static let malformed: Int32 = -2
+
+    /// The id of a token in `interner`: `malformed` when it is not well-formed (TRACE rule 8), -1 when
+    /// it was never interned. One pass classifies the bytes and builds the key of `withTokenKey`
+    /// (same bytes) on the stack.
+    @inline(__always)
+    static func lookupToken(_ token: UnsafeRawBufferPointer, in interner: borrowing ByteInterner) -> Int32 {
+        let n = token.count
+        guard n > 0, n % 2 == 0, let p = token.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+            return malformed
+        }
+        // Canonical (digits and lowercase hex): 1 + n/2 key bytes; otherwise 1 + n.
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1 + n) { key in
+            let k = key.baseAddress!
+            var canonical = true
+            var i = 0
+            while i < n {
+                let hi = p[i]
+                let lo = p[i &+ 1]
+                guard let h = JSONTape.hexDigit(hi), let l = JSONTape.hexDigit(lo) else { return malformed }
+                // Uppercase hex is well-formed but not canonical.
+                if (hi >= UInt8(ascii: "A") && hi <= UInt8(ascii: "F")) || (lo >= UInt8(ascii: "A") && lo <= UInt8(ascii: "F")) {
+                    canonical = false
+                }
+                k[1 &+ i >> 1] = h << 4 | l
+                i &+= 2
+            }
+            if canonical {
+                k[0] = 0
+                return interner.lookup(UnsafeRawBufferPointer(start: k, count: 1 &+ n >> 1)) ?? -1
+            }
+            k[0] = 1
+            UnsafeMutableRawPointer(k + 1).copyMemory(from: p, byteCount: n)
+            return interner.lookup(UnsafeRawBufferPointer(start: k, count: 1 &+ n)) ?? -1
         }
     }
 
