@@ -429,4 +429,13 @@ public struct SchemaSet: Sendable {
     public subscript(_ id: Int32) -> ContentSchema {
         _read { yield schemas[Int(id)] }
     }
+
+    /// `self[id].decodeRecord(…)` through an inout access, so that a caller holding the set in a class
+    /// property reads the schema in place instead of copying it.
+    @inline(__always)
+    mutating func decodeRecordInPlace(
+        _ id: Int32, tape: borrowing JSONTape, object index: Int, into out: inout ByteBuffer
+    ) -> Bool {
+        schemas[Int(id)].decodeRecord(tape: tape, object: index, into: &out)
+    }
 }

@@ -36,7 +36,7 @@ public final class Pipeline {
     /// Starts a push: resolves its target once (shared by validate and route).
     @inline(__always)
     public func begin(kind: TargetKind, target: UnsafeRawBufferPointer) -> InFlight {
-        InFlight(kind: kind, resolution: router.resolve(kind, target))
+        InFlight(kind: kind, resolution: router.resolveInPlace(kind, target))
     }
 
     // MARK: The whole path
@@ -190,7 +190,7 @@ public final class Pipeline {
             result.hasContent = false
         } else {
             record.removeAll()
-            guard schemas[schema].decodeRecord(tape: tape, object: content, into: &record) else { return result }
+            guard schemas.decodeRecordInPlace(schema, tape: tape, object: content, into: &record) else { return result }
             result.hasContent = true
         }
         result.staleDate = stale

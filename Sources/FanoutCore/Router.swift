@@ -107,6 +107,13 @@ public struct Router: Sendable {
         }
     }
 
+    /// `resolve` through an inout access. A caller holding the router in a class property uses this
+    /// to read it in place: a plain read copies the struct (a retain and release of every array).
+    @inline(__always)
+    mutating func resolveInPlace(_ kind: TargetKind, _ target: UnsafeRawBufferPointer) -> Resolution {
+        resolve(kind, target)
+    }
+
     private static let malformed: Int32 = -2
 
     /// The id of a token in `interner`: `malformed` when it is not well-formed (TRACE rule 8), -1 when
