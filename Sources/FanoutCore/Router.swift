@@ -128,20 +128,18 @@ public struct Router: Sendable {
         // Canonical (digits and lowercase hex): 1 + n/2 key bytes; otherwise 1 + n.
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1 + n) { key in
             let k = key.baseAddress!
-            var canonical = true
+            let table = Router.hexTable.utf8Start
+            var seen: UInt8 = 0
             var i = 0
             while i < n {
-                let hi = p[i]
-                let lo = p[i &+ 1]
-                guard let h = JSONTape.hexDigit(hi), let l = JSONTape.hexDigit(lo) else { return malformed }
-                // Uppercase hex is well-formed but not canonical.
-                if (hi >= UInt8(ascii: "A") && hi <= UInt8(ascii: "F")) || (lo >= UInt8(ascii: "A") && lo <= UInt8(ascii: "F")) {
-                    canonical = false
-                }
-                k[1 &+ i >> 1] = h << 4 | l
+                let hi = table[Int(p[i])]
+                let lo = table[Int(p[i &+ 1])]
+                seen |= hi | lo
+                k[1 &+ i >> 1] = (hi & 0xF) << 4 | (lo & 0xF)
                 i &+= 2
             }
-            if canonical {
+            if seen & 0x20 != 0 { return malformed }
+            if seen & 0x10 == 0 {
                 k[0] = 0
                 return interner.lookup(UnsafeRawBufferPointer(start: k, count: 1 &+ n >> 1)) ?? -1
             }
@@ -149,6 +147,30 @@ public struct Router: Sendable {
             UnsafeMutableRawPointer(k + 1).copyMemory(from: p, byteCount: n)
             return interner.lookup(UnsafeRawBufferPointer(start: k, count: 1 &+ n)) ?? -1
         }
+    }
+
+    /// Per byte: the hex digit value of `0-9` and `a-f`; `0x10 | value` for `A-F` (well-formed, not
+    /// canonical); `0x20` for anything else. A constant in the binary: no lazy initialization.
+    @inline(__always)
+    static var hexTable: StaticString {
+        """
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{0}\u{1}\u{2}\u{3}\u{4}\u{5}\u{6}\u{7}\u{8}\u{9}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{1A}\u{1B}\u{1C}\u{1D}\u{1E}\u{1F}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{A}\u{B}\u{C}\u{D}\u{E}\u{F}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}
+        """
     }
 
     // MARK: Update tokens

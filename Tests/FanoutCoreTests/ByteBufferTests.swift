@@ -188,3 +188,21 @@ struct ByteBufferTests {
         #expect(outcomes.ok > 1000 && outcomes.failed > 1000)
     }
 }
+
+@Suite("Router token table")
+struct RouterTokenTableTests {
+    @Test func tableMatchesHexDigit() {
+        let table = Router.hexTable
+        #expect(table.utf8CodeUnitCount == 256)
+        for c in 0..<256 {
+            let byte = UInt8(c)
+            let entry = table.utf8Start[c]
+            if let digit = JSONTape.hexDigit(byte) {
+                let upper = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F")
+                #expect(entry == (upper ? 0x10 | digit : digit), "\(c)")
+            } else {
+                #expect(entry == 0x20, "\(c)")
+            }
+        }
+    }
+}

@@ -24,16 +24,22 @@ extension JSONTape {
         stringEquals(index, UnsafeRawBufferPointer(start: other.utf8Start, count: other.utf8CodeUnitCount))
     }
 
+    @inline(__always)
     public func stringEquals(_ index: Int, _ other: UnsafeRawBufferPointer) -> Bool {
         let e = self[index]
         let start = Int(e.start)
-        let length = Int(e.end) - start
+        let length = Int(e.end) &- start
         if !e.flag {
             guard length == other.count else { return false }
             if length == 0 { return true }
             return memoryEqual(bytes.baseAddress! + start, other.baseAddress!, length)
         }
-        // Escaped: decode on the fly and compare byte by byte.
+        return escapedStringEquals(index, other)
+    }
+
+    /// `stringEquals` for a string written with escapes: decoded on the fly, compared byte by byte.
+    @inline(never)
+    func escapedStringEquals(_ index: Int, _ other: UnsafeRawBufferPointer) -> Bool {
         var matched = 0
         var ok = true
         forEachUnescapedByte(index) { byte in
