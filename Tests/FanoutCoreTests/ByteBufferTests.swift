@@ -206,3 +206,22 @@ struct RouterTokenTableTests {
         }
     }
 }
+
+@Suite("memoryEqual")
+struct MemoryEqualTests {
+    @Test func everyLengthEveryPosition() {
+        for length in 0..<40 {
+            let a = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            a.withUnsafeBytes { pa in
+                var b = a
+                #expect(b.withUnsafeBytes { memoryEqual(pa.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!,
+                                                        $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, length) })
+                for k in 0..<length {
+                    b[k] ^= 0x40
+                    #expect(!b.withUnsafeBytes { memoryEqual(pa.baseAddress!, $0.baseAddress!, length) }, "\(length) \(k)")
+                    b[k] ^= 0x40
+                }
+            }
+        }
+    }
+}

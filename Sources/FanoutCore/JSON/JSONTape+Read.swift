@@ -151,18 +151,32 @@ extension JSONTape {
 
 @inline(__always)
 func memoryEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ count: Int) -> Bool {
-    var i = 0
-    while i + 8 <= count {
-        if a.loadUnaligned(fromByteOffset: i, as: UInt64.self) != b.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
-            return false
+    // Whole words, then the last (overlapping) word; short keys in one or two loads.
+    if count >= 8 {
+        var i = 0
+        while i &+ 8 < count {
+            if word(a, i) != word(b, i) { return false }
+            i &+= 8
         }
-        i += 8
+        return word(a, count &- 8) == word(b, count &- 8)
     }
+    if count >= 4 {
+        let last = count &- 4
+        return a.loadUnaligned(as: UInt32.self) == b.loadUnaligned(as: UInt32.self)
+            && a.loadUnaligned(fromByteOffset: last, as: UInt32.self)
+                == b.loadUnaligned(fromByteOffset: last, as: UInt32.self)
+    }
+    var i = 0
     while i < count {
         if a.load(fromByteOffset: i, as: UInt8.self) != b.load(fromByteOffset: i, as: UInt8.self) { return false }
-        i += 1
+        i &+= 1
     }
     return true
+}
+
+@inline(__always)
+private func word(_ p: UnsafeRawPointer, _ offset: Int) -> UInt64 {
+    p.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
 }
 
 /// Byte-wise (= Unicode code point) ordering of UTF-8 strings.
