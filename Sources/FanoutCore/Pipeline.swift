@@ -206,7 +206,8 @@ struct PipelineCore {
     /// while each counts the deliveries to its own subscribers.
     @inline(__always)
     mutating func validate(
-        _ flight: inout Pipeline.InFlight, headers: PushHeaders, payload: UnsafeRawBufferPointer, countsVerdict: Bool = true
+        _ flight: inout Pipeline.InFlight, headers: PushHeaders, payload: UnsafeRawBufferPointer,
+        countsVerdict: Bool = true
     ) -> RejectReason? {
         if countsVerdict { accounting.pushes += 1 }
         let bundleApp: Int32

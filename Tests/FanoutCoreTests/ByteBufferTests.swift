@@ -19,7 +19,8 @@ struct ByteBufferTests {
     static func doubles() -> [Double] {
         var values: [Double] = [
             0, -0.0, 1, -1, 0.1, 0.61, 2.5, 1e-17, 9.9e-18, 1e-5, 1e16, 9.007199254740992e15, 9.007199254740991e15,
-            1700000000, 123456789.123, Double.leastNonzeroMagnitude, 1.7976931348623157e308, 8.673617379884035e-19, 9.2e18, 1e300,
+            1700000000, 123456789.123, Double.leastNonzeroMagnitude, 1.7976931348623157e308, 8.673617379884035e-19,
+            9.2e18, 1e300,
             Double.ulpOfOne, 0.30000000000000004, 100, 81,
         ]
         var g = Generator(state: 7)
@@ -45,7 +46,9 @@ struct ByteBufferTests {
     }
 
     @Test func intsMatchJSONWriter() {
-        var values: [Int64] = [0, 1, -1, 9, 10, -10, 99, 100, Int64.max, Int64.min, Int64.min + 1, 1_000_000_000_000_000_000]
+        var values: [Int64] = [
+            0, 1, -1, 9, 10, -10, 99, 100, Int64.max, Int64.min, Int64.min + 1, 1_000_000_000_000_000_000,
+        ]
         var g = Generator(state: 3)
         for _ in 0..<20_000 { values.append(Int64(bitPattern: g.next()) >> Int(g.next() % 64)) }
         for k in 0..<19 {
@@ -99,8 +102,9 @@ struct ByteBufferTests {
 
     @Test func compactRecordMatchesAppendJSON() {
         let schema = ContentSchema(name: "T", fields: [
-            .init(name: "i", type: .int), .init(name: "q\"uote", type: .string), .init(name: "o", type: .double, optional: true),
-            .init(name: "b", type: .bool), .init(name: "d", type: .double), .init(name: "né", type: .string, optional: true),
+            .init(name: "i", type: .int), .init(name: "q\"uote", type: .string),
+            .init(name: "o", type: .double, optional: true), .init(name: "b", type: .bool),
+            .init(name: "d", type: .double), .init(name: "né", type: .string, optional: true),
         ])
         var g = Generator(state: 5)
         let doubles = Self.doubles()
@@ -147,8 +151,9 @@ struct ByteBufferTests {
 
     @Test func decodeRecordMatchesDecode() {
         let schema = ContentSchema(name: "T", fields: [
-            .init(name: "i", type: .int), .init(name: "s", type: .string), .init(name: "d", type: .double, optional: true),
-            .init(name: "b", type: .bool), .init(name: "os", type: .string, optional: true), .init(name: "é", type: .int),
+            .init(name: "i", type: .int), .init(name: "s", type: .string),
+            .init(name: "d", type: .double, optional: true), .init(name: "b", type: .bool),
+            .init(name: "os", type: .string, optional: true), .init(name: "é", type: .int),
         ])
         let keys = [#""i""#, #""s""#, #""d""#, #""b""#, #""os""#, #""é""#, #""\u00e9""#, #""\u0069""#, #""x""#]
         let values = [
@@ -161,11 +166,13 @@ struct ByteBufferTests {
         for _ in 0..<20_000 {
             var members: [String] = []
             for _ in 0..<Int(g.next() % 9) {
-                members.append(keys[Int(g.next() % UInt64(keys.count))] + ":" + values[Int(g.next() % UInt64(values.count))])
+                let key = keys[Int(g.next() % UInt64(keys.count))]
+                members.append(key + ":" + values[Int(g.next() % UInt64(values.count))])
             }
             // A well-typed object half of the time, so that successful decodes are exercised too.
             if g.next() % 2 == 0 {
-                members = [#""i":4"#, #""s":"v\u0041""#, #""b":false"#, #""é":-2"#] + members.filter { _ in g.next() % 4 == 0 }
+                let typed = [#""i":4"#, #""s":"v\u0041""#, #""b":false"#, #""é":-2"#]
+                members = typed + members.filter { _ in g.next() % 4 == 0 }
             }
             let document = Array(("{" + members.joined(separator: ",") + "}").utf8)
             document.withUnsafeBytes { bytes in
@@ -218,7 +225,8 @@ struct MemoryEqualTests {
                                                         $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, length) })
                 for k in 0..<length {
                     b[k] ^= 0x40
-                    #expect(!b.withUnsafeBytes { memoryEqual(pa.baseAddress!, $0.baseAddress!, length) }, "\(length) \(k)")
+                    let equal = b.withUnsafeBytes { memoryEqual(pa.baseAddress!, $0.baseAddress!, length) }
+                    #expect(!equal, "\(length) \(k)")
                     b[k] ^= 0x40
                 }
             }
