@@ -253,6 +253,36 @@ public struct ActivityStore: Sendable {
         hasTimestamp[Int(a)] = true
     }
 
+    // MARK: Apply (DOMAIN §3.4), in two steps around decoding
+
+    /// The checks before decoding, in order: ended or dismissed → `ignoredEnded`; a timestamp not
+    /// newer → `ignoredStaleTimestamp`; a priority-10 push over the budget → `throttled` (and a push
+    /// within it is counted). Returns nil when the push goes on to decoding, and the activity's schema.
+    @inline(__always)
+    mutating func admit(
+        _ a: Int32, timestamp ts: Int64, priority: Int64, budgetPerHour: Int?, nowMillis: Int64
+    ) -> (Outcome?, schema: Int32) {
+        let i = Int(a)
+        if !state(a, nowMillis: nowMillis).isLive { return (.ignoredEnded, -1) }
+        if hasTimestamp[i] && ts <= timestamp[i] { return (.ignoredStaleTimestamp, -1) }
+        if priority == 10, let budget = budgetPerHour, budgetExhausted(a, budget: budget, nowMillis: nowMillis) {
+            return (.throttled, -1)
+        }
+        return (nil, schema[i])
+    }
+
+    /// Applies a decoded update or end: the timestamp; the content, stale date and relevance when the
+    /// push carries content (`record` not nil); the end.
+    @inline(__always)
+    mutating func applyDecoded(
+        _ a: Int32, timestamp ts: Int64, record: UnsafeRawBufferPointer?, staleDate: Int64?, relevance: Double,
+        ends: Bool, dismissalDate: Int64?, nowMillis: Int64
+    ) {
+        setTimestamp(a, ts)
+        if let record { replaceContent(a, record: record, staleDate: staleDate, relevance: relevance) }
+        if ends { end(a, nowMillis: nowMillis, dismissalDateSeconds: dismissalDate) }
+    }
+
     // MARK: Outcomes
 
     @inline(__always)

@@ -41,18 +41,29 @@ public struct ContentSchema: Sendable {
     public let fields: [Field]
     private let nameBytes: [UInt8]
     private let nameOffsets: [Int]
+    /// Per field, `"name":` as a compact payload writes it (escaped), back to back; field `k` is at
+    /// `compactKeyOffsets[k]..<compactKeyOffsets[k + 1]`.
+    private let compactKeys: [UInt8]
+    private let compactKeyOffsets: [Int]
 
     public init(name: String, fields: [Field]) {
         self.name = name
         self.fields = fields
         var bytes: [UInt8] = []
         var offsets = [0]
+        var keys: [UInt8] = []
+        var keyOffsets = [0]
         for field in fields {
             bytes.append(contentsOf: field.name.utf8)
             offsets.append(bytes.count)
+            JSONWriter.appendString(field.name, to: &keys)
+            keys.append(UInt8(ascii: ":"))
+            keyOffsets.append(keys.count)
         }
         nameBytes = bytes
         nameOffsets = offsets
+        compactKeys = keys
+        compactKeyOffsets = keyOffsets
     }
 
     /// Parses a type string of a trace header: `int`, `double`, `string`, `bool`, optionally with `?`.
@@ -220,6 +231,84 @@ extension ContentSchema {
         return true
     }
 
+    /// `decode(tape:object:into:slots:)` into a byte buffer, with scratch on the stack: the apply
+    /// path. Writes the same record bytes after the buffer's current contents.
+    @inline(__always)
+    func decodeRecord(tape: borrowing JSONTape, object index: Int, into out: inout ByteBuffer) -> Bool {
+        guard tape[index].kind == .object else { return false }
+        let count = fields.count
+        return withUnsafeTemporaryAllocation(of: Int32.self, capacity: max(count, 1)) { slots in
+            slots.initialize(repeating: -1)
+            return nameBytes.withUnsafeBytes { names in
+                nameOffsets.withUnsafeBufferPointer { offsets in
+                    fields.withUnsafeBufferPointer { fields in
+                        ContentSchema.decodeRecord(
+                            tape: tape, object: index, names: names, offsets: offsets, fields: fields,
+                            slots: slots, into: &out)
+                    }
+                }
+            }
+        }
+    }
+
+    @inline(__always)
+    private static func decodeRecord(
+        tape: borrowing JSONTape, object index: Int, names: UnsafeRawBufferPointer, offsets: UnsafeBufferPointer<Int>,
+        fields: UnsafeBufferPointer<Field>, slots: UnsafeMutableBufferPointer<Int32>, into out: inout ByteBuffer
+    ) -> Bool {
+        let count = fields.count
+        let end = Int(tape[index].next)
+        var member = index + 1
+        var expected = 0
+        while member < end {
+            // Keys usually come in schema order: try the expected field first.
+            if count > 0 {
+                var k = expected < count ? expected : 0
+                for _ in 0..<count {
+                    let start = offsets[k]
+                    let name = UnsafeRawBufferPointer(rebasing: names[start..<offsets[k &+ 1]])
+                    if tape.stringEquals(member, name) {
+                        slots[k] = Int32(truncatingIfNeeded: member &+ 1)  // duplicates: the last one wins
+                        expected = k &+ 1
+                        break
+                    }
+                    k = k &+ 1 == count ? 0 : k &+ 1
+                }
+            }
+            member = Int(tape[member &+ 1].next)
+        }
+        for k in 0..<count {
+            let field = fields[k]
+            let v = Int(slots[k])
+            if v < 0 || tape[v].kind == .null {
+                guard field.optional else { return false }
+                out.append(ContentRecord.Tag.absent.rawValue)
+                continue
+            }
+            switch field.type {
+            case .int:
+                guard let value = tape.int64(v) else { return false }
+                out.appendRecordWord(ContentRecord.Tag.int.rawValue, UInt64(bitPattern: value))
+            case .double:
+                guard let value = tape.double(v) else { return false }
+                out.appendRecordWord(ContentRecord.Tag.double.rawValue, value.bitPattern)
+            case .string:
+                guard tape[v].kind == .string else { return false }
+                out.reserve(5)
+                out.appendReserved(ContentRecord.Tag.string.rawValue)
+                let lengthAt = out.count
+                out.appendReservedUInt32(0)  // length, patched below
+                tape.appendUnescaped(v, to: &out)
+                out.storeUInt32(UInt32(truncatingIfNeeded: out.count &- lengthAt &- 4), at: lengthAt)
+            case .bool:
+                let e = tape[v]
+                guard e.kind == .bool else { return false }
+                out.append(e.flag ? ContentRecord.Tag.boolTrue.rawValue : ContentRecord.Tag.boolFalse.rawValue)
+            }
+        }
+        return true
+    }
+
     /// Writes a record as a JSON object. `.compact` for payloads (`{"home":2}`); `.python` for the
     /// state dump (`{"home": 2}`, Python float repr, absent optional fields left out).
     public func appendJSON(record: UnsafeRawBufferPointer, style: JSONStyle, to out: inout [UInt8]) {
@@ -251,6 +340,67 @@ extension ContentSchema {
     }
 }
 
+extension ContentSchema {
+    /// `appendJSON(record:style: .compact, to:)` into a byte buffer: the payload encoder's path.
+    /// The record must be a record of this schema.
+    @inline(__always)
+    func appendCompactJSON(record: UnsafeRawBufferPointer, to out: inout ByteBuffer) {
+        compactKeys.withUnsafeBytes { keys in
+            compactKeyOffsets.withUnsafeBufferPointer { keyOffsets in
+                fields.withUnsafeBufferPointer { fields in
+                    appendCompactJSON(record: record, keys: keys, keyOffsets: keyOffsets, count: fields.count, to: &out)
+                }
+            }
+        }
+    }
+
+    @inline(__always)
+    private func appendCompactJSON(
+        record: UnsafeRawBufferPointer, keys: UnsafeRawBufferPointer, keyOffsets: UnsafeBufferPointer<Int>,
+        count: Int, to out: inout ByteBuffer
+    ) {
+        out.append(UInt8(ascii: "{"))
+        var offset = 0
+        var first = true
+        for k in 0..<count {
+            precondition(offset < record.count, "content record shorter than its schema")
+            let tag = record[offset]
+            offset &+= 1
+            if tag == ContentRecord.Tag.absent.rawValue { continue }
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            let keyStart = keyOffsets[k]
+            out.append(keys.baseAddress! + keyStart, count: keyOffsets[k &+ 1] &- keyStart)
+            switch tag {
+            case ContentRecord.Tag.int.rawValue:
+                precondition(offset &+ 8 <= record.count, "content record truncated")
+                let word = UInt64(littleEndian: record.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                offset &+= 8
+                out.appendJSONInt(Int64(bitPattern: word))
+            case ContentRecord.Tag.double.rawValue:
+                precondition(offset &+ 8 <= record.count, "content record truncated")
+                let word = UInt64(littleEndian: record.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                offset &+= 8
+                out.appendJSONDouble(Double(bitPattern: word))
+            case ContentRecord.Tag.string.rawValue:
+                precondition(offset &+ 4 <= record.count, "content record truncated")
+                let length = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+                offset &+= 4
+                precondition(length <= record.count &- offset, "content record truncated")
+                out.appendJSONString(UnsafeRawBufferPointer(start: record.baseAddress! + offset, count: length))
+                offset &+= length
+            case ContentRecord.Tag.boolFalse.rawValue:
+                out.append("false")
+            case ContentRecord.Tag.boolTrue.rawValue:
+                out.append("true")
+            default:
+                preconditionFailure("not a content record tag: \(tag)")
+            }
+        }
+        out.append(UInt8(ascii: "}"))
+    }
+}
+
 public enum JSONStyle: Sendable {
     /// No spaces: payloads.
     case compact
@@ -276,5 +426,16 @@ public struct SchemaSet: Sendable {
     public func id(named name: String) -> Int32? { names.lookup(name) }
 
     @inline(__always)
-    public subscript(_ id: Int32) -> ContentSchema { schemas[Int(id)] }
+    public subscript(_ id: Int32) -> ContentSchema {
+        _read { yield schemas[Int(id)] }
+    }
+
+    /// `self[id].decodeRecord(…)` through an inout access, so that a caller holding the set in a class
+    /// property reads the schema in place instead of copying it.
+    @inline(__always)
+    mutating func decodeRecordInPlace(
+        _ id: Int32, tape: borrowing JSONTape, object index: Int, into out: inout ByteBuffer
+    ) -> Bool {
+        schemas[Int(id)].decodeRecord(tape: tape, object: index, into: &out)
+    }
 }

@@ -7,10 +7,14 @@
 /// the same value. Content comes as a content record (see `ContentSchema`), so encoding allocates
 /// nothing once the buffer has grown.
 public struct PayloadEncoder {
-    public private(set) var bytes: [UInt8] = []
+    /// The payload, reused from one `encode` to the next (see `ByteBuffer`).
+    private var buffer: ByteBuffer
+
+    /// A copy of the last payload encoded (this allocates; `withPayload` does not).
+    public var bytes: [UInt8] { Array(buffer.bytes) }
 
     public init(capacity: Int = 4096) {
-        bytes.reserveCapacity(capacity)
+        buffer = ByteBuffer(capacity: capacity)
     }
 
     /// The alert of a start (required) or an update/end (optional).
@@ -57,59 +61,67 @@ public struct PayloadEncoder {
         staleDate: Int64? = nil, dismissalDate: Int64? = nil, relevanceScore: Double? = nil,
         alert: Alert? = nil, start: Start? = nil
     ) -> Int {
-        bytes.removeAll(keepingCapacity: true)
-        JSONWriter.append("{\"aps\":{\"timestamp\":", to: &bytes)
-        JSONWriter.appendInt(timestamp, to: &bytes)
+        buffer.removeAll()
+        buffer.append("{\"aps\":{\"timestamp\":")
+        buffer.appendJSONInt(timestamp)
         switch event {
-        case .start: JSONWriter.append(",\"event\":\"start\"", to: &bytes)
-        case .update: JSONWriter.append(",\"event\":\"update\"", to: &bytes)
-        case .end: JSONWriter.append(",\"event\":\"end\"", to: &bytes)
+        case .start: buffer.append(",\"event\":\"start\"")
+        case .update: buffer.append(",\"event\":\"update\"")
+        case .end: buffer.append(",\"event\":\"end\"")
         }
         if let content {
-            JSONWriter.append(",\"content-state\":", to: &bytes)
-            schema.appendJSON(record: content, style: .compact, to: &bytes)
+            buffer.append(",\"content-state\":")
+            schema.appendCompactJSON(record: content, to: &buffer)
         }
         if let staleDate {
-            JSONWriter.append(",\"stale-date\":", to: &bytes)
-            JSONWriter.appendInt(staleDate, to: &bytes)
+            buffer.append(",\"stale-date\":")
+            buffer.appendJSONInt(staleDate)
         }
         if let dismissalDate {
-            JSONWriter.append(",\"dismissal-date\":", to: &bytes)
-            JSONWriter.appendInt(dismissalDate, to: &bytes)
+            buffer.append(",\"dismissal-date\":")
+            buffer.appendJSONInt(dismissalDate)
         }
         if let relevanceScore {
-            JSONWriter.append(",\"relevance-score\":", to: &bytes)
-            JSONWriter.appendDouble(relevanceScore, to: &bytes)
+            buffer.append(",\"relevance-score\":")
+            buffer.appendJSONDouble(relevanceScore)
         }
         if let alert {
-            JSONWriter.append(",\"alert\":{\"title\":", to: &bytes)
-            JSONWriter.appendString(alert.title, to: &bytes)
-            JSONWriter.append(",\"body\":", to: &bytes)
-            JSONWriter.appendString(alert.body, to: &bytes)
+            buffer.append(",\"alert\":{\"title\":")
+            appendString(alert.title)
+            buffer.append(",\"body\":")
+            appendString(alert.body)
             if let sound = alert.sound {
-                JSONWriter.append(",\"sound\":", to: &bytes)
-                JSONWriter.appendString(sound, to: &bytes)
+                buffer.append(",\"sound\":")
+                appendString(sound)
             }
-            bytes.append(UInt8(ascii: "}"))
+            buffer.append(UInt8(ascii: "}"))
         }
         if let start {
-            JSONWriter.append(",\"attributes-type\":", to: &bytes)
-            JSONWriter.appendString(start.attributesType, to: &bytes)
-            JSONWriter.append(",\"attributes\":", to: &bytes)
-            start.attributesSchema.appendJSON(record: start.attributes, style: .compact, to: &bytes)
-            if start.inputPushToken { JSONWriter.append(",\"input-push-token\":1", to: &bytes) }
+            buffer.append(",\"attributes-type\":")
+            appendString(start.attributesType)
+            buffer.append(",\"attributes\":")
+            start.attributesSchema.appendCompactJSON(record: start.attributes, to: &buffer)
+            if start.inputPushToken { buffer.append(",\"input-push-token\":1") }
             if let channel = start.inputPushChannel {
-                JSONWriter.append(",\"input-push-channel\":", to: &bytes)
-                JSONWriter.appendString(channel, to: &bytes)
+                buffer.append(",\"input-push-channel\":")
+                appendString(channel)
             }
         }
-        JSONWriter.append("}}", to: &bytes)
-        return bytes.count
+        buffer.append("}}")
+        return buffer.count
     }
 
     /// Runs `body` with the encoded payload.
     @inline(__always)
     public func withPayload<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try bytes.withUnsafeBytes(body)
+        try withExtendedLifetime(buffer) { try body(buffer.bytes) }
+    }
+
+    /// The byte count of the last payload.
+    public var count: Int { buffer.count }
+
+    private mutating func appendString(_ string: String) {
+        var copy = string
+        copy.withUTF8 { buffer.appendJSONString(UnsafeRawBufferPointer($0)) }
     }
 }

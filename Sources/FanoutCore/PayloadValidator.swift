@@ -80,6 +80,25 @@ public struct PayloadValidator {
         headers: PushHeaders, payload: UnsafeRawBufferPointer, target: TargetKind,
         targetBundle: UnsafeRawBufferPointer?
     ) -> RejectReason? {
+        let matches = targetBundle.map { PayloadValidator.topicNames($0, headers.topic) }
+        return validate(headers: headers, payload: payload, target: target, topicMatchesTarget: matches)
+    }
+
+    /// True when `topic` is a string whose bundle part (before `.push-type.liveactivity`) is `bundle`.
+    @inline(__always)
+    static func topicNames(_ bundle: UnsafeRawBufferPointer, _ topic: HeaderValue) -> Bool {
+        guard case .string(let topic) = topic, hasTopicSuffix(topic) else { return false }
+        let topicBundle = UnsafeRawBufferPointer(
+            rebasing: topic[0..<(topic.count - PayloadValidator.topicSuffix.utf8CodeUnitCount)])
+        return compareBytes(topicBundle, bundle) == 0
+    }
+
+    /// `validate(headers:payload:target:targetBundle:)` with the BadTopic comparison done by the
+    /// caller: `topicMatchesTarget` is nil when the target does not resolve.
+    @inline(__always)
+    mutating func validate(
+        headers: PushHeaders, payload: UnsafeRawBufferPointer, target: TargetKind, topicMatchesTarget: Bool?
+    ) -> RejectReason? {
         if payload.count > target.payloadLimit { return .payloadTooLarge }
         if payload.count == 0 { return .payloadEmpty }
         guard case .string(let pushType) = headers.pushType, PayloadValidator.equals(pushType, "liveactivity") else {
@@ -88,11 +107,7 @@ public struct PayloadValidator {
         guard case .string(let topic) = headers.topic, PayloadValidator.hasTopicSuffix(topic) else {
             return .topicDisallowed
         }
-        if let bundle = targetBundle {
-            let topicBundle = UnsafeRawBufferPointer(
-                rebasing: topic[0..<(topic.count - PayloadValidator.topicSuffix.utf8CodeUnitCount)])
-            if compareBytes(topicBundle, bundle) != 0 { return .badTopic }
-        }
+        if topicMatchesTarget == false { return .badTopic }
         guard case .integer(let priority) = headers.priority,
             priority == 5 || priority == 10 || (priority == 1 && target == .channel)
         else { return .badPriority }

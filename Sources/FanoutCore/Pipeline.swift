@@ -4,22 +4,32 @@
 /// `push` runs the whole path. The stages are also public (`validate`, `route`, `deliver`) so that
 /// a caller can time each one; `push` is exactly their composition.
 public final class Pipeline {
-    public let rules: DeviceRules
-    public private(set) var schemas: SchemaSet
-    public var store = ActivityStore()
-    public var router = Router()
-    public private(set) var accounting = Accounting()
-    public var validator = PayloadValidator()
+    /// Everything, in one struct: each call below is one access to `core`, and the stages inside work
+    /// on it in place (no dynamic exclusivity check per field, no copies of the stores).
+    private var core: PipelineCore
 
-    // Scratch reused across pushes (no allocation in steady state).
-    private var record: [UInt8] = []
-    private var slots: [Int32] = []
-    private var decoded = DecodedContent()
+    public var rules: DeviceRules { core.rules }
+    public var schemas: SchemaSet {
+        _read { yield core.schemas }
+    }
+    public var store: ActivityStore {
+        _read { yield core.store }
+        _modify { yield &core.store }
+    }
+    public var router: Router {
+        _read { yield core.router }
+        _modify { yield &core.router }
+    }
+    public var accounting: Accounting {
+        _read { yield core.accounting }
+    }
+    public var validator: PayloadValidator {
+        _read { yield core.validator }
+        _modify { yield &core.validator }
+    }
 
     public init(schemas: SchemaSet, rules: DeviceRules) {
-        self.schemas = schemas
-        self.rules = rules
-        record.reserveCapacity(1024)
+        core = PipelineCore(schemas: schemas, rules: rules)
     }
 
     /// A push in flight: what validate and route found, used by deliver.
@@ -37,7 +47,122 @@ public final class Pipeline {
     /// Starts a push: resolves its target once (shared by validate and route).
     @inline(__always)
     public func begin(kind: TargetKind, target: UnsafeRawBufferPointer) -> InFlight {
-        InFlight(kind: kind, resolution: router.resolve(kind, target))
+        core.begin(kind: kind, target: target)
+    }
+
+    /// Validates, routes and applies one push at `nowMillis`. For a push-to-start, `newActivity` and
+    /// `newToken` are the id and update token the device gives the activity it starts.
+    @discardableResult
+    public func push(
+        kind: TargetKind, target: UnsafeRawBufferPointer, headers: PushHeaders, payload: UnsafeRawBufferPointer,
+        nowMillis: Int64, newActivity: UnsafeRawBufferPointer? = nil, newToken: UnsafeRawBufferPointer? = nil
+    ) -> PushVerdict {
+        core.push(
+            kind: kind, target: target, headers: headers, payload: payload, nowMillis: nowMillis,
+            newActivity: newActivity, newToken: newToken)
+    }
+
+    /// Stage 1: what APNs would reject. Counts the push, and the rejection if any, unless
+    /// `countsVerdict` is false: a broadcast replicated on every worker is counted by one of them only,
+    /// while each counts the deliveries to its own subscribers.
+    @inline(__always)
+    public func validate(
+        _ flight: inout InFlight, headers: PushHeaders, payload: UnsafeRawBufferPointer, countsVerdict: Bool = true
+    ) -> RejectReason? {
+        core.validate(&flight, headers: headers, payload: payload, countsVerdict: countsVerdict)
+    }
+
+    /// Stage 2: the recipients (DOMAIN §3.3). Counts the verdict and the deliveries to come.
+    @inline(__always)
+    public func route(_ flight: inout InFlight, countsVerdict: Bool = true) -> PushVerdict {
+        core.route(&flight, countsVerdict: countsVerdict)
+    }
+
+    /// Stage 3: one device applies an update or end to one of its activities (DOMAIN §3.4).
+    @discardableResult
+    public func deliver(_ flight: InFlight, to a: Int32, nowMillis: Int64) -> Outcome {
+        core.deliver(flight, to: a, nowMillis: nowMillis)
+    }
+
+    /// Counts an outcome decided outside the device: a held push that `expired` before its device
+    /// came back, or one `coalesced` away by a newer update (DOMAIN §3.3).
+    public func settle(_ outcome: Outcome, for a: Int32) {
+        core.settle(outcome, for: a)
+    }
+
+    /// Delivers a push that was validated and routed earlier and held while its device was offline:
+    /// the payload is scanned again (it passed validation when sent) and applied now.
+    @discardableResult
+    public func deliverStored(
+        kind: TargetKind, headers: PushHeaders, payload: UnsafeRawBufferPointer, to a: Int32, nowMillis: Int64
+    ) -> Outcome {
+        core.deliverStored(kind: kind, headers: headers, payload: payload, to: a, nowMillis: nowMillis)
+    }
+
+    /// True when a new activity of `app` on the device would exceed a limit (TRACE rule 10).
+    public func atLimit(device d: Int32, app: Int32, nowMillis: Int64) -> Bool {
+        core.atLimit(device: d, app: app, nowMillis: nowMillis)
+    }
+
+    /// The app starts an activity locally (TRACE `request`). Returns nil when refused by a limit.
+    /// The caller has checked that the id and token are new and that `content` decodes.
+    @discardableResult
+    public func request(
+        id: UnsafeRawBufferPointer, device: UnsafeRawBufferPointer, app bundle: UnsafeRawBufferPointer,
+        schema: Int32, content: UnsafeRawBufferPointer, staleDate: Double?, relevance: Double,
+        token: UnsafeRawBufferPointer, channel: UnsafeRawBufferPointer?, nowMillis: Int64
+    ) -> Int32? {
+        core.request(
+            id: id, device: device, app: bundle, schema: schema, content: content, staleDate: staleDate,
+            relevance: relevance, token: token, channel: channel, nowMillis: nowMillis)
+    }
+
+    /// The activity joins a broadcast channel, leaving its previous one (TRACE rule 9).
+    public func subscribe(_ a: Int32, channel id: UnsafeRawBufferPointer) {
+        core.subscribe(a, channel: id)
+    }
+
+    /// The activity's update token changes; the old one stops routing at once.
+    public func rotate(_ a: Int32, token: UnsafeRawBufferPointer) {
+        core.rotate(a, token: token)
+    }
+
+    /// A device's push-to-start token for an app (TRACE `startToken`).
+    public func setStartToken(device: UnsafeRawBufferPointer, app bundle: UnsafeRawBufferPointer,
+                              token: UnsafeRawBufferPointer) {
+        core.setStartToken(device: device, app: bundle, token: token)
+    }
+
+    /// A person dismisses the activity.
+    public func dismiss(_ a: Int32, nowMillis: Int64) {
+        core.dismiss(a, nowMillis: nowMillis)
+    }
+}
+
+/// The state and the logic of a `Pipeline` (see there), as a struct so that a stage works on it in
+/// place through one access.
+struct PipelineCore {
+    let rules: DeviceRules
+    var schemas: SchemaSet
+    var store = ActivityStore()
+    var router = Router()
+    var accounting = Accounting()
+    var validator = PayloadValidator()
+
+    // Scratch reused across pushes (no allocation in steady state).
+    /// The decoded content record of the current push (see `ByteBuffer`: filled from empty).
+    private var record = ByteBuffer(capacity: 1024)
+    private var decoded = DecodedContent()
+
+    init(schemas: SchemaSet, rules: DeviceRules) {
+        self.schemas = schemas
+        self.rules = rules
+    }
+
+    /// Starts a push: resolves its target once (shared by validate and route).
+    @inline(__always)
+    mutating func begin(kind: TargetKind, target: UnsafeRawBufferPointer) -> Pipeline.InFlight {
+        Pipeline.InFlight(kind: kind, resolution: router.resolveInPlace(kind, target))
     }
 
     // MARK: The whole path
@@ -45,7 +170,7 @@ public final class Pipeline {
     /// Validates, routes and applies one push at `nowMillis`. For a push-to-start, `newActivity` and
     /// `newToken` are the id and update token the device gives the activity it starts.
     @discardableResult
-    public func push(
+    mutating func push(
         kind: TargetKind, target: UnsafeRawBufferPointer, headers: PushHeaders, payload: UnsafeRawBufferPointer,
         nowMillis: Int64, newActivity: UnsafeRawBufferPointer? = nil, newToken: UnsafeRawBufferPointer? = nil
     ) -> PushVerdict {
@@ -80,8 +205,9 @@ public final class Pipeline {
     /// `countsVerdict` is false: a broadcast replicated on every worker is counted by one of them only,
     /// while each counts the deliveries to its own subscribers.
     @inline(__always)
-    public func validate(
-        _ flight: inout InFlight, headers: PushHeaders, payload: UnsafeRawBufferPointer, countsVerdict: Bool = true
+    mutating func validate(
+        _ flight: inout Pipeline.InFlight, headers: PushHeaders, payload: UnsafeRawBufferPointer,
+        countsVerdict: Bool = true
     ) -> RejectReason? {
         if countsVerdict { accounting.pushes += 1 }
         let bundleApp: Int32
@@ -95,9 +221,11 @@ public final class Pipeline {
         if bundleApp == Router.none {
             reason = validator.validate(headers: headers, payload: payload, target: flight.kind, targetBundle: nil)
         } else {
-            reason = store.appIds.withBytes(bundleApp) { bundle in
-                validator.validate(headers: headers, payload: payload, target: flight.kind, targetBundle: bundle)
-            }
+            // The topic's bundle is compared first (a read of the store), then the validator runs on
+            // its own: no closure holds the store while the validator is mutated.
+            let matches = store.appIds.withBytes(bundleApp) { PayloadValidator.topicNames($0, headers.topic) }
+            reason = validator.validate(
+                headers: headers, payload: payload, target: flight.kind, topicMatchesTarget: matches)
         }
         if let reason {
             if countsVerdict { accounting.rejected[reason.rawValue] += 1 }
@@ -109,7 +237,7 @@ public final class Pipeline {
 
     /// Stage 2: the recipients (DOMAIN §3.3). Counts the verdict and the deliveries to come.
     @inline(__always)
-    public func route(_ flight: inout InFlight, countsVerdict: Bool = true) -> PushVerdict {
+    mutating func route(_ flight: inout Pipeline.InFlight, countsVerdict: Bool = true) -> PushVerdict {
         if let reason = flight.resolution.unroutable {
             if countsVerdict { accounting.unroutable[reason.rawValue] += 1 }
             return .unroutable(reason)
@@ -128,7 +256,7 @@ public final class Pipeline {
 
     /// Stage 3: one device applies an update or end to one of its activities (DOMAIN §3.4).
     @discardableResult
-    public func deliver(_ flight: InFlight, to a: Int32, nowMillis: Int64) -> Outcome {
+    mutating func deliver(_ flight: Pipeline.InFlight, to a: Int32, nowMillis: Int64) -> Outcome {
         let outcome = applyOutcome(flight.aps, to: a, nowMillis: nowMillis)
         accounting.outcomes[outcome.rawValue] += 1
         store.count(outcome, for: a)
@@ -137,7 +265,7 @@ public final class Pipeline {
 
     /// Counts an outcome decided outside the device: a held push that `expired` before its device
     /// came back, or one `coalesced` away by a newer update (DOMAIN §3.3).
-    public func settle(_ outcome: Outcome, for a: Int32) {
+    mutating func settle(_ outcome: Outcome, for a: Int32) {
         accounting.outcomes[outcome.rawValue] += 1
         store.count(outcome, for: a)
     }
@@ -145,64 +273,58 @@ public final class Pipeline {
     /// Delivers a push that was validated and routed earlier and held while its device was offline:
     /// the payload is scanned again (it passed validation when sent) and applied now.
     @discardableResult
-    public func deliverStored(
+    mutating func deliverStored(
         kind: TargetKind, headers: PushHeaders, payload: UnsafeRawBufferPointer, to a: Int32, nowMillis: Int64
     ) -> Outcome {
         let reason = validator.validate(headers: headers, payload: payload, target: kind, targetBundle: nil)
         precondition(reason == nil, "a held push was accepted when sent")
-        var flight = InFlight(kind: kind, resolution: .activity(a))
+        var flight = Pipeline.InFlight(kind: kind, resolution: .activity(a))
         flight.aps = validator.aps
         decoded.schema = -1
         return deliver(flight, to: a, nowMillis: nowMillis)
     }
 
     @inline(__always)
-    private func applyOutcome(_ aps: ApsFields, to a: Int32, nowMillis: Int64) -> Outcome {
-        if !store.state(a, nowMillis: nowMillis).isLive { return .ignoredEnded }
-        if store.hasTimestamp[Int(a)] && aps.timestamp <= store.timestamp[Int(a)] { return .ignoredStaleTimestamp }
-        if aps.priority == 10, let budget = rules.budgetPerHour,
-            store.budgetExhausted(a, budget: budget, nowMillis: nowMillis)
-        {
-            return .throttled
-        }
-        let schema = store.schema[Int(a)]
-        if decoded.schema != schema { decodeUpdate(aps, schema: schema) }
-        guard decoded.ok else { return .decodeFailed }
-        store.setTimestamp(a, aps.timestamp)
-        if decoded.hasContent {
-            record.withUnsafeBytes {
-                store.replaceContent(a, record: $0, staleDate: decoded.staleDate, relevance: decoded.relevance)
-            }
-        }
-        if aps.event == .end {
-            store.end(a, nowMillis: nowMillis, dismissalDateSeconds: decoded.dismissalDate)
+    private mutating func applyOutcome(_ aps: ApsFields, to a: Int32, nowMillis: Int64) -> Outcome {
+        let (early, schema) = store.admit(
+            a, timestamp: aps.timestamp, priority: aps.priority, budgetPerHour: rules.budgetPerHour,
+            nowMillis: nowMillis)
+        if let early { return early }
+        if decoded.schema != schema { decoded = decodeUpdate(aps, schema: schema) }
+        let d = decoded
+        guard d.ok else { return .decodeFailed }
+        withExtendedLifetime(record) {
+            store.applyDecoded(
+                a, timestamp: aps.timestamp, record: d.hasContent ? record.bytes : nil, staleDate: d.staleDate,
+                relevance: d.relevance, ends: aps.event == .end, dismissalDate: d.dismissalDate, nowMillis: nowMillis)
         }
         return .applied
     }
 
     /// Decodes the device-side fields of an update or end (TRACE rule 12) under one schema. A
     /// broadcast decodes once per schema among its recipients: the result depends on nothing else.
-    private func decodeUpdate(_ aps: ApsFields, schema: Int32) {
-        decoded = DecodedContent()
-        decoded.schema = schema
+    private mutating func decodeUpdate(_ aps: ApsFields, schema: Int32) -> DecodedContent {
+        var result = DecodedContent()
+        result.schema = schema
         let tape = validator.tape
         guard case .decoded(let stale) = optionalDate(tape, aps.staleDate),
             case .decoded(let dismissal) = optionalDate(tape, aps.dismissalDate),
             let relevance = optionalRelevance(tape, aps.relevanceScore)
-        else { return }
+        else { return result }
         let content = Int(aps.contentState)
         if content < 0 || tape[content].kind == .null {
-            guard aps.event == .end else { return }
-            decoded.hasContent = false
+            guard aps.event == .end else { return result }
+            result.hasContent = false
         } else {
-            record.removeAll(keepingCapacity: true)
-            guard schemas[schema].decode(tape: tape, object: content, into: &record, slots: &slots) else { return }
-            decoded.hasContent = true
+            record.removeAll()
+            guard schemas.decodeRecordInPlace(schema, tape: tape, object: content, into: &record) else { return result }
+            result.hasContent = true
         }
-        decoded.staleDate = stale
-        decoded.dismissalDate = dismissal
-        decoded.relevance = relevance
-        decoded.ok = true
+        result.staleDate = stale
+        result.dismissalDate = dismissal
+        result.relevance = relevance
+        result.ok = true
+        return result
     }
 
     private enum OptionalDate {
@@ -227,8 +349,8 @@ public final class Pipeline {
 
     // MARK: Push-to-start (TRACE rule 14)
 
-    private func start(
-        _ flight: InFlight, device d: Int32, app: Int32, nowMillis: Int64,
+    private mutating func start(
+        _ flight: Pipeline.InFlight, device d: Int32, app: Int32, nowMillis: Int64,
         id: UnsafeRawBufferPointer?, token: UnsafeRawBufferPointer?
     ) {
         let outcome = startOutcome(flight.aps, device: d, app: app, nowMillis: nowMillis, id: id, token: token)
@@ -236,7 +358,7 @@ public final class Pipeline {
         if let a = outcome.activity { store.count(.applied, for: a) }
     }
 
-    private func startOutcome(
+    private mutating func startOutcome(
         _ aps: ApsFields, device d: Int32, app: Int32, nowMillis: Int64,
         id: UnsafeRawBufferPointer?, token: UnsafeRawBufferPointer?
     ) -> (outcome: Outcome, activity: Int32?) {
@@ -255,14 +377,14 @@ public final class Pipeline {
         guard channelIndex < 0 || tape[channelIndex].kind == .null || tape[channelIndex].kind == .string else {
             return (.decodeFailed, nil)
         }
-        record.removeAll(keepingCapacity: true)
-        guard schemas[schema].decode(tape: tape, object: Int(aps.contentState), into: &record, slots: &slots) else {
+        record.removeAll()
+        guard schemas[schema].decodeRecord(tape: tape, object: Int(aps.contentState), into: &record) else {
             return (.decodeFailed, nil)
         }
         guard let id, let token else { preconditionFailure("a push-to-start needs the new activity's id and token") }
-        let a = record.withUnsafeBytes {
+        let a = withExtendedLifetime(record) {
             store.create(
-                id: id, device: d, app: app, schema: schema, nowMillis: nowMillis, content: $0,
+                id: id, device: d, app: app, schema: schema, nowMillis: nowMillis, content: record.bytes,
                 staleDate: stale.map(Double.init), relevance: relevance, timestamp: aps.timestamp)
         }
         store.token[Int(a)] = router.assignUpdateToken(token, to: a, previous: Router.none)
@@ -284,7 +406,7 @@ public final class Pipeline {
     // MARK: Operations on the population
 
     /// True when a new activity of `app` on the device would exceed a limit (TRACE rule 10).
-    public func atLimit(device d: Int32, app: Int32, nowMillis: Int64) -> Bool {
+    mutating func atLimit(device d: Int32, app: Int32, nowMillis: Int64) -> Bool {
         store.pruneDismissed(device: d, nowMillis: nowMillis)
         let live = store.liveCounts(device: d, app: app, nowMillis: nowMillis)
         return live.device >= rules.perDeviceLimit || live.app >= rules.perAppLimit
@@ -293,7 +415,7 @@ public final class Pipeline {
     /// The app starts an activity locally (TRACE `request`). Returns nil when refused by a limit.
     /// The caller has checked that the id and token are new and that `content` decodes.
     @discardableResult
-    public func request(
+    mutating func request(
         id: UnsafeRawBufferPointer, device: UnsafeRawBufferPointer, app bundle: UnsafeRawBufferPointer,
         schema: Int32, content: UnsafeRawBufferPointer, staleDate: Double?, relevance: Double,
         token: UnsafeRawBufferPointer, channel: UnsafeRawBufferPointer?, nowMillis: Int64
@@ -314,7 +436,7 @@ public final class Pipeline {
     }
 
     /// The activity joins a broadcast channel, leaving its previous one (TRACE rule 9).
-    public func subscribe(_ a: Int32, channel id: UnsafeRawBufferPointer) {
+    mutating func subscribe(_ a: Int32, channel id: UnsafeRawBufferPointer) {
         let c = router.registerChannel(id, app: store.app[Int(a)])
         let previous = store.channel[Int(a)]
         if previous == c { return }
@@ -324,12 +446,12 @@ public final class Pipeline {
     }
 
     /// The activity's update token changes; the old one stops routing at once.
-    public func rotate(_ a: Int32, token: UnsafeRawBufferPointer) {
+    mutating func rotate(_ a: Int32, token: UnsafeRawBufferPointer) {
         store.token[Int(a)] = router.assignUpdateToken(token, to: a, previous: store.token[Int(a)])
     }
 
     /// A device's push-to-start token for an app (TRACE `startToken`).
-    public func setStartToken(device: UnsafeRawBufferPointer, app bundle: UnsafeRawBufferPointer,
+    mutating func setStartToken(device: UnsafeRawBufferPointer, app bundle: UnsafeRawBufferPointer,
                               token: UnsafeRawBufferPointer) {
         let d = store.internDevice(device)
         let app = store.internApp(bundle)
@@ -337,7 +459,7 @@ public final class Pipeline {
     }
 
     /// A person dismisses the activity.
-    public func dismiss(_ a: Int32, nowMillis: Int64) {
+    mutating func dismiss(_ a: Int32, nowMillis: Int64) {
         store.dismiss(a, nowMillis: nowMillis)
     }
 }

@@ -90,19 +90,87 @@ public struct Router: Sendable {
     public func resolve(_ kind: TargetKind, _ target: UnsafeRawBufferPointer) -> Resolution {
         switch kind {
         case .token:
-            guard PayloadValidator.isWellFormedToken(target) else { return .malformedToken }
-            guard let t = Router.withTokenKey(target, { updateTokens.lookup($0) }), tokenActivity[Int(t)] != Router.none
-            else { return .unknownToken }
-            return .activity(tokenActivity[Int(t)])
+            let t = Router.lookupToken(target, in: updateTokens)
+            if t == Router.malformed { return .malformedToken }
+            guard t >= 0 else { return .unknownToken }
+            let activity = tokenActivity[Int(t)]
+            guard activity != Router.none else { return .unknownToken }
+            return .activity(activity)
         case .startToken:
-            guard PayloadValidator.isWellFormedToken(target) else { return .malformedToken }
-            guard let t = Router.withTokenKey(target, { startTokens.lookup($0) }), startTokenDevice[Int(t)] != Router.none
-            else { return .unknownToken }
+            let t = Router.lookupToken(target, in: startTokens)
+            if t == Router.malformed { return .malformedToken }
+            guard t >= 0, startTokenDevice[Int(t)] != Router.none else { return .unknownToken }
             return .startToken(device: startTokenDevice[Int(t)], app: startTokenApp[Int(t)])
         case .channel:
             guard let c = channels.lookup(target) else { return .unknownChannel }
             return .channel(c)
         }
+    }
+
+    /// `resolve` through an inout access. A caller holding the router in a class property uses this
+    /// to read it in place: a plain read copies the struct (a retain and release of every array).
+    @inline(__always)
+    mutating func resolveInPlace(_ kind: TargetKind, _ target: UnsafeRawBufferPointer) -> Resolution {
+        resolve(kind, target)
+    }
+
+    private static let malformed: Int32 = -2
+
+    /// The id of a token in `interner`: `malformed` when it is not well-formed (TRACE rule 8), -1 when
+    /// it was never interned. One pass classifies the bytes and builds the key of `withTokenKey`
+    /// (same bytes) on the stack.
+    @inline(__always)
+    static func lookupToken(_ token: UnsafeRawBufferPointer, in interner: borrowing ByteInterner) -> Int32 {
+        let n = token.count
+        guard n > 0, n % 2 == 0, let p = token.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+            return malformed
+        }
+        // Canonical (digits and lowercase hex): 1 + n/2 key bytes; otherwise 1 + n.
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1 + n) { key in
+            let k = key.baseAddress!
+            let table = Router.hexTable.utf8Start
+            var seen: UInt8 = 0
+            var i = 0
+            while i < n {
+                let hi = table[Int(p[i])]
+                let lo = table[Int(p[i &+ 1])]
+                seen |= hi | lo
+                k[1 &+ i >> 1] = (hi & 0xF) << 4 | (lo & 0xF)
+                i &+= 2
+            }
+            if seen & 0x20 != 0 { return malformed }
+            if seen & 0x10 == 0 {
+                k[0] = 0
+                return interner.lookup(UnsafeRawBufferPointer(start: k, count: 1 &+ n >> 1)) ?? -1
+            }
+            k[0] = 1
+            UnsafeMutableRawPointer(k + 1).copyMemory(from: p, byteCount: n)
+            return interner.lookup(UnsafeRawBufferPointer(start: k, count: 1 &+ n)) ?? -1
+        }
+    }
+
+    /// Per byte: the hex digit value of `0-9` and `a-f`; `0x10 | value` for `A-F` (well-formed, not
+    /// canonical); `0x20` for anything else. A constant in the binary: no lazy initialization.
+    @inline(__always)
+    static var hexTable: StaticString {
+        """
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{0}\u{1}\u{2}\u{3}\u{4}\u{5}\u{6}\u{7}\u{8}\u{9}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{1A}\u{1B}\u{1C}\u{1D}\u{1E}\u{1F}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{A}\u{B}\u{C}\u{D}\u{E}\u{F}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\
+        \u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}\u{20}
+        """
     }
 
     // MARK: Update tokens

@@ -305,7 +305,7 @@ public final class WorkerEngine {
                 staleDate: nowSeconds + 3600, dismissalDate: dismissal, relevanceScore: relevance)
         }
         payload.removeAll(keepingCapacity: true)
-        payload.append(contentsOf: encoder.bytes)
+        encoder.withPayload { payload.append(contentsOf: $0) }
         let broadcast = world.sourceIsBroadcast[source]
         applyPayloadFaults(e, broadcast: broadcast)
         current.record(.encode, nanos: hrtime() &- t0)

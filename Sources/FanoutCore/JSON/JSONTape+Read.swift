@@ -8,12 +8,12 @@ extension JSONTape {
     }
 
     public func member(_ object: Int, _ key: UnsafeRawBufferPointer) -> Int {
-        let end = Int(entries[object].next)
+        let end = Int(self[object].next)
         var i = object + 1
         var found = -1
         while i < end {
             if stringEquals(i, key) { found = i + 1 }
-            i = Int(entries[i + 1].next)
+            i = Int(self[i + 1].next)
         }
         return found
     }
@@ -24,16 +24,22 @@ extension JSONTape {
         stringEquals(index, UnsafeRawBufferPointer(start: other.utf8Start, count: other.utf8CodeUnitCount))
     }
 
+    @inline(__always)
     public func stringEquals(_ index: Int, _ other: UnsafeRawBufferPointer) -> Bool {
-        let e = entries[index]
+        let e = self[index]
         let start = Int(e.start)
-        let length = Int(e.end) - start
+        let length = Int(e.end) &- start
         if !e.flag {
             guard length == other.count else { return false }
             if length == 0 { return true }
             return memoryEqual(bytes.baseAddress! + start, other.baseAddress!, length)
         }
-        // Escaped: decode on the fly and compare byte by byte.
+        return escapedStringEquals(index, other)
+    }
+
+    /// `stringEquals` for a string written with escapes: decoded on the fly, compared byte by byte.
+    @inline(never)
+    func escapedStringEquals(_ index: Int, _ other: UnsafeRawBufferPointer) -> Bool {
         var matched = 0
         var ok = true
         forEachUnescapedByte(index) { byte in
@@ -49,7 +55,7 @@ extension JSONTape {
 
     /// Byte length of the string entry at `index` once unescaped.
     public func unescapedCount(_ index: Int) -> Int {
-        let e = entries[index]
+        let e = self[index]
         if !e.flag { return Int(e.end - e.start) }
         var count = 0
         forEachUnescapedByte(index) { _ in count += 1 }
@@ -59,7 +65,7 @@ extension JSONTape {
     /// Appends the unescaped UTF-8 bytes of the string entry at `index` to `buffer`.
     @inline(__always)
     public func appendUnescaped(_ index: Int, to buffer: inout [UInt8]) {
-        let e = entries[index]
+        let e = self[index]
         if !e.flag {
             let start = Int(e.start)
             buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[start..<Int(e.end)]))
@@ -68,17 +74,28 @@ extension JSONTape {
         forEachUnescapedByte(index) { buffer.append($0) }
     }
 
+    /// Appends the unescaped UTF-8 bytes of the string entry at `index` to `buffer`.
+    @inline(__always)
+    func appendUnescaped(_ index: Int, to buffer: inout ByteBuffer) {
+        let e = self[index]
+        if !e.flag {
+            buffer.append(bytes.baseAddress! + Int(e.start), count: Int(e.end) &- Int(e.start))
+            return
+        }
+        forEachUnescapedByte(index) { buffer.append($0) }
+    }
+
     /// Raw bytes of an entry (string contents without quotes, or a number token).
     @inline(__always)
     public func rawBytes(_ index: Int) -> UnsafeRawBufferPointer {
-        let e = entries[index]
+        let e = self[index]
         return UnsafeRawBufferPointer(rebasing: bytes[Int(e.start)..<Int(e.end)])
     }
 
     /// Integral number in Int64 range (`3`, `3.0`, `1e3`), else nil (also for non-numbers).
     @inline(__always)
     public func int64(_ index: Int) -> Int64? {
-        let e = entries[index]
+        let e = self[index]
         guard e.kind == .number else { return nil }
         let p = (bytes.baseAddress! + Int(e.start)).assumingMemoryBound(to: UInt8.self)
         return JSONNumber.int64(p, Int(e.end - e.start), fractional: e.flag)
@@ -87,7 +104,7 @@ extension JSONTape {
     /// Any JSON number as a Double (finite by construction of the scanner), else nil.
     @inline(__always)
     public func double(_ index: Int) -> Double? {
-        let e = entries[index]
+        let e = self[index]
         guard e.kind == .number else { return nil }
         let p = (bytes.baseAddress! + Int(e.start)).assumingMemoryBound(to: UInt8.self)
         return JSONNumber.parseDouble(p, Int(e.end - e.start))
@@ -97,7 +114,7 @@ extension JSONTape {
     /// The scanner has already checked the escapes, so decoding cannot fail here.
     @inline(__always)
     func forEachUnescapedByte(_ index: Int, _ body: (UInt8) -> Void) {
-        let e = entries[index]
+        let e = self[index]
         let p = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
         var i = Int(e.start)
         let end = Int(e.end)
@@ -134,18 +151,32 @@ extension JSONTape {
 
 @inline(__always)
 func memoryEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ count: Int) -> Bool {
-    var i = 0
-    while i + 8 <= count {
-        if a.loadUnaligned(fromByteOffset: i, as: UInt64.self) != b.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
-            return false
+    // Whole words, then the last (overlapping) word; short keys in one or two loads.
+    if count >= 8 {
+        var i = 0
+        while i &+ 8 < count {
+            if word(a, i) != word(b, i) { return false }
+            i &+= 8
         }
-        i += 8
+        return word(a, count &- 8) == word(b, count &- 8)
     }
+    if count >= 4 {
+        let last = count &- 4
+        return a.loadUnaligned(as: UInt32.self) == b.loadUnaligned(as: UInt32.self)
+            && a.loadUnaligned(fromByteOffset: last, as: UInt32.self)
+                == b.loadUnaligned(fromByteOffset: last, as: UInt32.self)
+    }
+    var i = 0
     while i < count {
         if a.load(fromByteOffset: i, as: UInt8.self) != b.load(fromByteOffset: i, as: UInt8.self) { return false }
-        i += 1
+        i &+= 1
     }
     return true
+}
+
+@inline(__always)
+private func word(_ p: UnsafeRawPointer, _ offset: Int) -> UInt64 {
+    p.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
 }
 
 /// Byte-wise (= Unicode code point) ordering of UTF-8 strings.

@@ -26,31 +26,49 @@ public struct JSONTape {
         public var next: Int32
     }
 
-    public private(set) var entries: [Entry] = []
-    private var stack: [Int32] = []
+    // The entries, in memory owned by `owner` (see `RawAllocation`): appending is a capacity check
+    // and a store. Invariant: `base` points to `capacity` entries inside `owner`, the first `count`
+    // initialized. Copies of a tape share `owner` until one of them scans again, which takes fresh
+    // memory when `owner` is shared (so a copy keeps reading its own document).
+    private var owner: RawAllocation
+    private var base: UnsafeMutablePointer<Entry>
+    private var capacity: Int
+    /// Number of entries.
+    public private(set) var count: Int = 0
     /// The bytes of the last document scanned. Valid only while the caller keeps them alive.
     public private(set) var bytes = UnsafeRawBufferPointer(start: nil, count: 0)
 
     public init() {
-        entries.reserveCapacity(64)
-        stack.reserveCapacity(16)
+        capacity = 64
+        owner = RawAllocation(byteCount: capacity * MemoryLayout<Entry>.stride)
+        base = owner.pointer.bindMemory(to: Entry.self, capacity: capacity)
     }
 
-    public var count: Int { entries.count }
+    /// A copy of the entries (this allocates; the hot path reads entries by index).
+    public var entries: [Entry] { Array(UnsafeBufferPointer(start: base, count: count)) }
 
     @inline(__always)
-    public subscript(index: Int) -> Entry { entries[index] }
+    public subscript(index: Int) -> Entry {
+        precondition(UInt(bitPattern: index) < UInt(bitPattern: count), "tape index out of range")
+        return base[index]
+    }
 
     /// Scans `bytes` as one JSON document (surrounding whitespace allowed, nothing else).
     /// Returns `nil` on success, else the byte offset where the document stopped being strict JSON.
     /// The caller must keep `bytes` alive while it reads from the tape.
     public mutating func scan(_ bytes: UnsafeRawBufferPointer) -> Int? {
-        entries.removeAll(keepingCapacity: true)
-        stack.removeAll(keepingCapacity: true)
+        if !isKnownUniquelyReferenced(&owner) {
+            owner = RawAllocation(byteCount: capacity * MemoryLayout<Entry>.stride)
+            base = owner.pointer.bindMemory(to: Entry.self, capacity: capacity)
+        }
+        count = 0
         self.bytes = bytes
-        guard let base = bytes.baseAddress, bytes.count > 0 else { return 0 }
-        let p = base.assumingMemoryBound(to: UInt8.self)
+        guard let start = bytes.baseAddress, bytes.count > 0 else { return 0 }
+        let p = start.assumingMemoryBound(to: UInt8.self)
         let n = bytes.count
+        // The innermost open container, or -1. While a container is open its `next` holds the index
+        // of the container around it (its final value is set when it closes), so no stack is needed.
+        var top = -1
         var i = skipWhitespace(p, 0, n)
         // State machine: expectValue, after a value: expect ',' or a closing bracket.
         var expectingKeyOrClose = false  // just after '{'
@@ -62,33 +80,32 @@ public struct JSONTape {
             if expectingKeyOrClose {
                 expectingKeyOrClose = false
                 if c == UInt8(ascii: "}") {
-                    closeContainer(at: i + 1)
+                    closeContainer(&top, at: i + 1)
                     i += 1
-                    if let stop = afterValue(p, &i, n, &expectingKeyOrClose) { return stop == -1 ? nil : stop }
+                    if let stop = afterValue(p, &i, n, &top, &expectingKeyOrClose) { return stop == -1 ? nil : stop }
                     continue
                 }
                 guard c == UInt8(ascii: "\"") else { return i }
                 guard scanKeyAndColon(p, &i, n) else { return i }
+                guard i < n else { return i }
                 c = p[i]
             } else if expectingValueOrClose {
                 expectingValueOrClose = false
                 if c == UInt8(ascii: "]") {
-                    closeContainer(at: i + 1)
+                    closeContainer(&top, at: i + 1)
                     i += 1
-                    if let stop = afterValue(p, &i, n, &expectingKeyOrClose) { return stop == -1 ? nil : stop }
+                    if let stop = afterValue(p, &i, n, &top, &expectingKeyOrClose) { return stop == -1 ? nil : stop }
                     continue
                 }
             }
             switch c {
             case UInt8(ascii: "{"):
-                stack.append(Int32(entries.count))
-                entries.append(Entry(kind: .object, flag: false, start: Int32(i), end: 0, next: 0))
+                openContainer(.object, &top, at: i)
                 i = skipWhitespace(p, i + 1, n)
                 expectingKeyOrClose = true
                 continue
             case UInt8(ascii: "["):
-                stack.append(Int32(entries.count))
-                entries.append(Entry(kind: .array, flag: false, start: Int32(i), end: 0, next: 0))
+                openContainer(.array, &top, at: i)
                 i = skipWhitespace(p, i + 1, n)
                 expectingValueOrClose = true
                 continue
@@ -114,7 +131,7 @@ public struct JSONTape {
                 appendLeaf(.number, flag: fractional, start: i, end: end)
                 i = end
             }
-            if let stop = afterValue(p, &i, n, &expectingKeyOrClose) { return stop == -1 ? nil : stop }
+            if let stop = afterValue(p, &i, n, &top, &expectingKeyOrClose) { return stop == -1 ? nil : stop }
         }
     }
 
@@ -122,16 +139,16 @@ public struct JSONTape {
     /// closing bracket follows (continues the loop, returns nil), or the bytes are wrong (offset).
     @inline(__always)
     private mutating func afterValue(
-        _ p: UnsafePointer<UInt8>, _ i: inout Int, _ n: Int, _ expectingKey: inout Bool
+        _ p: UnsafePointer<UInt8>, _ i: inout Int, _ n: Int, _ top: inout Int, _ expectingKey: inout Bool
     ) -> Int? {
         while true {
             i = skipWhitespace(p, i, n)
-            guard let top = stack.last else {
+            guard top >= 0 else {
                 return i == n ? -1 : i
             }
             guard i < n else { return i }
             let c = p[i]
-            let isObject = entries[Int(top)].kind == .object
+            let isObject = base[top].kind == .object
             if c == UInt8(ascii: ",") {
                 i = skipWhitespace(p, i + 1, n)
                 if isObject {
@@ -140,8 +157,8 @@ public struct JSONTape {
                 }
                 return nil
             }
-            if (isObject && c == UInt8(ascii: "}")) || (!isObject && c == UInt8(ascii: "]")) {
-                closeContainer(at: i + 1)
+            if c == (isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) {
+                closeContainer(&top, at: i + 1)
                 i += 1
                 continue
             }
@@ -162,16 +179,39 @@ public struct JSONTape {
     }
 
     @inline(__always)
-    private mutating func closeContainer(at end: Int) {
-        let index = Int(stack.removeLast())
-        entries[index].end = Int32(end)
-        entries[index].next = Int32(entries.count)
+    private mutating func openContainer(_ kind: Kind, _ top: inout Int, at start: Int) {
+        let index = count
+        append(Entry(kind: kind, flag: false, start: Int32(truncatingIfNeeded: start), end: 0,
+                     next: Int32(truncatingIfNeeded: top)))
+        top = index
+    }
+
+    @inline(__always)
+    private mutating func closeContainer(_ top: inout Int, at end: Int) {
+        let index = top
+        top = Int(base[index].next)
+        base[index].end = Int32(truncatingIfNeeded: end)
+        base[index].next = Int32(truncatingIfNeeded: count)
     }
 
     @inline(__always)
     private mutating func appendLeaf(_ kind: Kind, flag: Bool, start: Int, end: Int) {
-        let index = Int32(entries.count)
-        entries.append(Entry(kind: kind, flag: flag, start: Int32(start), end: Int32(end), next: index + 1))
+        append(Entry(kind: kind, flag: flag, start: Int32(truncatingIfNeeded: start),
+                     end: Int32(truncatingIfNeeded: end), next: Int32(truncatingIfNeeded: count &+ 1)))
+    }
+
+    @inline(__always)
+    private mutating func append(_ entry: Entry) {
+        if _slowPath(count == capacity) { grow() }
+        (base + count).initialize(to: entry)
+        count &+= 1
+    }
+
+    @inline(never)
+    private mutating func grow() {
+        owner.grow(to: capacity * 2 * MemoryLayout<Entry>.stride, keeping: count * MemoryLayout<Entry>.stride)
+        capacity = owner.byteCount / MemoryLayout<Entry>.stride
+        base = owner.pointer.bindMemory(to: Entry.self, capacity: capacity)
     }
 
     @inline(__always)
@@ -179,6 +219,7 @@ public struct JSONTape {
         var i = start
         while i < n {
             let c = p[i]
+            if c > 0x20 { break }
             if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { i += 1 } else { break }
         }
         return i
@@ -199,7 +240,18 @@ public struct JSONTape {
     @inline(__always)
     static func scanString(_ p: UnsafePointer<UInt8>, _ start: Int, _ n: Int, hadEscape: inout Bool) -> Int? {
         var i = start
-        while i < n {
+        while true {
+            // Eight plain ASCII bytes at a time; stop at the first byte that needs a look.
+            while i &+ 8 <= n {
+                let w = UInt64(littleEndian: UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self))
+                let mask = JSONScan.scanningMask(w)
+                if mask != 0 {
+                    i &+= mask.trailingZeroBitCount >> 3
+                    break
+                }
+                i &+= 8
+            }
+            guard i < n else { return nil }
             let c = p[i]
             if c == UInt8(ascii: "\"") { return i }
             if c == UInt8(ascii: "\\") {
@@ -234,7 +286,6 @@ public struct JSONTape {
             guard let length = utf8SequenceLength(p, i, n) else { return nil }
             i += length
         }
-        return nil
     }
 
     @inline(__always)

@@ -1,0 +1,331 @@
+/// Owner of a block of manually allocated memory; frees it in `deinit`.
+///
+/// The hot-path buffers (`ByteBuffer`, the tape of `JSONTape`) keep their base pointer, count and
+/// capacity as plain stored properties of a struct, so that reading and appending compile to loads
+/// and stores with no uniqueness check, no dynamic exclusivity check and no generic code. This
+/// class only ties the memory's lifetime to the values that point into it, and tells (through
+/// `isKnownUniquelyReferenced`) whether a value may mutate the memory in place.
+@usableFromInline
+final class RawAllocation {
+    /// Invariant: `pointer` is the start of `byteCount` bytes allocated with 16-byte alignment, owned
+    /// by this object; every value that points into it holds a reference to this object.
+    private(set) var pointer: UnsafeMutableRawPointer
+    private(set) var byteCount: Int
+
+    init(byteCount: Int) {
+        self.byteCount = max(byteCount, 16)
+        pointer = UnsafeMutableRawPointer.allocate(byteCount: self.byteCount, alignment: 16)
+    }
+
+    /// Moves to a block of at least `byteCount` bytes, keeping the first `keeping` bytes.
+    /// Pointers into the old block are invalid afterwards.
+    func grow(to byteCount: Int, keeping: Int) {
+        let newCount = max(byteCount, self.byteCount * 2)
+        let newPointer = UnsafeMutableRawPointer.allocate(byteCount: newCount, alignment: 16)
+        if keeping > 0 { newPointer.copyMemory(from: pointer, byteCount: keeping) }
+        pointer.deallocate()
+        pointer = newPointer
+        self.byteCount = newCount
+    }
+
+    deinit { pointer.deallocate() }
+}
+
+/// A growable byte buffer for writing JSON on the hot path: capacity is reserved once and reused,
+/// appends are a bounds check and a store (or a `memcpy`). Copies share the memory until one is
+/// reset: `removeAll()` takes fresh memory when the buffer is shared, and appends do not check, so
+/// **every fill starts with `removeAll()`** (then a copy never sees another's later writes). The
+/// type is internal and its users (`PayloadEncoder.encode`) keep to that.
+///
+/// Invariants: `base` points into `allocation` (valid for `capacity` bytes, the first `count`
+/// initialized); they are updated together whenever the allocation grows.
+@usableFromInline
+struct ByteBuffer {
+    private var allocation: RawAllocation
+    @usableFromInline private(set) var base: UnsafeMutablePointer<UInt8>
+    @usableFromInline private(set) var count: Int
+    @usableFromInline private(set) var capacity: Int
+
+    init(capacity: Int) {
+        allocation = RawAllocation(byteCount: capacity)
+        base = allocation.pointer.assumingMemoryBound(to: UInt8.self)
+        count = 0
+        self.capacity = allocation.byteCount
+    }
+
+    /// Empties the buffer, keeping its capacity; takes fresh memory when shared with a copy.
+    @inline(__always)
+    mutating func removeAll() {
+        if !isKnownUniquelyReferenced(&allocation) {
+            allocation = RawAllocation(byteCount: capacity)
+            base = allocation.pointer.assumingMemoryBound(to: UInt8.self)
+        }
+        count = 0
+    }
+
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+
+    /// Makes room for `n` more bytes.
+    @inline(__always)
+    mutating func reserve(_ n: Int) {
+        if _slowPath(n > capacity &- count) { grow(count + n) }
+    }
+
+    @inline(never)
+    private mutating func grow(_ minimum: Int) {
+        if !isKnownUniquelyReferenced(&allocation) {
+            let fresh = RawAllocation(byteCount: max(minimum, capacity))
+            fresh.pointer.copyMemory(from: base, byteCount: count)
+            allocation = fresh
+        } else {
+            allocation.grow(to: minimum, keeping: count)
+        }
+        base = allocation.pointer.assumingMemoryBound(to: UInt8.self)
+        capacity = allocation.byteCount
+    }
+
+    @inline(__always)
+    mutating func append(_ byte: UInt8) {
+        reserve(1)
+        base[count] = byte
+        count &+= 1
+    }
+
+    @inline(__always)
+    mutating func append(_ bytes: UnsafeRawPointer, count n: Int) {
+        reserve(n)
+        UnsafeMutableRawPointer(base + count).copyMemory(from: bytes, byteCount: n)
+        count &+= n
+    }
+
+    @inline(__always)
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        guard let p = bytes.baseAddress else { return }
+        append(p, count: bytes.count)
+    }
+
+    @inline(__always)
+    mutating func append(_ literal: StaticString) {
+        append(literal.utf8Start, count: literal.utf8CodeUnitCount)
+    }
+
+    /// Appends a byte without a capacity check; the caller reserved room for it.
+    @inline(__always)
+    mutating func appendReserved(_ byte: UInt8) {
+        base[count] = byte
+        count &+= 1
+    }
+
+    /// Overwrites 4 bytes at `offset` (offset + 4 ≤ count) with a little-endian UInt32.
+    @inline(__always)
+    mutating func storeUInt32(_ value: UInt32, at offset: Int) {
+        precondition(offset >= 0 && offset &+ 4 <= count)
+        UnsafeMutableRawPointer(base + offset).storeBytes(of: value.littleEndian, as: UInt32.self)
+    }
+
+    /// Appends a little-endian UInt32 without a capacity check; the caller reserved room for it.
+    @inline(__always)
+    mutating func appendReservedUInt32(_ value: UInt32) {
+        UnsafeMutableRawPointer(base + count).storeBytes(of: value.littleEndian, as: UInt32.self)
+        count &+= 4
+    }
+
+    /// A content-record value: a tag byte and 8 little-endian bytes (`ContentRecord`).
+    @inline(__always)
+    mutating func appendRecordWord(_ tag: UInt8, _ word: UInt64) {
+        reserve(9)
+        base[count] = tag
+        UnsafeMutableRawPointer(base + (count &+ 1)).storeBytes(of: word.littleEndian, as: UInt64.self)
+        count &+= 9
+    }
+
+    /// Drops the bytes from `newCount` on (`newCount` ≤ `count`).
+    @inline(__always)
+    mutating func truncate(to newCount: Int) {
+        precondition(newCount >= 0 && newCount <= count)
+        count = newCount
+    }
+}
+
+// MARK: JSON writing into a ByteBuffer (the payload encoder's fast path)
+
+extension ByteBuffer {
+    /// Decimal digits of an Int64, as `JSONWriter.appendInt`.
+    @inline(__always)
+    mutating func appendJSONInt(_ value: Int64) {
+        var magnitude = value.magnitude
+        reserve(20)
+        if value < 0 { appendReserved(UInt8(ascii: "-")) }
+        if magnitude < 10 {
+            appendReserved(UInt8(ascii: "0") &+ UInt8(magnitude))
+            return
+        }
+        var digits = 1
+        var bound: UInt64 = 10
+        while digits < 20 && magnitude >= bound {
+            digits += 1
+            if digits < 20 { bound = bound &* 10 }
+        }
+        var k = count &+ digits
+        count = k
+        while magnitude > 0 {
+            k &-= 1
+            base[k] = UInt8(ascii: "0") &+ UInt8(magnitude % 10)
+            magnitude /= 10
+        }
+    }
+
+    /// `"…"` with `JSONWriter.Escaping.unicodeControls`, as `JSONWriter.appendString`.
+    @inline(__always)
+    mutating func appendJSONString(_ bytes: UnsafeRawBufferPointer) {
+        let n = bytes.count
+        // The common case (nothing to escape) is one reserve, one scan and one copy.
+        reserve(n &+ 2)
+        appendReserved(UInt8(ascii: "\""))
+        guard let p = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+            appendReserved(UInt8(ascii: "\""))
+            return
+        }
+        var runStart = 0
+        var i = JSONScan.firstSpecialForWriting(p, 0, n)
+        while i < n {
+            let c = p[i]
+            if c >= 0x20 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") {
+                i &+= 1
+                continue
+            }
+            if i > runStart { append(p + runStart, count: i &- runStart) }
+            appendEscape(c)
+            i &+= 1
+            runStart = i
+            i = JSONScan.firstSpecialForWriting(p, i, n)
+        }
+        if n > runStart { append(p + runStart, count: n &- runStart) }
+        append(UInt8(ascii: "\""))
+    }
+
+    @inline(never)
+    private mutating func appendEscape(_ c: UInt8) {
+        if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") {
+            append(UInt8(ascii: "\\"))
+            append(c)
+            return
+        }
+        let hex: StaticString = "0123456789abcdef"
+        reserve(6)
+        appendReserved(UInt8(ascii: "\\"))
+        appendReserved(UInt8(ascii: "u"))
+        appendReserved(UInt8(ascii: "0"))
+        appendReserved(UInt8(ascii: "0"))
+        appendReserved(hex.utf8Start[Int(c >> 4)])
+        appendReserved(hex.utf8Start[Int(c & 0xF)])
+    }
+
+    /// The same text as `JSONWriter.appendDouble`.
+    @inline(__always)
+    mutating func appendJSONDouble(_ value: Double) {
+        precondition(value.isFinite, "JSON has no representation for \(value)")
+        if value == 0 {
+            append(value.sign == .minus ? "-0.0" : "0.0")
+            return
+        }
+        let magnitude = abs(value)
+        if magnitude < 9.007199254740992e15 && magnitude >= 1e-17 {
+            var k = 0
+            while k <= 17 {
+                let scale = JSONWriter.exactPowerOfTen(k)
+                let m = (magnitude * scale).rounded()
+                if m < 9.007199254740992e15 && m / scale == magnitude {
+                    if value < 0 { append(UInt8(ascii: "-")) }
+                    appendDecimal(UInt64(m), fractionDigits: k)
+                    return
+                }
+                k += 1
+            }
+        }
+        appendDoubleSlow(value)
+    }
+
+    @inline(never)
+    private mutating func appendDoubleSlow(_ value: Double) {
+        var text: [UInt8] = []
+        JSONWriter.appendDouble(value, to: &text)
+        text.withUnsafeBytes { append($0) }
+    }
+
+    /// `m / 10^k` in plain decimal notation, as `JSONWriter.appendDecimal`.
+    @inline(__always)
+    mutating func appendDecimal(_ m: UInt64, fractionDigits k: Int) {
+        // m < 2^53 has at most 16 digits; with k ≤ 17 the text is at most 20 bytes.
+        var digits = 1
+        var bound: UInt64 = 10
+        while m >= bound {
+            digits += 1
+            bound = bound &* 10
+        }
+        let integerDigits = digits > k ? digits - k : 1
+        let total = integerDigits &+ 1 &+ (k == 0 ? 1 : k)
+        reserve(total)
+        let start = count
+        count = start &+ total
+        var n = m
+        var i = start &+ total &- 1
+        if k == 0 {
+            base[i] = UInt8(ascii: "0")
+            i &-= 1
+        } else {
+            for _ in 0..<k {
+                base[i] = UInt8(ascii: "0") &+ UInt8(n % 10)
+                n /= 10
+                i &-= 1
+            }
+        }
+        base[i] = UInt8(ascii: ".")
+        i &-= 1
+        for _ in 0..<integerDigits {
+            base[i] = UInt8(ascii: "0") &+ UInt8(n % 10)
+            n /= 10
+            i &-= 1
+        }
+    }
+}
+
+/// Word-at-a-time byte classification for scanning and writing strings.
+enum JSONScan {
+    @inline(__always)
+    static func repeated(_ byte: UInt8) -> UInt64 { 0x0101_0101_0101_0101 &* UInt64(byte) }
+
+    /// High bit set in each byte of `w` that is `"`, `\` or below 0x20. Bytes after the first such
+    /// byte may be flagged too (borrows), so only the lowest flagged byte is meaningful.
+    @inline(__always)
+    static func writingMask(_ w: UInt64) -> UInt64 {
+        let high: UInt64 = 0x8080_8080_8080_8080
+        let q = w ^ repeated(UInt8(ascii: "\""))
+        let b = w ^ repeated(UInt8(ascii: "\\"))
+        let zeroQ = (q &- repeated(1)) & ~q
+        let zeroB = (b &- repeated(1)) & ~b
+        let control = (w &- repeated(0x20)) & ~w
+        return (zeroQ | zeroB | control) & high
+    }
+
+    /// As `writingMask`, and bytes of at least 0x80 flagged too.
+    @inline(__always)
+    static func scanningMask(_ w: UInt64) -> UInt64 {
+        writingMask(w) | (w & 0x8080_8080_8080_8080)
+    }
+
+    /// The first index ≥ `start` whose byte is `"`, `\` or a control character; or, when there is
+    /// none in the last whole word, the index where fewer than 8 bytes remain (the caller checks
+    /// those one by one).
+    @inline(__always)
+    static func firstSpecialForWriting(_ p: UnsafePointer<UInt8>, _ start: Int, _ n: Int) -> Int {
+        var i = start
+        while i &+ 8 <= n {
+            let w = UInt64(littleEndian: UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self))
+            let mask = writingMask(w)
+            if mask != 0 { return i &+ (mask.trailingZeroBitCount >> 3) }
+            i &+= 8
+        }
+        return i
+    }
+}

@@ -1,0 +1,235 @@
+import Testing
+@testable import FanoutCore
+
+/// The payload encoder writes through `ByteBuffer`'s fast path; it must give exactly the bytes of
+/// `JSONWriter` (the reference the dump and the earlier encoder use).
+@Suite("ByteBuffer JSON writing")
+struct ByteBufferTests {
+    struct Generator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static func doubles() -> [Double] {
+        var values: [Double] = [
+            0, -0.0, 1, -1, 0.1, 0.61, 2.5, 1e-17, 9.9e-18, 1e-5, 1e16, 9.007199254740992e15, 9.007199254740991e15,
+            1700000000, 123456789.123, Double.leastNonzeroMagnitude, 1.7976931348623157e308, 8.673617379884035e-19,
+            9.2e18, 1e300,
+            Double.ulpOfOne, 0.30000000000000004, 100, 81,
+        ]
+        var g = Generator(state: 7)
+        for _ in 0..<20_000 {
+            let bits = g.next()
+            let d = Double(bitPattern: bits)
+            if d.isFinite { values.append(d) }
+            values.append(Double(bits % 1_000_000) / 1000)
+            values.append(Double(Int64(bitPattern: bits) >> Int(bits % 60)) / 1e6)
+        }
+        return values
+    }
+
+    @Test func doublesMatchJSONWriter() {
+        var buffer = ByteBuffer(capacity: 8)
+        for value in Self.doubles() {
+            var expected: [UInt8] = []
+            JSONWriter.appendDouble(value, to: &expected)
+            buffer.removeAll()
+            buffer.appendJSONDouble(value)
+            #expect(Array(buffer.bytes) == expected, "\(value)")
+        }
+    }
+
+    @Test func intsMatchJSONWriter() {
+        var values: [Int64] = [
+            0, 1, -1, 9, 10, -10, 99, 100, Int64.max, Int64.min, Int64.min + 1, 1_000_000_000_000_000_000,
+        ]
+        var g = Generator(state: 3)
+        for _ in 0..<20_000 { values.append(Int64(bitPattern: g.next()) >> Int(g.next() % 64)) }
+        for k in 0..<19 {
+            var p: Int64 = 1
+            for _ in 0..<k { p *= 10 }
+            values += [p, p - 1, -p, 1 - p]
+        }
+        var buffer = ByteBuffer(capacity: 1)
+        for value in values {
+            var expected: [UInt8] = []
+            JSONWriter.appendInt(value, to: &expected)
+            buffer.removeAll()
+            buffer.appendJSONInt(value)
+            #expect(Array(buffer.bytes) == expected, "\(value)")
+        }
+    }
+
+    @Test func stringsMatchJSONWriter() {
+        var samples: [[UInt8]] = [
+            [], Array("plain".utf8), Array("a\"b\\c".utf8), Array("tab\there\nnew".utf8),
+            Array("Reale Arena, Donostia-San Sebastián — ⚽️ \u{7F}".utf8), [0, 1, 0x1F, 0x20, 0x22, 0x5C],
+            Array(repeating: UInt8(ascii: "x"), count: 5000),
+        ]
+        var g = Generator(state: 11)
+        for length in 0..<80 {
+            for _ in 0..<20 {
+                var s: [UInt8] = []
+                for _ in 0..<length {
+                    let r = g.next()
+                    // Mostly letters, sometimes quotes, backslashes, controls, and bytes ≥ 0x80.
+                    switch r % 16 {
+                    case 0: s.append(UInt8(ascii: "\""))
+                    case 1: s.append(UInt8(ascii: "\\"))
+                    case 2: s.append(UInt8(truncatingIfNeeded: r >> 8) & 0x1F)
+                    case 3: s.append(0x80 | UInt8(truncatingIfNeeded: r >> 8) & 0x7F)
+                    default: s.append(UInt8(ascii: "a") + UInt8(r >> 8 % 26) % 26)
+                    }
+                }
+                samples.append(s)
+            }
+        }
+        var buffer = ByteBuffer(capacity: 4)
+        for s in samples {
+            var expected: [UInt8] = []
+            s.withUnsafeBytes { JSONWriter.appendString($0, to: &expected) }
+            buffer.removeAll()
+            s.withUnsafeBytes { buffer.appendJSONString($0) }
+            #expect(Array(buffer.bytes) == expected)
+        }
+    }
+
+    @Test func compactRecordMatchesAppendJSON() {
+        let schema = ContentSchema(name: "T", fields: [
+            .init(name: "i", type: .int), .init(name: "q\"uote", type: .string),
+            .init(name: "o", type: .double, optional: true), .init(name: "b", type: .bool),
+            .init(name: "d", type: .double), .init(name: "né", type: .string, optional: true),
+        ])
+        var g = Generator(state: 5)
+        let doubles = Self.doubles()
+        for k in 0..<2000 {
+            var record: [UInt8] = []
+            ContentRecord.appendInt(Int64(bitPattern: g.next()), to: &record)
+            Array("s\(k)\n\"".utf8).withUnsafeBytes { ContentRecord.appendString($0, to: &record) }
+            if k % 3 == 0 { ContentRecord.appendAbsent(to: &record) } else {
+                ContentRecord.appendDouble(doubles[k % doubles.count], to: &record)
+            }
+            ContentRecord.appendBool(k % 2 == 0, to: &record)
+            ContentRecord.appendDouble(doubles[(k * 7) % doubles.count], to: &record)
+            if k % 5 == 0 { ContentRecord.appendAbsent(to: &record) } else {
+                Array("ü\(k)".utf8).withUnsafeBytes { ContentRecord.appendString($0, to: &record) }
+            }
+            var expected: [UInt8] = []
+            record.withUnsafeBytes { schema.appendJSON(record: $0, style: .compact, to: &expected) }
+            var buffer = ByteBuffer(capacity: 16)
+            record.withUnsafeBytes { schema.appendCompactJSON(record: $0, to: &buffer) }
+            #expect(Array(buffer.bytes) == expected)
+        }
+    }
+
+    @Test func copiesDoNotShareWrites() {
+        var a = ByteBuffer(capacity: 16)
+        a.append("first")
+        let b = a
+        a.removeAll()
+        a.append("second")
+        #expect(Array(b.bytes) == Array("first".utf8))
+        #expect(Array(a.bytes) == Array("second".utf8))
+        var c = a
+        c.removeAll()
+        c.append("other and more, past the capacity of sixteen bytes")
+        #expect(Array(a.bytes) == Array("second".utf8))
+        #expect(String(decoding: c.bytes, as: UTF8.self) == "other and more, past the capacity of sixteen bytes")
+        var encoder = PayloadEncoder()
+        encoder.encode(event: .update, timestamp: 1, content: nil, schema: gameSchema)
+        let copy = encoder
+        encoder.encode(event: .end, timestamp: 2, content: nil, schema: gameSchema)
+        #expect(String(decoding: copy.bytes, as: UTF8.self) == #"{"aps":{"timestamp":1,"event":"update"}}"#)
+        #expect(String(decoding: encoder.bytes, as: UTF8.self) == #"{"aps":{"timestamp":2,"event":"end"}}"#)
+    }
+
+    @Test func decodeRecordMatchesDecode() {
+        let schema = ContentSchema(name: "T", fields: [
+            .init(name: "i", type: .int), .init(name: "s", type: .string),
+            .init(name: "d", type: .double, optional: true), .init(name: "b", type: .bool),
+            .init(name: "os", type: .string, optional: true), .init(name: "é", type: .int),
+        ])
+        let keys = [#""i""#, #""s""#, #""d""#, #""b""#, #""os""#, #""é""#, #""\u00e9""#, #""\u0069""#, #""x""#]
+        let values = [
+            "1", "-7", "3.0", "3.5", "1e3", "1e30", "-9223372036854775808", "9223372036854775808", "0.61", "true",
+            "false", "null", #""text""#, #""t\u00e9\n\"x""#, #""""#, "{}", "[1,2]", #"{"a":[]}"#,
+        ]
+        var g = Generator(state: 9)
+        var tape = JSONTape()
+        var outcomes = (ok: 0, failed: 0)
+        for _ in 0..<20_000 {
+            var members: [String] = []
+            for _ in 0..<Int(g.next() % 9) {
+                let key = keys[Int(g.next() % UInt64(keys.count))]
+                members.append(key + ":" + values[Int(g.next() % UInt64(values.count))])
+            }
+            // A well-typed object half of the time, so that successful decodes are exercised too.
+            if g.next() % 2 == 0 {
+                let typed = [#""i":4"#, #""s":"v\u0041""#, #""b":false"#, #""é":-2"#]
+                members = typed + members.filter { _ in g.next() % 4 == 0 }
+            }
+            let document = Array(("{" + members.joined(separator: ",") + "}").utf8)
+            document.withUnsafeBytes { bytes in
+                #expect(tape.scan(bytes) == nil)
+                var expected: [UInt8] = [0xAB]
+                var slots: [Int32] = []
+                let ok = schema.decode(tape: tape, object: 0, into: &expected, slots: &slots)
+                var buffer = ByteBuffer(capacity: 2)
+                buffer.append(0xAB)
+                let fastOK = schema.decodeRecord(tape: tape, object: 0, into: &buffer)
+                #expect(ok == fastOK, "\(String(decoding: document, as: UTF8.self))")
+                if ok {
+                    #expect(Array(buffer.bytes) == expected)
+                    outcomes.ok += 1
+                } else {
+                    outcomes.failed += 1
+                }
+            }
+        }
+        #expect(outcomes.ok > 1000 && outcomes.failed > 1000)
+    }
+}
+
+@Suite("Router token table")
+struct RouterTokenTableTests {
+    @Test func tableMatchesHexDigit() {
+        let table = Router.hexTable
+        #expect(table.utf8CodeUnitCount == 256)
+        for c in 0..<256 {
+            let byte = UInt8(c)
+            let entry = table.utf8Start[c]
+            if let digit = JSONTape.hexDigit(byte) {
+                let upper = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F")
+                #expect(entry == (upper ? 0x10 | digit : digit), "\(c)")
+            } else {
+                #expect(entry == 0x20, "\(c)")
+            }
+        }
+    }
+}
+
+@Suite("memoryEqual")
+struct MemoryEqualTests {
+    @Test func everyLengthEveryPosition() {
+        for length in 0..<40 {
+            let a = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            a.withUnsafeBytes { pa in
+                var b = a
+                #expect(b.withUnsafeBytes { memoryEqual(pa.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!,
+                                                        $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, length) })
+                for k in 0..<length {
+                    b[k] ^= 0x40
+                    let equal = b.withUnsafeBytes { memoryEqual(pa.baseAddress!, $0.baseAddress!, length) }
+                    #expect(!equal, "\(length) \(k)")
+                    b[k] ^= 0x40
+                }
+            }
+        }
+    }
+}
