@@ -45,7 +45,8 @@ public struct SummaryFile: Sendable {
         do {
             object = try JSONSerialization.jsonObject(with: data)
         } catch {
-            throw ReportReadError(file: file, "not JSON: \(error.localizedDescription)")
+            let detail = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String
+            throw ReportReadError(file: file, "not valid JSON" + (detail.map { " (\($0))" } ?? ""))
         }
         let root = Fields(file: file, path: "", value: object)
         return try parse(root, file: file)

@@ -74,7 +74,7 @@ struct ReportFileTests {
             _ = try SummaryFile.read(path)
             Issue.record("truncated JSON was accepted")
         } catch {
-            #expect(error.file == path && error.message.hasPrefix("not JSON"))
+            #expect(error.file == path && error.message.hasPrefix("not valid JSON"))
         }
         #expect(throws: ReportReadError(file: dir.appendingPathComponent("none").path, "no such file or folder")) {
             try SummaryFile.read(dir.appendingPathComponent("none").path)
