@@ -434,11 +434,14 @@ enum WorkerThread {
                 // armed 1 ms early and the last stretch is spun on the monotonic clock: events start
                 // at their instant, not up to a millisecond late. After 10 ms of continuous work the
                 // loop gets control back.
+                // Behind schedule, overdue events run back to back, but still in slices: progress
+                // samples go out and the loop stays responsive however overloaded the worker is.
                 let sliceEnd = EventLoop.hrtimeNanos &+ 10_000_000
                 while let event = next {
+                    if EventLoop.hrtimeNanos >= sliceEnd { break }
                     let now = EventLoop.hrtimeNanos &- startNanos
                     if event.intendedNanos > now {
-                        if event.intendedNanos - now > 1_000_000 || EventLoop.hrtimeNanos >= sliceEnd { break }
+                        if event.intendedNanos - now > 1_000_000 { break }
                         while EventLoop.hrtimeNanos &- startNanos < event.intendedNanos {}
                     }
                     engine.process(event)
