@@ -64,3 +64,25 @@ check-memory: deps
 
 clean:
 	rm -rf .build $(RUN_DIR)
+
+## The CI gate's deterministic run: `smoke` in virtual time against the committed baseline
+## (reports/baselines/smoke). Counts must match exactly (same seed and configuration); latency is
+## judged loosely because CI machines differ: medians within +100%, p90 within +200%, tails shown only.
+## Exit status 0 or 4 (improvements only) passes, 2 (a regression) fails.
+SMOKE_THRESHOLDS = --threshold '*.p50=+100%' --threshold '*.p90=+200%' --threshold '*.p99=off' \
+	--threshold '*.p99.9=off'
+.PHONY: ci-smoke baseline-smoke
+ci-smoke: build
+	@rm -rf .build/ci-smoke
+	@$(BIN) run smoke --out .build/ci-smoke > /dev/null 2> .build/ci-smoke.log || { cat .build/ci-smoke.log; exit 1; }
+	@status=0; $(BIN) compare reports/baselines/smoke .build/ci-smoke $(SMOKE_THRESHOLDS) \
+	  > .build/ci-smoke/compare.txt || status=$$?; \
+	grep -E 'REGRESSION|^counts:|^result:' .build/ci-smoke/compare.txt; \
+	if [ $$status -ne 0 ] && [ $$status -ne 4 ]; then echo "ci-smoke: see .build/ci-smoke/compare.txt"; exit 1; fi
+
+## Re-baseline after an intended change of semantics or of the smoke scenario (commit the result).
+baseline-smoke: build
+	@rm -rf .build/baseline-smoke
+	$(BIN) run smoke --out .build/baseline-smoke > /dev/null
+	@mkdir -p reports/baselines/smoke
+	cp .build/baseline-smoke/summary.json .build/baseline-smoke/summary.md reports/baselines/smoke/

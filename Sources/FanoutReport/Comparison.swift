@@ -49,20 +49,25 @@ public struct Comparison: Sendable {
             self.percent = percent
         }
 
-        /// Parses `METRIC.PERCENTILE=+N%` (METRIC `*` for every metric; `+` optional).
+        /// Parses `METRIC.PERCENTILE=+N%` (METRIC `*` for every metric; `+` optional), or
+        /// `METRIC.PERCENTILE=off` (shown, not judged).
         public init(parsing text: String) throws(ComparisonError) {
             guard let eq = text.firstIndex(of: "=") else {
                 throw ComparisonError("threshold \"\(text)\": expected METRIC.PERCENTILE=+N%")
             }
             let name = String(text[..<eq])
             var amount = String(text[text.index(after: eq)...])
-            guard amount.hasSuffix("%") else {
-                throw ComparisonError("threshold \"\(text)\": the amount must be a percentage, like +10%")
-            }
-            amount.removeLast()
-            if amount.hasPrefix("+") { amount.removeFirst() }
-            guard let percent = Double(amount), percent.isFinite, percent >= 0 else {
-                throw ComparisonError("threshold \"\(text)\": expected a percentage ≥ 0, like +10%")
+            var percent = Double.infinity  // `off`: shown, never judged
+            if amount != "off" {
+                guard amount.hasSuffix("%") else {
+                    throw ComparisonError("threshold \"\(text)\": the amount must be a percentage, like +10%, or off")
+                }
+                amount.removeLast()
+                if amount.hasPrefix("+") { amount.removeFirst() }
+                guard let value = Double(amount), value.isFinite, value >= 0 else {
+                    throw ComparisonError("threshold \"\(text)\": expected a percentage ≥ 0, like +10%")
+                }
+                percent = value
             }
             // Metric names contain dots (fanoutCompletion.2-100); the percentile is what follows the
             // last dot that starts a known percentile.
@@ -92,7 +97,7 @@ public struct Comparison: Sendable {
         }
 
         public var description: String {
-            "\(metric?.name ?? "*").\(percentile.rawValue)=+\(Comparison.number(percent))%"
+            "\(metric?.name ?? "*").\(percentile.rawValue)=" + (percent.isFinite ? "+\(Comparison.number(percent))%" : "off")
         }
     }
 
@@ -162,7 +167,8 @@ public struct Comparison: Sendable {
                 let bv = bl.map(p.value) ?? 0
                 let cv = cl.map(p.value) ?? 0
                 let delta: Double? = bv == 0 ? (cv == 0 ? 0 : nil) : (Double(cv) - Double(bv)) / Double(bv) * 100
-                let limit = Comparison.threshold(for: metric, p, in: thresholds)
+                let found = Comparison.threshold(for: metric, p, in: thresholds)
+                let limit = found.flatMap { $0.isFinite ? $0 : nil }
                 var verdict = Verdict.info
                 if let limit {
                     if (bl?.count ?? 0) == 0 || (cl?.count ?? 0) == 0 {

@@ -15,7 +15,8 @@ struct Compare: ParsableCommand {
             Default thresholds, for every metric: \
             \(Comparison.defaultThresholds.map(\.description).joined(separator: ", ")); p99.99 and max are \
             shown, not judged. A --threshold for a metric replaces the default for that metric and \
-            percentile; METRIC may be * for all metrics. Naming an unknown metric or percentile is an error.
+            percentile; METRIC may be * for all metrics; =off shows a percentile without judging it. Naming an \
+            unknown metric or percentile is an error.
 
             Exit status (package-benchmark's convention): 0 within thresholds, 2 a regression, 4 only \
             improvements, 1 bad input.
@@ -26,7 +27,7 @@ struct Compare: ParsableCommand {
     @Argument(help: "The current run folder or summary.json.") var current: String
 
     @Option(name: .customLong("threshold"), help: ArgumentHelp(
-        "A relative threshold, e.g. endToEnd.p99=+20% or *.p50=+5%. Repeatable.", valueName: "METRIC.PERCENTILE=+N%"))
+        "A relative threshold, e.g. endToEnd.p99=+20%, *.p50=+5% or *.max=off. Repeatable.", valueName: "METRIC.PERCENTILE=+N%"))
     var thresholds: [String] = []
 
     @Option(help: "text, markdown or json.") var format: String = "text"

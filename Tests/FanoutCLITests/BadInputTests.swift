@@ -163,7 +163,7 @@ struct BadInputTests {
                 + "(known: p50, p90, p99, p99.9, p99.99, max)"),
         Case(name: "threshold not a percentage",
              arguments: ["compare", "$DIR/a", "$DIR/b", "--threshold", "endToEnd.p99=+5ms"], status: 1,
-             message: "Error: --threshold: threshold \"endToEnd.p99=+5ms\": the amount must be a percentage, like +10%"),
+             message: "Error: --threshold: threshold \"endToEnd.p99=+5ms\": the amount must be a percentage, like +10%, or off"),
         Case(name: "threshold negative", arguments: ["compare", "$DIR/a", "$DIR/b", "--threshold", "endToEnd.p99=-5%"],
              status: 1, message: "Error: --threshold: threshold \"endToEnd.p99=-5%\": expected a percentage ≥ 0, like +10%"),
         Case(name: "threshold without =", arguments: ["compare", "$DIR/a", "$DIR/b", "--threshold", "endToEnd.p99"],

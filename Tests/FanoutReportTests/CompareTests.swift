@@ -44,6 +44,9 @@ struct CompareTests {
         let worse = try summary(Fixture.report(scale: 1.3))
         let loose = try ["*.p50=+40%", "*.p90=+40%", "*.p99=+40%", "*.p99.9=+40%"].map(Comparison.Threshold.init(parsing:))
         #expect(Comparison(baseline: base, current: worse, thresholds: loose).exitCode == 0)
+        // `off` silences one percentile of one metric.
+        let silenced = loose + [try Comparison.Threshold(parsing: "apply.p50=+5%"), try .init(parsing: "apply.p50=off")]
+        #expect(Comparison(baseline: base, current: worse, thresholds: silenced).exitCode == 0)
         let tight = loose + [try Comparison.Threshold(parsing: "endToEnd.p99=+5%")]
         let c = Comparison(baseline: base, current: worse, thresholds: tight)
         #expect(c.exitCode == 2)
@@ -81,6 +84,7 @@ struct CompareTests {
         #expect(t == Comparison.Threshold(metric: .fanoutCompletion2to100, percentile: .p999, percent: 12.5))
         #expect(try Comparison.Threshold(parsing: "endToEnd.p999=7%").percentile == .p999)
         #expect(try Comparison.Threshold(parsing: "*.max=+100%").metric == nil)
+        #expect(try Comparison.Threshold(parsing: "endToEnd.p99=off").percent == .infinity)
         #expect(try Comparison.Threshold(parsing: "fanoutCompletion.over10k.p50=+1%").metric == .fanoutCompletionOver10k)
     }
 
