@@ -26,33 +26,14 @@ public enum BuiltinScenarios {
         """
 
     static let texts: [String: String] = [
-        "default": """
-            {
-              "name": "default",
-              "description": "Game night: 10,000 devices × ~3 activities, sports broadcasts and per-token deliveries, 30 s real time.",
-              "seed": 1,
-              "clock": "real",
-              "durationSeconds": 30,
-              "population": {"devices": 10000, "activitiesPerDevice": {"min": 2, "max": 4},
-                             "appsPerDevice": {"min": 1, "max": 2}},
-              "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 3},
-                       {"bundle": "com.example.deliveries", "schema": "DeliveryAttributes", "weight": 1}],
-              "schemas": {\(gameSchema)},
-              "stringBytes": 24,
-              "sources": {"count": 400, "zipfExponent": 1.1, "broadcastShare": 0.5},
-              "arrival": {"process": "poisson", "ratePerSecond": 200,
-                          "phases": [{"atSeconds": 20, "ratePerSecond": 200, "rampToPerSecond": 400}],
-                          "bursts": [{"atSeconds": 10, "events": 50, "sourceRank": 1, "overSeconds": 0.5}]},
-              "faults": {"outOfOrderShare": 0.01, "malformedShare": 0.002, "oversizedShare": 0.001,
-                         "rotationShare": 0.005, "dismissShare": 0.0005,
-                         "offline": {"share": 0.02, "windowSeconds": 5, "expirationSeconds": 3},
-                         "coalescing": true},
-              "lifecycle": {"endFractionMin": 0.7, "endFractionMax": 1.2, "dismissalAfterSeconds": 600},
-              "limits": {"perApp": 5, "perDevice": 10},
-              "budgetPerHour": null,
-              "priority10Share": 0.6
-            }
-            """,
+        "default": gameNight(
+            "default", "Game night: 10,000 devices × ~3 activities, sports broadcasts and per-token deliveries, 30 s real time.",
+            durationSeconds: 30,
+            arrival: """
+                {"process": "poisson", "ratePerSecond": 200,
+                 "phases": [{"atSeconds": 20, "ratePerSecond": 200, "rampToPerSecond": 400}],
+                 "bursts": [{"atSeconds": 10, "events": 50, "sourceRank": 1, "overSeconds": 0.5}]}
+                """),
         "smoke": """
             {
               "name": "smoke",
@@ -106,32 +87,9 @@ public enum BuiltinScenarios {
               "stageSampleEvery": 64
             }
             """,
-        "soak": """
-            {
-              "name": "soak",
-              "description": "30 minutes in real time at 80% of default's saturation (8× its rates): RSS and descriptors must stay flat.",
-              "seed": 1,
-              "clock": "real",
-              "durationSeconds": 1800,
-              "population": {"devices": 10000, "activitiesPerDevice": {"min": 2, "max": 4},
-                             "appsPerDevice": {"min": 1, "max": 2}},
-              "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 3},
-                       {"bundle": "com.example.deliveries", "schema": "DeliveryAttributes", "weight": 1}],
-              "schemas": {\(gameSchema)},
-              "stringBytes": 24,
-              "sources": {"count": 400, "zipfExponent": 1.1, "broadcastShare": 0.5},
-              "arrival": {"process": "poisson", "ratePerSecond": 2400},
-              "faults": {"outOfOrderShare": 0.01, "malformedShare": 0.002, "oversizedShare": 0.001,
-                         "rotationShare": 0.005, "dismissShare": 0.0005,
-                         "offline": {"share": 0.02, "windowSeconds": 5, "expirationSeconds": 3},
-                         "coalescing": true},
-              "lifecycle": {"endFractionMin": 0.7, "endFractionMax": 1.2, "dismissalAfterSeconds": 600},
-              "limits": {"perApp": 5, "perDevice": 10},
-              "budgetPerHour": null,
-              "priority10Share": 0.6,
-              "stageSampleEvery": 16
-            }
-            """,
+        "soak": gameNight(
+            "soak", "30 minutes in real time at 80% of default's saturation (8× its rates): RSS and descriptors must stay flat.",
+            durationSeconds: 1800, arrival: #"{"process": "poisson", "ratePerSecond": 2400}"#, stageSampleEvery: 16),
         "faults-out-of-order": fault(
             "faults-out-of-order", "An out-of-order storm: half the updates carry a timestamp older than the last.",
             faults: #""outOfOrderShare": 0.5"#),
@@ -172,6 +130,37 @@ public enum BuiltinScenarios {
             }
             """,
     ]
+
+    /// The game-night population and faults (`default`, `soak`) with their own duration and arrivals.
+    static func gameNight(
+        _ name: String, _ description: String, durationSeconds: Int, arrival: String, stageSampleEvery: Int? = nil
+    ) -> String {
+        """
+        {
+          "name": "\(name)",
+          "description": "\(description)",
+          "seed": 1,
+          "clock": "real",
+          "durationSeconds": \(durationSeconds),
+          "population": {"devices": 10000, "activitiesPerDevice": {"min": 2, "max": 4},
+                         "appsPerDevice": {"min": 1, "max": 2}},
+          "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 3},
+                   {"bundle": "com.example.deliveries", "schema": "DeliveryAttributes", "weight": 1}],
+          "schemas": {\(gameSchema)},
+          "stringBytes": 24,
+          "sources": {"count": 400, "zipfExponent": 1.1, "broadcastShare": 0.5},
+          "arrival": \(arrival),
+          "faults": {"outOfOrderShare": 0.01, "malformedShare": 0.002, "oversizedShare": 0.001,
+                     "rotationShare": 0.005, "dismissShare": 0.0005,
+                     "offline": {"share": 0.02, "windowSeconds": 5, "expirationSeconds": 3},
+                     "coalescing": true},
+          "lifecycle": {"endFractionMin": 0.7, "endFractionMax": 1.2, "dismissalAfterSeconds": 600},
+          "limits": {"perApp": 5, "perDevice": 10},
+          "budgetPerHour": null,
+          \(stageSampleEvery.map { "\"stageSampleEvery\": \($0),\n  " } ?? "")"priority10Share": 0.6
+        }
+        """
+    }
 
     /// A fault scenario: 300 devices, 120 s of virtual time, nothing but the fault given.
     static func fault(
