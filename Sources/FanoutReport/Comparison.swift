@@ -9,7 +9,10 @@ import Foundation
 public struct Comparison: Sendable {
     /// The percentiles compared, as named in thresholds (`endToEnd.p99.9`).
     public enum Percentile: String, CaseIterable, Sendable {
-        case p50, p90, p99, p999 = "p99.9", p9999 = "p99.99", max
+        case p50, p90, p99
+        case p999 = "p99.9"
+        case p9999 = "p99.99"
+        case max
 
         func value(_ l: LatencySummary) -> UInt64 {
             switch self {
@@ -97,7 +100,8 @@ public struct Comparison: Sendable {
         }
 
         public var description: String {
-            "\(metric?.name ?? "*").\(percentile.rawValue)=" + (percent.isFinite ? "+\(Comparison.number(percent))%" : "off")
+            "\(metric?.name ?? "*").\(percentile.rawValue)="
+                + (percent.isFinite ? "+\(Comparison.number(percent))%" : "off")
         }
     }
 
@@ -137,7 +141,9 @@ public struct Comparison: Sendable {
     public var rows: [Row] = []
     public var counts: [CountRow] = []
 
-    public var regressions: Int { rows.filter { $0.verdict == .regression }.count + counts.filter { $0.verdict == .regression }.count }
+    public var regressions: Int {
+        rows.filter { $0.verdict == .regression }.count + counts.filter { $0.verdict == .regression }.count
+    }
     public var improvements: Int { rows.filter { $0.verdict == .improvement }.count }
 
     /// package-benchmark's convention: 0 within thresholds, 2 a regression, 4 only improvements.
@@ -156,7 +162,8 @@ public struct Comparison: Sendable {
         if b.configHash != c.configHash { reasons.append("configurations differ (\(b.configHash), \(c.configHash))") }
         if b.shard != c.shard || b.shards != c.shards { reasons.append("different shards") }
         countsExact = reasons.isEmpty
-        countsNote = countsExact
+        countsNote =
+            countsExact
             ? "virtual time, same seed and configuration: counts must match exactly"
             : "counts shown, not judged: " + reasons.joined(separator: "; ")
         for metric in Metric.allCases {
@@ -179,13 +186,17 @@ public struct Comparison: Sendable {
                         verdict = .regression
                     }
                 }
-                rows.append(Row(metric: metric, percentile: p, baseline: bv, current: cv, deltaPercent: delta,
-                                threshold: limit, verdict: verdict))
+                rows.append(
+                    Row(
+                        metric: metric, percentile: p, baseline: bv, current: cv, deltaPercent: delta,
+                        threshold: limit, verdict: verdict))
             }
         }
         func count(_ name: String, _ bv: Int, _ cv: Int) {
-            counts.append(CountRow(name: name, baseline: bv, current: cv,
-                                   verdict: countsExact ? (bv == cv ? .ok : .regression) : .info))
+            counts.append(
+                CountRow(
+                    name: name, baseline: bv, current: cv,
+                    verdict: countsExact ? (bv == cv ? .ok : .regression) : .info))
         }
         let ba = baseline.accounting
         let ca = current.accounting
@@ -200,12 +211,15 @@ public struct Comparison: Sendable {
         count("activities", baseline.activities, current.activities)
         count("events", baseline.events, current.events)
         for metric in Metric.allCases where metric != .scheduleLag {
-            count("\(metric.name).count", Int(baseline.latency[metric]?.count ?? 0),
-                  Int(current.latency[metric]?.count ?? 0))
+            count(
+                "\(metric.name).count", Int(baseline.latency[metric]?.count ?? 0),
+                Int(current.latency[metric]?.count ?? 0))
         }
         if !ca.identitiesHold {
-            counts.append(CountRow(name: "identitiesHold", baseline: ba.identitiesHold ? 1 : 0, current: 0,
-                                   verdict: .regression))
+            counts.append(
+                CountRow(
+                    name: "identitiesHold", baseline: ba.identitiesHold ? 1 : 0, current: 0,
+                    verdict: .regression))
         }
     }
 
@@ -231,9 +245,11 @@ public struct Comparison: Sendable {
         let header = ["metric", "percentile", "baseline", "current", "delta", "threshold", "verdict"]
         var table: [[String]] = []
         for r in rows {
-            table.append([r.metric.name, r.percentile.rawValue, Units.duration(r.baseline), Units.duration(r.current),
-                          Comparison.delta(r.deltaPercent), r.threshold.map { "±" + Comparison.number($0) + "%" } ?? "",
-                          label(r.verdict)])
+            table.append([
+                r.metric.name, r.percentile.rawValue, Units.duration(r.baseline), Units.duration(r.current),
+                Comparison.delta(r.deltaPercent), r.threshold.map { "±" + Comparison.number($0) + "%" } ?? "",
+                label(r.verdict),
+            ])
         }
         let countTable = counts.filter { $0.baseline != 0 || $0.current != 0 || $0.verdict == .regression }.map {
             [$0.name, "\($0.baseline)", "\($0.current)", "\($0.current - $0.baseline)", label($0.verdict)]
@@ -241,8 +257,9 @@ public struct Comparison: Sendable {
         if markdown {
             out.append("# fanout compare")
             out.append("")
-            out.append("Baseline `\(baselinePath)`, current `\(currentPath)`: **\(result)** "
-                + "(\(regressions) regressions, \(improvements) improvements).")
+            out.append(
+                "Baseline `\(baselinePath)`, current `\(currentPath)`: **\(result)** "
+                    + "(\(regressions) regressions, \(improvements) improvements).")
             out.append("")
             out.append("## Latency")
             out.append("")
@@ -252,8 +269,9 @@ public struct Comparison: Sendable {
             out.append("")
             out.append(countsNote + ".")
             out.append("")
-            out += SummaryMarkdown.table(["count", "baseline", "current", "difference", "verdict"], countTable,
-                                         align: "lrrrl")
+            out += SummaryMarkdown.table(
+                ["count", "baseline", "current", "difference", "verdict"], countTable,
+                align: "lrrrl")
         } else {
             out.append("baseline  \(baselinePath)")
             out.append("current   \(currentPath)")
