@@ -87,7 +87,11 @@ bench-check: deps
 	$(BENCH) thresholds check --no-progress
 
 bench-check-ci: deps
-	$(BENCH) thresholds check --target Core --metric mallocCountTotal --no-progress
+	@echo "bench-check-ci: Core's malloc counts per iteration against Benchmarks/Thresholds (p90, exact)"
+	@$(BENCH) thresholds check --target Core --metric mallocCountTotal --no-progress || { status=$$?; \
+	  echo "bench-check-ci FAILED (status $$status): a Core benchmark's allocation count moved (see the deviations"; \
+	  echo "above; counts are per 1,000 updates). The hot path must not allocate; if a change is intended, re-record"; \
+	  echo "with make bench-thresholds-update and commit Benchmarks/Thresholds/."; exit 1; }
 
 bench-thresholds-update: deps
 	$(BENCH) thresholds update --no-progress
