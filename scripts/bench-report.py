@@ -133,10 +133,10 @@ def report(args):
         f"Commit `{git('rev-parse', '--short', 'HEAD')}`"
         f"{' (with local changes)' if git('status', '--porcelain') else ''}"
         f", {args.host or os.uname().nodename}, {os.cpu_count()} cores, load average {args.load or '?'} "
-        f"at the start. Made by `make bench` (package-benchmark 1.38.1, release build). Wall-clock figures are "
-        f"per update (per timer, wakeup, sample, trace line) unless the unit column says otherwise; the machine "
-        f"is shared, so medians move between runs (see `Benchmarks/README.md`), while malloc counts and the "
-        f"callgrind figure repeat exactly.\n")
+        f"at the start. Made by `make bench` (package-benchmark 1.38.1, release build). Figures are per update "
+        f"(per timer, wakeup, sample, trace line) unless a table says per iteration; the machine is shared, so "
+        f"medians move between runs (see `Benchmarks/README.md`), while malloc counts and the callgrind figure "
+        f"repeat exactly.\n")
 
     out.append("## Targets (issue 5)\n")
     out.append("| target | measured | met |")
@@ -165,8 +165,8 @@ def report(args):
                f"{'yes' if not allocating else 'no'} |")
     if args.callgrind and os.path.exists(args.callgrind):
         with open(args.callgrind, encoding="utf-8") as f:
-            figure = f.readline().strip()
-        out.append(f"| callgrind instructions per `pipeline.token` update (committed figure) | {figure} | — |")
+            figure = f.readline().split()[0]
+        out.append(f"| instructions per `pipeline.token` update (callgrind, committed figure) | {figure} | — |")
     out.append("")
 
     out.append("## fanout / peer, per stage (medians, same run)\n")
@@ -182,17 +182,19 @@ def report(args):
     out.append("")
 
     out.append("## Every benchmark\n")
-    out.append("Medians and p99 of the iterations, divided by the updates per iteration (\"per\").\n")
+    out.append("Medians and p99 of the iterations; \"op\" is one update (timer, wakeup, sample, trace line) of the "
+               "1,000 an iteration runs.\n")
     for suite in ("Core", "Peer", "Metrics", "Loop"):
         keys = sorted(k for k in rows if k[0] == suite)
         if not keys:
             continue
         out.append(f"### {suite}\n")
-        out.append("| benchmark | per | wall clock p50 | wall clock p99 | mallocs p50 | mallocs p99 | rate (p50) |")
+        out.append("| benchmark | figures per | wall clock p50 | wall clock p99 | mallocs p50 | mallocs p99 "
+                   "| rate (p50) |")
         out.append("|---|---:|---:|---:|---:|---:|---:|")
         for key in keys:
             r = rows[key]
-            per = "1,000 / iteration" if r["factor"] == 1000 else "iteration"
+            per = "op (iteration ÷ 1,000)" if r["factor"] == 1000 else "iteration"
             rate = 1e9 / r["wall"]["p50"] if r["wall"]["p50"] else 0
             unit = "lines/s" if key[1] == "replay" else "/s"
             out.append(f"| {key[1]} | {per} | {fmt_time(r['wall']['p50'])} | {fmt_time(r['wall']['p99'])} | "
