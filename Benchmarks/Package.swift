@@ -20,6 +20,8 @@ let package = Package(
             name: "BenchFixtures",
             dependencies: [.product(name: "FanoutCore", package: "fanout")]
         ),
+        // What every suite shares: the thread-CPU-time metric and the threshold tolerances.
+        .target(name: "BenchSupport", dependencies: [.product(name: "Benchmark", package: "benchmark")]),
         // The same timer churn and wakeups as the Loop suite, written against libuv directly in C.
         .target(name: "CRawUV", linkerSettings: [.linkedLibrary("uv")]),
         // Runs N token updates (encode → validate → route → apply) for `make callgrind`.
@@ -35,12 +37,13 @@ let package = Package(
 // The suites: one executable per folder under Benchmarks/, run by `swift package benchmark`.
 let benchmarkPlugin: Target.PluginUsage = .plugin(name: "BenchmarkPlugin", package: "benchmark")
 let benchmarkLibrary: Target.Dependency = .product(name: "Benchmark", package: "benchmark")
+let benchSupport: Target.Dependency = "BenchSupport"
 
 package.targets += [
     .executableTarget(
         name: "Core",
         dependencies: [
-            benchmarkLibrary, "BenchFixtures",
+            benchmarkLibrary, benchSupport, "BenchFixtures",
             .product(name: "FanoutCore", package: "fanout"),
             .product(name: "FanoutTrace", package: "fanout"),
         ],
@@ -49,14 +52,16 @@ package.targets += [
     ),
     .executableTarget(
         name: "Peer",
-        dependencies: [benchmarkLibrary, "BenchFixtures", .product(name: "FanoutCore", package: "fanout")],
+        dependencies: [
+            benchmarkLibrary, benchSupport, "BenchFixtures", .product(name: "FanoutCore", package: "fanout"),
+        ],
         path: "Benchmarks/Peer",
         plugins: [benchmarkPlugin]
     ),
     .executableTarget(
         name: "Metrics",
         dependencies: [
-            benchmarkLibrary,
+            benchmarkLibrary, benchSupport,
             .product(name: "FanoutMetrics", package: "fanout"),
             .product(name: "FanoutHistogramLog", package: "fanout"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -66,7 +71,7 @@ package.targets += [
     ),
     .executableTarget(
         name: "Loop",
-        dependencies: [benchmarkLibrary, "CRawUV", .product(name: "UVLoop", package: "fanout")],
+        dependencies: [benchmarkLibrary, benchSupport, "CRawUV", .product(name: "UVLoop", package: "fanout")],
         path: "Benchmarks/Loop",
         plugins: [benchmarkPlugin]
     ),

@@ -1,3 +1,4 @@
+import BenchSupport
 import Benchmark
 import CRawUV
 import UVLoop
@@ -13,7 +14,9 @@ let benchmarks: @Sendable () -> Void = {
 
     let swiftTimers = Holder<SwiftTimerChurn>()
     Benchmark("timers.uvloop", configuration: LoopConfiguration.perOperation) { benchmark in
+        let cpu = ThreadCPU.nanos()
         blackHole(swiftTimers.value!.churn())
+        benchmark.stopMeasurement(cpuSince: cpu)
     } setup: {
         swiftTimers.value = try SwiftTimerChurn(count: 1000)
     } teardown: {
@@ -23,7 +26,9 @@ let benchmarks: @Sendable () -> Void = {
 
     let rawTimers = Holder<OpaquePointer>()
     Benchmark("timers.libuv", configuration: LoopConfiguration.perOperation) { benchmark in
+        let cpu = ThreadCPU.nanos()
         blackHole(crawuv_timers_churn(rawTimers.value!))
+        benchmark.stopMeasurement(cpuSince: cpu)
     } setup: {
         rawTimers.value = crawuv_timers_create(1000)
         precondition(rawTimers.value != nil, "crawuv_timers_create failed")
@@ -34,7 +39,9 @@ let benchmarks: @Sendable () -> Void = {
 
     let swiftWakeups = Holder<SwiftWakeups>()
     Benchmark("wakeups.uvloop", configuration: LoopConfiguration.perOperation) { benchmark in
+        let cpu = ThreadCPU.nanos()
         blackHole(swiftWakeups.value!.run(count: benchmark.scaledIterations.count))
+        benchmark.stopMeasurement(cpuSince: cpu)
     } setup: {
         swiftWakeups.value = try SwiftWakeups()
     } teardown: {
@@ -44,7 +51,9 @@ let benchmarks: @Sendable () -> Void = {
 
     let rawWakeups = Holder<OpaquePointer>()
     Benchmark("wakeups.libuv", configuration: LoopConfiguration.perOperation) { benchmark in
+        let cpu = ThreadCPU.nanos()
         blackHole(crawuv_wakeups_run(rawWakeups.value!, Int32(benchmark.scaledIterations.count)))
+        benchmark.stopMeasurement(cpuSince: cpu)
     } setup: {
         rawWakeups.value = crawuv_wakeups_create()
         precondition(rawWakeups.value != nil, "crawuv_wakeups_create failed")

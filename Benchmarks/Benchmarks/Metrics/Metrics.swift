@@ -1,3 +1,4 @@
+import BenchSupport
 import Benchmark
 import FanoutHistogramLog
 import FanoutMetrics
@@ -13,10 +14,12 @@ let benchmarks: @Sendable () -> Void = {
         "record",
         configuration: MetricsConfiguration.record
     ) { benchmark, input in
+        let cpu = ThreadCPU.nanos()
         for k in benchmark.scaledIterations {
             input.recorder.record(.endToEnd, nanos: input.samples[k & (Samples.count - 1)])
         }
         blackHole(input.recorder.histograms[Metric.endToEnd.rawValue].totalCount)
+        benchmark.stopMeasurement(cpuSince: cpu)
     } setup: {
         Samples()
     }
@@ -28,9 +31,11 @@ let benchmarks: @Sendable () -> Void = {
         // One interval: 10,000 samples (outside the measured region), then encode and reset.
         input.fillInterval()
         benchmark.startMeasurement()
+        let cpu = ThreadCPU.nanos()
         let encoded = HistogramCodec.encodeCompressed(input.interval)
         input.interval.reset()
         blackHole(encoded)
+        benchmark.stopMeasurement(cpuSince: cpu)
     } setup: {
         Samples()
     }
@@ -39,8 +44,10 @@ let benchmarks: @Sendable () -> Void = {
         "merge",
         configuration: MetricsConfiguration.merge
     ) { benchmark, input in
+        let cpu = ThreadCPU.nanos()
         input.total.add(input.worker)
         blackHole(input.total.clamped)
+        benchmark.stopMeasurement(cpuSince: cpu)
     } setup: { () -> Samples in
         let input = Samples()
         input.fillWorker()

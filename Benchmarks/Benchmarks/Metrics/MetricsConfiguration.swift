@@ -1,20 +1,14 @@
+import BenchSupport
 import Benchmark
 
-/// How the Metrics benchmarks run and their tolerances (see Core/CoreConfiguration.swift).
+/// How the Metrics benchmarks run and their tolerances (see Core/CoreConfiguration.swift). Allocation
+/// counts are exact: 0 for record and merge; the snapshot's (the encoded bytes, zlib's state) repeat too.
 enum MetricsConfiguration {
-    /// Exact allocation counts: 0 for record and merge; the snapshot's (the encoded bytes, zlib's
-    /// state) repeat exactly too.
-    static var thresholds: [BenchmarkMetric: BenchmarkThresholds] {
-        [.mallocCountTotal: Tolerance.exact, .wallClock: Tolerance.wallClock]
-    }
-
-    static var metrics: [BenchmarkMetric] { [.wallClock, .throughput, .mallocCountTotal] }
-
     /// 1,000 samples per iteration; scaled figures are per sample.
     static var record: Benchmark.Configuration {
         .init(
-            metrics: metrics, timeUnits: .nanoseconds, units: [.mallocCountTotal: .count], warmupIterations: 10,
-            scalingFactor: .kilo, maxDuration: .seconds(1), maxIterations: 100_000, thresholds: thresholds)
+            metrics: Tolerance.metrics, timeUnits: .nanoseconds, units: Tolerance.units, warmupIterations: 10,
+            scalingFactor: .kilo, maxDuration: .seconds(1), maxIterations: 100_000, thresholds: Tolerance.standard)
     }
 
     /// One interval histogram encoded and reset per iteration.
@@ -25,15 +19,7 @@ enum MetricsConfiguration {
 
     private static var once: Benchmark.Configuration {
         .init(
-            metrics: metrics, timeUnits: .microseconds, units: [.mallocCountTotal: .count], warmupIterations: 3,
-            scalingFactor: .one, maxDuration: .seconds(1), maxIterations: 10_000, thresholds: thresholds)
+            metrics: Tolerance.metrics, timeUnits: .microseconds, units: Tolerance.units, warmupIterations: 3,
+            scalingFactor: .one, maxDuration: .seconds(1), maxIterations: 10_000, thresholds: Tolerance.standard)
     }
-}
-
-/// The tolerances every suite uses (as in Core/CoreConfiguration.swift; a suite is its own module).
-enum Tolerance {
-    /// Allocation counts repeat exactly from run to run: any change fails, up or down.
-    static var exact: BenchmarkThresholds { BenchmarkThresholds(relative: [.p90: 0], absolute: [.p90: 0]) }
-    /// Wall-clock p90 may be up to 21× the recorded one (+2000%); it cannot fail by being faster.
-    static var wallClock: BenchmarkThresholds { BenchmarkThresholds(relative: [.p90: 2000]) }
 }

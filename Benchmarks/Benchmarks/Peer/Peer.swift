@@ -1,4 +1,5 @@
 import BenchFixtures
+import BenchSupport
 import Benchmark
 import FanoutCore
 import Foundation
@@ -10,19 +11,25 @@ import Foundation
 let benchmarks: @Sendable () -> Void = {
 
     Benchmark("peer.encode", configuration: PeerConfiguration.perUpdate) { benchmark, workload in
+        let cpu = ThreadCPU.nanos()
         for k in benchmark.scaledIterations { blackHole(workload.encode(variant: k)) }
+        benchmark.stopMeasurement(cpuSince: cpu)
     } setup: {
         PeerWorkload()
     }
 
     Benchmark("peer.validate", configuration: PeerConfiguration.perUpdate) { benchmark, workload in
+        let cpu = ThreadCPU.nanos()
         for k in benchmark.scaledIterations { blackHole(workload.validate(k)) }
+        benchmark.stopMeasurement(cpuSince: cpu)
     } setup: {
         PeerWorkload()
     }
 
     Benchmark("peer.route", configuration: PeerConfiguration.perUpdate) { benchmark, workload in
+        let cpu = ThreadCPU.nanos()
         for k in benchmark.scaledIterations { blackHole(workload.route(k)) }
+        benchmark.stopMeasurement(cpuSince: cpu)
     } setup: {
         PeerWorkload()
     }
@@ -30,13 +37,17 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("peer.apply", configuration: PeerConfiguration.perUpdate) { benchmark, workload in
         workload.prepareApply(variant: benchmark.currentIteration)
         benchmark.startMeasurement()
+        let cpu = ThreadCPU.nanos()
         for k in benchmark.scaledIterations { blackHole(workload.apply(k)) }
+        benchmark.stopMeasurement(cpuSince: cpu)
     } setup: {
         PeerWorkload()
     }
 
     Benchmark("peer.pipeline.token", configuration: PeerConfiguration.perUpdate) { benchmark, workload in
+        let cpu = ThreadCPU.nanos()
         for k in benchmark.scaledIterations { blackHole(workload.update(k)) }
+        benchmark.stopMeasurement(cpuSince: cpu)
     } setup: {
         PeerWorkload()
     }
