@@ -62,8 +62,59 @@ check-memory: deps
 	[ $$status -eq 0 ] || echo "check-memory failed: see .build/check-memory.valgrind.log"; \
 	exit $$status
 
+## Benchmarks (the nested package Benchmarks/, package-benchmark 1.38.1; see Benchmarks/README.md).
+## bench: every suite, then reports/benchmarks/<date>.md (medians, p99, mallocs, fanout/peer ratios).
+## bench-check: every suite against the committed p90 thresholds (Benchmarks/Thresholds/), time included:
+## meaningful on a quiet machine only. bench-check-ci: the CI gate, Core's allocation counts only.
+## bench-thresholds-update: re-record the p90 threshold files from a fresh run of every suite.
+BENCH = cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark
+BENCH_DATE := $(shell date +%Y-%m-%d)
+BENCH_OUT = Benchmarks/.build/bench
+.PHONY: bench bench-check bench-check-ci bench-thresholds-update
+.PHONY: callgrind callgrind-check callgrind-update deps-valgrind
+
+bench: deps
+	@mkdir -p $(BENCH_OUT)
+	@cut -d' ' -f1-3 /proc/loadavg > $(BENCH_OUT)/load.txt 2>/dev/null || echo "?" > $(BENCH_OUT)/load.txt
+	$(BENCH) baseline update bench --no-progress
+	$(BENCH) baseline read bench --format markdown --no-progress > $(CURDIR)/$(BENCH_OUT)/scaled.md
+	$(BENCH) baseline read bench --format markdown --scale --no-progress > $(CURDIR)/$(BENCH_OUT)/raw.md
+	python3 scripts/bench-report.py report --scaled $(BENCH_OUT)/scaled.md --raw $(BENCH_OUT)/raw.md \
+	  --callgrind Benchmarks/Thresholds/callgrind.pipeline.token.txt --load "$$(cat $(BENCH_OUT)/load.txt)" \
+	  --out reports/benchmarks/$(BENCH_DATE).md
+
+bench-check: deps
+	$(BENCH) thresholds check --no-progress
+
+bench-check-ci: deps
+	@echo "bench-check-ci: Core's malloc counts per iteration against Benchmarks/Thresholds (p90, exact)"
+	@$(BENCH) thresholds check --target Core --metric mallocCountTotal --no-progress || { status=$$?; \
+	  echo "bench-check-ci FAILED (status $$status): a Core benchmark's allocation count moved (see the deviations"; \
+	  echo "above; counts are per 1,000 updates). The hot path must not allocate; if a change is intended, re-record"; \
+	  echo "with make bench-thresholds-update and commit Benchmarks/Thresholds/."; exit 1; }
+
+bench-thresholds-update: deps
+	$(BENCH) thresholds update --no-progress
+	python3 scripts/bench-report.py prune-thresholds Benchmarks/Thresholds
+
+## Instructions per pipeline.token update under callgrind (deterministic): show it with the top
+## functions, check it against the committed figure (±2%), or re-record it after an intended change.
+deps-valgrind:
+	@command -v valgrind >/dev/null 2>&1 || { \
+	  echo "installing: valgrind"; SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq valgrind; }
+
+callgrind: deps deps-valgrind
+	python3 scripts/callgrind-token.py show
+
+callgrind-check: deps deps-valgrind
+	python3 scripts/callgrind-token.py check
+
+callgrind-update: deps deps-valgrind
+	python3 scripts/callgrind-token.py update
+
 clean:
-	rm -rf .build $(RUN_DIR)
+	rm -rf .build $(RUN_DIR) Benchmarks/.build
 
 ## The CI gate's deterministic run: `smoke` in virtual time against the committed baseline
 ## (reports/baselines/smoke). Counts must match exactly (same seed and configuration); latency is

@@ -8,6 +8,10 @@ let package = Package(
         .executable(name: "fanout", targets: ["fanout"]),
         .library(name: "FanoutCore", targets: ["FanoutCore"]),
         .library(name: "FanoutTrace", targets: ["FanoutTrace"]),
+        // For the nested benchmark package (Benchmarks/), which measures these layers on their own.
+        .library(name: "FanoutMetrics", targets: ["FanoutMetrics"]),
+        .library(name: "FanoutHistogramLog", targets: ["FanoutHistogramLog"]),
+        .library(name: "UVLoop", targets: ["UVLoop"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Instructions per pipeline.token update, counted by callgrind: deterministic, unlike wall clock.
+
+    callgrind-token.py show     # measure, print the figure and the top functions
+    callgrind-token.py check    # measure; fail if the figure moved more than ±2% from the committed one
+    callgrind-token.py update   # measure and write the committed figure (re-baseline)
+
+Runs `callgrind-token N` (Benchmarks/Sources/CallgrindToken: N token updates, encode → validate → route →
+apply, after a warm-up) under `valgrind --tool=callgrind` for two values of N, collecting only inside
+`runUpdates`, and divides the difference in instructions by the difference in N: setup, warm-up and
+the per-call constant cancel out. The binary is the release build of the Benchmarks package.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "Benchmarks")
+FIGURE = os.path.join(BENCH, "Thresholds", "callgrind.pipeline.token.txt")
+OUT_DIR = os.path.join(BENCH, ".build", "callgrind")
+N1, N2 = 10_000, 30_000
+TOLERANCE_PERCENT = 2.0
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, text=True, **kw)
+
+
+def build():
+    swift = os.environ.get("SWIFT", "swift")
+    run([swift, "build", "-c", "release", "--product", "callgrind-token"], cwd=BENCH, stdout=subprocess.DEVNULL)
+    path = run([swift, "build", "-c", "release", "--show-bin-path"], cwd=BENCH, capture_output=True).stdout.strip()
+    return os.path.join(path, "callgrind-token")
+
+
+def instructions(binary, n):
+    out = os.path.join(OUT_DIR, f"token.{n}.out")
+    env = dict(os.environ, SWIFT_DETERMINISTIC_HASHING="1")
+    proc = subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--toggle-collect=*runUpdates*",
+         binary, str(n)], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        raise SystemExit(f"callgrind-token: `callgrind-token {n}` failed under valgrind (status {proc.returncode})")
+    match = re.search(r"Collected : (\d+)", proc.stderr)
+    if not match:
+        raise SystemExit(f"callgrind-token: no instruction count in valgrind's output:\n{proc.stderr}")
+    return int(match.group(1)), out
+
+
+def top_functions(out_file, count=15):
+    """Self instructions of the busiest functions (Swift names demangled), per update."""
+    annotate = run(["callgrind_annotate", "--threshold=100", out_file], capture_output=True).stdout
+    swift = os.environ.get("SWIFT", "swift")
+    try:
+        annotate = run([swift, "demangle", "--simplified"], input=annotate, capture_output=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    rows = []
+    for line in annotate.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*)$", line)
+        if not m or "PROGRAM TOTALS" in line:
+            continue
+        cost = int(m.group(1).replace(",", ""))
+        where = m.group(2)
+        # "file:function [object]" → function (first 110 characters), object basename.
+        where = re.sub(r"\s*\[[^\]]*\]\s*$", "", where)
+        function = where.split(":", 1)[1] if ":" in where and not where.startswith("???") else where
+        function = function.replace("???:", "")
+        rows.append((cost, function.strip()))
+    return rows[:count]
+
+
+def measure():
+    os.makedirs(OUT_DIR, exist_ok=True)
+    binary = build()
+    i1, _ = instructions(binary, N1)
+    i2, out2 = instructions(binary, N2)
+    per_update = (i2 - i1) / (N2 - N1)
+    return per_update, i1, i2, out2
+
+
+def committed():
+    try:
+        with open(FIGURE, encoding="utf-8") as f:
+            return float(f.readline().split()[0])
+    except (OSError, ValueError, IndexError):
+        raise SystemExit(f"callgrind-token: no committed figure at {os.path.relpath(FIGURE, ROOT)}; "
+                         "run `make callgrind-update` to record one")
+
+
+def git(*args):
+    try:
+        return run(["git", *args], capture_output=True, cwd=ROOT).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("command", choices=["show", "check", "update"])
+    args = ap.parse_args()
+    per_update, i1, i2, out2 = measure()
+    print(f"callgrind: {i1:,} instructions for {N1:,} updates, {i2:,} for {N2:,}")
+    print(f"callgrind: {per_update:,.1f} instructions per pipeline.token update (Δ instructions / Δ updates)")
+    if args.command in ("show", "update"):
+        print(f"\nTop functions (self instructions per update, from the {N2:,}-update run):")
+        for cost, function in top_functions(out2):
+            print(f"  {cost / N2:9,.0f}  {function[:150]}")
+    if args.command == "update":
+        valgrind = run(["valgrind", "--version"], capture_output=True).stdout.strip()
+        swift = run([os.environ.get("SWIFT", "swift"), "--version"], stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT).stdout.splitlines()[0]
+        with open(FIGURE + ".tmp", "w", encoding="utf-8") as f:
+            f.write(f"{per_update:.1f} instructions per pipeline.token update\n")
+            f.write(f"# callgrind ({valgrind}), callgrind-token {N1} and {N2}, collected in runUpdates only;\n")
+            f.write(f"# recorded at {git('rev-parse', '--short', 'HEAD')} with {swift}.\n")
+            f.write(f"# `make callgrind-check` fails beyond ±{TOLERANCE_PERCENT:g}%; `make callgrind-update` "
+                    "re-records it.\n")
+        os.replace(FIGURE + ".tmp", FIGURE)
+        print(f"\nwrote {os.path.relpath(FIGURE, ROOT)}")
+    if args.command == "check":
+        reference = committed()
+        change = (per_update - reference) / reference * 100
+        verdict = f"{per_update:,.1f} vs committed {reference:,.1f} ({change:+.2f}%, allowed ±{TOLERANCE_PERCENT:g}%)"
+        if abs(change) > TOLERANCE_PERCENT:
+            direction = "more" if change > 0 else "fewer"
+            print(f"callgrind-check FAILED: pipeline.token takes {direction} instructions per update: {verdict}.")
+            print("If the change is intended (an optimisation, a new rule), re-record the figure with "
+                  "`make callgrind-update` and commit Benchmarks/Thresholds/callgrind.pipeline.token.txt.")
+            sys.exit(1)
+        print(f"callgrind-check passed: {verdict}")
+
+
+if __name__ == "__main__":
+    main()
