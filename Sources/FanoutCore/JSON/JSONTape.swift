@@ -69,6 +69,7 @@ public struct JSONTape {
                 }
                 guard c == UInt8(ascii: "\"") else { return i }
                 guard scanKeyAndColon(p, &i, n) else { return i }
+                if i >= n { return i }  // `{"a":` ends at the colon: no value to read
                 c = p[i]
             } else if expectingValueOrClose {
                 expectingValueOrClose = false
