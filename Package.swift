@@ -8,6 +8,8 @@ let package = Package(
         .executable(name: "fanout", targets: ["fanout"]),
         .library(name: "FanoutCore", targets: ["FanoutCore"]),
         .library(name: "FanoutTrace", targets: ["FanoutTrace"]),
+        // For the nested fuzz package (Fuzz/), whose scenario target reads scenario files.
+        .library(name: "FanoutSim", targets: ["FanoutSim"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
