@@ -24,9 +24,11 @@ mkdir -p "$work/corpus"
 cat "$fuzz/dict/json.dict" "$fuzz/dict/$target.dict" > "$work/dict"
 log=$work/fuzz.log
 status=0
+start=$(date +%s)
 "$fuzz/.build/release/$binary" "$work/corpus" "$fuzz/corpus/$target" -dict="$work/dict" \
     -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix="$work/" "$@" > "$log" 2>&1 || status=$?
+elapsed=$(($(date +%s) - start))
 runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
 rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
 corpus=$(find "$work/corpus" -type f | wc -l)
@@ -35,5 +37,5 @@ if [ "$status" -ne 0 ] || [ -z "$runs" ]; then
     echo "fuzz $target: FAILED (exit $status) after ${runs:-?} executions; log: $log"
     exit 1
 fi
-printf 'fuzz %-8s %12s executions in %s s, %7s exec/s, corpus %s inputs, no crash\n' \
-    "$target" "$runs" "$seconds" "$rate" "$corpus"
+printf 'fuzz %-8s %12s executions in %5s s, %7s exec/s, corpus %s inputs, no crash\n' \
+    "$target" "$runs" "$elapsed" "$rate" "$corpus"
