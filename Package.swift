@@ -12,6 +12,8 @@ let package = Package(
         .library(name: "FanoutMetrics", targets: ["FanoutMetrics"]),
         .library(name: "FanoutHistogramLog", targets: ["FanoutHistogramLog"]),
         .library(name: "UVLoop", targets: ["UVLoop"]),
+        // For the nested fuzz package (Fuzz/), whose scenario target reads scenario files.
+        .library(name: "FanoutSim", targets: ["FanoutSim"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

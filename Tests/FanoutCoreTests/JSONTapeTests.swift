@@ -40,6 +40,21 @@ struct JSONTapeTests {
         #expect(scan([0x22, 0xC3, 0xA9, 0x22]))
     }
 
+    // Found by Fuzz/FuzzPayload (heap-buffer-overflow under ASan): a document that ends right after the
+    // colon of an object's first key read the byte after its end as the start of the value.
+    @Test("a document cut after its first key's colon fails at its end, reading nothing past it",
+          arguments: [#"{"a":"#, #"{"a\\":"#, "{ \"a\" :\t", #"[{"k":"#])
+    func cutAfterFirstColon(document: String) {
+        var tape = JSONTape()
+        let count = document.utf8.count
+        for follower in ["{", "[", "\"x\"", "1", "null"] {
+            // The document is a prefix of a longer buffer whose next bytes would start a value.
+            let buffer = Array((document + follower + "}").utf8)
+            let stop = buffer.withUnsafeBytes { tape.scan(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            #expect(stop == count, "\(document) + \(follower)")
+        }
+    }
+
     @Test("members: duplicate keys, the last one wins; escaped keys name the same member")
     func members() {
         var tape = JSONTape()

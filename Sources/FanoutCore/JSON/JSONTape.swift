@@ -87,7 +87,7 @@ public struct JSONTape {
                 }
                 guard c == UInt8(ascii: "\"") else { return i }
                 guard scanKeyAndColon(p, &i, n) else { return i }
-                guard i < n else { return i }
+                guard i < n else { return i }  // `{"a":` ends at the colon: no value to read
                 c = p[i]
             } else if expectingValueOrClose {
                 expectingValueOrClose = false

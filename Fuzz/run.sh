@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs one fuzz target for a while and prints its executions and rate; exits non-zero on a crash,
+# an invariant failure, a hang (-timeout) or running out of memory.
+#
+#   Fuzz/run.sh payload|trace|scenario SECONDS [more libFuzzer flags]
+#
+# Build first (make fuzz does): cd Fuzz && swift build -c release -Xswiftc -sanitize=fuzzer,address
+# Inputs start from the committed seeds (Fuzz/corpus/TARGET, read only); what libFuzzer finds goes to
+# Fuzz/.build/fuzz/TARGET/corpus (kept between runs, never committed), a crashing input to
+# Fuzz/.build/fuzz/TARGET/crash-* (reproduce: Fuzz/.build/release/FuzzTARGET FILE).
+set -u
+target=${1:?target: payload, trace or scenario}
+seconds=${2:?seconds}
+shift 2
+fuzz=$(cd "$(dirname "$0")" && pwd)
+case $target in
+    payload) binary=FuzzPayload; max_len=6000 ;;  # 4096/5120-byte limits + 2 selector bytes
+    trace) binary=FuzzTrace; max_len=16384 ;;
+    scenario) binary=FuzzScenario; max_len=8192 ;;
+    *) echo "unknown fuzz target $target (payload, trace, scenario)" >&2; exit 2 ;;
+esac
+work=$fuzz/.build/fuzz/$target
+mkdir -p "$work/corpus"
+cat "$fuzz/dict/json.dict" "$fuzz/dict/$target.dict" > "$work/dict"
+log=$work/fuzz.log
+status=0
+start=$(date +%s)
+"$fuzz/.build/release/$binary" "$work/corpus" "$fuzz/corpus/$target" -dict="$work/dict" \
+    -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
+    -artifact_prefix="$work/" "$@" > "$log" 2>&1 || status=$?
+elapsed=$(($(date +%s) - start))
+runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+corpus=$(find "$work/corpus" -type f | wc -l)
+if [ "$status" -ne 0 ] || [ -z "$runs" ]; then
+    grep -aE 'ERROR: |fuzz invariant|Fatal error|SUMMARY|^Test unit written|Base64' "$log" | head -20
+    echo "fuzz $target: FAILED (exit $status) after ${runs:-?} executions; log: $log"
+    exit 1
+fi
+printf 'fuzz %-8s %12s executions in %5s s, %7s exec/s, corpus %s inputs, no crash\n' \
+    "$target" "$runs" "$elapsed" "$rate" "$corpus"
