@@ -73,6 +73,10 @@ public final class WorkerEngine {
     public enum Clock { case real(startHrtime: UInt64), virtual }
     public private(set) var clock: Clock = .virtual
     private let hrtime: @Sendable () -> UInt64
+    /// The scenario's artificial service time per delivery (0: none), and the instant (hrtime) the
+    /// current fan-out's deliveries have paid for so far.
+    private let costNanos: UInt64
+    private var costDeadline: UInt64 = 0
     /// Virtual mode: a single server per worker working at measured speed. The event starts at
     /// max(intended, busyUntil); elapsed CPU time advances the virtual clock.
     private var busyUntil: UInt64 = 0
@@ -84,6 +88,7 @@ public final class WorkerEngine {
         self.index = index
         self.count = count
         self.hrtime = hrtime
+        costNanos = UInt64(world.scenario.costNanosPerDelivery)
         pipeline = Pipeline(schemas: world.schemas, rules: world.scenario.rules)
         followers = Array(repeating: [], count: world.scenario.sources.count)
         topics = world.scenario.apps.map { Array(($0.bundle + ".push-type.liveactivity").utf8) }
@@ -289,6 +294,7 @@ public final class WorkerEngine {
         let app = world.sourceApp[source]
         let e = UInt64(event.index)
         let seed = scenario.seed
+        startCost(event)
         // Encode once for all recipients.
         let t0 = hrtime()
         makeContent(schema: world.appSchema[app], event: event.index, source: source, final: event.kind == .end)
@@ -383,6 +389,7 @@ public final class WorkerEngine {
                             return
                         }
                         pipeline.deliver(flight, to: target, nowMillis: nowMs)
+                        payCost()
                         let end = now()
                         if sampled { current.record(.apply, nanos: hrtime() &- t2) }
                         delivered(target, event, endNanos: end, count: 1)
@@ -433,6 +440,7 @@ public final class WorkerEngine {
                                 continue
                             }
                             pipeline.deliver(flight, to: a, nowMillis: nowMs)
+                            payCost()
                             maybeDismiss(a, event)
                             batch += 1
                             if batch == 64 || k == subscriberCount {
@@ -452,6 +460,37 @@ public final class WorkerEngine {
                 }
             }
         }
+    }
+
+    // MARK: Artificial cost
+
+    /// An event's fan-out begins (before its encode). The cost models the worker as a server taking
+    /// n × cost for an event of n deliveries: the event starts at max(its due time, the end of the
+    /// previous one), and its deliveries spin until the time they have paid for. A thread that was
+    /// descheduled past that time does not spin again until it has caught up, so a busy machine does not
+    /// lower the capacity below 1e9 / cost (as long as the real work fits in the cost).
+    @inline(__always)
+    private func startCost(_ event: SourceEvent) {
+        guard costNanos > 0 else { return }
+        switch clock {
+        case .real(let start):
+            costDeadline = max(costDeadline, start &+ event.intendedNanos)
+        case .virtual:
+            // Events run back to back in real time: the chain goes on while the virtual server is
+            // backlogged, and starts afresh when the event found it idle.
+            if costDeadline == 0 || event.intendedNanos > busyUntil { costDeadline = hrtime() }
+        }
+    }
+
+    /// One delivery's artificial cost: spins on the monotonic clock until the fan-out has used
+    /// `costNanos` per delivery so far. The event's own work (encode, validate, route, apply,
+    /// bookkeeping) is inside that time as long as it is shorter, so an event with n deliveries takes
+    /// max(n × cost, its own time) and a worker applies at most 1e9 / cost deliveries per second.
+    @inline(__always)
+    private func payCost() {
+        guard costNanos > 0 else { return }
+        costDeadline &+= costNanos
+        while hrtime() < costDeadline {}
     }
 
     @inline(__always)
@@ -513,6 +552,7 @@ public final class WorkerEngine {
     private func flushHeld(_ event: SourceEvent) {
         let nowMs = nowMillis(event)
         latestHeld.removeAll(keepingCapacity: true)
+        startCost(event)
         for h in held where !h.superseded {
             if h.expirationMillis < nowMs {
                 pipeline.settle(.expired, for: h.activity)
@@ -534,6 +574,7 @@ public final class WorkerEngine {
                     }
                 }
             }
+            payCost()
             let endNanos = now()
             let source = SourceEvent(index: Int(h.event), intendedNanos: h.intendedNanos, kind: .update, source: 0)
             delivered(h.activity, source, endNanos: endNanos, count: 1)

@@ -50,6 +50,26 @@ struct SimulationTests {
         #expect(r.accounting.deliveries > 0)
     }
 
+    @Test("costNanosPerDelivery: a worker applies at most 1e9 / cost deliveries per second")
+    func artificialCost() throws {
+        // One broadcast source followed by every device; events arrive faster than the worker can
+        // apply them, so in virtual time it is busy from the first event to the last completion.
+        var s = try Scenario.parse(Array(ScenarioTests.minimal.utf8), file: "s.json")
+        s.clock = .virtual
+        s.durationSeconds = 0.1
+        s.population.devices = 10
+        s.population.activitiesPerDeviceMin = 1
+        s.population.activitiesPerDeviceMax = 1
+        s.sources = Scenario.Sources(count: 1, zipfExponent: 1, broadcastShare: 1)
+        s.scaleRates(by: 400)  // 2,000 events/s × 10 deliveries × 200 µs = 400% of one worker
+        s.costNanosPerDelivery = 200_000
+        let r = try run(s, workers: 1)
+        #expect(r.accounting.identitiesHold && r.accounting.deliveries == r.events * 10)
+        let busy = Double(r.completion.lastNanos.max() ?? 0) - Double(r.completion.intendedNanos.first ?? 0)
+        let paid = Double(r.accounting.deliveries) * 200_000
+        #expect(busy >= paid * 0.999 && busy <= paid * 1.05, "busy \(busy) ns for \(paid) ns of cost")
+    }
+
     @Test("real time: a short open-loop run measures schedule lag and end-to-end from intended times")
     func realTime() throws {
         var s = try #require(BuiltinScenarios.named("smoke"))
