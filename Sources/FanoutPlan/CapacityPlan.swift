@@ -11,6 +11,8 @@ public struct PlanSettings: Sendable {
     public var stepSeconds: Double = 6
     /// Longest step: a step is lengthened to collect `criteria.samplesNeeded` events, up to this.
     public var maxStepSeconds: Double = 30
+    /// A failing step is run again and fails only if the repeat fails too.
+    public var confirmFailures = true
     /// The plan stops starting steps after this long (each worker count gets an equal share of what
     /// is left), so a noisy machine cannot make it run for ever.
     public var timeBudgetSeconds: Double = 480
@@ -150,10 +152,19 @@ public struct CapacityPlan: Sendable {
                 let next = settings.stepDuration(eventsPerSecond: base * (steps.last?.factor ?? search.startFactor))
                 return ContinuousClock.now + .seconds(next + 1) <= deadline
             }) { factor in
-                let step = try measure(settings, steady: steady, baseEventsPerSecond: base, workers: workers,
+                var step = try measure(settings, steady: steady, baseEventsPerSecond: base, workers: workers,
                                        factor: factor)
                 steps.append(step)
                 progress(PlanText.progress(step, index: steps.count, criteria: settings.criteria))
+                if !step.passed && settings.confirmFailures {
+                    // A failure counts only if a repeat fails too: one stall of a shared machine can
+                    // fail a step, a rate above capacity fails every time.
+                    step = try measure(settings, steady: steady, baseEventsPerSecond: base, workers: workers,
+                                       factor: factor)
+                    step.repeated = true
+                    steps.append(step)
+                    progress(PlanText.progress(step, index: steps.count, criteria: settings.criteria))
+                }
                 return step.passed
             }
             searches.append(WorkerSearch(workers: workers, steps: steps, outcome: outcome))

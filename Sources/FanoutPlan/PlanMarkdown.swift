@@ -25,6 +25,9 @@ extension PlanReport {
             + "×\(PlanText.trimmed(s.search.growth, digits: 2)) from ×\(PlanText.factor(s.search.startFactor)) "
             + "(later worker counts start at the previous knee) until a step fails, then bisection at geometric "
             + "midpoints until first fail ÷ last pass ≤ \(PlanText.trimmed(s.search.precision, digits: 3)). "
+            + (s.confirmFailures ? "A failing step is repeated and counts as failed only if the repeat fails "
+                + "too (a stall of the shared machine fails one step; a rate above capacity fails every time). "
+                : "")
             + "The knee is the highest passing factor.")
         out.append("- Step length: \(stepRule(plan)).")
         out.append("- Deliveries/s count every delivery outcome per scheduled second. \(lossDefinition).")
@@ -147,13 +150,17 @@ extension PlanReport {
 
     static func stepRows(_ w: WorkerSearch) -> [[String]] {
         w.steps.enumerated().map { k, step in
-            ["\(k + 1)", "×" + PlanText.factor(step.factor), PlanText.rate(step.offeredEventsPerSecond),
-             PlanText.trimmed(step.scheduledSeconds, digits: 1), PlanText.rate(step.deliveriesPerSecond)]
-                + step.sloValues.map { PlanText.duration($0) }
-                + [PlanText.duration(step.scheduleLag.p99), PlanText.percent(min(step.achievedRatio, 1)),
-                   PlanText.fixed(step.little.inFlight, 2) + " / " + PlanText.fixed(step.little.predictedInFlight, 2),
-                   step.loadAverage.map { PlanText.fixed($0, 1) } ?? "",
-                   step.passed ? "pass" : "FAIL: " + step.failures.joined(separator: "; ")]
+            let number: String = "\(k + 1)" + (step.repeated ? " (repeat)" : "")
+            var row: [String] = [number, "×" + PlanText.factor(step.factor), PlanText.rate(step.offeredEventsPerSecond),
+                                 PlanText.trimmed(step.scheduledSeconds, digits: 1),
+                                 PlanText.rate(step.deliveriesPerSecond)]
+            row += step.sloValues.map { PlanText.duration($0) }
+            let little: String = PlanText.fixed(step.little.inFlight, 2) + " / "
+                + PlanText.fixed(step.little.predictedInFlight, 2)
+            row += [PlanText.duration(step.scheduleLag.p99), PlanText.percent(min(step.achievedRatio, 1)), little,
+                    step.loadAverage.map { PlanText.fixed($0, 1) } ?? ""]
+            row.append(step.passed ? "pass" : "FAIL: " + step.failures.joined(separator: "; "))
+            return row
         }
     }
 

@@ -88,6 +88,7 @@ public enum PlanReport {
                 ("startFactor", .number(s.search.startFactor)), ("growth", .number(s.search.growth)),
                 ("minFactor", .number(s.search.minFactor)), ("maxFactor", .number(s.search.maxFactor)),
                 ("precision", .number(s.search.precision)), ("maxSteps", .int(s.search.maxSteps)),
+                ("confirmFailures", .bool(s.confirmFailures)), ("timeBudgetSeconds", .number(s.timeBudgetSeconds)),
             ])),
         ])))
         root.append(("criteria", .object([
@@ -152,7 +153,7 @@ public enum PlanReport {
                 ("relativeDifference", .number(round6(s.little.relativeDifference))),
                 ("holds", .bool(s.little.holds)),
             ])),
-            ("loadAverage", .optional(s.loadAverage)),
+            ("loadAverage", .optional(s.loadAverage)), ("repeated", .bool(s.repeated)),
             ("passed", .bool(s.passed)), ("failures", .array(s.failures.map { .string($0) })),
             ("notes", .array(s.notes.map { .string($0) })),
         ])

@@ -47,7 +47,7 @@ public enum PlanText {
     /// One line per step on stderr.
     public static func progress(_ s: Step, index: Int, criteria: PlanCriteria) -> String {
         var parts = [
-            "plan \(s.workers)w step \(index)",
+            "plan \(s.workers)w step \(index)" + (s.repeated ? " (repeat)" : ""),
             "×\(factor(s.factor))",
             "\(rate(s.offeredEventsPerSecond)) events/s",
             "\(trimmed(s.scheduledSeconds, digits: 1)) s",

@@ -38,6 +38,8 @@ public struct Step: Sendable {
     /// The machine's 1-minute load average when the step started (nil where unknown): how busy the
     /// shared cores were.
     public var loadAverage: Double? = nil
+    /// The repeat of a step that failed (`PlanSettings.confirmFailures`).
+    public var repeated = false
     /// When the last recipient of any event was applied, seconds after the start.
     public var lastCompletionSeconds: Double
     /// Source events scheduled; of them, those due after the warm-up that reached a recipient.

@@ -67,6 +67,9 @@ struct Plan: ParsableCommand {
     @Option(help: "Override the seed.")
     var seed: UInt64?
 
+    @Flag(inversion: .prefixedNo, help: "Repeat a failing step; it fails only if the repeat fails too.")
+    var confirmFailures = true
+
     func run() throws {
         var s = try ScenarioSource.load(scenario)
         if let seed { s.seed = seed }
@@ -126,6 +129,7 @@ struct Plan: ParsableCommand {
         settings.maxStepSeconds = maxStepSeconds
         settings.search.startFactor = startFactor
         settings.search.precision = precision
+        settings.confirmFailures = confirmFailures
         let folder = out ?? "reports/plans/\(Run.timestamp())-\(s.name)"
         FileHandle.standardError.write(Data(
             ("fanout plan \(s.name): \(parsed.map(\.description).joined(separator: ", ")), workers 1...\(workers), "
