@@ -116,11 +116,11 @@ public struct Scenario: Sendable, Equatable {
     public var priority10Share: Double
     /// Stage service times are read for one push in this many (the clock read would dominate).
     public var stageSampleEvery: Int
-    /// Artificial service time per delivery, in nanoseconds: an event's deliveries busy-spin on the
-    /// monotonic clock so that the event takes at least n × cost for n deliveries (its own work is
-    /// inside that time), so a worker applies at most 1e9 / cost deliveries per second (a scenario of
-    /// known capacity, for tests and capacity planning). 0: no spin, and the field is left out of the
-    /// canonical text (and so of the hash).
+    /// Artificial service time per delivery, in nanoseconds: an event with n deliveries takes at least
+    /// n × cost (its own work is inside that time) — a busy-spin on the monotonic clock in real time,
+    /// added to the virtual clock in virtual time — so a worker applies at most 1e9 / cost deliveries
+    /// per second (a scenario of known capacity, for tests and capacity planning). 0: nothing, and the
+    /// field is left out of the canonical text (and so of the hash).
     public var costNanosPerDelivery: Int = 0
 
     public static func == (a: Scenario, b: Scenario) -> Bool {
