@@ -151,7 +151,8 @@ extension PlanReport {
     static func stepRows(_ w: WorkerSearch) -> [[String]] {
         w.steps.enumerated().map { k, step in
             let number: String = "\(k + 1)" + (step.repeated ? " (repeat)" : "")
-            var row: [String] = [number, "×" + PlanText.factor(step.factor), PlanText.rate(step.offeredEventsPerSecond),
+            var row: [String] = [number, "×" + PlanText.factor(step.factor),
+                                 PlanText.rate(step.offeredEventsPerSecond),
                                  PlanText.trimmed(step.scheduledSeconds, digits: 1),
                                  PlanText.rate(step.deliveriesPerSecond)]
             row += step.sloValues.map { PlanText.duration($0) }
