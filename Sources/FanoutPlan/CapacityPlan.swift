@@ -10,7 +10,7 @@ public struct PlanSettings: Sendable {
     /// Shortest step, warm-up included (real time).
     public var stepSeconds: Double = 6
     /// Longest step: a step is lengthened to collect `criteria.samplesNeeded` events, up to this.
-    public var maxStepSeconds: Double = 30
+    public var maxStepSeconds: Double = 20
     /// A failing step is run again and fails only if the repeat fails too.
     public var confirmFailures = true
     /// The plan stops starting steps after this long (each worker count gets an equal share of what

@@ -73,7 +73,7 @@ struct SearchTests {
         #expect(settings.warmupSeconds == 1)
         #expect(settings.stepDuration(eventsPerSecond: 10_000) == 6)  // 1,000 events take 0.1 s
         #expect(abs(settings.stepDuration(eventsPerSecond: 100) - 11) < 1e-9)  // 1 + 1,000 / 100
-        #expect(settings.stepDuration(eventsPerSecond: 10) == 30)  // capped
+        #expect(settings.stepDuration(eventsPerSecond: 10) == 20)  // capped
         settings.stepSeconds = 1
         settings.maxStepSeconds = 1
         #expect(settings.warmupSeconds == 0 && settings.stepDuration(eventsPerSecond: 10) == 1)
