@@ -37,7 +37,8 @@ public struct PlanSettings: Sendable {
     /// The length of a step at `eventsPerSecond`: at least `stepSeconds`, and long enough for
     /// `criteria.samplesNeeded` events after the warm-up, at most `maxStepSeconds`.
     public func stepDuration(eventsPerSecond: Double) -> Double {
-        let needed = Double(criteria.samplesNeeded)
+        // 10% over the count: arrivals are random and the estimate of the rate is the offered one.
+        let needed = Double(criteria.samplesNeeded) * 1.1
         let measured = max(stepSeconds - warmupSeconds, eventsPerSecond > 0 ? needed / eventsPerSecond : 0)
         return min(warmupSeconds + measured, max(maxStepSeconds, stepSeconds))
     }

@@ -185,6 +185,7 @@ public enum PlanHTML {
         var nMax = max(maxMeasured + 1, 4)
         if let need = plan.prediction?.workersNeeded { nMax = max(nMax, min(Double(need) * 1.25, 256)) }
         if let peak = m.peakWorkers, peak < 256 { nMax = max(nMax, min(peak * 1.3, 256)) }
+        if plan.prediction?.beyondPeak == true { nMax = max(nMax, 8) }
         nMax = nMax.rounded(.up)
         let curve = stride(from: 1.0, through: nMax, by: max(nMax / 200, 0.05)).map { ($0, m.throughput($0)) }
         var yMax = max(curve.map(\.1).max() ?? 1, points.map(\.deliveriesPerSecond).max() ?? 1)
@@ -198,6 +199,13 @@ public enum PlanHTML {
             + "y=\"\(f(height - bottom - 6))\" fill=\"#888\">measured ← → extrapolated</text>")
         let path = curve.map { "\(f(x.map($0.0))),\(f(y.map($0.1)))" }.joined(separator: " ")
         out.append("<polyline points=\"\(path)\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\"/>")
+        if m.peakWorkers == nil, let ceiling = m.maxThroughput, ceiling <= yMax * 1.1 {
+            let cy = y.map(ceiling)
+            out.append("<line x1=\"\(f(left))\" x2=\"\(f(width - right))\" y1=\"\(f(cy))\" y2=\"\(f(cy))\" "
+                + "stroke=\"#1f77b4\" stroke-dasharray=\"2 4\"/><text x=\"\(f(width - right - 6))\" "
+                + "y=\"\(f(cy - 5))\" text-anchor=\"end\" fill=\"#1f77b4\">ceiling λ/σ = "
+                + "\(PlanText.rate(ceiling))/s (κ = 0)</text>")
+        }
         if let peak = m.peakWorkers, peak <= nMax {
             out.append("<line x1=\"\(f(x.map(peak)))\" x2=\"\(f(x.map(peak)))\" y1=\"\(f(top))\" "
                 + "y2=\"\(f(height - bottom))\" stroke=\"#1f77b4\" stroke-dasharray=\"2 4\"/><text "

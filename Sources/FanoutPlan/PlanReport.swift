@@ -5,7 +5,7 @@ import Foundation
 
 /// The files of a plan folder: plan.json, plan.md, plan.html.
 public enum PlanReport {
-    public static let lossDefinition = "loss = (rejected pushes + unroutable pushes + expired deliveries) / "
+    public static let lossDefinition = "Loss = (rejected pushes + unroutable pushes + expired deliveries) / "
         + "(rejected pushes + unroutable pushes + deliveries): of every attempt to reach a device (a delivery "
         + "to a routed recipient, or a push that was never routed), the share that did not reach it"
 

@@ -81,6 +81,7 @@ struct KneeTests {
         #expect(md.contains("fanout=3000000 within=2s needs 1.5M deliveries/s"))
         let html = files["plan.html"]!
         #expect(html.contains("<svg") && html.contains("SLO endToEnd.p99&lt;=250ms") && !html.contains("<script"))
+        #expect(html.contains("ceiling λ/σ = 900k/s (κ = 0)"))  // 2·100k/180k − 1 = σ = 1/9
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("plan-\(UUID().uuidString)")
         try PlanReport.write(folder: dir.path, files: files)
         #expect(try String(contentsOf: dir.appendingPathComponent("plan.json"), encoding: .utf8) == files["plan.json"])

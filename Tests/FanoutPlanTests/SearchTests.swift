@@ -71,8 +71,8 @@ struct SearchTests {
             criteria: PlanCriteria(slos: [try SLO(parsing: "endToEnd.p99<=5ms")]), target: nil, workerCounts: [1],
             coresPerMachine: 2)
         #expect(settings.warmupSeconds == 1)
-        #expect(settings.stepDuration(eventsPerSecond: 10_000) == 6)  // 1,000 events take 0.1 s
-        #expect(abs(settings.stepDuration(eventsPerSecond: 100) - 11) < 1e-9)  // 1 + 1,000 / 100
+        #expect(settings.stepDuration(eventsPerSecond: 10_000) == 6)  // 1,100 events take 0.11 s
+        #expect(abs(settings.stepDuration(eventsPerSecond: 100) - 12) < 1e-9)  // 1 + 1.1 × 1,000 / 100
         #expect(settings.stepDuration(eventsPerSecond: 10) == 20)  // capped
         settings.stepSeconds = 1
         settings.maxStepSeconds = 1
