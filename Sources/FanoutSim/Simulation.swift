@@ -405,6 +405,7 @@ enum WorkerThread {
         gate.wait()
         let startNanos = start.value
         if scenario.clock == .real { engine.startRealClock(atHrtime: startNanos) }
+        let slicing = scenario.sliceBroadcasts
         var schedule = EventSchedule(scenario: scenario, world: world)
         var next = schedule.next()
         var lastProgress = EventLoop.hrtimeNanos
@@ -425,17 +426,19 @@ enum WorkerThread {
             case .real:
                 // Run everything already due. libuv timers have 1 ms granularity, so the timer is
                 // armed 1 ms early and the last stretch is spun on the monotonic clock: events start
-                // at their instant, not up to a millisecond late. A large broadcast stops between
-                // batches once the next event is due (the engine's slices); due events go first, the
-                // rest of the broadcast runs when nothing is due. After 10 ms of continuous work the
-                // loop gets control back.
+                // at their instant, not up to a millisecond late. With `sliceBroadcasts` a large
+                // broadcast stops between batches once the next event is due (the engine's slices);
+                // due events go first, the rest of the broadcast runs when nothing is due. After 10 ms
+                // of continuous work the loop gets control back.
                 let sliceEnd = EventLoop.hrtimeNanos &+ 10_000_000
                 while EventLoop.hrtimeNanos < sliceEnd {
                     let now = EventLoop.hrtimeNanos &- startNanos
                     if let event = next, event.intendedNanos <= now {
                         next = schedule.next()
-                        engine.yieldAtNanos = next?.intendedNanos ?? .max
-                        engine.yieldForSource = next?.source ?? -1
+                        if slicing {
+                            engine.yieldAtNanos = next?.intendedNanos ?? .max
+                            engine.yieldForSource = next?.source ?? -1
+                        }
                         engine.process(event)
                     } else if engine.hasPendingSlices {
                         engine.yieldAtNanos = next?.intendedNanos ?? .max

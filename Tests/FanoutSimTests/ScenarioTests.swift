@@ -40,7 +40,7 @@ struct ScenarioTests {
         #expect(s.configHash != before)
     }
 
-    @Test("costNanosPerDelivery: 0 stays out of the canonical text and the hash; set, it round-trips")
+    @Test("costNanosPerDelivery and sliceBroadcasts: defaults stay out of the canonical text and hash; set, they round-trip")
     func costField() throws {
         let s = try #require(BuiltinScenarios.named("default"))
         #expect(s.costNanosPerDelivery == 0 && !s.canonicalText.contains("costNanosPerDelivery"))
@@ -49,6 +49,10 @@ struct ScenarioTests {
         #expect(costly.configHash != s.configHash)
         let again = try Scenario.parse(Array(costly.canonicalText.utf8), file: "canonical")
         #expect(again.costNanosPerDelivery == 2000 && again == costly)
+        var sliced = s
+        sliced.sliceBroadcasts = true
+        #expect(!s.canonicalText.contains("sliceBroadcasts") && sliced.configHash != s.configHash)
+        #expect(try Scenario.parse(Array(sliced.canonicalText.utf8), file: "canonical").sliceBroadcasts)
         let bad = Self.minimal.replacingOccurrences(of: "\"durationSeconds\": 10,",
                                                     with: "\"durationSeconds\": 10, \"costNanosPerDelivery\": -5,")
         #expect(error(bad)?.description

@@ -76,6 +76,7 @@ struct SimulationTests {
         s.durationSeconds = 1
         s.population.devices = 3000
         s.scaleRates(by: 5)  // ~1,000 events/s: a large broadcast is still applying when the next is due
+        s.sliceBroadcasts = true
         s.clock = .virtual
         let virtual = try run(s, workers: 1)
         s.clock = .real
