@@ -48,6 +48,14 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),
+        // Capacity planning: saturation search in real time, USL fit over worker counts, prediction.
+        .target(
+            name: "FanoutPlan",
+            dependencies: [
+                "FanoutCore", "FanoutMetrics", "FanoutHistogramLog", "FanoutSim", "FanoutReport",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ]
+        ),
         .executableTarget(
             name: "fanout",
             dependencies: [
@@ -57,6 +65,7 @@ let package = Package(
                 "FanoutHistogramLog",
                 "FanoutSim",
                 "FanoutReport",
+                "FanoutPlan",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -74,6 +83,9 @@ let package = Package(
             name: "FanoutReportTests",
             dependencies: ["FanoutReport", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutHistogramLog"],
             resources: [.copy("Golden")]
+        ),
+        .testTarget(
+            name: "FanoutPlanTests", dependencies: ["FanoutPlan", "FanoutSim", "FanoutReport", "FanoutMetrics"]
         ),
         .testTarget(
             name: "FanoutCLITests", dependencies: ["fanout", "FanoutHistogramLog"], resources: [.copy("Resources")]

@@ -284,6 +284,19 @@ struct PipelineCore {
         return deliver(flight, to: a, nowMillis: nowMillis)
     }
 
+    /// Takes up a push that was validated and routed earlier and whose deliveries were interrupted (a
+    /// broadcast applied in slices): the payload, kept by the caller, is scanned again for deliver;
+    /// nothing is counted again.
+    public func resume(kind: TargetKind, resolution: Router.Resolution, headers: PushHeaders,
+                       payload: UnsafeRawBufferPointer) -> InFlight {
+        let reason = validator.validate(headers: headers, payload: payload, target: kind, targetBundle: nil)
+        precondition(reason == nil, "a sliced push was accepted when sent")
+        var flight = InFlight(kind: kind, resolution: resolution)
+        flight.aps = validator.aps
+        decoded.schema = -1
+        return flight
+    }
+
     @inline(__always)
     private mutating func applyOutcome(_ aps: ApsFields, to a: Int32, nowMillis: Int64) -> Outcome {
         let (early, schema) = store.admit(

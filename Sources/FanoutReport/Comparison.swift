@@ -14,7 +14,7 @@ public struct Comparison: Sendable {
         case p9999 = "p99.99"
         case max
 
-        func value(_ l: LatencySummary) -> UInt64 {
+        public func value(_ l: LatencySummary) -> UInt64 {
             switch self {
             case .p50: l.p50
             case .p90: l.p90
@@ -72,30 +72,7 @@ public struct Comparison: Sendable {
                 }
                 percent = value
             }
-            // Metric names contain dots (fanoutCompletion.2-100); the percentile is what follows the
-            // last dot that starts a known percentile.
-            let spellings: [(String, Percentile)] = [
-                ("p50", .p50), ("p90", .p90), ("p99", .p99), ("p99.9", .p999), ("p999", .p999),
-                ("p99.99", .p9999), ("p9999", .p9999), ("max", .max),
-            ]
-            let split = spellings.filter { name.hasSuffix("." + $0.0) }.max { $0.0.count < $1.0.count }
-                .map { (String(name.dropLast($0.0.count + 1)), $0.1) }
-            guard let (metricName, percentile) = split else {
-                let last = name.split(separator: ".").last.map(String.init) ?? name
-                throw ComparisonError(
-                    "threshold \"\(text)\": unknown percentile \"\(last)\" (known: "
-                        + Percentile.allCases.map(\.rawValue).joined(separator: ", ") + ")")
-            }
-            var metric: Metric?
-            if metricName != "*" {
-                guard let m = Metric.allCases.first(where: { $0.name == metricName || $0.fileName == metricName })
-                else {
-                    throw ComparisonError(
-                        "threshold \"\(text)\": unknown metric \"\(metricName)\" (known: *, "
-                            + Metric.allCases.map(\.name).joined(separator: ", ") + ")")
-                }
-                metric = m
-            }
+            let (metric, percentile) = try Comparison.metricAndPercentile(name, in: "threshold \"\(text)\"")
             self.init(metric: metric, percentile: percentile, percent: percent)
         }
 
@@ -103,6 +80,33 @@ public struct Comparison: Sendable {
             "\(metric?.name ?? "*").\(percentile.rawValue)="
                 + (percent.isFinite ? "+\(Comparison.number(percent))%" : "off")
         }
+    }
+
+    /// Splits `METRIC.PERCENTILE` (METRIC `*`: nil, every metric). Metric names contain dots
+    /// (fanoutCompletion.2-100); the percentile is what follows the last dot that starts a known
+    /// percentile. Errors start with `context`.
+    public static func metricAndPercentile(_ name: String, in context: String)
+        throws(ComparisonError) -> (Metric?, Percentile)
+    {
+        let spellings: [(String, Percentile)] = [
+            ("p50", .p50), ("p90", .p90), ("p99", .p99), ("p99.9", .p999), ("p999", .p999),
+            ("p99.99", .p9999), ("p9999", .p9999), ("max", .max),
+        ]
+        let split = spellings.filter { name.hasSuffix("." + $0.0) }.max { $0.0.count < $1.0.count }
+            .map { (String(name.dropLast($0.0.count + 1)), $0.1) }
+        guard let (metricName, percentile) = split else {
+            let last = name.split(separator: ".").last.map(String.init) ?? name
+            throw ComparisonError(
+                "\(context): unknown percentile \"\(last)\" (known: "
+                    + Percentile.allCases.map(\.rawValue).joined(separator: ", ") + ")")
+        }
+        if metricName == "*" { return (nil, percentile) }
+        guard let m = Metric.allCases.first(where: { $0.name == metricName || $0.fileName == metricName }) else {
+            throw ComparisonError(
+                "\(context): unknown metric \"\(metricName)\" (known: *, "
+                    + Metric.allCases.map(\.name).joined(separator: ", ") + ")")
+        }
+        return (m, percentile)
     }
 
     /// Used for every metric unless a `--threshold` names it: the tail gets more room than the

@@ -119,6 +119,16 @@ public struct Scenario: Sendable, Equatable {
     public var priority10Share: Double
     /// Stage service times are read for one push in this many (the clock read would dominate).
     public var stageSampleEvery: Int
+    /// Artificial service time per delivery, in nanoseconds: an event with n deliveries takes at least
+    /// n × cost (its own work is inside that time) — a busy-spin on the monotonic clock in real time,
+    /// added to the virtual clock in virtual time — so a worker applies at most 1e9 / cost deliveries
+    /// per second (a scenario of known capacity, for tests and capacity planning). 0: nothing, and the
+    /// field is left out of the canonical text (and so of the hash).
+    public var costNanosPerDelivery: Int = 0
+    /// Real time: a large broadcast yields between batches to events of other sources that fall due
+    /// (`WorkerEngine` slices). Off by default (no measured gain yet on a shared 2-core machine); when
+    /// off it is left out of the canonical text, so existing hashes do not change.
+    public var sliceBroadcasts = false
 
     public static func == (a: Scenario, b: Scenario) -> Bool {
         a.canonicalText == b.canonicalText

@@ -130,7 +130,7 @@ extension Scenario {
     static let fields = [
         "name", "description", "seed", "clock", "durationSeconds", "workers", "population", "apps", "schemas",
         "stringBytes", "sources", "arrival", "faults", "lifecycle", "limits", "budgetPerHour", "priority10Share",
-        "stageSampleEvery",
+        "stageSampleEvery", "costNanosPerDelivery", "sliceBroadcasts",
     ]
 
     /// Parses and checks a scenario file's text.
@@ -323,7 +323,9 @@ extension Scenario {
             arrival: Arrival(process: process, phases: phases, bursts: bursts), faults: faults, lifecycle: lifecycle,
             perAppLimit: perApp, perDeviceLimit: perDevice, budgetPerHour: budget,
             priority10Share: try r.number(top, "priority10Share", "", default: 0.5, range: 0...1),
-            stageSampleEvery: try r.integer(top, "stageSampleEvery", "", default: 16, range: 1...1_000_000))
+            stageSampleEvery: try r.integer(top, "stageSampleEvery", "", default: 16, range: 1...1_000_000),
+            costNanosPerDelivery: try r.integer(top, "costNanosPerDelivery", "", default: 0, range: 0...1_000_000_000),
+            sliceBroadcasts: try r.bool(top, "sliceBroadcasts", "", default: false))
     }
 }
 
@@ -409,6 +411,9 @@ extension Scenario {
         o.inline(budgetPerHour.map(String.init) ?? "null")
         o.field("priority10Share", number: priority10Share)
         o.field("stageSampleEvery", int: stageSampleEvery)
+        // Only when set, so that the hashes of existing scenarios do not change.
+        if costNanosPerDelivery > 0 { o.field("costNanosPerDelivery", int: costNanosPerDelivery) }
+        if sliceBroadcasts { o.field("sliceBroadcasts", bool: true) }
         o.close()
         return o.text + "\n"
     }

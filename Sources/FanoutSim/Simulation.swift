@@ -33,6 +33,8 @@ public struct WorkerResult: Sendable {
     public var eventsProcessed: Int
     public var intervals: [EncodedInterval]
     public var intervalNanos: UInt64
+    /// Broadcasts this worker applied in more than one slice (real time).
+    public var slicedFanouts = 0
 }
 
 /// One metric's histogram for one interval of the log, compressed (HdrHistogram V2).
@@ -74,6 +76,8 @@ public struct RunResult: Sendable {
     /// was applied (0: none) and how many local recipients it had. A sharded run writes these so
     /// that `fanout merge` can take the last recipient over all shards.
     public var completion: EventCompletions
+    /// Broadcasts applied in more than one slice, summed over workers (real time).
+    public var slicedFanouts = 0
 }
 
 /// Per-event completion columns (see `RunResult.completion`).
@@ -192,6 +196,7 @@ public enum Simulation {
                            baseline: baseline, startedAt: startedAt)
         result.shard = shard
         result.resources = resources
+        result.slicedFanouts = results.reduce(0) { $0 + $1.slicedFanouts }
         return result
     }
 
@@ -412,6 +417,7 @@ enum WorkerThread {
         gate.wait()
         let startNanos = start.value
         if scenario.clock == .real { engine.startRealClock(atHrtime: startNanos) }
+        let slicing = scenario.sliceBroadcasts
         var schedule = EventSchedule(scenario: scenario, world: world)
         var next = schedule.next()
         var lastProgress = EventLoop.hrtimeNanos
@@ -432,23 +438,35 @@ enum WorkerThread {
             case .real:
                 // Run everything already due. libuv timers have 1 ms granularity, so the timer is
                 // armed 1 ms early and the last stretch is spun on the monotonic clock: events start
-                // at their instant, not up to a millisecond late. After 10 ms of continuous work the
-                // loop gets control back.
-                // Behind schedule, overdue events run back to back, but still in slices: progress
-                // samples go out and the loop stays responsive however overloaded the worker is.
+                // at their instant, not up to a millisecond late. With `sliceBroadcasts` a large
+                // broadcast stops between batches once the next event is due (the engine's slices);
+                // due events go first, the rest of the broadcast runs when nothing is due. After 10 ms
+                // of continuous work the loop gets control back,
+                // however far behind schedule the worker is (progress samples still go out).
                 let sliceEnd = EventLoop.hrtimeNanos &+ 10_000_000
-                while let event = next {
-                    if EventLoop.hrtimeNanos >= sliceEnd { break }
+                while EventLoop.hrtimeNanos < sliceEnd {
                     let now = EventLoop.hrtimeNanos &- startNanos
-                    if event.intendedNanos > now {
-                        if event.intendedNanos - now > 1_000_000 { break }
+                    if let event = next, event.intendedNanos <= now {
+                        next = schedule.next()
+                        if slicing {
+                            engine.yieldAtNanos = next?.intendedNanos ?? .max
+                            engine.yieldForSource = next?.source ?? -1
+                        }
+                        engine.process(event)
+                    } else if engine.hasPendingSlices {
+                        engine.yieldAtNanos = next?.intendedNanos ?? .max
+                        engine.yieldForSource = next?.source ?? -1
+                        engine.runSlice()
+                    } else if let event = next, event.intendedNanos - now <= 1_000_000 {
                         while EventLoop.hrtimeNanos &- startNanos < event.intendedNanos {}
+                    } else {
+                        break
                     }
-                    engine.process(event)
-                    next = schedule.next()
                 }
                 publishIfDue()
-                if let event = next {
+                if engine.hasPendingSlices {
+                    t.start(afterMillis: 0)
+                } else if let event = next {
                     let deadline = event.intendedNanos / 1_000_000
                     loop.updateTime()  // the cached loop time is as old as this callback
                     t.start(atLoopMillis: loopStartMillis + (deadline > 0 ? deadline - 1 : 0))

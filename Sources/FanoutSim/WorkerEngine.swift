@@ -65,6 +65,34 @@ public final class WorkerEngine {
     }
     private var held: [Held] = []
     private var heldBytes: [UInt8] = []
+
+    // Broadcasts applied in slices (real time): a fan-out stops at a batch boundary once the next
+    // scheduled event is due (`yieldAtNanos`), so that event is not held up by thousands of applies;
+    // the rest waits here, first in first out, with a copy of its payload.
+    private struct Slice {
+        var event: SourceEvent
+        var channel: Int32
+        var next: Int32
+        var priority: Int64
+        var payloadStart: Int32
+        var payloadCount: Int32
+        var done: Bool
+    }
+    private var slices: [Slice] = []
+    private var sliceHead = 0
+    private var sliceBytes: [UInt8] = []
+    /// Unfinished slices per source: a newer event of a source waits for them (per-source order).
+    private var slicesPerSource: [Int32]
+    /// Real time: the intended time and source of the next scheduled event (set by the worker loop
+    /// before each `process` or `runSlice`); a broadcast yields once the clock passes it, unless that
+    /// event is of the same source (it would wait for the broadcast anyway). `.max`: never yield.
+    public var yieldAtNanos: UInt64 = .max
+    public var yieldForSource = -1
+    /// A broadcast applies for at least this long before it yields, so that resuming (the payload is
+    /// scanned again) stays a small share of the work.
+    public static let sliceQuantumNanos: UInt64 = 250_000
+    /// Broadcast fan-outs that were interrupted at least once.
+    public private(set) var slicedFanouts = 0
     /// The newest held push of each activity that has one (sparse: only offline devices).
     private var latestHeld: [Int32: Int32] = [:]
 
@@ -73,6 +101,11 @@ public final class WorkerEngine {
     public enum Clock { case real(startHrtime: UInt64), virtual }
     public private(set) var clock: Clock = .virtual
     private let hrtime: @Sendable () -> UInt64
+    /// The scenario's artificial service time per delivery (0: none); in real time the instant
+    /// (hrtime) the deliveries have paid for so far, in virtual time the cost of this event so far.
+    private let costNanos: UInt64
+    private var costDeadline: UInt64 = 0
+    private var costPaid: UInt64 = 0
     /// Virtual mode: a single server per worker working at measured speed. The event starts at
     /// max(intended, busyUntil); elapsed CPU time advances the virtual clock.
     private var busyUntil: UInt64 = 0
@@ -84,8 +117,10 @@ public final class WorkerEngine {
         self.index = index
         self.count = count
         self.hrtime = hrtime
+        costNanos = UInt64(world.scenario.costNanosPerDelivery)
         pipeline = Pipeline(schemas: world.schemas, rules: world.scenario.rules)
         followers = Array(repeating: [], count: world.scenario.sources.count)
+        slicesPerSource = Array(repeating: 0, count: world.scenario.sources.count)
         topics = world.scenario.apps.map { Array(($0.bundle + ".push-type.liveactivity").utf8) }
         payload.reserveCapacity(8192)
         heldBytes.reserveCapacity(1 << 16)
@@ -223,10 +258,12 @@ public final class WorkerEngine {
     /// Everything measured, for the coordinator to merge.
     public func result() -> WorkerResult {
         finishInterval()
-        return WorkerResult(
+        var result = WorkerResult(
             accounting: pipeline.accounting, recorder: recorder, completionNanos: completionNanos,
             recipients: recipients, intendedNanos: intendedNanos, activities: activityCount,
             eventsProcessed: eventsProcessed, intervals: encodedIntervals, intervalNanos: intervalNanos)
+        result.slicedFanouts = slicedFanouts
+        return result
     }
 
     // MARK: Time
@@ -235,7 +272,7 @@ public final class WorkerEngine {
     private func now() -> UInt64 {
         switch clock {
         case .real(let start): return hrtime() &- start
-        case .virtual: return eventVirtualStart &+ (hrtime() &- eventRealStart)
+        case .virtual: return eventVirtualStart &+ max(hrtime() &- eventRealStart, costPaid)
         }
     }
 
@@ -248,19 +285,18 @@ public final class WorkerEngine {
 
     /// Handles one source event; in real time `lagNanos` is how late the harness got to it.
     public func process(_ event: SourceEvent) {
+        // Per-source order: a newer event of a source waits until that source's earlier fan-outs have
+        // reached every local subscriber.
+        if event.source >= 0, slicesPerSource[event.source] > 0 { finishSlices(of: event.source) }
         eventRealStart = hrtime()
         if case .virtual = clock {
             eventVirtualStart = max(event.intendedNanos, busyUntil)
+            costPaid = 0
         }
         let started = now()
-        let intervalIndex: Int
         switch clock {
-        case .real: intervalIndex = Int(started / WorkerEngine.realIntervalNanos)
-        case .virtual: intervalIndex = Int(event.intendedNanos / WorkerEngine.virtualIntervalNanos)
-        }
-        if intervalIndex != currentInterval {
-            finishInterval()
-            currentInterval = intervalIndex
+        case .real: advanceInterval(to: Int(started / WorkerEngine.realIntervalNanos))
+        case .virtual: advanceInterval(to: Int(event.intendedNanos / WorkerEngine.virtualIntervalNanos))
         }
         current.record(.scheduleLag, nanos: started &- min(started, event.intendedNanos))
         while completionNanos.count <= event.index {
@@ -277,6 +313,72 @@ public final class WorkerEngine {
         if case .virtual = clock { busyUntil = now() }
     }
 
+    private func advanceInterval(to index: Int) {
+        if index != currentInterval {
+            finishInterval()
+            currentInterval = index
+        }
+    }
+
+    // MARK: Slices
+
+    /// A broadcast is waiting to reach the rest of its subscribers.
+    public var hasPendingSlices: Bool { sliceHead < slices.count }
+
+    /// Continues the oldest interrupted broadcast (it may yield again at `yieldAtNanos`).
+    public func runSlice() {
+        guard hasPendingSlices else { return }
+        if case .real = clock { advanceInterval(to: Int(now() / WorkerEngine.realIntervalNanos)) }
+        resume(sliceHead, yieldAt: yieldAtNanos)
+        dropFinishedSlices()
+    }
+
+    /// Completes every pending slice of `source`, oldest first.
+    private func finishSlices(of source: Int) {
+        var k = sliceHead
+        while k < slices.count && slicesPerSource[source] > 0 {
+            if !slices[k].done && slices[k].event.source == source { resume(k, yieldAt: .max) }
+            k += 1
+        }
+        dropFinishedSlices()
+    }
+
+    private func dropFinishedSlices() {
+        while sliceHead < slices.count && slices[sliceHead].done { sliceHead += 1 }
+        if sliceHead == slices.count {
+            slices.removeAll(keepingCapacity: true)
+            sliceBytes.removeAll(keepingCapacity: true)
+            sliceHead = 0
+        }
+    }
+
+    private func resume(_ k: Int, yieldAt: UInt64) {
+        let slice = slices[k]
+        let start = Int(slice.payloadStart)
+        let end = start + Int(slice.payloadCount)
+        let app = world.sourceApp[slice.event.source]
+        var next = Int(slice.next)
+        sliceBytes.withUnsafeBytes { bytes in
+            pushType.withUnsafeBytes { pt in
+                topics[app].withUnsafeBytes { tp in
+                    let headers = PushHeaders(pushType: .string(pt), topic: .string(tp),
+                                              priority: .integer(slice.priority), expiration: .integer(0))
+                    let flight = pipeline.resume(
+                        kind: .channel, resolution: .channel(slice.channel), headers: headers,
+                        payload: UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
+                    next = applySubscribers(slice.event, flight, channel: slice.channel, from: next, yieldAt: yieldAt)
+                }
+            }
+        }
+        slices[k].next = Int32(next)
+        if next >= pipeline.router.subscribers[Int(slice.channel)].count {
+            slices[k].done = true
+            slicesPerSource[slice.event.source] -= 1
+        }
+    }
+
+    // MARK: Fan-out
+
     private func fanOut(_ event: SourceEvent) {
         let scenario = world.scenario
         let source = event.source
@@ -289,6 +391,7 @@ public final class WorkerEngine {
         let app = world.sourceApp[source]
         let e = UInt64(event.index)
         let seed = scenario.seed
+        startCost(event)
         // Encode once for all recipients.
         let t0 = hrtime()
         makeContent(schema: world.appSchema[app], event: event.index, source: source, final: event.kind == .end)
@@ -383,6 +486,7 @@ public final class WorkerEngine {
                             return
                         }
                         pipeline.deliver(flight, to: target, nowMillis: nowMs)
+                        payCost()
                         let end = now()
                         if sampled { current.record(.apply, nanos: hrtime() &- t2) }
                         delivered(target, event, endNanos: end, count: 1)
@@ -396,7 +500,6 @@ public final class WorkerEngine {
         let source = event.source
         // One worker of one shard counts the push's verdict; every worker applies it to its subscribers.
         let owner = source % count == index && world.shard.countsBroadcast(source: source)
-        let nowMs = nowMillis(event)
         channel.removeAll(keepingCapacity: true)
         world.appendChannelId(source: source, to: &channel)
         if Mix.unit(Mix.hash(world.scenario.seed, 0xC4, UInt64(event.index))) < world.scenario.faults.channelChurnShare {
@@ -421,36 +524,15 @@ public final class WorkerEngine {
                         let t2 = hrtime()
                         current.record(.validate, nanos: t1 &- t0)
                         current.record(.route, nanos: t2 &- t1)
-                        // Apply by every local subscriber; the clock is read once per batch of 64 and the
-                        // batch recorded with that (latest) time, an upper bound for its members.
-                        var batch: UInt64 = 0
-                        var applied: UInt64 = 0
-                        var k = 0
-                        let subscriberCount = pipeline.router.subscribers[Int(c)].count
-                        let applyStart = hrtime()
-                        while k < subscriberCount {
-                            let a = pipeline.router.subscribers[Int(c)][k]
-                            k += 1
-                            if isOffline(a, event) {
-                                // Broadcasts carry expiration 0: APNs does not store them for offline devices.
-                                pipeline.settle(.expired, for: a)
-                                continue
-                            }
-                            pipeline.deliver(flight, to: a, nowMillis: nowMs)
-                            maybeDismiss(a, event)
-                            batch += 1
-                            if batch == 64 || k == subscriberCount {
-                                recordBatch(event, count: batch)
-                                applied += batch
-                                batch = 0
-                            }
-                        }
-                        if batch > 0 {
-                            recordBatch(event, count: batch)
-                            applied += batch
-                        }
-                        if applied > 0 {
-                            current.record(.apply, nanos: (hrtime() &- applyStart) / applied, count: applied)
+                        let next = applySubscribers(event, flight, channel: c, from: 0, yieldAt: yieldAtNanos)
+                        if next < pipeline.router.subscribers[Int(c)].count {
+                            // Interrupted: keep the payload and the position for `runSlice`.
+                            slices.append(Slice(
+                                event: event, channel: c, next: Int32(next), priority: priority,
+                                payloadStart: Int32(sliceBytes.count), payloadCount: Int32(p.count), done: false))
+                            sliceBytes.append(contentsOf: p)
+                            slicesPerSource[source] += 1
+                            slicedFanouts += 1
                         }
                     }
                 }
@@ -458,14 +540,91 @@ public final class WorkerEngine {
         }
     }
 
+    /// Applies a broadcast by the local subscribers from index `first`; the clock is read once per
+    /// batch of 64 and the batch recorded with that (latest) time, an upper bound for its members.
+    /// Stops after a batch once the clock has passed `yieldAt`; returns where it stopped (the
+    /// subscriber count when done).
+    private func applySubscribers(_ event: SourceEvent, _ flight: Pipeline.InFlight, channel c: Int32, from first: Int,
+                                  yieldAt: UInt64) -> Int {
+        let nowMs = nowMillis(event)
+        var batch: UInt64 = 0
+        var applied: UInt64 = 0
+        var k = first
+        let subscriberCount = pipeline.router.subscribers[Int(c)].count
+        let applyStart = hrtime()
+        let mayYield = yieldAt != .max && yieldForSource != event.source
+        let earliestYield = now() &+ WorkerEngine.sliceQuantumNanos
+        while k < subscriberCount {
+            let a = pipeline.router.subscribers[Int(c)][k]
+            k += 1
+            if isOffline(a, event) {
+                // Broadcasts carry expiration 0: APNs does not store them for offline devices.
+                pipeline.settle(.expired, for: a)
+                continue
+            }
+            pipeline.deliver(flight, to: a, nowMillis: nowMs)
+            payCost()
+            maybeDismiss(a, event)
+            batch += 1
+            if batch == 64 || k == subscriberCount {
+                let end = recordBatch(event, count: batch)
+                applied += batch
+                batch = 0
+                if mayYield && end >= yieldAt && end >= earliestYield && k < subscriberCount { break }
+            }
+        }
+        if batch > 0 {
+            recordBatch(event, count: batch)
+            applied += batch
+        }
+        if applied > 0 {
+            current.record(.apply, nanos: (hrtime() &- applyStart) / applied, count: applied)
+        }
+        return k
+    }
+
+    // MARK: Artificial cost
+
+    /// An event's fan-out begins (before its encode). The cost models the worker as a server taking
+    /// n × cost for an event of n deliveries (its own work inside that time when shorter), so a
+    /// worker applies at most 1e9 / cost deliveries per second.
+    ///
+    /// Real time: the event starts at max(its due time, the end of the previous one) and its
+    /// deliveries spin on the monotonic clock until the time they have paid for; a thread that was
+    /// descheduled past that time does not spin again until it has caught up, so a busy machine does
+    /// not lower the capacity (as long as the real work fits in the cost). Virtual time: nothing spins;
+    /// the event's virtual duration is max(its measured time, the cost paid so far).
     @inline(__always)
-    private func recordBatch(_ event: SourceEvent, count: UInt64) {
+    private func startCost(_ event: SourceEvent) {
+        guard costNanos > 0 else { return }
+        switch clock {
+        case .real(let start): costDeadline = max(costDeadline, start &+ event.intendedNanos)
+        case .virtual: costPaid = 0
+        }
+    }
+
+    /// One delivery's artificial cost (see `startCost`).
+    @inline(__always)
+    private func payCost() {
+        guard costNanos > 0 else { return }
+        switch clock {
+        case .real:
+            costDeadline &+= costNanos
+            while hrtime() < costDeadline {}
+        case .virtual:
+            costPaid &+= costNanos
+        }
+    }
+
+    @inline(__always) @discardableResult
+    private func recordBatch(_ event: SourceEvent, count: UInt64) -> UInt64 {
         let end = now()
         let latency = end &- min(end, event.intendedNanos)
         current.record(.endToEnd, nanos: latency, count: count)
         _ = interval.record(min(latency, LatencyRecorder.highestTrackableNanos), count: count)
         completionNanos[event.index] = max(completionNanos[event.index], end)
         recipients[event.index] &+= Int32(count)
+        return end
     }
 
     @inline(__always)
@@ -517,6 +676,7 @@ public final class WorkerEngine {
     private func flushHeld(_ event: SourceEvent) {
         let nowMs = nowMillis(event)
         latestHeld.removeAll(keepingCapacity: true)
+        startCost(event)
         for h in held where !h.superseded {
             if h.expirationMillis < nowMs {
                 pipeline.settle(.expired, for: h.activity)
@@ -538,6 +698,7 @@ public final class WorkerEngine {
                     }
                 }
             }
+            payCost()
             let endNanos = now()
             let source = SourceEvent(index: Int(h.event), intendedNanos: h.intendedNanos, kind: .update, source: 0)
             delivered(h.activity, source, endNanos: endNanos, count: 1)

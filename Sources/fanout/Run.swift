@@ -39,6 +39,10 @@ struct Run: ParsableCommand {
             + "event; `fanout merge` adds the shards' folders into the whole run's.", valueName: "K/N"))
     var shard: String?
 
+    @Flag(name: .customLong("slice-broadcasts"),
+          help: "Real time: large broadcasts yield between batches to due events of other sources.")
+    var sliceBroadcasts = false
+
     @Option(help: "Run folder (default reports/runs/<UTC time>-<scenario>[-shard-K-of-N]/).")
     var out: String?
 
@@ -61,6 +65,7 @@ struct Run: ParsableCommand {
             s.clock = c
         }
         if let seed { s.seed = seed }
+        if sliceBroadcasts { s.sliceBroadcasts = true }
         if let rateScale {
             guard rateScale > 0 && rateScale <= 1000 else {
                 throw ValidationError("--rate-scale: expected a factor above 0 and at most 1000, got \(rateScale)")

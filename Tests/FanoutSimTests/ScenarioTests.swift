@@ -40,6 +40,25 @@ struct ScenarioTests {
         #expect(s.configHash != before)
     }
 
+    @Test("costNanosPerDelivery and sliceBroadcasts: defaults stay out of the canonical text and hash; set, they round-trip")
+    func costField() throws {
+        let s = try #require(BuiltinScenarios.named("default"))
+        #expect(s.costNanosPerDelivery == 0 && !s.canonicalText.contains("costNanosPerDelivery"))
+        var costly = s
+        costly.costNanosPerDelivery = 2000
+        #expect(costly.configHash != s.configHash)
+        let again = try Scenario.parse(Array(costly.canonicalText.utf8), file: "canonical")
+        #expect(again.costNanosPerDelivery == 2000 && again == costly)
+        var sliced = s
+        sliced.sliceBroadcasts = true
+        #expect(!s.canonicalText.contains("sliceBroadcasts") && sliced.configHash != s.configHash)
+        #expect(try Scenario.parse(Array(sliced.canonicalText.utf8), file: "canonical").sliceBroadcasts)
+        let bad = Self.minimal.replacingOccurrences(of: "\"durationSeconds\": 10,",
+                                                    with: "\"durationSeconds\": 10, \"costNanosPerDelivery\": -5,")
+        #expect(error(bad)?.description
+            == "s.json:3: field costNanosPerDelivery: -5 is out of range (expected 0 to 1000000000)")
+    }
+
     static let minimal = """
         {
           "name": "t",

@@ -1,0 +1,89 @@
+/// How the offered rate is stepped to find the knee: the highest rate factor that passes.
+public struct SearchSettings: Sendable, Equatable {
+    /// The first factor tried.
+    public var startFactor: Double = 1
+    /// Geometric steps: up by this while steps pass, down while they fail.
+    public var growth: Double = 2
+    public var minFactor: Double = 1.0 / 16
+    public var maxFactor: Double = 1000
+    /// Bisection (at geometric midpoints) stops when first fail ÷ last pass is at most this.
+    public var precision: Double = 1.05
+    /// At most this many steps per search.
+    public var maxSteps: Int = 16
+
+    public init() {}
+}
+
+/// The result of a search: the bracket around the knee.
+public struct SearchOutcome: Sendable, Equatable {
+    /// The highest factor that passed (the knee); nil: none did, down to `minFactor`.
+    public var lastPass: Double?
+    /// The lowest factor that failed above it; nil: every factor passed, up to `maxFactor`.
+    public var firstFail: Double?
+    public var steps: Int
+    /// Why the search stopped, in words.
+    public var conclusion: String
+}
+
+/// Saturation search: geometric steps from `startFactor` (×growth while passing, ÷growth while
+/// failing) until the outcome flips, then bisection at geometric midpoints between the last pass
+/// and the first fail. The search assumes that passing is monotone in the rate; on a noisy machine
+/// a spurious failure only moves the knee down (conservative).
+public enum SaturationSearch {
+    /// `measure` runs a step at a factor and says whether it passed; `proceed` is asked before every
+    /// step (false: out of time, stop with what is known).
+    public static func run(_ s: SearchSettings, proceed: () -> Bool = { true }, measure: (Double) throws -> Bool)
+        rethrows -> SearchOutcome
+    {
+        precondition(s.growth > 1 && s.precision > 1 && s.minFactor > 0 && s.maxFactor >= s.minFactor)
+        var steps = 0
+        var pass: Double?
+        var fail: Double?
+        var f = min(max(s.startFactor, s.minFactor), s.maxFactor)
+        var outOfTime = false
+        func allowed() -> Bool {
+            if steps >= s.maxSteps || outOfTime { return false }
+            if !proceed() { outOfTime = true }
+            return !outOfTime
+        }
+        func step(_ factor: Double) throws -> Bool {
+            steps += 1
+            return try measure(factor)
+        }
+        // Bracket.
+        while allowed() {
+            if try step(f) {
+                pass = f
+                if fail != nil { break }
+                if f >= s.maxFactor { break }
+                f = min(f * s.growth, s.maxFactor)
+            } else {
+                fail = f
+                if pass != nil { break }
+                if f <= s.minFactor { break }
+                f = max(f / s.growth, s.minFactor)
+            }
+        }
+        // Bisect.
+        while let lo = pass, let hi = fail, hi / lo > s.precision, allowed() {
+            let mid = (lo * hi).squareRoot()
+            if try step(mid) { pass = mid } else { fail = mid }
+        }
+        var conclusion: String
+        switch (pass, fail) {
+        case (let lo?, let hi?):
+            conclusion = hi / lo <= s.precision
+                ? "knee between ×\(PlanText.factor(lo)) (pass) and ×\(PlanText.factor(hi)) (fail)"
+                : "stopped after \(steps) steps with the knee between ×\(PlanText.factor(lo)) and "
+                    + "×\(PlanText.factor(hi))"
+        case (let lo?, nil):
+            conclusion = "every factor passed up to ×\(PlanText.factor(lo)): the knee lies beyond (a lower bound)"
+        case (nil, let hi?):
+            conclusion = "no factor passed down to ×\(PlanText.factor(hi))"
+        case (nil, nil):
+            conclusion = "no step ran"
+        }
+        if outOfTime { conclusion += " (stopped: out of time)" }
+        return SearchOutcome(lastPass: pass, firstFail: fail, steps: steps, conclusion: conclusion)
+    }
+}

@@ -1,0 +1,145 @@
+import FanoutCore
+import FanoutHistogramLog
+import FanoutMetrics
+import FanoutReport
+import FanoutSim
+import Histogram
+
+/// What a step must meet to pass.
+public struct PlanCriteria: Sendable {
+    public var slos: [SLO]
+    /// Highest allowed loss share (`Step.lossShare`); nil: not judged (shown).
+    public var maxLoss: Double?
+    /// The harness counts as saturated (the step fails) when its schedule lag p99 exceeds this.
+    public var maxScheduleLagNanos: UInt64
+    /// ... or when it ran behind its schedule: achieved events/s below this share of the offered rate.
+    public var minAchievedRatio: Double
+
+    public init(slos: [SLO], maxLoss: Double? = nil, maxScheduleLagNanos: UInt64 = 10_000_000,
+                minAchievedRatio: Double = 0.95) {
+        self.slos = slos
+        self.maxLoss = maxLoss
+        self.maxScheduleLagNanos = maxScheduleLagNanos
+        self.minAchievedRatio = minAchievedRatio
+    }
+
+    /// The most samples any objective needs for a stable percentile (`SLO.samplesNeeded`).
+    public var samplesNeeded: Int { slos.compactMap(\.samplesNeeded).max() ?? 0 }
+}
+
+/// One step of a saturation search: the scenario at one rate factor, on some workers, for a while.
+public struct Step: Sendable {
+    public var workers: Int
+    public var factor: Double
+    /// Scheduled length of the step and its discarded warm-up (whole seconds at the start).
+    public var scheduledSeconds: Double
+    public var warmupSeconds: Double
+    public var wallSeconds: Double
+    /// The machine's 1-minute load average when the step started (nil where unknown): how busy the
+    /// shared cores were.
+    public var loadAverage: Double? = nil
+    /// The repeat of a step that failed (`PlanSettings.confirmFailures`).
+    public var repeated = false
+    /// When the last recipient of any event was applied, seconds after the start.
+    public var lastCompletionSeconds: Double
+    /// Source events scheduled; of them, those due after the warm-up that reached a recipient.
+    public var events: Int
+    public var measuredEvents: Int
+    public var deliveries: Int
+    /// Objective values over the measured part, in `criteria.slos` order, with their sample counts.
+    public var sloValues: [UInt64]
+    public var sloSamples: [UInt64]
+    public var endToEnd: LatencySummary
+    public var scheduleLag: LatencySummary
+    /// (rejected + unroutable pushes + expired deliveries) / (rejected + unroutable + deliveries).
+    public var lossShare: Double
+    public var identitiesHold: Bool
+    public var little: LittleCheck
+    /// Why it failed (empty: passed).
+    public var failures: [String]
+    /// Caveats (too few samples for a percentile, Little's law off).
+    public var notes: [String]
+
+    public var passed: Bool { failures.isEmpty }
+    public var offeredEventsPerSecond: Double { Double(events) / scheduledSeconds }
+    /// Deliveries (every outcome) per scheduled second.
+    public var deliveriesPerSecond: Double { Double(deliveries) / scheduledSeconds }
+    /// Achieved events/s ÷ offered: the scheduled length ÷ the time the workers took to apply every
+    /// event (to the last recipient; the harness's own start and end, such as thread start and
+    /// histogram encoding, are not counted). A run that falls behind its schedule by a backlog
+    /// growing at rate (offered − capacity) finishes at offered/capacity × the scheduled length.
+    public var achievedRatio: Double { scheduledSeconds / max(scheduledSeconds, lastCompletionSeconds) }
+}
+
+extension Step {
+    /// Judges a finished run. Latency is taken over the measured part only: interval histograms
+    /// (one a second) from `warmupSeconds` on, so population and cold caches do not count.
+    public static func evaluate(_ r: RunResult, factor: Double, warmupSeconds: Double, criteria: PlanCriteria)
+        -> Step
+    {
+        let scheduled = r.scenario.durationSeconds
+        let warmupIntervals = UInt64(warmupSeconds.rounded(.down))
+        var window = LatencyRecorder()
+        if warmupIntervals == 0 {
+            window = r.recorder
+        } else {
+            let first = Int(warmupIntervals * 1_000_000_000 / r.intervalNanos)
+            for interval in r.intervals where interval.index >= first {
+                if let h = try? HistogramCodec.decode(interval.bytes) { window.add(interval.metric, h) }
+            }
+        }
+        let a = r.accounting
+        let lost = a.rejectedTotal + a.unroutableTotal + a[.expired]
+        let attempts = a.rejectedTotal + a.unroutableTotal + a.deliveries
+        let windowStart = warmupIntervals * 1_000_000_000
+        let windowEnd = max(UInt64(scheduled * 1e9), windowStart + 1)
+        let c = r.completion
+        let little = LittleCheck.compute(
+            intended: c.intendedNanos, completed: c.lastNanos, recipients: c.recipients,
+            windowStartNanos: windowStart, windowEndNanos: windowEnd)
+        var step = Step(
+            workers: r.workers, factor: factor, scheduledSeconds: scheduled, warmupSeconds: Double(warmupIntervals),
+            wallSeconds: r.wallSeconds, lastCompletionSeconds: Double(c.lastNanos.max() ?? 0) / 1e9,
+            events: r.events, measuredEvents: little.events, deliveries: a.deliveries,
+            sloValues: criteria.slos.map { $0.value(LatencySummary(window[$0.metric])) },
+            sloSamples: criteria.slos.map { window[$0.metric].totalCount },
+            endToEnd: LatencySummary(window[.endToEnd]), scheduleLag: LatencySummary(window[.scheduleLag]),
+            lossShare: attempts > 0 ? Double(lost) / Double(attempts) : 0, identitiesHold: a.identitiesHold,
+            little: little, failures: [], notes: [])
+        step.judge(criteria)
+        return step
+    }
+
+    /// Fills `failures` and `notes` from the measured values.
+    public mutating func judge(_ criteria: PlanCriteria) {
+        failures = []
+        notes = []
+        for (k, slo) in criteria.slos.enumerated() {
+            if sloSamples[k] == 0 {
+                failures.append("\(slo.name): no samples")
+            } else if !slo.met(by: sloValues[k]) {
+                failures.append("\(slo.name) \(PlanText.duration(sloValues[k])) > \(PlanText.duration(slo.limitNanos))")
+            }
+            if let needed = slo.samplesNeeded, measuredEvents < needed {
+                notes.append("\(slo.name): \(measuredEvents) events measured, \(needed) wanted for a stable "
+                    + "\(slo.percentile.rawValue)")
+            }
+        }
+        if let maxLoss = criteria.maxLoss, lossShare > maxLoss {
+            failures.append("loss \(PlanText.percent(lossShare)) > \(PlanText.percent(maxLoss))")
+        }
+        if achievedRatio < criteria.minAchievedRatio {
+            failures.append("harness behind schedule: achieved \(PlanText.percent(achievedRatio)) of the offered "
+                + "rate (< \(PlanText.percent(criteria.minAchievedRatio)))")
+        }
+        if scheduleLag.count > 0, scheduleLag.p99 > criteria.maxScheduleLagNanos {
+            failures.append("harness saturated: scheduleLag.p99 \(PlanText.duration(scheduleLag.p99)) > "
+                + PlanText.duration(criteria.maxScheduleLagNanos))
+        }
+        if !identitiesHold { failures.append("accounting identities broken") }
+        if !little.holds {
+            notes.append("Little's law off by \(PlanText.percent(little.relativeDifference)): L = "
+                + "\(PlanText.fixed(little.inFlight, 2)) vs X·W = \(PlanText.fixed(little.predictedInFlight, 2))")
+        }
+    }
+}

@@ -1,0 +1,157 @@
+import ArgumentParser
+import FanoutPlan
+import FanoutSim
+import Foundation
+
+struct Plan: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Capacity plan: the highest rate that meets the SLOs, at 1...N workers, the USL fit, a prediction.",
+        discussion: """
+            In real time, steps the scenario's offered rate (its time-averaged arrival rate × a factor; \
+            bursts and source ends left out so every step is stationary): ×2 from --start-factor while \
+            steps pass, then bisection between the last pass and the first fail. A step fails when an SLO \
+            breaks, the loss share exceeds --max-loss, or the harness saturates (scheduleLag.p99 above \
+            --max-schedule-lag, or under 95% of the offered rate achieved). The knee is measured at 1, 2, \
+            ... --max-workers workers; the Universal Scalability Law is fitted to the knees, and --target \
+            is read off the curve. Writes plan.json, plan.md and plan.html; one progress line per step on \
+            stderr.
+
+            SLO: METRIC.PERCENTILE<=DURATION, e.g. endToEnd.p99<=5ms or fanoutCompletion.p99.9<=50ms \
+            (metrics and percentiles as in fanout compare; units ns, us, µs, ms, s). Loss: (rejected + \
+            unroutable pushes + expired deliveries) / (rejected + unroutable pushes + deliveries), as a \
+            fraction or a percentage (0.5%). Target: "fanout=N within=DURATION" needs N/DURATION \
+            deliveries per second.
+
+            Exit status: 0 a knee was found, 2 no rate met every criterion (the plan is still written), \
+            1 a failure, 64 bad options.
+            """
+    )
+
+    @Argument(help: "A built-in scenario name or a scenario file.")
+    var scenario: String = "default"
+
+    @Option(name: .customLong("slo"), help: ArgumentHelp(
+        "A latency objective, e.g. endToEnd.p99<=5ms. Repeatable; at least one.",
+        valueName: "METRIC.PERCENTILE<=DURATION"))
+    var slos: [String] = []
+
+    @Option(name: .customLong("max-loss"), help: "Highest loss share allowed (0, 0.001, 0.5%); not judged if omitted.")
+    var maxLoss: String?
+
+    @Option(help: ArgumentHelp("A fan-out to plan for, e.g. \"fanout=3000000 within=2s\".", valueName: "SPEC"))
+    var target: String?
+
+    @Option(help: "Plan folder (default reports/plans/<UTC time>-<scenario>/).")
+    var out: String?
+
+    @Option(name: .customLong("step-seconds"),
+            help: "Shortest step, warm-up included (steps of 3 s or more drop their first second).")
+    var stepSeconds: Double = 6
+
+    @Option(name: .customLong("max-step-seconds"),
+            help: "Longest step (steps grow to collect enough samples for the SLO percentile).")
+    var maxStepSeconds: Double = 20
+
+    @Option(name: .customLong("max-workers"), help: "Measure the knee at 1...N workers (default: one per core).")
+    var maxWorkers: Int?
+
+    @Option(name: .customLong("max-schedule-lag"),
+            help: "The harness is saturated above this scheduleLag.p99 (default: the largest SLO limit, ≥ 10ms).")
+    var maxScheduleLag: String?
+
+    @Option(name: .customLong("start-factor"), help: "The first rate factor tried.")
+    var startFactor: Double = 1
+
+    @Option(help: "Bisection stops when first fail ÷ last pass is at most this.")
+    var precision: Double = 1.05
+
+    @Option(help: "Override the seed.")
+    var seed: UInt64?
+
+    @Flag(inversion: .prefixedNo, help: "Repeat a failing step; it fails only if the repeat fails too.")
+    var confirmFailures = true
+
+    func run() throws {
+        var s = try ScenarioSource.load(scenario)
+        if let seed { s.seed = seed }
+        guard !slos.isEmpty else { throw ValidationError("--slo: give at least one, e.g. --slo \"endToEnd.p99<=5ms\"") }
+        var parsed: [SLO] = []
+        do {
+            for text in slos { parsed.append(try SLO(parsing: text)) }
+        } catch {
+            throw ValidationError("--slo: \(error)")
+        }
+        var loss: Double?
+        if let maxLoss {
+            var text = maxLoss.trimmingCharacters(in: .whitespaces)
+            let percent = text.hasSuffix("%")
+            if percent { text.removeLast() }
+            guard let v = Double(text), v.isFinite, v >= 0, v <= (percent ? 100 : 1) else {
+                throw ValidationError("--max-loss: expected a share from 0 to 1 or a percentage, got \"\(maxLoss)\"")
+            }
+            loss = percent ? v / 100 : v
+        }
+        var planTarget: PlanTarget?
+        if let target {
+            do {
+                planTarget = try PlanTarget(parsing: target)
+            } catch {
+                throw ValidationError("--target: \(error)")
+            }
+        }
+        // By default the harness's own lag counts as saturation only where it alone would break an SLO
+        // (it is inside the measured latency anyway): a shared machine's scheduling noise is not a backlog.
+        var lag = max(10_000_000, parsed.map(\.limitNanos).max() ?? 0)
+        if let maxScheduleLag {
+            do {
+                lag = try SLO.duration(maxScheduleLag, in: "--max-schedule-lag")
+            } catch {
+                throw ValidationError("\(error)")
+            }
+        }
+        guard stepSeconds >= 0.5 && stepSeconds <= 600 else {
+            throw ValidationError("--step-seconds: expected 0.5 to 600, got \(stepSeconds)")
+        }
+        guard maxStepSeconds >= stepSeconds && maxStepSeconds <= 3600 else {
+            throw ValidationError("--max-step-seconds: expected --step-seconds to 3600, got \(maxStepSeconds)")
+        }
+        guard startFactor > 0 && startFactor <= 1000 else {
+            throw ValidationError("--start-factor: expected above 0 and at most 1000, got \(startFactor)")
+        }
+        guard precision > 1 && precision <= 2 else {
+            throw ValidationError("--precision: expected above 1 and at most 2, got \(precision)")
+        }
+        let cores = max(ProcessInfo.processInfo.activeProcessorCount, 1)
+        let workers = maxWorkers ?? cores
+        guard (1...256).contains(workers) else {
+            throw ValidationError("--max-workers: expected 1 to 256, got \(workers)")
+        }
+
+        var settings = PlanSettings(
+            scenario: s, criteria: PlanCriteria(slos: parsed, maxLoss: loss, maxScheduleLagNanos: lag),
+            target: planTarget, workerCounts: Array(1...workers), coresPerMachine: cores)
+        settings.stepSeconds = stepSeconds
+        settings.maxStepSeconds = maxStepSeconds
+        settings.search.startFactor = startFactor
+        settings.search.precision = precision
+        settings.confirmFailures = confirmFailures
+        let folder = out ?? "reports/plans/\(Run.timestamp())-\(s.name)"
+        FileHandle.standardError.write(Data(
+            ("fanout plan \(s.name): \(parsed.map(\.description).joined(separator: ", ")), workers 1...\(workers), "
+                + "steps ≥ \(stepSeconds) s, config \(s.configHash)\n").utf8))
+        let plan = try CapacityPlan.run(settings) { line in
+            FileHandle.standardError.write(Data((line + "\n").utf8))
+        }
+        try PlanReport.write(folder: folder, files: PlanReport.files(plan))
+        print(PlanReport.headline(plan).replacingOccurrences(of: "**", with: ""))
+        if let fit = plan.fit {
+            let m = fit.model
+            let r2 = fit.rSquared.map { String(format: "%.4f", $0) } ?? "n/a"
+            print(String(format: "USL         λ = %.0f deliveries/s, σ = %.4g, κ = %.4g, R² = ", m.lambda, m.sigma,
+                         m.kappa) + r2 + (fit.underdetermined ? " (underdetermined: \(fit.note))" : ""))
+        }
+        print(String(format: "wall time   %.1f s", plan.wallSeconds))
+        print("report      \(folder)/plan.md (plan.json, plan.html)")
+        if PlanReport.bestKnee(plan) == nil { throw ExitCode(2) }
+    }
+}
