@@ -90,6 +90,14 @@ public final class Pipeline {
         core.settle(outcome, for: a)
     }
 
+    /// Takes up a push that was validated and routed earlier and whose deliveries were interrupted (a
+    /// broadcast applied in slices): the payload, kept by the caller, is scanned again for deliver;
+    /// nothing is counted again.
+    public func resume(kind: TargetKind, resolution: Router.Resolution, headers: PushHeaders,
+                       payload: UnsafeRawBufferPointer) -> InFlight {
+        core.resume(kind: kind, resolution: resolution, headers: headers, payload: payload)
+    }
+
     /// Delivers a push that was validated and routed earlier and held while its device was offline:
     /// the payload is scanned again (it passed validation when sent) and applied now.
     @discardableResult
@@ -287,11 +295,11 @@ struct PipelineCore {
     /// Takes up a push that was validated and routed earlier and whose deliveries were interrupted (a
     /// broadcast applied in slices): the payload, kept by the caller, is scanned again for deliver;
     /// nothing is counted again.
-    public func resume(kind: TargetKind, resolution: Router.Resolution, headers: PushHeaders,
-                       payload: UnsafeRawBufferPointer) -> InFlight {
+    mutating func resume(kind: TargetKind, resolution: Router.Resolution, headers: PushHeaders,
+                         payload: UnsafeRawBufferPointer) -> Pipeline.InFlight {
         let reason = validator.validate(headers: headers, payload: payload, target: kind, targetBundle: nil)
         precondition(reason == nil, "a sliced push was accepted when sent")
-        var flight = InFlight(kind: kind, resolution: resolution)
+        var flight = Pipeline.InFlight(kind: kind, resolution: resolution)
         flight.aps = validator.aps
         decoded.schema = -1
         return flight
