@@ -80,7 +80,8 @@ struct BadInputTests {
              files: ["s.json": scenario("\"seed\": 7,", "\"seed\": 7,\n  \"colour\": \"red\",")], status: 1,
              message: "Error: $DIR/s.json:5: field colour: unknown field (expected one of: name, description, seed, "
                 + "clock, durationSeconds, workers, population, apps, schemas, stringBytes, sources, arrival, faults, "
-                + "lifecycle, limits, budgetPerHour, priority10Share, stageSampleEvery)"),
+                + "lifecycle, limits, budgetPerHour, priority10Share, stageSampleEvery, costNanosPerDelivery, "
+                + "sliceBroadcasts)"),
         Case(name: "scenario negative duration", arguments: ["run", "$DIR/s.json", "--out", "$DIR/out"],
              files: ["s.json": scenario("\"durationSeconds\": 60", "\"durationSeconds\": -5")], status: 1,
              message: "Error: $DIR/s.json:6: field durationSeconds: -5.0 is out of range (expected 0.001 to 2592000.0)"),
