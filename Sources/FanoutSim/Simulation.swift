@@ -344,7 +344,8 @@ final class Coordinator {
                 interval: LatencySummary(interval), accounting: accounting)
             progress(line)
             let elapsed = Double(now &- start.value) / 1e9
-            if elapsed >= Double(resources.count) * ResourceSample.intervalSeconds {
+            // Only while the workers run: the last tick comes after their threads and loops are gone.
+            if finished < workers, elapsed >= Double(resources.count) * ResourceSample.intervalSeconds {
                 resources.append(ResourceSample.now(elapsedSeconds: elapsed))
             }
             lastDeliveries = accounting.deliveries
