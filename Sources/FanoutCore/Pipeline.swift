@@ -93,8 +93,10 @@ public final class Pipeline {
     /// Takes up a push that was validated and routed earlier and whose deliveries were interrupted (a
     /// broadcast applied in slices): the payload, kept by the caller, is scanned again for deliver;
     /// nothing is counted again.
-    public func resume(kind: TargetKind, resolution: Router.Resolution, headers: PushHeaders,
-                       payload: UnsafeRawBufferPointer) -> InFlight {
+    public func resume(
+        kind: TargetKind, resolution: Router.Resolution, headers: PushHeaders,
+        payload: UnsafeRawBufferPointer
+    ) -> InFlight {
         core.resume(kind: kind, resolution: resolution, headers: headers, payload: payload)
     }
 
@@ -136,8 +138,10 @@ public final class Pipeline {
     }
 
     /// A device's push-to-start token for an app (TRACE `startToken`).
-    public func setStartToken(device: UnsafeRawBufferPointer, app bundle: UnsafeRawBufferPointer,
-                              token: UnsafeRawBufferPointer) {
+    public func setStartToken(
+        device: UnsafeRawBufferPointer, app bundle: UnsafeRawBufferPointer,
+        token: UnsafeRawBufferPointer
+    ) {
         core.setStartToken(device: device, app: bundle, token: token)
     }
 
@@ -295,8 +299,10 @@ struct PipelineCore {
     /// Takes up a push that was validated and routed earlier and whose deliveries were interrupted (a
     /// broadcast applied in slices): the payload, kept by the caller, is scanned again for deliver;
     /// nothing is counted again.
-    mutating func resume(kind: TargetKind, resolution: Router.Resolution, headers: PushHeaders,
-                         payload: UnsafeRawBufferPointer) -> Pipeline.InFlight {
+    mutating func resume(
+        kind: TargetKind, resolution: Router.Resolution, headers: PushHeaders,
+        payload: UnsafeRawBufferPointer
+    ) -> Pipeline.InFlight {
         let reason = validator.validate(headers: headers, payload: payload, target: kind, targetBundle: nil)
         precondition(reason == nil, "a sliced push was accepted when sent")
         var flight = Pipeline.InFlight(kind: kind, resolution: resolution)
@@ -472,8 +478,10 @@ struct PipelineCore {
     }
 
     /// A device's push-to-start token for an app (TRACE `startToken`).
-    mutating func setStartToken(device: UnsafeRawBufferPointer, app bundle: UnsafeRawBufferPointer,
-                              token: UnsafeRawBufferPointer) {
+    mutating func setStartToken(
+        device: UnsafeRawBufferPointer, app bundle: UnsafeRawBufferPointer,
+        token: UnsafeRawBufferPointer
+    ) {
         let d = store.internDevice(device)
         let app = store.internApp(bundle)
         router.setStartToken(token, device: d, app: app)

@@ -20,15 +20,18 @@ public struct HistogramLogWriter {
         self.maxValueUnitRatio = maxValueUnitRatio
         let date = Date(timeIntervalSince1970: startTimeSeconds)
         text += "#[Histogram log format version 1.3]\n"
-        text += String(format: "#[StartTime: %.3f (seconds since epoch), %@]\n", startTimeSeconds,
-                       ISO8601DateFormatter().string(from: date))
+        text += String(
+            format: "#[StartTime: %.3f (seconds since epoch), %@]\n", startTimeSeconds,
+            ISO8601DateFormatter().string(from: date))
         text += "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n"
     }
 
-    public mutating func append(tag: String, startSeconds: Double, lengthSeconds: Double, histogram: Histogram<UInt64>) {
-        append(tag: tag, startSeconds: startSeconds, lengthSeconds: lengthSeconds,
-               compressed: HistogramCodec.encodeCompressed(histogram),
-               maxValue: histogram.totalCount == 0 ? 0 : histogram.max)
+    public mutating func append(tag: String, startSeconds: Double, lengthSeconds: Double, histogram: Histogram<UInt64>)
+    {
+        append(
+            tag: tag, startSeconds: startSeconds, lengthSeconds: lengthSeconds,
+            compressed: HistogramCodec.encodeCompressed(histogram),
+            maxValue: histogram.totalCount == 0 ? 0 : histogram.max)
     }
 
     /// Appends an interval already in the compressed V2 encoding.
@@ -71,8 +74,10 @@ public enum HistogramLogReader {
                 let data = Data(base64Encoded: fields[3])
             else { throw ReadError(line: number + 1, message: "expected Tag=…,start,length,max,base64") }
             do {
-                intervals.append(Interval(tag: tag, startSeconds: start, lengthSeconds: length,
-                                          histogram: try HistogramCodec.decode(Array(data))))
+                intervals.append(
+                    Interval(
+                        tag: tag, startSeconds: start, lengthSeconds: length,
+                        histogram: try HistogramCodec.decode(Array(data))))
             } catch {
                 throw ReadError(line: number + 1, message: "\(error)")
             }

@@ -44,7 +44,9 @@ public enum Zlib {
                 if status == Z_BUF_ERROR && stream.avail_in == 0 { break }
             }
         }
-        guard status == Z_STREAM_END else { throw Failure(description: "not a complete zlib stream (status \(status))") }
+        guard status == Z_STREAM_END else {
+            throw Failure(description: "not a complete zlib stream (status \(status))")
+        }
         return output
     }
 }

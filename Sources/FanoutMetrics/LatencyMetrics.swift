@@ -120,8 +120,10 @@ public struct LatencySummary: Codable, Sendable, Equatable {
     public var p9999: UInt64
     public var max: UInt64
 
-    public init(count: UInt64, mean: Double, p50: UInt64, p90: UInt64, p99: UInt64, p999: UInt64, p9999: UInt64,
-                max: UInt64) {
+    public init(
+        count: UInt64, mean: Double, p50: UInt64, p90: UInt64, p99: UInt64, p999: UInt64, p9999: UInt64,
+        max: UInt64
+    ) {
         self.count = count
         self.mean = mean
         self.p50 = p50

@@ -22,8 +22,10 @@ public struct PlanSettings: Sendable {
     /// Cores of the machine the plan runs on: "machines of this size".
     public var coresPerMachine: Int
 
-    public init(scenario: Scenario, criteria: PlanCriteria, target: PlanTarget?, workerCounts: [Int],
-                coresPerMachine: Int) {
+    public init(
+        scenario: Scenario, criteria: PlanCriteria, target: PlanTarget?, workerCounts: [Int],
+        coresPerMachine: Int
+    ) {
         self.scenario = scenario
         self.criteria = criteria
         self.target = target
@@ -115,16 +117,19 @@ public struct CapacityPlan: Sendable {
     }
 
     /// Runs one step: the steady scenario × `factor` on `workers` workers in real time.
-    public static func measure(_ settings: PlanSettings, steady: Scenario, baseEventsPerSecond: Double,
-                               workers: Int, factor: Double) throws -> Step {
+    public static func measure(
+        _ settings: PlanSettings, steady: Scenario, baseEventsPerSecond: Double,
+        workers: Int, factor: Double
+    ) throws -> Step {
         var s = steady
         s.scaleRates(by: factor)
         s.durationSeconds = settings.stepDuration(eventsPerSecond: baseEventsPerSecond * factor)
         s.workers = workers
         let load = loadAverage()
         let result = try Simulation.run(s, workers: workers) { _ in }
-        var step = Step.evaluate(result, factor: factor, warmupSeconds: settings.warmupSeconds,
-                                 criteria: settings.criteria)
+        var step = Step.evaluate(
+            result, factor: factor, warmupSeconds: settings.warmupSeconds,
+            criteria: settings.criteria)
         step.loadAverage = load
         return step
     }
@@ -149,19 +154,24 @@ public struct CapacityPlan: Sendable {
             // This worker count's share of the time left; a step is started only if it fits.
             let left = settings.timeBudgetSeconds - (ContinuousClock.now - clock).seconds
             let deadline = ContinuousClock.now + .seconds(max(left, 0) / Double(settings.workerCounts.count - k))
-            let outcome = try SaturationSearch.run(search, proceed: {
-                let next = settings.stepDuration(eventsPerSecond: base * (steps.last?.factor ?? search.startFactor))
-                return ContinuousClock.now + .seconds(next + 1) <= deadline
-            }) { factor in
-                var step = try measure(settings, steady: steady, baseEventsPerSecond: base, workers: workers,
-                                       factor: factor)
+            let outcome = try SaturationSearch.run(
+                search,
+                proceed: {
+                    let next = settings.stepDuration(eventsPerSecond: base * (steps.last?.factor ?? search.startFactor))
+                    return ContinuousClock.now + .seconds(next + 1) <= deadline
+                }
+            ) { factor in
+                var step = try measure(
+                    settings, steady: steady, baseEventsPerSecond: base, workers: workers,
+                    factor: factor)
                 steps.append(step)
                 progress(PlanText.progress(step, index: steps.count, criteria: settings.criteria))
                 if !step.passed && settings.confirmFailures {
                     // A failure counts only if a repeat fails too: one stall of a shared machine can
                     // fail a step, a rate above capacity fails every time.
-                    step = try measure(settings, steady: steady, baseEventsPerSecond: base, workers: workers,
-                                       factor: factor)
+                    step = try measure(
+                        settings, steady: steady, baseEventsPerSecond: base, workers: workers,
+                        factor: factor)
                     step.repeated = true
                     steps.append(step)
                     progress(PlanText.progress(step, index: steps.count, criteria: settings.criteria))
@@ -172,19 +182,23 @@ public struct CapacityPlan: Sendable {
             progress("plan \(workers) worker\(workers == 1 ? "" : "s"): \(outcome.conclusion)")
             if let knee = outcome.lastPass { search.startFactor = knee }
         }
-        return finish(settings, steady: steady, base: base, searches: searches, startedAt: startedAt,
-                      wallSeconds: (ContinuousClock.now - clock).seconds)
+        return finish(
+            settings, steady: steady, base: base, searches: searches, startedAt: startedAt,
+            wallSeconds: (ContinuousClock.now - clock).seconds)
     }
 
     /// The fit and the prediction from finished searches.
-    public static func finish(_ settings: PlanSettings, steady: Scenario, base: Double, searches: [WorkerSearch],
-                              startedAt: Date, wallSeconds: Double) -> CapacityPlan {
+    public static func finish(
+        _ settings: PlanSettings, steady: Scenario, base: Double, searches: [WorkerSearch],
+        startedAt: Date, wallSeconds: Double
+    ) -> CapacityPlan {
         var plan = CapacityPlan(
             settings: settings, steadyScenario: steady, baseEventsPerSecond: base, searches: searches, fit: nil,
             prediction: nil, startedAt: startedAt, wallSeconds: wallSeconds, machine: MachineInfo.current)
         let points = plan.points
-        plan.fit = USLFit.fit(workers: points.map { Double($0.workers) },
-                              throughput: points.map(\.deliveriesPerSecond))
+        plan.fit = USLFit.fit(
+            workers: points.map { Double($0.workers) },
+            throughput: points.map(\.deliveriesPerSecond))
         if let target = settings.target, let fit = plan.fit {
             plan.prediction = Prediction.make(
                 fit: fit, target: target, measuredWorkers: points.map(\.workers),

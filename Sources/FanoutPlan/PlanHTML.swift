@@ -12,9 +12,10 @@ public enum PlanHTML {
         body.append("<h1>fanout plan: \(esc(s.scenario.name))</h1>")
         body.append("<p>\(inline(PlanReport.headline(plan)))</p>")
         body.append("<h2>Saturation search</h2>")
-        body.append("<p>Each point is one step: delivered rate against the first SLO's metric "
-            + "(log scale). Filled: the step passed every criterion; hollow: it failed. Dashed line: the SLO; "
-            + "vertical lines: the knee of each worker count.</p>")
+        body.append(
+            "<p>Each point is one step: delivered rate against the first SLO's metric "
+                + "(log scale). Filled: the step passed every criterion; hollow: it failed. Dashed line: the SLO; "
+                + "vertical lines: the knee of each worker count.</p>")
         body.append(searchChart(plan))
         for w in plan.searches {
             body.append("<h3>\(w.workers) worker\(w.workers == 1 ? "" : "s")</h3><p>\(esc(w.outcome.conclusion))</p>")
@@ -24,24 +25,27 @@ public enum PlanHTML {
         body.append("<h2>Scaling</h2>")
         if let fit = plan.fit {
             let m = fit.model
-            body.append("<p>USL X(N) = λN / (1 + σ(N−1) + κN(N−1)): λ = \(PlanText.rate(m.lambda)) "
-                + "deliveries/s, "
-                + "σ = \(String(format: "%.4g", m.sigma)), κ = \(String(format: "%.4g", m.kappa)), "
-                + "R² = \(fit.rSquared.map { String(format: "%.4f", $0) } ?? "n/a"), N* = "
-                + "\(m.peakWorkers.map { PlanText.fixed($0, 1) } ?? "∞"); limited by "
-                + "\(m.dominantTerm(at: Double(max(fit.distinctWorkers, 2)))).</p>")
+            body.append(
+                "<p>USL X(N) = λN / (1 + σ(N−1) + κN(N−1)): λ = \(PlanText.rate(m.lambda)) "
+                    + "deliveries/s, "
+                    + "σ = \(String(format: "%.4g", m.sigma)), κ = \(String(format: "%.4g", m.kappa)), "
+                    + "R² = \(fit.rSquared.map { String(format: "%.4f", $0) } ?? "n/a"), N* = "
+                    + "\(m.peakWorkers.map { PlanText.fixed($0, 1) } ?? "∞"); limited by "
+                    + "\(m.dominantTerm(at: Double(max(fit.distinctWorkers, 2)))).</p>")
             if fit.underdetermined { body.append("<p class=warn><b>Underdetermined:</b> \(esc(fit.note)).</p>") }
             body.append(scalingChart(plan, fit))
         } else {
             body.append("<p>No knee at any worker count: nothing to fit.</p>")
         }
         if let p = plan.prediction {
-            body.append("<h2>Prediction</h2><p>\(inline(PlanReport.predictionText(p)))</p><ul>"
-                + p.notes.map { "<li>\(esc($0))</li>" }.joined() + "</ul>")
+            body.append(
+                "<h2>Prediction</h2><p>\(inline(PlanReport.predictionText(p)))</p><ul>"
+                    + p.notes.map { "<li>\(esc($0))</li>" }.joined() + "</ul>")
         }
         body.append("<h2>Method and caveats</h2><ul>")
-        body.append("<li>Steady scenario: \(esc(PlanReport.steadyText)); factor 1 = "
-            + "\(PlanText.fixed(plan.baseEventsPerSecond, 1)) events/s.</li>")
+        body.append(
+            "<li>Steady scenario: \(esc(PlanReport.steadyText)); factor 1 = "
+                + "\(PlanText.fixed(plan.baseEventsPerSecond, 1)) events/s.</li>")
         body.append("<li>\(esc(PlanReport.stepRule(plan))).</li>")
         body.append("<li>\(esc(PlanReport.lossDefinition)).</li>")
         body.append("<li>Little's law: \(esc(PlanReport.littleText)).</li>")
@@ -114,27 +118,34 @@ public enum PlanHTML {
         }
     }
 
-    static func frame(_ x: Axis, _ y: Axis, xLabel: String, yLabel: String, xText: (Double) -> String,
-                      yText: (Double) -> String) -> [String] {
+    static func frame(
+        _ x: Axis, _ y: Axis, xLabel: String, yLabel: String, xText: (Double) -> String,
+        yText: (Double) -> String
+    ) -> [String] {
         var out: [String] = []
         for t in y.ticks() {
             let py = y.map(t)
-            out.append("<line x1=\"\(f(left))\" x2=\"\(f(width - right))\" y1=\"\(f(py))\" y2=\"\(f(py))\" "
-                + "stroke=\"#eee\"/><text x=\"\(f(left - 6))\" y=\"\(f(py + 4))\" text-anchor=\"end\">"
-                + "\(esc(yText(t)))</text>")
+            out.append(
+                "<line x1=\"\(f(left))\" x2=\"\(f(width - right))\" y1=\"\(f(py))\" y2=\"\(f(py))\" "
+                    + "stroke=\"#eee\"/><text x=\"\(f(left - 6))\" y=\"\(f(py + 4))\" text-anchor=\"end\">"
+                    + "\(esc(yText(t)))</text>")
         }
         for t in x.ticks() {
             let px = x.map(t)
-            out.append("<line x1=\"\(f(px))\" x2=\"\(f(px))\" y1=\"\(f(top))\" y2=\"\(f(height - bottom))\" "
-                + "stroke=\"#eee\"/><text x=\"\(f(px))\" y=\"\(f(height - bottom + 16))\" text-anchor=\"middle\">"
-                + "\(esc(xText(t)))</text>")
+            out.append(
+                "<line x1=\"\(f(px))\" x2=\"\(f(px))\" y1=\"\(f(top))\" y2=\"\(f(height - bottom))\" "
+                    + "stroke=\"#eee\"/><text x=\"\(f(px))\" y=\"\(f(height - bottom + 16))\" text-anchor=\"middle\">"
+                    + "\(esc(xText(t)))</text>")
         }
-        out.append("<rect x=\"\(f(left))\" y=\"\(f(top))\" width=\"\(f(width - left - right))\" "
-            + "height=\"\(f(height - top - bottom))\" fill=\"none\" stroke=\"#999\"/>")
-        out.append("<text x=\"\(f((left + width - right) / 2))\" y=\"\(f(height - 10))\" text-anchor=\"middle\">"
-            + "\(esc(xLabel))</text>")
-        out.append("<text transform=\"translate(16 \(f((top + height - bottom) / 2))) rotate(-90)\" "
-            + "text-anchor=\"middle\">\(esc(yLabel))</text>")
+        out.append(
+            "<rect x=\"\(f(left))\" y=\"\(f(top))\" width=\"\(f(width - left - right))\" "
+                + "height=\"\(f(height - top - bottom))\" fill=\"none\" stroke=\"#999\"/>")
+        out.append(
+            "<text x=\"\(f((left + width - right) / 2))\" y=\"\(f(height - 10))\" text-anchor=\"middle\">"
+                + "\(esc(xLabel))</text>")
+        out.append(
+            "<text transform=\"translate(16 \(f((top + height - bottom) / 2))) rotate(-90)\" "
+                + "text-anchor=\"middle\">\(esc(yLabel))</text>")
         return out
     }
 
@@ -145,34 +156,40 @@ public enum PlanHTML {
         let xs = steps.map(\.deliveriesPerSecond)
         let ys = steps.map { Double(max($0.sloValues[0], 1)) } + [Double(slo.limitNanos)]
         let x = Axis(lo: 0, hi: (xs.max() ?? 1) * 1.08, log: false, from: left, to: width - right)
-        let y = Axis(lo: max((ys.min() ?? 1) / 2, 1), hi: (ys.max() ?? 2) * 2, log: true, from: height - bottom,
-                     to: top)
-        var out = frame(x, y, xLabel: "deliveries/s", yLabel: "\(slo.name) (log)", xText: PlanText.rate,
-                        yText: { PlanText.duration(UInt64($0)) })
+        let y = Axis(
+            lo: max((ys.min() ?? 1) / 2, 1), hi: (ys.max() ?? 2) * 2, log: true, from: height - bottom,
+            to: top)
+        var out = frame(
+            x, y, xLabel: "deliveries/s", yLabel: "\(slo.name) (log)", xText: PlanText.rate,
+            yText: { PlanText.duration(UInt64($0)) })
         let ly = y.map(Double(slo.limitNanos))
-        out.append("<line x1=\"\(f(left))\" x2=\"\(f(width - right))\" y1=\"\(f(ly))\" y2=\"\(f(ly))\" "
-            + "stroke=\"#000\" stroke-dasharray=\"6 4\"/><text x=\"\(f(width - right - 4))\" y=\"\(f(ly - 5))\" "
-            + "text-anchor=\"end\">SLO \(esc(slo.description))</text>")
+        out.append(
+            "<line x1=\"\(f(left))\" x2=\"\(f(width - right))\" y1=\"\(f(ly))\" y2=\"\(f(ly))\" "
+                + "stroke=\"#000\" stroke-dasharray=\"6 4\"/><text x=\"\(f(width - right - 4))\" y=\"\(f(ly - 5))\" "
+                + "text-anchor=\"end\">SLO \(esc(slo.description))</text>")
         for (k, w) in plan.searches.enumerated() {
             let color = colors[k % colors.count]
             let sorted = w.steps.sorted { $0.factor < $1.factor }
             let path = sorted.map { "\(f(x.map($0.deliveriesPerSecond))),\(f(y.map(Double(max($0.sloValues[0], 1)))))" }
-            out.append("<polyline points=\"\(path.joined(separator: " "))\" fill=\"none\" stroke=\"\(color)\" "
-                + "stroke-opacity=\".35\"/>")
+            out.append(
+                "<polyline points=\"\(path.joined(separator: " "))\" fill=\"none\" stroke=\"\(color)\" "
+                    + "stroke-opacity=\".35\"/>")
             for step in w.steps {
                 let px = x.map(step.deliveriesPerSecond)
                 let py = y.map(Double(max(step.sloValues[0], 1)))
-                out.append("<circle cx=\"\(f(px))\" cy=\"\(f(py))\" r=\"4.5\" stroke=\"\(color)\" stroke-width=\"1.5\" "
-                    + "fill=\"\(step.passed ? color : "#fff")\"><title>"
-                    + "\(w.workers)w ×\(PlanText.factor(step.factor)): "
-                    + "\(esc(step.passed ? "pass" : step.failures.joined(separator: "; ")))</title></circle>")
+                out.append(
+                    "<circle cx=\"\(f(px))\" cy=\"\(f(py))\" r=\"4.5\" stroke=\"\(color)\" stroke-width=\"1.5\" "
+                        + "fill=\"\(step.passed ? color : "#fff")\"><title>"
+                        + "\(w.workers)w ×\(PlanText.factor(step.factor)): "
+                        + "\(esc(step.passed ? "pass" : step.failures.joined(separator: "; ")))</title></circle>")
             }
             if let knee = w.knee {
                 let px = x.map(knee.deliveriesPerSecond)
-                out.append("<line x1=\"\(f(px))\" x2=\"\(f(px))\" y1=\"\(f(top))\" y2=\"\(f(height - bottom))\" "
-                    + "stroke=\"\(color)\" stroke-dasharray=\"3 3\"/><text x=\"\(f(px + 4))\" "
-                    + "y=\"\(f(top + 14 + Double(k) * 14))\" fill=\"\(color)\">knee \(w.workers)w: "
-                    + "\(PlanText.rate(knee.deliveriesPerSecond))/s</text>")
+                out.append(
+                    "<line x1=\"\(f(px))\" x2=\"\(f(px))\" y1=\"\(f(top))\" y2=\"\(f(height - bottom))\" "
+                        + "stroke=\"\(color)\" stroke-dasharray=\"3 3\"/><text x=\"\(f(px + 4))\" "
+                        + "y=\"\(f(top + 14 + Double(k) * 14))\" fill=\"\(color)\">knee \(w.workers)w: "
+                        + "\(PlanText.rate(knee.deliveriesPerSecond))/s</text>")
             }
         }
         return svg(out)
@@ -192,43 +209,50 @@ public enum PlanHTML {
         if let r = plan.prediction?.requiredPerSecond { yMax = max(yMax, r) }
         let x = Axis(lo: 0, hi: nMax, log: false, from: left, to: width - right)
         let y = Axis(lo: 0, hi: yMax * 1.1, log: false, from: height - bottom, to: top)
-        var out = frame(x, y, xLabel: "workers (cores)", yLabel: "knee deliveries/s",
-                        xText: { PlanText.trimmed($0, digits: 1) }, yText: PlanText.rate)
-        out.append("<line x1=\"\(f(x.map(maxMeasured)))\" x2=\"\(f(x.map(maxMeasured)))\" y1=\"\(f(top))\" "
-            + "y2=\"\(f(height - bottom))\" stroke=\"#bbb\"/><text x=\"\(f(x.map(maxMeasured) + 4))\" "
-            + "y=\"\(f(height - bottom - 6))\" fill=\"#888\">measured ← → extrapolated</text>")
+        var out = frame(
+            x, y, xLabel: "workers (cores)", yLabel: "knee deliveries/s",
+            xText: { PlanText.trimmed($0, digits: 1) }, yText: PlanText.rate)
+        out.append(
+            "<line x1=\"\(f(x.map(maxMeasured)))\" x2=\"\(f(x.map(maxMeasured)))\" y1=\"\(f(top))\" "
+                + "y2=\"\(f(height - bottom))\" stroke=\"#bbb\"/><text x=\"\(f(x.map(maxMeasured) + 4))\" "
+                + "y=\"\(f(height - bottom - 6))\" fill=\"#888\">measured ← → extrapolated</text>")
         let path = curve.map { "\(f(x.map($0.0))),\(f(y.map($0.1)))" }.joined(separator: " ")
         out.append("<polyline points=\"\(path)\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\"/>")
         if m.peakWorkers == nil, let ceiling = m.maxThroughput, ceiling <= yMax * 1.1 {
             let cy = y.map(ceiling)
-            out.append("<line x1=\"\(f(left))\" x2=\"\(f(width - right))\" y1=\"\(f(cy))\" y2=\"\(f(cy))\" "
-                + "stroke=\"#1f77b4\" stroke-dasharray=\"2 4\"/><text x=\"\(f(width - right - 6))\" "
-                + "y=\"\(f(cy - 5))\" text-anchor=\"end\" fill=\"#1f77b4\">ceiling λ/σ = "
-                + "\(PlanText.rate(ceiling))/s (κ = 0)</text>")
+            out.append(
+                "<line x1=\"\(f(left))\" x2=\"\(f(width - right))\" y1=\"\(f(cy))\" y2=\"\(f(cy))\" "
+                    + "stroke=\"#1f77b4\" stroke-dasharray=\"2 4\"/><text x=\"\(f(width - right - 6))\" "
+                    + "y=\"\(f(cy - 5))\" text-anchor=\"end\" fill=\"#1f77b4\">ceiling λ/σ = "
+                    + "\(PlanText.rate(ceiling))/s (κ = 0)</text>")
         }
         if let peak = m.peakWorkers, peak <= nMax {
-            out.append("<line x1=\"\(f(x.map(peak)))\" x2=\"\(f(x.map(peak)))\" y1=\"\(f(top))\" "
-                + "y2=\"\(f(height - bottom))\" stroke=\"#1f77b4\" stroke-dasharray=\"2 4\"/><text "
-                + "x=\"\(f(x.map(peak) + 4))\" y=\"\(f(top + 28))\" fill=\"#1f77b4\">N* = "
-                + "\(PlanText.fixed(peak, 1))</text>")
+            out.append(
+                "<line x1=\"\(f(x.map(peak)))\" x2=\"\(f(x.map(peak)))\" y1=\"\(f(top))\" "
+                    + "y2=\"\(f(height - bottom))\" stroke=\"#1f77b4\" stroke-dasharray=\"2 4\"/><text "
+                    + "x=\"\(f(x.map(peak) + 4))\" y=\"\(f(top + 28))\" fill=\"#1f77b4\">N* = "
+                    + "\(PlanText.fixed(peak, 1))</text>")
         }
         if let p = plan.prediction {
             let ry = y.map(p.requiredPerSecond)
-            out.append("<line x1=\"\(f(left))\" x2=\"\(f(width - right))\" y1=\"\(f(ry))\" y2=\"\(f(ry))\" "
-                + "stroke=\"#d62728\" stroke-dasharray=\"6 4\"/><text x=\"\(f(left + 6))\" y=\"\(f(ry - 5))\" "
-                + "fill=\"#d62728\">target \(esc(p.target.description)): \(PlanText.rate(p.requiredPerSecond))/s"
-                + "</text>")
+            out.append(
+                "<line x1=\"\(f(left))\" x2=\"\(f(width - right))\" y1=\"\(f(ry))\" y2=\"\(f(ry))\" "
+                    + "stroke=\"#d62728\" stroke-dasharray=\"6 4\"/><text x=\"\(f(left + 6))\" y=\"\(f(ry - 5))\" "
+                    + "fill=\"#d62728\">target \(esc(p.target.description)): \(PlanText.rate(p.requiredPerSecond))/s"
+                    + "</text>")
             if let n = p.workersNeeded, Double(n) <= nMax {
-                out.append("<circle cx=\"\(f(x.map(Double(n))))\" cy=\"\(f(y.map(m.throughput(Double(n)))))\" r=\"5\" "
-                    + "fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"><title>\(n) workers</title></circle>")
+                out.append(
+                    "<circle cx=\"\(f(x.map(Double(n))))\" cy=\"\(f(y.map(m.throughput(Double(n)))))\" r=\"5\" "
+                        + "fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"><title>\(n) workers</title></circle>")
             }
         }
         let best = PlanReport.bestKnee(plan)?.workers
         for p in points {
             let px = x.map(Double(p.workers))
             let py = y.map(p.deliveriesPerSecond)
-            out.append("<circle cx=\"\(f(px))\" cy=\"\(f(py))\" r=\"\(p.workers == best ? 6 : 4.5)\" fill=\"#222\">"
-                + "<title>\(p.workers) workers: knee \(PlanText.rate(p.deliveriesPerSecond))/s</title></circle>")
+            out.append(
+                "<circle cx=\"\(f(px))\" cy=\"\(f(py))\" r=\"\(p.workers == best ? 6 : 4.5)\" fill=\"#222\">"
+                    + "<title>\(p.workers) workers: knee \(PlanText.rate(p.deliveriesPerSecond))/s</title></circle>")
             out.append("<text x=\"\(f(px + 8))\" y=\"\(f(py + 4))\">\(PlanText.rate(p.deliveriesPerSecond))</text>")
         }
         return svg(out)

@@ -11,42 +11,50 @@ extension PlanReport {
         out.append("")
         out.append(headline(plan))
         out.append("")
-        out.append("SLOs: " + c.slos.map { "`\($0.description)`" }.joined(separator: ", ")
-            + (c.maxLoss.map { "; loss ≤ \(PlanText.percent($0))" } ?? "; loss not judged")
-            + "; the harness counts as saturated above scheduleLag.p99 \(PlanText.duration(c.maxScheduleLagNanos)) "
-            + "or below \(PlanText.percent(c.minAchievedRatio)) of the offered rate achieved.")
+        out.append(
+            "SLOs: " + c.slos.map { "`\($0.description)`" }.joined(separator: ", ")
+                + (c.maxLoss.map { "; loss ≤ \(PlanText.percent($0))" } ?? "; loss not judged")
+                + "; the harness counts as saturated above scheduleLag.p99 \(PlanText.duration(c.maxScheduleLagNanos)) "
+                + "or below \(PlanText.percent(c.minAchievedRatio)) of the offered rate achieved.")
         out.append("")
         out.append("## Method")
         out.append("")
-        out.append("- Scenario `\(s.scenario.name)` (config `\(s.scenario.configHash)`, seed \(s.scenario.seed)), "
-            + "made stationary: \(steadyText). Factor 1 = \(PlanText.fixed(plan.baseEventsPerSecond, 1)) source "
-            + "events/s (the scenario's mean rate); steady config `\(plan.steadyScenario.configHash)`.")
-        out.append("- Saturation search per worker count (\(PlanText.list(s.workerCounts))): geometric steps "
-            + "×\(PlanText.trimmed(s.search.growth, digits: 2)) from ×\(PlanText.factor(s.search.startFactor)) "
-            + "(later worker counts start at the previous knee) until a step fails, then bisection at geometric "
-            + "midpoints until first fail ÷ last pass ≤ \(PlanText.trimmed(s.search.precision, digits: 3)). "
-            + (s.confirmFailures ? "A failing step is repeated and counts as failed only if the repeat fails "
-                + "too (a stall of the shared machine fails one step; a rate above capacity fails every time). "
-                : "")
-            + "The knee is the highest passing factor.")
+        out.append(
+            "- Scenario `\(s.scenario.name)` (config `\(s.scenario.configHash)`, seed \(s.scenario.seed)), "
+                + "made stationary: \(steadyText). Factor 1 = \(PlanText.fixed(plan.baseEventsPerSecond, 1)) source "
+                + "events/s (the scenario's mean rate); steady config `\(plan.steadyScenario.configHash)`.")
+        out.append(
+            "- Saturation search per worker count (\(PlanText.list(s.workerCounts))): geometric steps "
+                + "×\(PlanText.trimmed(s.search.growth, digits: 2)) from ×\(PlanText.factor(s.search.startFactor)) "
+                + "(later worker counts start at the previous knee) until a step fails, then bisection at geometric "
+                + "midpoints until first fail ÷ last pass ≤ \(PlanText.trimmed(s.search.precision, digits: 3)). "
+                + (s.confirmFailures
+                    ? "A failing step is repeated and counts as failed only if the repeat fails "
+                        + "too (a stall of the shared machine fails one step; a rate above capacity fails every time). "
+                    : "")
+                + "The knee is the highest passing factor.")
         out.append("- Step length: \(stepRule(plan)).")
         out.append("- Deliveries/s count every delivery outcome per scheduled second. \(lossDefinition).")
         out.append("- Little's law per step: \(littleText).")
-        out.append("- Wall time of the plan: \(PlanText.fixed(plan.wallSeconds, 1)) s; machine: "
-            + "\(plan.machine.cores) cores, \(plan.machine.cpu), \(plan.machine.os).")
+        out.append(
+            "- Wall time of the plan: \(PlanText.fixed(plan.wallSeconds, 1)) s; machine: "
+                + "\(plan.machine.cores) cores, \(plan.machine.cpu), \(plan.machine.os).")
         out.append("")
         out.append("## Saturation search")
         for w in plan.searches {
             out.append("")
             out.append("### \(w.workers) worker\(w.workers == 1 ? "" : "s")")
             out.append("")
-            out.append(w.outcome.conclusion + (w.knee.map {
-                ": knee ×\(PlanText.factor($0.factor)) = \(PlanText.rate($0.offeredEventsPerSecond)) events/s, "
-                    + "**\(PlanText.rate($0.deliveriesPerSecond)) deliveries/s**."
-            } ?? "."))
+            out.append(
+                w.outcome.conclusion
+                    + (w.knee.map {
+                        ": knee ×\(PlanText.factor($0.factor)) = \(PlanText.rate($0.offeredEventsPerSecond)) events/s, "
+                            + "**\(PlanText.rate($0.deliveriesPerSecond)) deliveries/s**."
+                    } ?? "."))
             out.append("")
-            out += table(stepHeader(c), stepRows(w),
-                         align: "rrrrr" + String(repeating: "r", count: c.slos.count) + "rrrrl")
+            out += table(
+                stepHeader(c), stepRows(w),
+                align: "rrrrr" + String(repeating: "r", count: c.slos.count) + "rrrrl")
             let notes = stepNotes(w, c)
             if !notes.isEmpty {
                 out.append("")
@@ -58,32 +66,45 @@ extension PlanReport {
         out.append("")
         if let fit = plan.fit {
             let m = fit.model
-            out.append("X(N) = λN / (1 + σ(N−1) + κN(N−1)) fitted to the knees (deliveries/s): linearised "
-                + "least squares on N/X, then Levenberg–Marquardt on relative residuals, σ, κ ≥ 0.")
+            out.append(
+                "X(N) = λN / (1 + σ(N−1) + κN(N−1)) fitted to the knees (deliveries/s): linearised "
+                    + "least squares on N/X, then Levenberg–Marquardt on relative residuals, σ, κ ≥ 0.")
             out.append("")
-            out += table(["parameter", "value"], [
-                ["λ (one worker)", PlanText.rate(m.lambda) + " deliveries/s"],
-                ["σ (contention)", String(format: "%.4g", m.sigma)],
-                ["κ (coherency)", String(format: "%.4g", m.kappa)],
-                ["R²", fit.rSquared.map { String(format: "%.4f", $0) } ?? "n/a (one point)"],
-                ["relative RMS residual", PlanText.percent(fit.relativeRMS)],
-                ["points / worker counts / free parameters", "\(fit.points) / \(fit.distinctWorkers) / "
-                    + "\(fit.freeParameters)"],
-                ["peak N* = √((1−σ)/κ)", m.peakWorkers.map { PlanText.fixed($0, 1) } ?? "∞ (κ = 0)"],
-                ["highest throughput", m.maxThroughput.map { PlanText.rate($0) + " deliveries/s" }
-                    ?? "unbounded (σ = κ = 0)"],
-                ["limited by", m.dominantTerm(at: Double(max(fit.distinctWorkers, 2)))],
-            ], align: "lr")
+            out += table(
+                ["parameter", "value"],
+                [
+                    ["λ (one worker)", PlanText.rate(m.lambda) + " deliveries/s"],
+                    ["σ (contention)", String(format: "%.4g", m.sigma)],
+                    ["κ (coherency)", String(format: "%.4g", m.kappa)],
+                    ["R²", fit.rSquared.map { String(format: "%.4f", $0) } ?? "n/a (one point)"],
+                    ["relative RMS residual", PlanText.percent(fit.relativeRMS)],
+                    [
+                        "points / worker counts / free parameters",
+                        "\(fit.points) / \(fit.distinctWorkers) / "
+                            + "\(fit.freeParameters)",
+                    ],
+                    ["peak N* = √((1−σ)/κ)", m.peakWorkers.map { PlanText.fixed($0, 1) } ?? "∞ (κ = 0)"],
+                    [
+                        "highest throughput",
+                        m.maxThroughput.map { PlanText.rate($0) + " deliveries/s" }
+                            ?? "unbounded (σ = κ = 0)",
+                    ],
+                    ["limited by", m.dominantTerm(at: Double(max(fit.distinctWorkers, 2)))],
+                ], align: "lr")
             if !fit.note.isEmpty {
                 out.append("")
                 out.append("**Underdetermined:** \(fit.note).")
             }
             out.append("")
-            out += table(["workers", "knee deliveries/s", "fitted", "residual"], plan.points.map { p in
-                let f = m.throughput(Double(p.workers))
-                return ["\(p.workers)", PlanText.rate(p.deliveriesPerSecond), PlanText.rate(f),
-                        PlanText.percent((f - p.deliveriesPerSecond) / p.deliveriesPerSecond)]
-            }, align: "rrrr")
+            out += table(
+                ["workers", "knee deliveries/s", "fitted", "residual"],
+                plan.points.map { p in
+                    let f = m.throughput(Double(p.workers))
+                    return [
+                        "\(p.workers)", PlanText.rate(p.deliveriesPerSecond), PlanText.rate(f),
+                        PlanText.percent((f - p.deliveriesPerSecond) / p.deliveriesPerSecond),
+                    ]
+                }, align: "rrrr")
         } else {
             out.append("No knee was found at any worker count: nothing to fit.")
         }
@@ -108,7 +129,8 @@ extension PlanReport {
             return "**No rate met every SLO** at any worker count (see the steps below)."
         }
         let k = best.step
-        var text = "**Knee: ×\(PlanText.factor(k.factor)) the scenario's rate on \(best.workers) "
+        var text =
+            "**Knee: ×\(PlanText.factor(k.factor)) the scenario's rate on \(best.workers) "
             + "worker\(best.workers == 1 ? "" : "s") — \(PlanText.rate(k.offeredEventsPerSecond)) events/s, "
             + "\(PlanText.rate(k.deliveriesPerSecond)) deliveries/s — with every SLO met.**"
         if let p = plan.prediction { text += " " + predictionText(p) }
@@ -129,7 +151,8 @@ extension PlanReport {
             + (p.extrapolated ? " — EXTRAPOLATED beyond the measured worker counts." : ".")
     }
 
-    static let littleText = "L, the time-average number of source events in flight (due, last recipient not "
+    static let littleText =
+        "L, the time-average number of source events in flight (due, last recipient not "
         + "yet applied) over the measured window, computed from each event's intended and completion times, is "
         + "compared with X·W, events completed in the window per second × the mean fan-out completion time of "
         + "the events due in it; they should agree within edge effects (10% is flagged)"
@@ -151,15 +174,20 @@ extension PlanReport {
     static func stepRows(_ w: WorkerSearch) -> [[String]] {
         w.steps.enumerated().map { k, step in
             let number: String = "\(k + 1)" + (step.repeated ? " (repeat)" : "")
-            var row: [String] = [number, "×" + PlanText.factor(step.factor),
-                                 PlanText.rate(step.offeredEventsPerSecond),
-                                 PlanText.trimmed(step.scheduledSeconds, digits: 1),
-                                 PlanText.rate(step.deliveriesPerSecond)]
+            var row: [String] = [
+                number, "×" + PlanText.factor(step.factor),
+                PlanText.rate(step.offeredEventsPerSecond),
+                PlanText.trimmed(step.scheduledSeconds, digits: 1),
+                PlanText.rate(step.deliveriesPerSecond),
+            ]
             row += step.sloValues.map { PlanText.duration($0) }
-            let little: String = PlanText.fixed(step.little.inFlight, 2) + " / "
+            let little: String =
+                PlanText.fixed(step.little.inFlight, 2) + " / "
                 + PlanText.fixed(step.little.predictedInFlight, 2)
-            row += [PlanText.duration(step.scheduleLag.p99), PlanText.percent(min(step.achievedRatio, 1)), little,
-                    step.loadAverage.map { PlanText.fixed($0, 1) } ?? ""]
+            row += [
+                PlanText.duration(step.scheduleLag.p99), PlanText.percent(min(step.achievedRatio, 1)), little,
+                step.loadAverage.map { PlanText.fixed($0, 1) } ?? "",
+            ]
             row.append(step.passed ? "pass" : "FAIL: " + step.failures.joined(separator: "; "))
             return row
         }
@@ -172,9 +200,10 @@ extension PlanReport {
         let needed = c.samplesNeeded
         let short = w.steps.enumerated().filter { needed > 0 && $0.element.measuredEvents < needed }
         if let fewest = short.map(\.element.measuredEvents).min() {
-            notes.append("\(short.count) of \(w.steps.count) steps measured fewer than the \(needed) events the "
-                + "SLO percentiles want for a stable estimate (fewest: \(fewest), steps "
-                + short.map { "\($0.offset + 1)" }.joined(separator: ", ") + ")")
+            notes.append(
+                "\(short.count) of \(w.steps.count) steps measured fewer than the \(needed) events the "
+                    + "SLO percentiles want for a stable estimate (fewest: \(fewest), steps "
+                    + short.map { "\($0.offset + 1)" }.joined(separator: ", ") + ")")
         }
         for (k, step) in w.steps.enumerated() {
             for n in step.notes where !n.contains(" events measured, ") { notes.append("step \(k + 1): \(n)") }

@@ -5,7 +5,8 @@ import Foundation
 
 /// The files of a plan folder: plan.json, plan.md, plan.html.
 public enum PlanReport {
-    public static let lossDefinition = "Loss = (rejected pushes + unroutable pushes + expired deliveries) / "
+    public static let lossDefinition =
+        "Loss = (rejected pushes + unroutable pushes + expired deliveries) / "
         + "(rejected pushes + unroutable pushes + deliveries): of every attempt to reach a device (a delivery "
         + "to a routed recipient, or a push that was never routed), the share that did not reach it"
 
@@ -34,31 +35,36 @@ public enum PlanReport {
     public static func notes(_ plan: CapacityPlan) -> [String] {
         var notes: [String] = []
         let cores = plan.machine.cores
-        notes.append("Measured on \(cores) core\(cores == 1 ? "" : "s") (\(plan.machine.cpu)) shared with other "
-            + "processes: every step is one real-time sample and the machine is noisy. A step failed by noise only "
-            + "moves the knee down (the search is conservative); the knee is known to within the bracket shown.")
+        notes.append(
+            "Measured on \(cores) core\(cores == 1 ? "" : "s") (\(plan.machine.cpu)) shared with other "
+                + "processes: every step is one real-time sample and the machine is noisy. A step failed by noise only "
+                + "moves the knee down (the search is conservative); the knee is known to within the bracket shown.")
         if let fit = plan.fit, fit.underdetermined {
-            notes.append("Scaling was measured at \(fit.distinctWorkers) worker count"
-                + "\(fit.distinctWorkers == 1 ? "" : "s"): \(fit.note). The USL needs at least 3 worker counts "
-                + "(better 5 or more, on a machine with that many idle cores) to separate contention from "
-                + "coherency; here κ is an assumption, not a measurement.")
+            notes.append(
+                "Scaling was measured at \(fit.distinctWorkers) worker count"
+                    + "\(fit.distinctWorkers == 1 ? "" : "s"): \(fit.note). The USL needs at least 3 worker counts "
+                    + "(better 5 or more, on a machine with that many idle cores) to separate contention from "
+                    + "coherency; here κ is an assumption, not a measurement.")
         }
         if plan.settings.workerCounts.contains(where: { $0 >= cores }) {
-            notes.append("At \(cores) workers every core runs a worker, so the coordinator thread, the OS and other "
-                + "processes take time from them: the top point understates what dedicated cores would do.")
+            notes.append(
+                "At \(cores) workers every core runs a worker, so the coordinator thread, the OS and other "
+                    + "processes take time from them: the top point understates what dedicated cores would do.")
         }
         for w in plan.searches where w.knee == nil {
             guard let lowest = w.steps.min(by: { $0.factor < $1.factor }) else { continue }
             let load = lowest.loadAverage.map { ", load average \(PlanText.fixed($0, 1)) on \(cores) cores" } ?? ""
-            notes.append("With \(w.workers) worker\(w.workers == 1 ? "" : "s") no rate passed: even at "
-                + "×\(PlanText.factor(lowest.factor)) (\(PlanText.rate(lowest.offeredEventsPerSecond)) events/s) "
-                + "scheduleLag.p99 was \(PlanText.duration(lowest.scheduleLag.p99)) and the harness could not keep "
-                + "its own schedule\(load). That is the machine's floor, not the system's capacity: plan on an idle "
-                + "machine, or with an SLO above that floor.")
+            notes.append(
+                "With \(w.workers) worker\(w.workers == 1 ? "" : "s") no rate passed: even at "
+                    + "×\(PlanText.factor(lowest.factor)) (\(PlanText.rate(lowest.offeredEventsPerSecond)) events/s) "
+                    + "scheduleLag.p99 was \(PlanText.duration(lowest.scheduleLag.p99)) and the harness could not keep "
+                    + "its own schedule\(load). That is the machine's floor, not the system's capacity: plan on an idle "
+                    + "machine, or with an SLO above that floor.")
         }
-        notes.append("Loss does not depend on load in this harness: verdicts and outcomes are decided on the "
-            + "virtual clock of each event's intended time, so --max-loss checks the scenario's injected faults "
-            + "(same at every rate), not capacity.")
+        notes.append(
+            "Loss does not depend on load in this harness: verdicts and outcomes are decided on the "
+                + "virtual clock of each event's intended time, so --max-loss checks the scenario's injected faults "
+                + "(same at every rate), not capacity.")
         return notes
     }
 
@@ -68,46 +74,78 @@ public enum PlanReport {
         let s = plan.settings
         let c = s.criteria
         var root: [(String, JSONValue)] = [("schema", .int(1))]
-        root.append(("plan", .object([
-            ("tool", .string("fanout")), ("version", .string(RunInfo.toolVersion)),
-            ("scenario", .string(s.scenario.name)), ("seed", .int(Int(s.scenario.seed))),
-            ("configHash", .string(s.scenario.configHash)),
-            ("steadyConfigHash", .string(plan.steadyScenario.configHash)),
-            ("startedAt", .string(iso(plan.startedAt))), ("wallSeconds", .number(round3(plan.wallSeconds))),
-            ("machine", .object([("cores", .int(plan.machine.cores)), ("cpu", .string(plan.machine.cpu)),
-                                 ("os", .string(plan.machine.os))])),
-        ])))
-        root.append(("method", .object([
-            ("baseEventsPerSecond", .number(round3(plan.baseEventsPerSecond))),
-            ("steady", .string(steadyText)),
-            ("stepSeconds", .number(s.stepSeconds)), ("warmupSeconds", .number(s.warmupSeconds)),
-            ("maxStepSeconds", .number(s.maxStepSeconds)), ("samplesNeeded", .int(c.samplesNeeded)),
-            ("stepRule", .string(stepRule(plan))),
-            ("workerCounts", .array(s.workerCounts.map { .int($0) })),
-            ("search", .object([
-                ("startFactor", .number(s.search.startFactor)), ("growth", .number(s.search.growth)),
-                ("minFactor", .number(s.search.minFactor)), ("maxFactor", .number(s.search.maxFactor)),
-                ("precision", .number(s.search.precision)), ("maxSteps", .int(s.search.maxSteps)),
-                ("confirmFailures", .bool(s.confirmFailures)), ("timeBudgetSeconds", .number(s.timeBudgetSeconds)),
-            ])),
-        ])))
-        root.append(("criteria", .object([
-            ("slos", .array(c.slos.map { slo in
-                .object([("text", .string(slo.description)), ("metric", .string(slo.metric.name)),
-                         ("percentile", .string(slo.percentile.rawValue)), ("limitNanos", .int(Int(slo.limitNanos)))])
-            })),
-            ("maxLoss", .optional(c.maxLoss)), ("lossDefinition", .string(lossDefinition)),
-            ("maxScheduleLagNanos", .int(Int(c.maxScheduleLagNanos))),
-            ("minAchievedRatio", .number(c.minAchievedRatio)),
-            ("target", .optional(s.target?.description)),
-        ])))
+        root.append(
+            (
+                "plan",
+                .object([
+                    ("tool", .string("fanout")), ("version", .string(RunInfo.toolVersion)),
+                    ("scenario", .string(s.scenario.name)), ("seed", .int(Int(s.scenario.seed))),
+                    ("configHash", .string(s.scenario.configHash)),
+                    ("steadyConfigHash", .string(plan.steadyScenario.configHash)),
+                    ("startedAt", .string(iso(plan.startedAt))), ("wallSeconds", .number(round3(plan.wallSeconds))),
+                    (
+                        "machine",
+                        .object([
+                            ("cores", .int(plan.machine.cores)), ("cpu", .string(plan.machine.cpu)),
+                            ("os", .string(plan.machine.os)),
+                        ])
+                    ),
+                ])
+            ))
+        root.append(
+            (
+                "method",
+                .object([
+                    ("baseEventsPerSecond", .number(round3(plan.baseEventsPerSecond))),
+                    ("steady", .string(steadyText)),
+                    ("stepSeconds", .number(s.stepSeconds)), ("warmupSeconds", .number(s.warmupSeconds)),
+                    ("maxStepSeconds", .number(s.maxStepSeconds)), ("samplesNeeded", .int(c.samplesNeeded)),
+                    ("stepRule", .string(stepRule(plan))),
+                    ("workerCounts", .array(s.workerCounts.map { .int($0) })),
+                    (
+                        "search",
+                        .object([
+                            ("startFactor", .number(s.search.startFactor)), ("growth", .number(s.search.growth)),
+                            ("minFactor", .number(s.search.minFactor)), ("maxFactor", .number(s.search.maxFactor)),
+                            ("precision", .number(s.search.precision)), ("maxSteps", .int(s.search.maxSteps)),
+                            ("confirmFailures", .bool(s.confirmFailures)),
+                            ("timeBudgetSeconds", .number(s.timeBudgetSeconds)),
+                        ])
+                    ),
+                ])
+            ))
+        root.append(
+            (
+                "criteria",
+                .object([
+                    (
+                        "slos",
+                        .array(
+                            c.slos.map { slo in
+                                .object([
+                                    ("text", .string(slo.description)), ("metric", .string(slo.metric.name)),
+                                    ("percentile", .string(slo.percentile.rawValue)),
+                                    ("limitNanos", .int(Int(slo.limitNanos))),
+                                ])
+                            })
+                    ),
+                    ("maxLoss", .optional(c.maxLoss)), ("lossDefinition", .string(lossDefinition)),
+                    ("maxScheduleLagNanos", .int(Int(c.maxScheduleLagNanos))),
+                    ("minAchievedRatio", .number(c.minAchievedRatio)),
+                    ("target", .optional(s.target?.description)),
+                ])
+            ))
         root.append(("searches", .array(plan.searches.map { search(json: $0, criteria: c) })))
         if let best = bestKnee(plan) {
-            root.append(("knee", .object([
-                ("workers", .int(best.workers)), ("factor", .number(round6(best.step.factor))),
-                ("eventsPerSecond", .number(round3(best.step.offeredEventsPerSecond))),
-                ("deliveriesPerSecond", .number(best.step.deliveriesPerSecond.rounded())),
-            ])))
+            root.append(
+                (
+                    "knee",
+                    .object([
+                        ("workers", .int(best.workers)), ("factor", .number(round6(best.step.factor))),
+                        ("eventsPerSecond", .number(round3(best.step.offeredEventsPerSecond))),
+                        ("deliveriesPerSecond", .number(best.step.deliveriesPerSecond.rounded())),
+                    ])
+                ))
         } else {
             root.append(("knee", .null))
         }
@@ -137,22 +175,31 @@ public enum PlanReport {
             ("offeredEventsPerSecond", .number(round3(s.offeredEventsPerSecond))),
             ("deliveries", .int(s.deliveries)), ("deliveriesPerSecond", .number(s.deliveriesPerSecond.rounded())),
             ("achievedRatio", .number(round6(s.achievedRatio))),
-            ("slos", .array(c.slos.enumerated().map { k, slo in
-                .object([("slo", .string(slo.description)), ("valueNanos", .int(Int(s.sloValues[k]))),
-                         ("samples", .int(Int(s.sloSamples[k]))), ("met", .bool(slo.met(by: s.sloValues[k])))])
-            })),
+            (
+                "slos",
+                .array(
+                    c.slos.enumerated().map { k, slo in
+                        .object([
+                            ("slo", .string(slo.description)), ("valueNanos", .int(Int(s.sloValues[k]))),
+                            ("samples", .int(Int(s.sloSamples[k]))), ("met", .bool(slo.met(by: s.sloValues[k]))),
+                        ])
+                    })
+            ),
             ("endToEnd", summary(json: s.endToEnd)), ("scheduleLag", summary(json: s.scheduleLag)),
             ("lossShare", .number(round6(s.lossShare))), ("identitiesHold", .bool(s.identitiesHold)),
-            ("little", .object([
-                ("windowStartNanos", .int(Int(s.little.windowStartNanos))),
-                ("windowEndNanos", .int(Int(s.little.windowEndNanos))),
-                ("inFlight", .number(round6(s.little.inFlight))),
-                ("throughputPerSecond", .number(round3(s.little.throughputPerSecond))),
-                ("meanLatencySeconds", .number(s.little.meanLatencySeconds)),
-                ("predictedInFlight", .number(round6(s.little.predictedInFlight))),
-                ("relativeDifference", .number(round6(s.little.relativeDifference))),
-                ("holds", .bool(s.little.holds)),
-            ])),
+            (
+                "little",
+                .object([
+                    ("windowStartNanos", .int(Int(s.little.windowStartNanos))),
+                    ("windowEndNanos", .int(Int(s.little.windowEndNanos))),
+                    ("inFlight", .number(round6(s.little.inFlight))),
+                    ("throughputPerSecond", .number(round3(s.little.throughputPerSecond))),
+                    ("meanLatencySeconds", .number(s.little.meanLatencySeconds)),
+                    ("predictedInFlight", .number(round6(s.little.predictedInFlight))),
+                    ("relativeDifference", .number(round6(s.little.relativeDifference))),
+                    ("holds", .bool(s.little.holds)),
+                ])
+            ),
             ("loadAverage", .optional(s.loadAverage)), ("repeated", .bool(s.repeated)),
             ("passed", .bool(s.passed)), ("failures", .array(s.failures.map { .string($0) })),
             ("notes", .array(s.notes.map { .string($0) })),
@@ -160,9 +207,11 @@ public enum PlanReport {
     }
 
     static func summary(json l: LatencySummary) -> JSONValue {
-        .object([("count", .int(Int(l.count))), ("mean", .number(l.mean.rounded())), ("p50", .int(Int(l.p50))),
-                 ("p90", .int(Int(l.p90))), ("p99", .int(Int(l.p99))), ("p999", .int(Int(l.p999))),
-                 ("max", .int(Int(l.max)))])
+        .object([
+            ("count", .int(Int(l.count))), ("mean", .number(l.mean.rounded())), ("p50", .int(Int(l.p50))),
+            ("p90", .int(Int(l.p90))), ("p99", .int(Int(l.p99))), ("p999", .int(Int(l.p999))),
+            ("max", .int(Int(l.max))),
+        ])
     }
 
     static func fit(json f: USLFit) -> JSONValue {
@@ -202,12 +251,14 @@ public enum PlanReport {
         return f.string(from: d)
     }
 
-    static let steadyText = "one constant-rate phase at the scenario's time-averaged rate × factor; no bursts, "
+    static let steadyText =
+        "one constant-rate phase at the scenario's time-averaged rate × factor; no bursts, "
         + "no source ends; real time; population, fan-outs and faults as in the scenario"
 
     static func stepRule(_ plan: CapacityPlan) -> String {
         let s = plan.settings
-        let warm = s.warmupSeconds > 0
+        let warm =
+            s.warmupSeconds > 0
             ? "the first \(PlanText.trimmed(s.warmupSeconds, digits: 0)) s is warm-up and discarded, "
             : "no warm-up is discarded (steps under 3 s), "
         return "a step lasts at least \(PlanText.trimmed(s.stepSeconds, digits: 2)) s: " + warm

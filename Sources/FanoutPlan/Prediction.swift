@@ -26,7 +26,9 @@ public struct Prediction: Sendable {
     /// Caveats in words.
     public var notes: [String]
 
-    public static func make(fit: USLFit, target: PlanTarget, measuredWorkers: [Int], coresPerMachine: Int)
+    public static func make(
+        fit: USLFit, target: PlanTarget, measuredWorkers: [Int], coresPerMachine: Int
+    )
         -> Prediction
     {
         let m = fit.model
@@ -47,10 +49,11 @@ public struct Prediction: Sendable {
             p.shardThroughputPerMachine = perMachine
             p.shardMachines = Int((required / perMachine).rounded(.up))
             let peak = m.peakWorkers.map { "N* = \(PlanText.fixed($0, 1))" } ?? "N* = ∞ (κ = 0)"
-            p.notes.append("the requirement is above the fitted curve's maximum \(PlanText.rate(ceiling))/s "
-                + "(\(peak)): no number of workers in one pool reaches it; shard the devices across machines "
-                + "(fanout run --shard K/N). The machine count assumes shards add linearly, which is optimistic: "
-                + "every shard still encodes, validates and routes every event")
+            p.notes.append(
+                "the requirement is above the fitted curve's maximum \(PlanText.rate(ceiling))/s "
+                    + "(\(peak)): no number of workers in one pool reaches it; shard the devices across machines "
+                    + "(fanout run --shard K/N). The machine count assumes shards add linearly, which is optimistic: "
+                    + "every shard still encodes, validates and routes every event")
         } else {
             var n = 1
             while n < 10_000_000, m.throughput(Double(n)) < required { n += n < 1024 ? 1 : n / 1024 }
@@ -60,23 +63,26 @@ public struct Prediction: Sendable {
             p.machines = (n + cores - 1) / cores
             p.extrapolated = n > maxMeasured || n < (measuredWorkers.min() ?? 1)
             if p.extrapolated {
-                p.notes.append("extrapolated: \(n) workers lies beyond the measured "
-                    + "\(PlanText.list(measuredWorkers)) worker\(maxMeasured == 1 ? "" : "s")")
+                p.notes.append(
+                    "extrapolated: \(n) workers lies beyond the measured "
+                        + "\(PlanText.list(measuredWorkers)) worker\(maxMeasured == 1 ? "" : "s")")
             }
             if let peak = m.peakWorkers, Double(n) > peak {
                 p.notes.append("beyond the USL peak N* = \(PlanText.fixed(peak, 1))")
             }
             if n > cores {
-                p.notes.append("more workers than this machine's \(cores) cores: \(p.machines!) machines of this "
-                    + "size, assuming workers on other machines behave like local ones (they share nothing, and "
-                    + "each handles every event for its own devices)")
+                p.notes.append(
+                    "more workers than this machine's \(cores) cores: \(p.machines!) machines of this "
+                        + "size, assuming workers on other machines behave like local ones (they share nothing, and "
+                        + "each handles every event for its own devices)")
             }
         }
         if fit.underdetermined {
             p.notes.append("the fit is underdetermined (\(fit.note)); the prediction leans on that assumption")
         }
-        p.notes.append("assumes the target's deliveries cost what the scenario's cost on average (same payloads, "
-            + "same mix of broadcast and per-token pushes) and that the SLOs hold at the knee rate")
+        p.notes.append(
+            "assumes the target's deliveries cost what the scenario's cost on average (same payloads, "
+                + "same mix of broadcast and per-token pushes) and that the SLOs hold at the knee rate")
         return p
     }
 }

@@ -43,8 +43,9 @@ public struct SLO: Sendable, Equatable, CustomStringConvertible {
             throw PlanInputError("\(context): an SLO names one metric (\"*\" is for thresholds of fanout compare)")
         }
         guard metric != .scheduleLag else {
-            throw PlanInputError("\(context): scheduleLag is the harness's own lag, not a service level "
-                + "(use --max-schedule-lag)")
+            throw PlanInputError(
+                "\(context): scheduleLag is the harness's own lag, not a service level "
+                    + "(use --max-schedule-lag)")
         }
         let limit = try Self.duration(String(parts[1]).trimmingSpaces, in: context)
         self.init(metric: metric, percentile: split.1, limitNanos: limit)

@@ -32,7 +32,9 @@ public struct SearchOutcome: Sendable, Equatable {
 public enum SaturationSearch {
     /// `measure` runs a step at a factor and says whether it passed; `proceed` is asked before every
     /// step (false: out of time, stop with what is known).
-    public static func run(_ s: SearchSettings, proceed: () -> Bool = { true }, measure: (Double) throws -> Bool)
+    public static func run(
+        _ s: SearchSettings, proceed: () -> Bool = { true }, measure: (Double) throws -> Bool
+    )
         rethrows -> SearchOutcome
     {
         precondition(s.growth > 1 && s.precision > 1 && s.minFactor > 0 && s.maxFactor >= s.minFactor)
@@ -72,7 +74,8 @@ public enum SaturationSearch {
         var conclusion: String
         switch (pass, fail) {
         case (let lo?, let hi?):
-            conclusion = hi / lo <= s.precision
+            conclusion =
+                hi / lo <= s.precision
                 ? "knee between ×\(PlanText.factor(lo)) (pass) and ×\(PlanText.factor(hi)) (fail)"
                 : "stopped after \(steps) steps with the knee between ×\(PlanText.factor(lo)) and "
                     + "×\(PlanText.factor(hi))"

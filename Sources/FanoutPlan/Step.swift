@@ -15,8 +15,10 @@ public struct PlanCriteria: Sendable {
     /// ... or when it ran behind its schedule: achieved events/s below this share of the offered rate.
     public var minAchievedRatio: Double
 
-    public init(slos: [SLO], maxLoss: Double? = nil, maxScheduleLagNanos: UInt64 = 10_000_000,
-                minAchievedRatio: Double = 0.95) {
+    public init(
+        slos: [SLO], maxLoss: Double? = nil, maxScheduleLagNanos: UInt64 = 10_000_000,
+        minAchievedRatio: Double = 0.95
+    ) {
         self.slos = slos
         self.maxLoss = maxLoss
         self.maxScheduleLagNanos = maxScheduleLagNanos
@@ -74,7 +76,9 @@ public struct Step: Sendable {
 extension Step {
     /// Judges a finished run. Latency is taken over the measured part only: interval histograms
     /// (one a second) from `warmupSeconds` on, so population and cold caches do not count.
-    public static func evaluate(_ r: RunResult, factor: Double, warmupSeconds: Double, criteria: PlanCriteria)
+    public static func evaluate(
+        _ r: RunResult, factor: Double, warmupSeconds: Double, criteria: PlanCriteria
+    )
         -> Step
     {
         let scheduled = r.scenario.durationSeconds
@@ -121,25 +125,29 @@ extension Step {
                 failures.append("\(slo.name) \(PlanText.duration(sloValues[k])) > \(PlanText.duration(slo.limitNanos))")
             }
             if let needed = slo.samplesNeeded, measuredEvents < needed {
-                notes.append("\(slo.name): \(measuredEvents) events measured, \(needed) wanted for a stable "
-                    + "\(slo.percentile.rawValue)")
+                notes.append(
+                    "\(slo.name): \(measuredEvents) events measured, \(needed) wanted for a stable "
+                        + "\(slo.percentile.rawValue)")
             }
         }
         if let maxLoss = criteria.maxLoss, lossShare > maxLoss {
             failures.append("loss \(PlanText.percent(lossShare)) > \(PlanText.percent(maxLoss))")
         }
         if achievedRatio < criteria.minAchievedRatio {
-            failures.append("harness behind schedule: achieved \(PlanText.percent(achievedRatio)) of the offered "
-                + "rate (< \(PlanText.percent(criteria.minAchievedRatio)))")
+            failures.append(
+                "harness behind schedule: achieved \(PlanText.percent(achievedRatio)) of the offered "
+                    + "rate (< \(PlanText.percent(criteria.minAchievedRatio)))")
         }
         if scheduleLag.count > 0, scheduleLag.p99 > criteria.maxScheduleLagNanos {
-            failures.append("harness saturated: scheduleLag.p99 \(PlanText.duration(scheduleLag.p99)) > "
-                + PlanText.duration(criteria.maxScheduleLagNanos))
+            failures.append(
+                "harness saturated: scheduleLag.p99 \(PlanText.duration(scheduleLag.p99)) > "
+                    + PlanText.duration(criteria.maxScheduleLagNanos))
         }
         if !identitiesHold { failures.append("accounting identities broken") }
         if !little.holds {
-            notes.append("Little's law off by \(PlanText.percent(little.relativeDifference)): L = "
-                + "\(PlanText.fixed(little.inFlight, 2)) vs X·W = \(PlanText.fixed(little.predictedInFlight, 2))")
+            notes.append(
+                "Little's law off by \(PlanText.percent(little.relativeDifference)): L = "
+                    + "\(PlanText.fixed(little.inFlight, 2)) vs X·W = \(PlanText.fixed(little.predictedInFlight, 2))")
         }
     }
 }

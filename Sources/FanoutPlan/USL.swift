@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Gunther's Universal Scalability Law: X(N) = λN / (1 + σ(N − 1) + κN(N − 1)), throughput at N
@@ -81,7 +81,8 @@ public struct USLFit: Sendable {
         if distinct < 3 { free[2] = false }
         if distinct < 2 { free[1] = false }
         if distinct == 2 {
-            note = "only 2 distinct worker counts for 3 parameters: κ fixed at 0 (λ and σ pass exactly "
+            note =
+                "only 2 distinct worker counts for 3 parameters: κ fixed at 0 (λ and σ pass exactly "
                 + "through the points when there is one point per count; R² then says nothing)"
         } else if distinct == 1 {
             note = "a single worker count: σ and κ fixed at 0, λ = X/N"
@@ -166,8 +167,10 @@ public struct USLFit: Sendable {
                 let d = 1 + p[1] * (ni - 1) + p[2] * ni * (ni - 1)
                 let f = p[0] * ni / d
                 let r = (f - x[i]) / x[i]
-                let g = [ni / d / x[i], -p[0] * ni * (ni - 1) / (d * d) / x[i],
-                         -p[0] * ni * ni * (ni - 1) / (d * d) / x[i]]
+                let g = [
+                    ni / d / x[i], -p[0] * ni * (ni - 1) / (d * d) / x[i],
+                    -p[0] * ni * ni * (ni - 1) / (d * d) / x[i],
+                ]
                 for a in 0..<3 {
                     jtr[a] += g[a] * r
                     for b in 0..<3 { jtj[a][b] += g[a] * g[b] }

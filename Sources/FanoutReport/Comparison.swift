@@ -85,7 +85,9 @@ public struct Comparison: Sendable {
     /// Splits `METRIC.PERCENTILE` (METRIC `*`: nil, every metric). Metric names contain dots
     /// (fanoutCompletion.2-100); the percentile is what follows the last dot that starts a known
     /// percentile. Errors start with `context`.
-    public static func metricAndPercentile(_ name: String, in context: String)
+    public static func metricAndPercentile(
+        _ name: String, in context: String
+    )
         throws(ComparisonError) -> (Metric?, Percentile)
     {
         let spellings: [(String, Percentile)] = [

@@ -25,17 +25,21 @@ struct SVG {
 
     mutating func add(_ element: String) { parts.append(element) }
 
-    mutating func line(_ x1: Double, _ y1: Double, _ x2: Double, _ y2: Double, stroke: String,
-                       width: Double = 1, dash: String? = nil) {
+    mutating func line(
+        _ x1: Double, _ y1: Double, _ x2: Double, _ y2: Double, stroke: String,
+        width: Double = 1, dash: String? = nil
+    ) {
         let c = HTMLText.coordinate
         let dashed = dash.map { " stroke-dasharray=\"\($0)\"" } ?? ""
-        add("<line x1=\"\(c(x1))\" y1=\"\(c(y1))\" x2=\"\(c(x2))\" y2=\"\(c(y2))\" stroke=\"\(stroke)\" "
-            + "stroke-width=\"\(c(width))\"\(dashed)/>")
+        add(
+            "<line x1=\"\(c(x1))\" y1=\"\(c(y1))\" x2=\"\(c(x2))\" y2=\"\(c(y2))\" stroke=\"\(stroke)\" "
+                + "stroke-width=\"\(c(width))\"\(dashed)/>")
     }
 
     mutating func rect(_ x: Double, _ y: Double, _ w: Double, _ h: Double, fill: String, tooltip: String? = nil) {
         let c = HTMLText.coordinate
-        let open = "<rect x=\"\(c(x))\" y=\"\(c(y))\" width=\"\(c(max(w, 0)))\" height=\"\(c(max(h, 0)))\" "
+        let open =
+            "<rect x=\"\(c(x))\" y=\"\(c(y))\" width=\"\(c(max(w, 0)))\" height=\"\(c(max(h, 0)))\" "
             + "fill=\"\(fill)\""
         if let tooltip {
             add(open + "><title>\(HTMLText.escape(tooltip))</title></rect>")
@@ -46,18 +50,23 @@ struct SVG {
 
     enum Anchor: String { case start, middle, end }
 
-    mutating func text(_ x: Double, _ y: Double, _ s: String, anchor: Anchor = .start, size: Double = 12,
-                       fill: String = "#3b4350", bold: Bool = false, rotated: Bool = false) {
+    mutating func text(
+        _ x: Double, _ y: Double, _ s: String, anchor: Anchor = .start, size: Double = 12,
+        fill: String = "#3b4350", bold: Bool = false, rotated: Bool = false
+    ) {
         let c = HTMLText.coordinate
         let weight = bold ? " font-weight=\"600\"" : ""
         let rotate = rotated ? " transform=\"rotate(-90 \(c(x)) \(c(y)))\"" : ""
-        add("<text x=\"\(c(x))\" y=\"\(c(y))\" font-size=\"\(c(size))\" fill=\"\(fill)\" "
-            + "text-anchor=\"\(anchor.rawValue)\"\(weight)\(rotate)>\(HTMLText.escape(s))</text>")
+        add(
+            "<text x=\"\(c(x))\" y=\"\(c(y))\" font-size=\"\(c(size))\" fill=\"\(fill)\" "
+                + "text-anchor=\"\(anchor.rawValue)\"\(weight)\(rotate)>\(HTMLText.escape(s))</text>")
     }
 
     /// A polyline through `points`, broken where a point is nil.
-    mutating func path(_ points: [(Double, Double)?], stroke: String, width: Double = 2, dash: String? = nil,
-                       tooltip: String? = nil) {
+    mutating func path(
+        _ points: [(Double, Double)?], stroke: String, width: Double = 2, dash: String? = nil,
+        tooltip: String? = nil
+    ) {
         let c = HTMLText.coordinate
         var d: [String] = []
         var previous: String?
@@ -75,7 +84,8 @@ struct SVG {
         }
         guard !d.isEmpty else { return }
         let dashed = dash.map { " stroke-dasharray=\"\($0)\"" } ?? ""
-        let body = "<path d=\"\(d.joined(separator: " "))\" fill=\"none\" stroke=\"\(stroke)\" "
+        let body =
+            "<path d=\"\(d.joined(separator: " "))\" fill=\"none\" stroke=\"\(stroke)\" "
             + "stroke-width=\"\(c(width))\" stroke-linejoin=\"round\" stroke-linecap=\"round\"\(dashed)"
         if let tooltip {
             add(body + "><title>\(HTMLText.escape(tooltip))</title></path>")

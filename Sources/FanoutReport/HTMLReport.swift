@@ -30,7 +30,8 @@ public enum HTMLReport {
         out += outcomes(r)
         out += waterfall(r)
         out += percentileTable(r)
-        out += "<footer>fanout \(HTMLText.escape(r.info.version)) (git \(HTMLText.escape(r.info.gitRevision)))"
+        out +=
+            "<footer>fanout \(HTMLText.escape(r.info.version)) (git \(HTMLText.escape(r.info.gitRevision)))"
             + " · HdrHistogram, 3 significant digits, values recorded in nanoseconds · this page has no script"
             + " and loads nothing.</footer>\n"
         out += "</main>\n</body>\n</html>\n"
@@ -77,7 +78,8 @@ public enum HTMLReport {
         let e = HTMLText.escape
         let shard = i.shard.map { "shard \($0)" } ?? (i.shards > 1 ? "merged from \(i.shards) shards" : "whole run")
         var out = "<header>\n<h1>fanout run: <span class=\"scenario\">\(e(i.scenario))</span></h1>\n"
-        out += "<p class=\"sub\">\(e(i.clock)) time · \(i.workers) workers · seed \(i.seed) · config "
+        out +=
+            "<p class=\"sub\">\(e(i.clock)) time · \(i.workers) workers · seed \(i.seed) · config "
             + "<code>\(e(i.configHash))</code> · \(e(shard))</p>\n"
         let pushSides = "\(a.pushes) = \(a.rejectedTotal) + \(a.unroutableTotal) + \(a.routed)"
         let deliverySides = "\(a.deliveries) = \(a.outcomesTotal)"
@@ -99,12 +101,19 @@ public enum HTMLReport {
             ("devices' slice", e(shard)),
             ("started", e(i.startedAt)),
             ("wall time", String(format: "%.3f s", i.wallSeconds)),
-            ("scheduled duration", String(format: "%.3f s", i.durationSeconds)
-                + (i.clock == "virtual" ? " (simulated)" : "")),
+            (
+                "scheduled duration",
+                String(format: "%.3f s", i.durationSeconds)
+                    + (i.clock == "virtual" ? " (simulated)" : "")
+            ),
             ("git revision", "<code>\(e(i.gitRevision))</code> (fanout \(e(i.version)))"),
             ("machine", e("\(i.machine.cores) cores, \(i.machine.cpu), \(i.machine.os)")),
-            ("timing", String(format: "a clock read costs %.1f ns; stage times sampled 1 in %d pushes",
-                              i.timerOverheadNanos, i.stageSampleEvery)),
+            (
+                "timing",
+                String(
+                    format: "a clock read costs %.1f ns; stage times sampled 1 in %d pushes",
+                    i.timerOverheadNanos, i.stageSampleEvery)
+            ),
         ]
         out += "<dl class=\"meta\">\n"
         for (k, v) in rows { out += "<dt>\(k)</dt><dd>\(v)</dd>\n" }
@@ -115,13 +124,17 @@ public enum HTMLReport {
             ("deliveries", Units.grouped(a.deliveries), "\(Units.grouped(Int(r.perSecond(a.deliveries)))) \(perWall)"),
             ("pushes", Units.grouped(a.pushes), "\(Units.grouped(Int(r.perSecond(a.pushes)))) \(perWall)"),
             ("source events", Units.grouped(r.events), "\(Units.grouped(r.activities)) activities"),
-            ("peak resident memory", String(format: "%.1f MiB", Double(r.peakResidentBytes) / 1_048_576),
-             "\(Units.grouped(r.bytesPerActivity)) B per activity"),
+            (
+                "peak resident memory", String(format: "%.1f MiB", Double(r.peakResidentBytes) / 1_048_576),
+                "\(Units.grouped(r.bytesPerActivity)) B per activity"
+            ),
             ("endToEnd p50", e2e.count > 0 ? Units.duration(e2e.p50) : "–", "median"),
             ("endToEnd p99", e2e.count > 0 ? Units.duration(e2e.p99) : "–", "1 in 100 slower"),
             ("endToEnd p99.9", e2e.count > 0 ? Units.duration(e2e.p999) : "–", "1 in 1,000 slower"),
-            ("endToEnd max", e2e.count > 0 ? Units.duration(e2e.max) : "–",
-             "\(Units.grouped(Int(e2e.count))) values"),
+            (
+                "endToEnd max", e2e.count > 0 ? Units.duration(e2e.max) : "–",
+                "\(Units.grouped(Int(e2e.count))) values"
+            ),
         ]
         out += "<div class=\"tiles\">\n"
         for (k, v, note) in tiles {
@@ -135,22 +148,29 @@ public enum HTMLReport {
 
     static func spectra(_ r: RunReport) -> String {
         var out = "<section>\n<h2>Latency percentile spectra</h2>\n"
-        out += "<p class=\"note\">As HdrHistogram's plotter: the x axis is log(1/(1−p)), so every “nine” gets the "
+        out +=
+            "<p class=\"note\">As HdrHistogram's plotter: the x axis is log(1/(1−p)), so every “nine” gets the "
             + "same width; the y axis is latency on a log scale. Stages are service times (sampled 1 in "
             + "\(r.info.stageSampleEvery) pushes); endToEnd runs from each event's intended time, so coordinated "
             + "omission is accounted for.</p>\n"
-        out += spectrum(title: "Stage latency percentile spectrum",
-                        series: stages.map { ($0.name, color($0), r[$0]) })
-        out += spectrum(title: "End-to-end latency percentile spectrum",
-                        series: [Metric.endToEnd, .fanoutCompletion, .scheduleLag].map { ($0.name, color($0), r[$0]) })
-        out += spectrum(title: "Fan-out completion by size percentile spectrum",
-                        series: buckets.map { ($0.label, color($0.metric), r[$0.metric]) })
+        out += spectrum(
+            title: "Stage latency percentile spectrum",
+            series: stages.map { ($0.name, color($0), r[$0]) })
+        out += spectrum(
+            title: "End-to-end latency percentile spectrum",
+            series: [Metric.endToEnd, .fanoutCompletion, .scheduleLag].map { ($0.name, color($0), r[$0]) })
+        out += spectrum(
+            title: "Fan-out completion by size percentile spectrum",
+            series: buckets.map { ($0.label, color($0.metric), r[$0.metric]) })
         out += "</section>\n"
         return out
     }
 
-    static func spectrum(title: String, series: [(name: String, color: String, histogram: Histogram<UInt64>)])
-        -> String {
+    static func spectrum(
+        title: String, series: [(name: String, color: String, histogram: Histogram<UInt64>)]
+    )
+        -> String
+    {
         let width = 960.0
         let height = 380.0
         let left = 78.0
@@ -189,10 +209,12 @@ public enum HTMLReport {
         }
         svg.line(left, bottom, right, bottom, stroke: "#8a929e")
         svg.line(left, top, left, bottom, stroke: "#8a929e")
-        svg.text((left + right) / 2, height - 12, "percentile (log scale of 1/(1−p))", anchor: .middle, size: 13,
-                 fill: "#1d2330")
-        svg.text(18, (top + bottom) / 2, "latency (log scale)", anchor: .middle, size: 13, fill: "#1d2330",
-                 rotated: true)
+        svg.text(
+            (left + right) / 2, height - 12, "percentile (log scale of 1/(1−p))", anchor: .middle, size: 13,
+            fill: "#1d2330")
+        svg.text(
+            18, (top + bottom) / 2, "latency (log scale)", anchor: .middle, size: 13, fill: "#1d2330",
+            rotated: true)
         for s in present {
             var points: [(Double, Double)?] = []
             for v in s.histogram.percentiles(ticksPerHalfDistance: 5) {
@@ -209,7 +231,8 @@ public enum HTMLReport {
             let has = l.count > 0
             svg.line(right + 16, ly - 4, right + 40, ly - 4, stroke: has ? s.color : "#c3c8cf", width: 3)
             svg.text(right + 48, ly, s.name, size: 13, fill: has ? "#1d2330" : "#8a929e", bold: true)
-            let detail = has
+            let detail =
+                has
                 ? "p99 \(Units.duration(l.p99)) · max \(Units.duration(l.max))"
                 : "no values"
             svg.text(right + 48, ly + 16, detail, size: 11.5, fill: "#5b6472")
@@ -234,8 +257,12 @@ public enum HTMLReport {
         var afterScheduledEnd: Bool
     }
 
-    static func timeBuckets(_ r: RunReport, maxBuckets: Int = 240) -> (buckets: [TimeBucket], unit: String,
-                                                                         scale: Double)? {
+    static func timeBuckets(
+        _ r: RunReport, maxBuckets: Int = 240
+    ) -> (
+        buckets: [TimeBucket], unit: String,
+        scale: Double
+    )? {
         let decoded = r.intervalHistograms(.endToEnd)
         let intervalSeconds = Double(max(r.intervalNanos, 1)) / 1e9
         let virtual = r.info.clock == "virtual"
@@ -270,9 +297,11 @@ public enum HTMLReport {
                 seconds += covered > intervalSeconds * 0.05 ? covered : intervalSeconds
             }
             let start = Double(first) * intervalSeconds
-            buckets.append(TimeBucket(start: start / scale, end: Double(last) * intervalSeconds / scale,
-                                      histogram: h ?? empty,
-                                      seconds: seconds, afterScheduledEnd: start >= scheduled - 1e-9))
+            buckets.append(
+                TimeBucket(
+                    start: start / scale, end: Double(last) * intervalSeconds / scale,
+                    histogram: h ?? empty,
+                    seconds: seconds, afterScheduledEnd: start >= scheduled - 1e-9))
             first = last
         }
         return (buckets, unit, scale)
@@ -287,20 +316,25 @@ public enum HTMLReport {
         }
         let intervalSeconds = Double(max(r.intervalNanos, 1)) / 1e9
         let grouped = buckets.count > 1 && (buckets[0].end - buckets[0].start) * scale > intervalSeconds * 1.5
-        let perBar = grouped
-            ? String(format: "each bar adds %.0f intervals of ", (buckets[0].end - buckets[0].start) * scale
-                / intervalSeconds) + intervalLabel(intervalSeconds)
+        let perBar =
+            grouped
+            ? String(
+                format: "each bar adds %.0f intervals of ",
+                (buckets[0].end - buckets[0].start) * scale
+                    / intervalSeconds) + intervalLabel(intervalSeconds)
             : "one bar per interval of \(intervalLabel(intervalSeconds))"
         let simulated = r.info.clock == "virtual" ? " simulated" : ""
         let by = r.info.clock == "virtual" ? "intended" : "start"
-        out += "<p class=\"note\">From the interval histograms (latency.hlog), by \(by) time: \(perBar). "
+        out +=
+            "<p class=\"note\">From the interval histograms (latency.hlog), by \(by) time: \(perBar). "
             + "Deliveries per\(simulated) second = endToEnd values in the interval ÷ its length. "
             + "Grey: intervals after the scheduled end.</p>\n"
         let scheduledEnd = r.info.durationSeconds.isFinite ? max(r.info.durationSeconds / scale, 0) : 0
         // Both charts share one time axis, so their intervals line up.
         let axisEnd = max(buckets.last?.end ?? 1, scheduledEnd)
-        out += throughputChart(buckets, unit: unit, axisEnd: axisEnd, scheduledEnd: scheduledEnd,
-                               rateLabel: "deliveries per\(simulated) second")
+        out += throughputChart(
+            buckets, unit: unit, axisEnd: axisEnd, scheduledEnd: scheduledEnd,
+            rateLabel: "deliveries per\(simulated) second")
         out += latencyOverTime(buckets, unit: unit, axisEnd: axisEnd)
         out += "</section>\n"
         return out
@@ -312,8 +346,10 @@ public enum HTMLReport {
             : "\(HTMLText.short(seconds)) s"
     }
 
-    static func timeAxis(_ svg: inout SVG, _ x: LinearScale, top: Double, bottom: Double, unit: String,
-                         height: Double) {
+    static func timeAxis(
+        _ svg: inout SVG, _ x: LinearScale, top: Double, bottom: Double, unit: String,
+        height: Double
+    ) {
         for tick in x.ticks {
             let px = x(tick)
             svg.line(px, bottom, px, bottom + 5, stroke: "#8a929e")
@@ -324,8 +360,10 @@ public enum HTMLReport {
         svg.text((x.from + x.to) / 2, height - 10, unit, anchor: .middle, size: 13, fill: "#1d2330")
     }
 
-    static func throughputChart(_ buckets: [TimeBucket], unit: String, axisEnd: Double, scheduledEnd: Double,
-                                rateLabel: String) -> String {
+    static func throughputChart(
+        _ buckets: [TimeBucket], unit: String, axisEnd: Double, scheduledEnd: Double,
+        rateLabel: String
+    ) -> String {
         let title = "Throughput over time"
         let width = 960.0
         let height = 300.0
@@ -349,10 +387,12 @@ public enum HTMLReport {
         for (b, rate) in zip(buckets, rates) {
             let x0 = x(b.start) + gap / 2
             let x1 = x(b.end) - gap / 2
-            let tip = "\(HTMLText.short(b.start))–\(HTMLText.short(b.end)): \(Units.grouped(Int(rate.rounded())))/s"
+            let tip =
+                "\(HTMLText.short(b.start))–\(HTMLText.short(b.end)): \(Units.grouped(Int(rate.rounded())))/s"
                 + " (\(Units.grouped(Int(b.histogram.totalCount))) values)"
-            svg.rect(x0, y(rate), x1 - x0, bottom - y(rate), fill: b.afterScheduledEnd ? "#b8bec7" : "#3f8fc9",
-                     tooltip: tip)
+            svg.rect(
+                x0, y(rate), x1 - x0, bottom - y(rate), fill: b.afterScheduledEnd ? "#b8bec7" : "#3f8fc9",
+                tooltip: tip)
             if labelBars && rate > 0 {
                 svg.text((x0 + x1) / 2, y(rate) - 5, HTMLText.compact(rate), anchor: .middle, size: 11.5)
             }
@@ -415,8 +455,9 @@ public enum HTMLReport {
             lx += 150
         }
         timeAxis(&svg, x, top: top, bottom: bottom, unit: unit, height: height)
-        svg.text(18, (top + bottom) / 2, "latency (log scale)", anchor: .middle, size: 13, fill: "#1d2330",
-                 rotated: true)
+        svg.text(
+            18, (top + bottom) / 2, "latency (log scale)", anchor: .middle, size: 13, fill: "#1d2330",
+            rotated: true)
         return "<figure>\n<figcaption>\(title)</figcaption>\n" + svg.text + "\n</figure>\n"
     }
 
@@ -442,7 +483,8 @@ public enum HTMLReport {
         out += bars(title: "Delivery outcomes", unit: "deliveries", rows: rows, whole: a.deliveries)
         if a.requests > 0 {
             let refused = HTMLText.percent(Double(a.requestsLimitExceeded), of: Double(a.requests))
-            out += "<p class=\"note\">Activity requests: \(Units.grouped(a.requests)), refused at the limit: "
+            out +=
+                "<p class=\"note\">Activity requests: \(Units.grouped(a.requests)), refused at the limit: "
                 + "\(Units.grouped(a.requestsLimitExceeded)) (\(refused)).</p>\n"
         }
         out += "</section>\n"
@@ -450,7 +492,8 @@ public enum HTMLReport {
     }
 
     static func bars(title: String, unit: String, rows: [(String, Int, String)], whole: Int) -> String {
-        var out = "<h3>\(title)</h3>\n<table class=\"bars\">\n<thead><tr><th></th><th class=\"bar\">share of "
+        var out =
+            "<h3>\(title)</h3>\n<table class=\"bars\">\n<thead><tr><th></th><th class=\"bar\">share of "
             + "\(Units.grouped(whole)) \(unit)</th><th class=\"n\">\(unit)</th><th class=\"n\">share</th></tr>"
             + "</thead>\n<tbody>\n"
         if rows.isEmpty {
@@ -460,7 +503,8 @@ public enum HTMLReport {
             let share = whole > 0 ? Double(count) * 100 / Double(whole) : 0
             let width = String(format: "%.3f", share.isFinite ? min(max(share, 0), 100) : 0)
             let minimum = count > 0 ? "min-width:2px;" : ""
-            out += "<tr><td>\(HTMLText.escape(label))</td><td class=\"bar\"><span style=\"width:\(width)%;"
+            out +=
+                "<tr><td>\(HTMLText.escape(label))</td><td class=\"bar\"><span style=\"width:\(width)%;"
                 + "\(minimum)background:\(color)\"></span></td><td class=\"n\">\(Units.grouped(count))</td>"
                 + "<td class=\"n\">\(HTMLText.percent(Double(count), of: Double(whole)))</td></tr>\n"
         }
@@ -518,12 +562,14 @@ public enum HTMLReport {
                 let x0 = x(at)
                 let x1 = x(at + v)
                 let text = Units.duration(UInt64(v))
-                svg.rect(x0, y0, max(x1 - x0, 1), rowHeight, fill: color(stage),
-                         tooltip: "\(stage.name) \(which): \(text)")
+                svg.rect(
+                    x0, y0, max(x1 - x0, 1), rowHeight, fill: color(stage),
+                    tooltip: "\(stage.name) \(which): \(text)")
                 let full = "\(stage.name) \(text)"
                 if textWidth(full, size: 12) + 12 <= x1 - x0 {
-                    svg.text((x0 + x1) / 2, y0 + rowHeight / 2 + 4.5, full, anchor: .middle, size: 12,
-                             fill: textColor(on: stage))
+                    svg.text(
+                        (x0 + x1) / 2, y0 + rowHeight / 2 + 4.5, full, anchor: .middle, size: 12,
+                        fill: textColor(on: stage))
                 } else {
                     // Under the bar, left to right without overlap, with a tick up to the segment.
                     let mid = (x0 + x1) / 2
@@ -536,49 +582,62 @@ public enum HTMLReport {
                 }
                 at += v
             }
-            svg.text(x(at) + 8, y0 + rowHeight / 2 + 4.5, "Σ " + Units.duration(UInt64(at)), size: 12.5,
-                     fill: "#1d2330", bold: true)
+            svg.text(
+                x(at) + 8, y0 + rowHeight / 2 + 4.5, "Σ " + Units.duration(UInt64(at)), size: 12.5,
+                fill: "#1d2330", bold: true)
         }
         stacked(0, "stages, p50", p50, "p50")
         stacked(1, "stages, p99", p99, "p99")
         if e2e.count > 0 {
             let y0 = top + 2 * stride
-            svg.text(labelRight, y0 + rowHeight / 2 + 5, "endToEnd, p50", anchor: .end, size: 13, fill: "#1d2330",
-                     bold: true)
+            svg.text(
+                labelRight, y0 + rowHeight / 2 + 5, "endToEnd, p50", anchor: .end, size: 13, fill: "#1d2330",
+                bold: true)
             let x1 = broken ? right + 60 : x(e2e50)
-            svg.rect(left, y0, max(x1 - left, 1), rowHeight, fill: color(.endToEnd),
-                     tooltip: "endToEnd p50: \(Units.duration(e2e.p50))")
-            let share = sum50 > 0 && e2e50 > 0 ? " · the stages' medians are \(HTMLText.percent(sum50, of: e2e50))"
-                + " of it" : ""
+            svg.rect(
+                left, y0, max(x1 - left, 1), rowHeight, fill: color(.endToEnd),
+                tooltip: "endToEnd p50: \(Units.duration(e2e.p50))")
+            let share =
+                sum50 > 0 && e2e50 > 0
+                ? " · the stages' medians are \(HTMLText.percent(sum50, of: e2e50))"
+                    + " of it" : ""
             if broken {
                 // Two white slashes: the bar is not to scale.
                 for dx in [0.0, 9.0] {
                     let bx = right + 12 + dx
-                    svg.add("<path d=\"M\(HTMLText.coordinate(bx)) \(HTMLText.coordinate(y0 - 3)) L"
-                        + "\(HTMLText.coordinate(bx + 8)) \(HTMLText.coordinate(y0 + rowHeight + 3))\" "
-                        + "stroke=\"#ffffff\" stroke-width=\"4\"/>")
+                    svg.add(
+                        "<path d=\"M\(HTMLText.coordinate(bx)) \(HTMLText.coordinate(y0 - 3)) L"
+                            + "\(HTMLText.coordinate(bx + 8)) \(HTMLText.coordinate(y0 + rowHeight + 3))\" "
+                            + "stroke=\"#ffffff\" stroke-width=\"4\"/>")
                 }
-                svg.text(left + 10, y0 + rowHeight / 2 + 4.5, "\(Units.duration(e2e.p50)) (bar broken: not to "
-                    + "scale)\(share)", size: 12.5, fill: "#ffffff", bold: true)
+                svg.text(
+                    left + 10, y0 + rowHeight / 2 + 4.5,
+                    "\(Units.duration(e2e.p50)) (bar broken: not to "
+                        + "scale)\(share)", size: 12.5, fill: "#ffffff", bold: true)
             } else if x1 - left > 330 {
-                svg.text(left + 10, y0 + rowHeight / 2 + 4.5, "\(Units.duration(e2e.p50))\(share)", size: 12.5,
-                         fill: "#ffffff", bold: true)
+                svg.text(
+                    left + 10, y0 + rowHeight / 2 + 4.5, "\(Units.duration(e2e.p50))\(share)", size: 12.5,
+                    fill: "#ffffff", bold: true)
             } else {
-                svg.text(x1 + 8, y0 + rowHeight / 2 + 4.5, "\(Units.duration(e2e.p50))\(share)", size: 12.5,
-                         fill: "#1d2330", bold: true)
+                svg.text(
+                    x1 + 8, y0 + rowHeight / 2 + 4.5, "\(Units.duration(e2e.p50))\(share)", size: 12.5,
+                    fill: "#1d2330", bold: true)
             }
         }
-        out += "<p class=\"note\">Where the time of an update goes: each stage's median (and p99) service time, "
+        out +=
+            "<p class=\"note\">Where the time of an update goes: each stage's median (and p99) service time, "
             + "stacked in pipeline order, against the end-to-end median. Percentiles do not add exactly; the "
             + "stacks show proportions. Time outside the stages is waiting: schedule lag and queueing.</p>\n"
         out += "<figure>\n" + svg.text + "\n</figure>\n"
-        out += "<table class=\"legend\">\n<thead><tr><th>stage</th><th class=\"n\">p50</th><th class=\"n\">share of "
+        out +=
+            "<table class=\"legend\">\n<thead><tr><th>stage</th><th class=\"n\">p50</th><th class=\"n\">share of "
             + "Σ p50</th><th class=\"n\">p99</th><th class=\"n\">share of Σ p99</th><th class=\"n\">samples</th>"
             + "</tr></thead>\n<tbody>\n"
         for (n, stage) in stages.enumerated() {
             let s = summaries[stage]!
             out += "<tr><td><i class=\"swatch\" style=\"background:\(color(stage))\"></i>\(stage.name)</td>"
-            out += s.count > 0
+            out +=
+                s.count > 0
                 ? "<td class=\"n\">\(Units.duration(s.p50))</td><td class=\"n\">\(HTMLText.percent(p50[n], of: sum50))"
                     + "</td><td class=\"n\">\(Units.duration(s.p99))</td><td class=\"n\">"
                     + "\(HTMLText.percent(p99[n], of: sum99))</td>"
@@ -592,13 +651,15 @@ public enum HTMLReport {
     // MARK: Percentile table
 
     static func percentileTable(_ r: RunReport) -> String {
-        var out = "<section>\n<h2>Percentiles per metric</h2>\n<table class=\"percentiles\">\n<thead><tr><th>metric"
+        var out =
+            "<section>\n<h2>Percentiles per metric</h2>\n<table class=\"percentiles\">\n<thead><tr><th>metric"
             + "</th>"
         for h in ["count", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max"] { out += "<th class=\"n\">\(h)</th>" }
         out += "</tr></thead>\n<tbody>\n"
         for metric in Metric.allCases {
             let l = LatencySummary(r[metric])
-            out += "<tr><td><i class=\"swatch\" style=\"background:\(color(metric))\"></i>"
+            out +=
+                "<tr><td><i class=\"swatch\" style=\"background:\(color(metric))\"></i>"
                 + "\(HTMLText.escape(metric.name))</td><td class=\"n\">\(Units.grouped(Int(l.count)))</td>"
             if l.count > 0 {
                 let mean = UInt64(l.mean.isFinite ? max(l.mean.rounded(), 0) : 0)
@@ -609,7 +670,8 @@ public enum HTMLReport {
             }
             out += "</tr>\n"
         }
-        out += "</tbody>\n</table>\n<p class=\"note\">The same numbers as summary.md; full distributions in the "
+        out +=
+            "</tbody>\n</table>\n<p class=\"note\">The same numbers as summary.md; full distributions in the "
             + "<code>.hgrm</code> files, per interval in <code>latency.hlog</code>.</p>\n</section>\n"
         return out
     }

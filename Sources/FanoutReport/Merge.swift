@@ -37,8 +37,9 @@ public enum RunMerge {
             }
             seen[shard.index] = folder
             guard r.completion != nil else {
-                throw ReportReadError(file: (folder as NSString).appendingPathComponent(CompletionFile.name),
-                                      "missing: a shard's folder holds its per-event completion")
+                throw ReportReadError(
+                    file: (folder as NSString).appendingPathComponent(CompletionFile.name),
+                    "missing: a shard's folder holds its per-event completion")
             }
             guard r.accounting.identitiesHold else {
                 throw ReportReadError(file: folder, "the shard's own accounting identities are broken")
@@ -50,7 +51,8 @@ public enum RunMerge {
         let missing = (0..<n).filter { seen[$0] == nil }
         guard missing.isEmpty else {
             throw ReportReadError(
-                file: "merge", "missing shard" + (missing.count > 1 ? "s " : " ")
+                file: "merge",
+                "missing shard" + (missing.count > 1 ? "s " : " ")
                     + missing.map { "\($0)/\(n)" }.joined(separator: ", ") + " of \(n)")
         }
 
@@ -92,8 +94,9 @@ public enum RunMerge {
         completion.record(into: &recorder)
         var intervals = keyed.keys.sorted().map { key -> MergedInterval in
             let (index, metric, h) = keyed[key]!
-            return MergedInterval(index: index, metric: metric, bytes: HistogramCodec.encodeCompressed(h),
-                                  maxNanos: h.max)
+            return MergedInterval(
+                index: index, metric: metric, bytes: HistogramCodec.encodeCompressed(h),
+                maxNanos: h.max)
         }
         intervals.append(contentsOf: completion.intervals(intervalNanos: first.intervalNanos))
         intervals.sort { ($0.index, $0.metric.rawValue) < ($1.index, $1.metric.rawValue) }

@@ -17,7 +17,9 @@ public enum RunFiles {
         for metric in Metric.allCases where r[metric].totalCount > 0 {
             files["\(metric.fileName).hgrm"] = percentileDistribution(r, metric)
         }
-        if r.info.shard != nil, let completion = r.completion { files[CompletionFile.name] = CompletionFile.text(completion) }
+        if r.info.shard != nil, let completion = r.completion {
+            files[CompletionFile.name] = CompletionFile.text(completion)
+        }
         return files
     }
 
@@ -27,15 +29,17 @@ public enum RunFiles {
         var writer = HistogramLogWriter(startTimeSeconds: (r.info.startedAtSeconds * 1000).rounded() / 1000)
         let length = Double(r.intervalNanos) / 1e9
         for interval in r.intervals {
-            writer.append(tag: interval.metric.fileName, startSeconds: Double(interval.index) * length,
-                          lengthSeconds: length, compressed: interval.bytes, maxValue: interval.maxNanos)
+            writer.append(
+                tag: interval.metric.fileName, startSeconds: Double(interval.index) * length,
+                lengthSeconds: length, compressed: interval.bytes, maxValue: interval.maxNanos)
         }
         return writer.text
     }
 
     /// `<metric>.hgrm`: HdrHistogram's percentile distribution, values in microseconds (as wrk2).
     public static func percentileDistribution(_ r: RunReport, _ metric: Metric) -> String {
-        var text = "#[fanout \(metric.name) (\(r.info.scenario), seed \(r.info.seed), config \(r.info.configHash)): "
+        var text =
+            "#[fanout \(metric.name) (\(r.info.scenario), seed \(r.info.seed), config \(r.info.configHash)): "
             + "values in microseconds (us), recorded in nanoseconds]\n"
         r[metric].outputPercentileDistribution(to: &text, outputValueUnitScalingRatio: 1000)
         return text

@@ -58,13 +58,15 @@ public struct SummaryFile: Sendable {
         let run = try root.object("run")
         let machine = try run.object("machine")
         let info = RunInfo(
-            tool: try run.string("tool"), version: try run.string("version"), gitRevision: try run.string("gitRevision"),
+            tool: try run.string("tool"), version: try run.string("version"),
+            gitRevision: try run.string("gitRevision"),
             scenario: try run.string("scenario"), seed: UInt64(try run.int("seed")),
             configHash: try run.string("configHash"), clock: try run.string("clock"), workers: try run.int("workers"),
             durationSeconds: try run.double("durationSeconds"), wallSeconds: try run.double("wallSeconds"),
             startedAtSeconds: try run.date("startedAt"),
-            machine: MachineInfo(cores: try machine.int("cores"), cpu: try machine.string("cpu"),
-                                 os: try machine.string("os")),
+            machine: MachineInfo(
+                cores: try machine.int("cores"), cpu: try machine.string("cpu"),
+                os: try machine.string("os")),
             timerOverheadNanos: try run.double("timerOverheadNanos"), stageSampleEvery: try run.int("stageSampleEvery"),
             shard: try run.optionalString("shard"), shards: try run.optionalInt("shards") ?? 1)
         let counts = try root.object("counts")
@@ -105,8 +107,10 @@ public struct SummaryFile: Sendable {
                 guard cells.count == 3, row.count == 3 else {
                     throw ReportReadError(file: file, "field resources.samples[\(n)]: expected [seconds, bytes, fds]")
                 }
-                resources.append(ResourceSample(elapsedSeconds: cells[0].doubleValue, residentBytes: cells[1].intValue,
-                                                openFileDescriptors: cells[2].intValue))
+                resources.append(
+                    ResourceSample(
+                        elapsedSeconds: cells[0].doubleValue, residentBytes: cells[1].intValue,
+                        openFileDescriptors: cells[2].intValue))
             }
         }
         var summary = SummaryFile(
@@ -149,15 +153,18 @@ public enum RunFolderReader {
             var h = LatencyRecorder.makeHistogram()
             h.add(interval.histogram)
             recorder.add(metric, h)
-            intervals.append(MergedInterval(index: index, metric: metric, bytes: HistogramCodec.encodeCompressed(h),
-                                            maxNanos: h.max))
+            intervals.append(
+                MergedInterval(
+                    index: index, metric: metric, bytes: HistogramCodec.encodeCompressed(h),
+                    maxNanos: h.max))
         }
         for metric in Metric.allCases {
             let expected = summary.latency[metric]?.count ?? 0
             guard recorder[metric].totalCount == expected else {
                 throw ReportReadError(
                     file: logPath,
-                    "\(metric.name): the intervals hold \(recorder[metric].totalCount) values, summary.json says \(expected)")
+                    "\(metric.name): the intervals hold \(recorder[metric].totalCount) values, summary.json says \(expected)"
+                )
             }
         }
         let completionPath = (folder as NSString).appendingPathComponent(CompletionFile.name)
@@ -200,7 +207,8 @@ public enum CompletionFile {
             guard f.count == 4, let e = Int(f[0]), let intended = UInt64(f[1]), let last = UInt64(f[2]),
                 let recipients = Int32(f[3])
             else {
-                throw ReportReadError(file: file, "line \(n + 1): expected event, intendedNanos, lastAppliedNanos, recipients")
+                throw ReportReadError(
+                    file: file, "line \(n + 1): expected event, intendedNanos, lastAppliedNanos, recipients")
             }
             guard e == c.count else {
                 throw ReportReadError(file: file, "line \(n + 1): field event: expected \(c.count), got \(e)")

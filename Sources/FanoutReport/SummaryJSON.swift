@@ -80,9 +80,11 @@ public enum SummaryJSON {
         o.open()
         o.field("sampleEverySeconds", number: ResourceSample.intervalSeconds)
         o.key("samples")
-        o.inline("[" + r.resources.map {
-            "[\(JSONTextWriter.number(($0.elapsedSeconds * 10).rounded() / 10)), \($0.residentBytes), \($0.openFileDescriptors)]"
-        }.joined(separator: ", ") + "]")
+        o.inline(
+            "["
+                + r.resources.map {
+                    "[\(JSONTextWriter.number(($0.elapsedSeconds * 10).rounded() / 10)), \($0.residentBytes), \($0.openFileDescriptors)]"
+                }.joined(separator: ", ") + "]")
         if let trend = ResourceTrend(r.resources) {
             o.field("rssFlat", bool: trend.rssFlat)
             o.field("fdsFlat", bool: trend.fdsFlat)
@@ -111,7 +113,8 @@ public enum Machine {
     public static var os: String {
         if let text = try? String(contentsOfFile: "/etc/os-release", encoding: .utf8) {
             for line in text.split(separator: "\n") where line.hasPrefix("PRETTY_NAME=") {
-                return String(line.dropFirst("PRETTY_NAME=".count)).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                return String(line.dropFirst("PRETTY_NAME=".count)).trimmingCharacters(
+                    in: CharacterSet(charactersIn: "\""))
             }
         }
         return ProcessInfo.processInfo.operatingSystemVersionString

@@ -13,25 +13,32 @@ public enum SummaryMarkdown {
         out.append("# fanout run: \(i.scenario)")
         out.append("")
         let shard = i.shard.map { "shard \($0)" } ?? (i.shards > 1 ? "merged from \(i.shards) shards" : "whole run")
-        out.append("\(i.clock) time · \(i.workers) workers · seed \(i.seed) · config `\(i.configHash)` · \(shard) · "
-            + "identities " + (a.identitiesHold ? "**hold**" : "**BROKEN**"))
+        out.append(
+            "\(i.clock) time · \(i.workers) workers · seed \(i.seed) · config `\(i.configHash)` · \(shard) · "
+                + "identities " + (a.identitiesHold ? "**hold**" : "**BROKEN**"))
         out.append("")
         out.append("## Configuration")
         out.append("")
-        out += table(["", ""], [
-            ["scenario", i.scenario],
-            ["seed / config hash", "\(i.seed) / `\(i.configHash)`"],
-            ["clock", i.clock],
-            ["workers", "\(i.workers)"],
-            ["devices' slice", shard],
-            ["scheduled duration", seconds(i.durationSeconds)],
-            ["wall time", seconds(i.wallSeconds)],
-            ["started", i.startedAt],
-            ["fanout", "\(i.version) (git \(i.gitRevision))"],
-            ["machine", "\(i.machine.cores) cores, \(i.machine.cpu), \(i.machine.os)"],
-            ["timing", String(format: "a clock read costs %.1f ns; stage times sampled 1 in %d pushes",
-                              i.timerOverheadNanos, i.stageSampleEvery)],
-        ], align: "ll")
+        out += table(
+            ["", ""],
+            [
+                ["scenario", i.scenario],
+                ["seed / config hash", "\(i.seed) / `\(i.configHash)`"],
+                ["clock", i.clock],
+                ["workers", "\(i.workers)"],
+                ["devices' slice", shard],
+                ["scheduled duration", seconds(i.durationSeconds)],
+                ["wall time", seconds(i.wallSeconds)],
+                ["started", i.startedAt],
+                ["fanout", "\(i.version) (git \(i.gitRevision))"],
+                ["machine", "\(i.machine.cores) cores, \(i.machine.cpu), \(i.machine.os)"],
+                [
+                    "timing",
+                    String(
+                        format: "a clock read costs %.1f ns; stage times sampled 1 in %d pushes",
+                        i.timerOverheadNanos, i.stageSampleEvery),
+                ],
+            ], align: "ll")
         out.append("")
         out.append("## Counts")
         out.append("")
@@ -39,11 +46,15 @@ public enum SummaryMarkdown {
         out.append("")
         let pushCheck = a.pushes == a.rejectedTotal + a.unroutableTotal + a.routed ? "✓" : "✗"
         let deliveryCheck = a.deliveries == a.outcomesTotal ? "✓" : "✗"
-        out += table(["identity", "left", "right", ""], [
-            ["pushes = rejected + unroutable + routed", "\(a.pushes)",
-             "\(a.rejectedTotal) + \(a.unroutableTotal) + \(a.routed)", pushCheck],
-            ["deliveries = Σ outcomes", "\(a.deliveries)", "\(a.outcomesTotal)", deliveryCheck],
-        ], align: "lrrc")
+        out += table(
+            ["identity", "left", "right", ""],
+            [
+                [
+                    "pushes = rejected + unroutable + routed", "\(a.pushes)",
+                    "\(a.rejectedTotal) + \(a.unroutableTotal) + \(a.routed)", pushCheck,
+                ],
+                ["deliveries = Σ outcomes", "\(a.deliveries)", "\(a.outcomesTotal)", deliveryCheck],
+            ], align: "lrrc")
         out.append("")
         var verdicts: [[String]] = []
         for reason in RejectReason.allCases where a[reason] > 0 {
@@ -58,8 +69,9 @@ public enum SummaryMarkdown {
         let outcomes = Outcome.allCases.filter { a[$0] > 0 }.map {
             [$0.name, "\(a[$0])", share(a[$0], a.deliveries)]
         }
-        out += table(["outcome", "deliveries", "share"], outcomes.isEmpty ? [["none", "0", ""]] : outcomes,
-                     align: "lrr")
+        out += table(
+            ["outcome", "deliveries", "share"], outcomes.isEmpty ? [["none", "0", ""]] : outcomes,
+            align: "lrr")
         if a.requests > 0 {
             out.append("")
             out.append("Activity requests: \(a.requests), refused at the limit: \(a.requestsLimitExceeded).")
@@ -67,12 +79,14 @@ public enum SummaryMarkdown {
         out.append("")
         out.append("## Latency")
         out.append("")
-        out.append("Per stage (service time) and end to end (from each event's intended time, so coordinated "
-            + "omission is accounted for). HdrHistogram, 3 significant digits.")
+        out.append(
+            "Per stage (service time) and end to end (from each event's intended time, so coordinated "
+                + "omission is accounted for). HdrHistogram, 3 significant digits.")
         out.append("")
         let stages: [Metric] = [.encode, .validate, .route, .apply, .endToEnd, .fanoutCompletion, .scheduleLag]
-        out += table(["metric", "count", "p50", "p90", "p99", "p99.9", "p99.99", "max"],
-                     stages.filter { r[$0].totalCount > 0 }.map { row($0.name, r[$0]) }, align: "lrrrrrrr")
+        out += table(
+            ["metric", "count", "p50", "p90", "p99", "p99.9", "p99.99", "max"],
+            stages.filter { r[$0].totalCount > 0 }.map { row($0.name, r[$0]) }, align: "lrrrrrrr")
         out.append("")
         out.append("## Fan-out completion by size")
         out.append("")
@@ -82,36 +96,48 @@ public enum SummaryMarkdown {
             ("1", .fanoutCompletion1), ("2–100", .fanoutCompletion2to100), ("101–10k", .fanoutCompletion101to10k),
             (">10k", .fanoutCompletionOver10k),
         ]
-        out += table(["recipients", "events", "p50", "p90", "p99", "p99.9", "p99.99", "max"],
-                     buckets.map { row($0.0, r[$0.1]) }, align: "lrrrrrrr")
+        out += table(
+            ["recipients", "events", "p50", "p90", "p99", "p99.9", "p99.99", "max"],
+            buckets.map { row($0.0, r[$0.1]) }, align: "lrrrrrrr")
         out.append("")
         out.append("## Throughput and memory")
         out.append("")
-        out += table(["", ""], [
-            ["deliveries/s", grouped(r.perSecond(a.deliveries))],
-            ["pushes/s", grouped(r.perSecond(a.pushes))],
-            ["events/s", grouped(r.perSecond(r.events))],
-            ["peak resident memory", String(format: "%.1f MiB", Double(r.peakResidentBytes) / 1_048_576)],
-            ["per activity", "\(r.bytesPerActivity) B"],
-        ], align: "lr")
+        out += table(
+            ["", ""],
+            [
+                ["deliveries/s", grouped(r.perSecond(a.deliveries))],
+                ["pushes/s", grouped(r.perSecond(a.pushes))],
+                ["events/s", grouped(r.perSecond(r.events))],
+                ["peak resident memory", String(format: "%.1f MiB", Double(r.peakResidentBytes) / 1_048_576)],
+                ["per activity", "\(r.bytesPerActivity) B"],
+            ], align: "lr")
         out.append("")
         if let trend = ResourceTrend(r.resources), r.resources.count >= 3 {
             out.append("## Resources over time")
             out.append("")
-            out.append("Sampled every \(Int(ResourceSample.intervalSeconds)) s; flat means resident memory within ±5% "
-                + "of its level after warm-up (the first 20% of the run) and open descriptors constant.")
+            out.append(
+                "Sampled every \(Int(ResourceSample.intervalSeconds)) s; flat means resident memory within ±5% "
+                    + "of its level after warm-up (the first 20% of the run) and open descriptors constant.")
             out.append("")
             let mib = { (b: Int) in String(format: "%.1f MiB", Double(b) / 1_048_576) }
-            out += table(["", "after warm-up", "last", "max", "flat"], [
-                ["resident memory", mib(trend.rssFirstAfterWarmUp), mib(trend.rssLast), mib(trend.rssMax),
-                 trend.rssFlat ? "yes" : "**no**"],
-                ["open file descriptors", "\(trend.fdsFirst)", "\(trend.fdsLast)", "\(trend.fdsMax)",
-                 trend.fdsFlat ? "yes" : "**no**"],
-            ], align: "lrrrc")
+            out += table(
+                ["", "after warm-up", "last", "max", "flat"],
+                [
+                    [
+                        "resident memory", mib(trend.rssFirstAfterWarmUp), mib(trend.rssLast), mib(trend.rssMax),
+                        trend.rssFlat ? "yes" : "**no**",
+                    ],
+                    [
+                        "open file descriptors", "\(trend.fdsFirst)", "\(trend.fdsLast)", "\(trend.fdsMax)",
+                        trend.fdsFlat ? "yes" : "**no**",
+                    ],
+                ], align: "lrrrc")
             out.append("")
-            out += table(["t (s)", "resident", "fds"], r.resources.map {
-                [String(format: "%.0f", $0.elapsedSeconds), mib($0.residentBytes), "\($0.openFileDescriptors)"]
-            }, align: "rrr")
+            out += table(
+                ["t (s)", "resident", "fds"],
+                r.resources.map {
+                    [String(format: "%.0f", $0.elapsedSeconds), mib($0.residentBytes), "\($0.openFileDescriptors)"]
+                }, align: "rrr")
             out.append("")
         }
         return out.joined(separator: "\n")
@@ -132,7 +158,9 @@ public enum SummaryMarkdown {
             }
         }
         return ["| " + header.joined(separator: " | ") + " |", "| " + marks.joined(separator: " | ") + " |"]
-            + rows.map { "| " + $0.map { $0.replacingOccurrences(of: "|", with: "\\|") }.joined(separator: " | ") + " |" }
+            + rows.map {
+                "| " + $0.map { $0.replacingOccurrences(of: "|", with: "\\|") }.joined(separator: " | ") + " |"
+            }
     }
 
     static func share(_ part: Int, _ whole: Int) -> String {

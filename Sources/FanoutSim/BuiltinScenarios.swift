@@ -27,7 +27,8 @@ public enum BuiltinScenarios {
 
     static let texts: [String: String] = [
         "default": gameNight(
-            "default", "Game night: 10,000 devices × ~3 activities, sports broadcasts and per-token deliveries, 30 s real time.",
+            "default",
+            "Game night: 10,000 devices × ~3 activities, sports broadcasts and per-token deliveries, 30 s real time.",
             durationSeconds: 30,
             arrival: """
                 {"process": "poisson", "ratePerSecond": 200,
@@ -35,60 +36,61 @@ public enum BuiltinScenarios {
                  "bursts": [{"atSeconds": 10, "events": 50, "sourceRank": 1, "overSeconds": 0.5}]}
                 """),
         "smoke": """
-            {
-              "name": "smoke",
-              "description": "Small and fast, for tests and CI: 500 devices, every fault on, 60 s of virtual time.",
-              "seed": 7,
-              "clock": "virtual",
-              "durationSeconds": 60,
-              "population": {"devices": 500, "activitiesPerDevice": {"min": 1, "max": 4},
-                             "appsPerDevice": {"min": 1, "max": 2}},
-              "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 2},
-                       {"bundle": "com.example.deliveries", "schema": "DeliveryAttributes", "weight": 1}],
-              "schemas": {\(gameSchema)},
-              "stringBytes": 12,
-              "sources": {"count": 40, "zipfExponent": 1.0, "broadcastShare": 0.5},
-              "arrival": {"process": "poisson", "ratePerSecond": 20,
-                          "bursts": [{"atSeconds": 30, "events": 20, "sourceRank": 1, "overSeconds": 1}]},
-              "faults": {"outOfOrderShare": 0.02, "malformedShare": 0.01, "oversizedShare": 0.01,
-                         "rotationShare": 0.02, "dismissShare": 0.002,
-                         "offline": {"share": 0.1, "windowSeconds": 10, "expirationSeconds": 6},
-                         "coalescing": true},
-              "lifecycle": {"endFractionMin": 0.5, "endFractionMax": 1.5, "dismissalAfterSeconds": 5},
-              "limits": {"perApp": 3, "perDevice": 4},
-              "budgetPerHour": 40,
-              "priority10Share": 0.7,
-              "stageSampleEvery": 1
-            }
-            """,
+        {
+          "name": "smoke",
+          "description": "Small and fast, for tests and CI: 500 devices, every fault on, 60 s of virtual time.",
+          "seed": 7,
+          "clock": "virtual",
+          "durationSeconds": 60,
+          "population": {"devices": 500, "activitiesPerDevice": {"min": 1, "max": 4},
+                         "appsPerDevice": {"min": 1, "max": 2}},
+          "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 2},
+                   {"bundle": "com.example.deliveries", "schema": "DeliveryAttributes", "weight": 1}],
+          "schemas": {\(gameSchema)},
+          "stringBytes": 12,
+          "sources": {"count": 40, "zipfExponent": 1.0, "broadcastShare": 0.5},
+          "arrival": {"process": "poisson", "ratePerSecond": 20,
+                      "bursts": [{"atSeconds": 30, "events": 20, "sourceRank": 1, "overSeconds": 1}]},
+          "faults": {"outOfOrderShare": 0.02, "malformedShare": 0.01, "oversizedShare": 0.01,
+                     "rotationShare": 0.02, "dismissShare": 0.002,
+                     "offline": {"share": 0.1, "windowSeconds": 10, "expirationSeconds": 6},
+                     "coalescing": true},
+          "lifecycle": {"endFractionMin": 0.5, "endFractionMax": 1.5, "dismissalAfterSeconds": 5},
+          "limits": {"perApp": 3, "perDevice": 4},
+          "budgetPerHour": 40,
+          "priority10Share": 0.7,
+          "stageSampleEvery": 1
+        }
+        """,
         "million": """
-            {
-              "name": "million",
-              "description": "A final: 1,000,000 devices × 5 activities, a 12-hour match day in virtual time.",
-              "seed": 1,
-              "clock": "virtual",
-              "durationSeconds": 43200,
-              "population": {"devices": 1000000, "activitiesPerDevice": {"min": 5, "max": 5}},
-              "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 4},
-                       {"bundle": "com.example.deliveries", "schema": "DeliveryAttributes", "weight": 1}],
-              "schemas": {\(gameSchema)},
-              "stringBytes": 16,
-              "sources": {"count": 2000, "zipfExponent": 1.2, "broadcastShare": 0.7},
-              "arrival": {"process": "poisson", "ratePerSecond": 0.1,
-                          "bursts": [{"atSeconds": 3600, "events": 20, "sourceRank": 1, "overSeconds": 60}]},
-              "faults": {"outOfOrderShare": 0.01, "malformedShare": 0.001, "oversizedShare": 0.001,
-                         "rotationShare": 0.001, "dismissShare": 0.0001,
-                         "offline": {"share": 0.01, "windowSeconds": 600, "expirationSeconds": 300},
-                         "coalescing": true},
-              "lifecycle": {"endFractionMin": 0.3, "endFractionMax": 1.0, "dismissalAfterSeconds": 1800},
-              "limits": {"perApp": 5, "perDevice": 10},
-              "budgetPerHour": null,
-              "priority10Share": 0.5,
-              "stageSampleEvery": 64
-            }
-            """,
+        {
+          "name": "million",
+          "description": "A final: 1,000,000 devices × 5 activities, a 12-hour match day in virtual time.",
+          "seed": 1,
+          "clock": "virtual",
+          "durationSeconds": 43200,
+          "population": {"devices": 1000000, "activitiesPerDevice": {"min": 5, "max": 5}},
+          "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 4},
+                   {"bundle": "com.example.deliveries", "schema": "DeliveryAttributes", "weight": 1}],
+          "schemas": {\(gameSchema)},
+          "stringBytes": 16,
+          "sources": {"count": 2000, "zipfExponent": 1.2, "broadcastShare": 0.7},
+          "arrival": {"process": "poisson", "ratePerSecond": 0.1,
+                      "bursts": [{"atSeconds": 3600, "events": 20, "sourceRank": 1, "overSeconds": 60}]},
+          "faults": {"outOfOrderShare": 0.01, "malformedShare": 0.001, "oversizedShare": 0.001,
+                     "rotationShare": 0.001, "dismissShare": 0.0001,
+                     "offline": {"share": 0.01, "windowSeconds": 600, "expirationSeconds": 300},
+                     "coalescing": true},
+          "lifecycle": {"endFractionMin": 0.3, "endFractionMax": 1.0, "dismissalAfterSeconds": 1800},
+          "limits": {"perApp": 5, "perDevice": 10},
+          "budgetPerHour": null,
+          "priority10Share": 0.5,
+          "stageSampleEvery": 64
+        }
+        """,
         "soak": gameNight(
-            "soak", "30 minutes in real time at 80% of default's saturation (8× its rates): RSS and descriptors must stay flat.",
+            "soak",
+            "30 minutes in real time at 80% of default's saturation (8× its rates): RSS and descriptors must stay flat.",
             durationSeconds: 1800, arrival: #"{"process": "poisson", "ratePerSecond": 2400}"#, stageSampleEvery: 16),
         "faults-out-of-order": fault(
             "faults-out-of-order", "An out-of-order storm: half the updates carry a timestamp older than the last.",
@@ -109,26 +111,26 @@ public enum BuiltinScenarios {
             "faults-budget", "Budget exhaustion: every push priority 10, 20 per activity per hour allowed.",
             faults: "", budget: "20", priority10Share: 1),
         "faults-edges": """
-            {
-              "name": "faults-edges",
-              "description": "The 8- and 12-hour edges: 4,000 activities started at once, updates across both edges.",
-              "seed": 5,
-              "clock": "virtual",
-              "durationSeconds": 45000,
-              "population": {"devices": 2000, "activitiesPerDevice": {"min": 2, "max": 2},
-                             "appsPerDevice": {"min": 1, "max": 1}},
-              "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 1}],
-              "schemas": {\(gameSchema)},
-              "stringBytes": 8,
-              "sources": {"count": 20, "zipfExponent": 0.5, "broadcastShare": 0.5},
-              "arrival": {"process": "constant", "ratePerSecond": 0.02,
-                          "bursts": [{"atSeconds": 28790, "events": 40, "sourceRank": 1, "overSeconds": 20},
-                                     {"atSeconds": 43190, "events": 40, "sourceRank": 2, "overSeconds": 20}]},
-              "limits": {"perApp": 5, "perDevice": 10},
-              "priority10Share": 0,
-              "stageSampleEvery": 1
-            }
-            """,
+        {
+          "name": "faults-edges",
+          "description": "The 8- and 12-hour edges: 4,000 activities started at once, updates across both edges.",
+          "seed": 5,
+          "clock": "virtual",
+          "durationSeconds": 45000,
+          "population": {"devices": 2000, "activitiesPerDevice": {"min": 2, "max": 2},
+                         "appsPerDevice": {"min": 1, "max": 1}},
+          "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 1}],
+          "schemas": {\(gameSchema)},
+          "stringBytes": 8,
+          "sources": {"count": 20, "zipfExponent": 0.5, "broadcastShare": 0.5},
+          "arrival": {"process": "constant", "ratePerSecond": 0.02,
+                      "bursts": [{"atSeconds": 28790, "events": 40, "sourceRank": 1, "overSeconds": 20},
+                                 {"atSeconds": 43190, "events": 40, "sourceRank": 2, "overSeconds": 20}]},
+          "limits": {"perApp": 5, "perDevice": 10},
+          "priority10Share": 0,
+          "stageSampleEvery": 1
+        }
+        """,
     ]
 
     /// The game-night population and faults (`default`, `soak`) with their own duration and arrivals.

@@ -36,8 +36,9 @@ public struct ResourceSample: Sendable, Equatable {
     }
 
     public static func now(elapsedSeconds: Double) -> ResourceSample {
-        ResourceSample(elapsedSeconds: elapsedSeconds, residentBytes: ResourceUsage.residentBytes(),
-                       openFileDescriptors: ResourceUsage.openFileDescriptors())
+        ResourceSample(
+            elapsedSeconds: elapsedSeconds, residentBytes: ResourceUsage.residentBytes(),
+            openFileDescriptors: ResourceUsage.openFileDescriptors())
     }
 
     /// Every 10 s of wall time.

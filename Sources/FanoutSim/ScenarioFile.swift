@@ -58,8 +58,10 @@ struct ScenarioReader {
 
     func join(_ path: String, _ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
 
-    func number(_ m: [String: Int], _ key: String, _ path: String, default value: Double? = nil,
-                range: ClosedRange<Double> = -Double.greatestFiniteMagnitude...Double.greatestFiniteMagnitude)
+    func number(
+        _ m: [String: Int], _ key: String, _ path: String, default value: Double? = nil,
+        range: ClosedRange<Double> = -Double.greatestFiniteMagnitude...Double.greatestFiniteMagnitude
+    )
         throws(ScenarioError) -> Double
     {
         guard let entry = m[key] else {
@@ -68,14 +70,16 @@ struct ScenarioReader {
         }
         guard let v = tape.double(entry) else { throw fail(entry, join(path, key), "expected a number") }
         guard range.contains(v) else {
-            throw fail(entry, join(path, key), "\(v) is out of range (expected \(range.lowerBound) to \(range.upperBound))")
+            throw fail(
+                entry, join(path, key), "\(v) is out of range (expected \(range.lowerBound) to \(range.upperBound))")
         }
         return v
     }
 
-    func integer(_ m: [String: Int], _ key: String, _ path: String, default value: Int? = nil,
-                 range: ClosedRange<Int> = 0...Int(Int32.max)) throws(ScenarioError) -> Int
-    {
+    func integer(
+        _ m: [String: Int], _ key: String, _ path: String, default value: Int? = nil,
+        range: ClosedRange<Int> = 0...Int(Int32.max)
+    ) throws(ScenarioError) -> Int {
         guard let entry = m[key] else {
             if let value { return value }
             throw fail(0, join(path, key), "missing (expected an integer)")
@@ -84,19 +88,24 @@ struct ScenarioReader {
             throw fail(entry, join(path, key), "expected an integer")
         }
         guard range.contains(i) else {
-            throw fail(entry, join(path, key), "\(i) is out of range (expected \(range.lowerBound) to \(range.upperBound))")
+            throw fail(
+                entry, join(path, key), "\(i) is out of range (expected \(range.lowerBound) to \(range.upperBound))")
         }
         return i
     }
 
-    func optionalNumber(_ m: [String: Int], _ key: String, _ path: String, range: ClosedRange<Double>)
+    func optionalNumber(
+        _ m: [String: Int], _ key: String, _ path: String, range: ClosedRange<Double>
+    )
         throws(ScenarioError) -> Double?
     {
         guard let entry = m[key], tape[entry].kind != .null else { return nil }
         return try number(m, key, path, range: range)
     }
 
-    func text(_ m: [String: Int], _ key: String, _ path: String, default value: String? = nil)
+    func text(
+        _ m: [String: Int], _ key: String, _ path: String, default value: String? = nil
+    )
         throws(ScenarioError) -> String
     {
         guard let entry = m[key] else {
@@ -162,11 +171,15 @@ extension Scenario {
         let duration = try r.number(top, "durationSeconds", "", range: 0.001...(30 * 86_400))
         let workers = try r.integer(top, "workers", "", default: 0, range: 0...256)
 
-        guard let populationEntry = top["population"] else { throw r.fail(0, "population", "missing (expected an object)") }
-        let p = try r.members(populationEntry, "population", allowed: ["devices", "activitiesPerDevice", "appsPerDevice"])
+        guard let populationEntry = top["population"] else {
+            throw r.fail(0, "population", "missing (expected an object)")
+        }
+        let p = try r.members(
+            populationEntry, "population", allowed: ["devices", "activitiesPerDevice", "appsPerDevice"])
         let devices = try r.integer(p, "devices", "population", range: 1...50_000_000)
         guard let perDeviceEntry = p["activitiesPerDevice"] else {
-            throw r.fail(populationEntry, "population.activitiesPerDevice", "missing (expected {\"min\": N, \"max\": N})")
+            throw r.fail(
+                populationEntry, "population.activitiesPerDevice", "missing (expected {\"min\": N, \"max\": N})")
         }
         let apd = try r.members(perDeviceEntry, "population.activitiesPerDevice", allowed: ["min", "max"])
         let apdMin = try r.integer(apd, "min", "population.activitiesPerDevice", range: 0...64)
@@ -189,8 +202,9 @@ extension Scenario {
             while i < Int(r.tape[entry].next) {
                 let fieldName = r.string(i)
                 guard r.tape[i + 1].kind == .string, ContentSchema.parseType(r.string(i + 1)) != nil else {
-                    throw r.fail(i + 1, "schemas.\(schemaName).\(fieldName)",
-                                 "expected a type: int, double, string or bool, optionally with ?")
+                    throw r.fail(
+                        i + 1, "schemas.\(schemaName).\(fieldName)",
+                        "expected a type: int, double, string or bool, optionally with ?")
                 }
                 fields.append((fieldName, r.string(i + 1)))
                 i = Int(r.tape[i + 1].next)
@@ -215,8 +229,9 @@ extension Scenario {
         }
         let stringBytes = try r.integer(top, "stringBytes", "", default: 16, range: 0...4000)
         if let appsMax, appsMax > apps.count {
-            throw r.fail(p["appsPerDevice"]!, "population.appsPerDevice.max",
-                         "\(appsMax) is more than the \(apps.count) apps of the scenario")
+            throw r.fail(
+                p["appsPerDevice"]!, "population.appsPerDevice.max",
+                "\(appsMax) is more than the \(apps.count) apps of the scenario")
         }
 
         guard let sourcesEntry = top["sources"] else { throw r.fail(0, "sources", "missing (expected an object)") }
@@ -230,12 +245,15 @@ extension Scenario {
         let ar = try r.members(arrivalEntry, "arrival", allowed: ["process", "ratePerSecond", "phases", "bursts"])
         let processText = try r.text(ar, "process", "arrival", default: "poisson")
         guard let process = ArrivalProcess(rawValue: processText) else {
-            throw r.fail(ar["process"]!, "arrival.process", "expected \"constant\" or \"poisson\", found \"\(processText)\"")
+            throw r.fail(
+                ar["process"]!, "arrival.process", "expected \"constant\" or \"poisson\", found \"\(processText)\"")
         }
         var phases: [Phase] = []
         if ar["ratePerSecond"] != nil {
-            phases.append(Phase(atSeconds: 0, ratePerSecond: try r.number(ar, "ratePerSecond", "arrival", range: 0...1e9),
-                                rampToPerSecond: nil))
+            phases.append(
+                Phase(
+                    atSeconds: 0, ratePerSecond: try r.number(ar, "ratePerSecond", "arrival", range: 0...1e9),
+                    rampToPerSecond: nil))
         }
         for (k, entry) in try r.array(ar, "phases", "arrival").enumerated() {
             let path = "arrival.phases[\(k)]"
@@ -256,20 +274,24 @@ extension Scenario {
         for (k, entry) in try r.array(ar, "bursts", "arrival").enumerated() {
             let path = "arrival.bursts[\(k)]"
             let b = try r.members(entry, path, allowed: ["atSeconds", "events", "sourceRank", "overSeconds"])
-            bursts.append(Burst(
-                atSeconds: try r.number(b, "atSeconds", path, range: 0...duration),
-                events: try r.integer(b, "events", path, range: 1...100_000_000),
-                sourceRank: try r.integer(b, "sourceRank", path, default: 1, range: 1...sources.count),
-                overSeconds: try r.number(b, "overSeconds", path, default: 0.1, range: 0...duration)))
+            bursts.append(
+                Burst(
+                    atSeconds: try r.number(b, "atSeconds", path, range: 0...duration),
+                    events: try r.integer(b, "events", path, range: 1...100_000_000),
+                    sourceRank: try r.integer(b, "sourceRank", path, default: 1, range: 1...sources.count),
+                    overSeconds: try r.number(b, "overSeconds", path, default: 0.1, range: 0...duration)))
         }
 
-        var faults = Faults(outOfOrderShare: 0, malformedShare: 0, oversizedShare: 0, rotationShare: 0,
-                            dismissShare: 0, offline: nil, coalescing: false)
+        var faults = Faults(
+            outOfOrderShare: 0, malformedShare: 0, oversizedShare: 0, rotationShare: 0,
+            dismissShare: 0, offline: nil, coalescing: false)
         if let entry = top["faults"] {
-            let f = try r.members(entry, "faults", allowed: [
-                "outOfOrderShare", "malformedShare", "oversizedShare", "rotationShare", "dismissShare", "offline",
-                "coalescing", "channelChurnShare",
-            ])
+            let f = try r.members(
+                entry, "faults",
+                allowed: [
+                    "outOfOrderShare", "malformedShare", "oversizedShare", "rotationShare", "dismissShare", "offline",
+                    "coalescing", "channelChurnShare",
+                ])
             faults.channelChurnShare = try r.number(f, "channelChurnShare", "faults", default: 0, range: 0...1)
             faults.outOfOrderShare = try r.number(f, "outOfOrderShare", "faults", default: 0, range: 0...1)
             faults.malformedShare = try r.number(f, "malformedShare", "faults", default: 0, range: 0...1)
@@ -278,22 +300,26 @@ extension Scenario {
             faults.dismissShare = try r.number(f, "dismissShare", "faults", default: 0, range: 0...1)
             faults.coalescing = try r.bool(f, "coalescing", "faults", default: false)
             if let offlineEntry = f["offline"], r.tape[offlineEntry].kind != .null {
-                let o = try r.members(offlineEntry, "faults.offline", allowed: ["share", "windowSeconds", "expirationSeconds"])
+                let o = try r.members(
+                    offlineEntry, "faults.offline", allowed: ["share", "windowSeconds", "expirationSeconds"])
                 faults.offline = Offline(
                     share: try r.number(o, "share", "faults.offline", range: 0...1),
                     windowSeconds: try r.number(o, "windowSeconds", "faults.offline", range: 0.001...86_400),
-                    expirationSeconds: try r.number(o, "expirationSeconds", "faults.offline", default: 3600,
-                                                    range: 0...2_592_000))
+                    expirationSeconds: try r.number(
+                        o, "expirationSeconds", "faults.offline", default: 3600,
+                        range: 0...2_592_000))
             }
         }
 
         var lifecycle = Lifecycle(endFractionMin: nil, endFractionMax: nil, dismissalAfterSeconds: nil)
         if let entry = top["lifecycle"] {
-            let l = try r.members(entry, "lifecycle", allowed: ["endFractionMin", "endFractionMax", "dismissalAfterSeconds"])
+            let l = try r.members(
+                entry, "lifecycle", allowed: ["endFractionMin", "endFractionMax", "dismissalAfterSeconds"])
             lifecycle.endFractionMin = try r.optionalNumber(l, "endFractionMin", "lifecycle", range: 0...10)
             lifecycle.endFractionMax = try r.optionalNumber(l, "endFractionMax", "lifecycle", range: 0...10)
-            lifecycle.dismissalAfterSeconds = try r.optionalNumber(l, "dismissalAfterSeconds", "lifecycle",
-                                                                   range: -86_400...86_400)
+            lifecycle.dismissalAfterSeconds = try r.optionalNumber(
+                l, "dismissalAfterSeconds", "lifecycle",
+                range: -86_400...86_400)
             if (lifecycle.endFractionMin == nil) != (lifecycle.endFractionMax == nil) {
                 throw r.fail(entry, "lifecycle", "give both endFractionMin and endFractionMax, or neither")
             }
@@ -350,37 +376,49 @@ extension Scenario {
         o.inline("{\"min\": \(population.appsPerDeviceMin), \"max\": \(population.appsPerDeviceMax)}")
         o.close()
         o.key("apps")
-        o.inline("[" + apps.map {
-            "{\"bundle\": \(JSONTextWriter.quote($0.bundle)), \"schema\": \(JSONTextWriter.quote($0.schema)), "
-                + "\"weight\": \(JSONTextWriter.number($0.weight))}"
-        }.joined(separator: ", ") + "]")
+        o.inline(
+            "["
+                + apps.map {
+                    "{\"bundle\": \(JSONTextWriter.quote($0.bundle)), \"schema\": \(JSONTextWriter.quote($0.schema)), "
+                        + "\"weight\": \(JSONTextWriter.number($0.weight))}"
+                }.joined(separator: ", ") + "]")
         o.key("schemas")
         o.open()
         for schemaName in schemas.keys.sorted() {
             o.key(schemaName)
-            o.inline("{" + schemas[schemaName]!.map { "\(JSONTextWriter.quote($0.0)): \(JSONTextWriter.quote($0.1))" }
-                .joined(separator: ", ") + "}")
+            o.inline(
+                "{"
+                    + schemas[schemaName]!.map { "\(JSONTextWriter.quote($0.0)): \(JSONTextWriter.quote($0.1))" }
+                    .joined(separator: ", ") + "}")
         }
         o.close()
         o.field("stringBytes", int: stringBytes)
         o.key("sources")
-        o.inline("{\"count\": \(sources.count), \"zipfExponent\": \(JSONTextWriter.number(sources.zipfExponent)), "
-                 + "\"broadcastShare\": \(JSONTextWriter.number(sources.broadcastShare))}")
+        o.inline(
+            "{\"count\": \(sources.count), \"zipfExponent\": \(JSONTextWriter.number(sources.zipfExponent)), "
+                + "\"broadcastShare\": \(JSONTextWriter.number(sources.broadcastShare))}")
         o.key("arrival")
         o.open()
         o.field("process", string: arrival.process.rawValue)
         o.key("phases")
-        o.inline("[" + arrival.phases.map { phase in
-            var text = "{\"atSeconds\": \(JSONTextWriter.number(phase.atSeconds)), "
-                + "\"ratePerSecond\": \(JSONTextWriter.number(phase.ratePerSecond))"
-            if let ramp = phase.rampToPerSecond { text += ", \"rampToPerSecond\": \(JSONTextWriter.number(ramp))" }
-            return text + "}"
-        }.joined(separator: ", ") + "]")
+        o.inline(
+            "["
+                + arrival.phases.map { phase in
+                    var text =
+                        "{\"atSeconds\": \(JSONTextWriter.number(phase.atSeconds)), "
+                        + "\"ratePerSecond\": \(JSONTextWriter.number(phase.ratePerSecond))"
+                    if let ramp = phase.rampToPerSecond {
+                        text += ", \"rampToPerSecond\": \(JSONTextWriter.number(ramp))"
+                    }
+                    return text + "}"
+                }.joined(separator: ", ") + "]")
         o.key("bursts")
-        o.inline("[" + arrival.bursts.map {
-            "{\"atSeconds\": \(JSONTextWriter.number($0.atSeconds)), \"events\": \($0.events), "
-                + "\"sourceRank\": \($0.sourceRank), \"overSeconds\": \(JSONTextWriter.number($0.overSeconds))}"
-        }.joined(separator: ", ") + "]")
+        o.inline(
+            "["
+                + arrival.bursts.map {
+                    "{\"atSeconds\": \(JSONTextWriter.number($0.atSeconds)), \"events\": \($0.events), "
+                        + "\"sourceRank\": \($0.sourceRank), \"overSeconds\": \(JSONTextWriter.number($0.overSeconds))}"
+                }.joined(separator: ", ") + "]")
         o.close()
         o.key("faults")
         o.open()
@@ -391,9 +429,10 @@ extension Scenario {
         o.field("dismissShare", number: faults.dismissShare)
         o.key("offline")
         if let offline = faults.offline {
-            o.inline("{\"share\": \(JSONTextWriter.number(offline.share)), "
-                     + "\"windowSeconds\": \(JSONTextWriter.number(offline.windowSeconds)), "
-                     + "\"expirationSeconds\": \(JSONTextWriter.number(offline.expirationSeconds))}")
+            o.inline(
+                "{\"share\": \(JSONTextWriter.number(offline.share)), "
+                    + "\"windowSeconds\": \(JSONTextWriter.number(offline.windowSeconds)), "
+                    + "\"expirationSeconds\": \(JSONTextWriter.number(offline.expirationSeconds))}")
         } else {
             o.inline("null")
         }
@@ -402,9 +441,10 @@ extension Scenario {
         if faults.channelChurnShare > 0 { o.field("channelChurnShare", number: faults.channelChurnShare) }
         o.close()
         o.key("lifecycle")
-        o.inline("{\"endFractionMin\": \(JSONTextWriter.number(lifecycle.endFractionMin)), "
-                 + "\"endFractionMax\": \(JSONTextWriter.number(lifecycle.endFractionMax)), "
-                 + "\"dismissalAfterSeconds\": \(JSONTextWriter.number(lifecycle.dismissalAfterSeconds))}")
+        o.inline(
+            "{\"endFractionMin\": \(JSONTextWriter.number(lifecycle.endFractionMin)), "
+                + "\"endFractionMax\": \(JSONTextWriter.number(lifecycle.endFractionMax)), "
+                + "\"dismissalAfterSeconds\": \(JSONTextWriter.number(lifecycle.dismissalAfterSeconds))}")
         o.key("limits")
         o.inline("{\"perApp\": \(perAppLimit), \"perDevice\": \(perDeviceLimit)}")
         o.key("budgetPerHour")
@@ -456,10 +496,22 @@ public struct JSONTextWriter {
     }
 
     public mutating func inline(_ raw: String) { text += raw }
-    public mutating func field(_ name: String, string: String) { key(name); inline(JSONTextWriter.quote(string)) }
-    public mutating func field(_ name: String, int: Int) { key(name); inline(String(int)) }
-    public mutating func field(_ name: String, number: Double) { key(name); inline(JSONTextWriter.number(number)) }
-    public mutating func field(_ name: String, bool: Bool) { key(name); inline(bool ? "true" : "false") }
+    public mutating func field(_ name: String, string: String) {
+        key(name)
+        inline(JSONTextWriter.quote(string))
+    }
+    public mutating func field(_ name: String, int: Int) {
+        key(name)
+        inline(String(int))
+    }
+    public mutating func field(_ name: String, number: Double) {
+        key(name)
+        inline(JSONTextWriter.number(number))
+    }
+    public mutating func field(_ name: String, bool: Bool) {
+        key(name)
+        inline(bool ? "true" : "false")
+    }
 
     public static func quote(_ s: String) -> String {
         var out: [UInt8] = []

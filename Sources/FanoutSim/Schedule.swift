@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Stateless, seeded randomness: every choice is a hash of the seed and the choice's own keys, so
@@ -90,8 +90,10 @@ public struct EventSchedule: Sendable {
             for k in 0..<burst.events {
                 let t = burst.atSeconds + burst.overSeconds * Double(k) / Double(max(burst.events, 1))
                 guard t < scenario.durationSeconds else { break }  // a run shortened by --duration
-                extra.append(SourceEvent(index: 0, intendedNanos: UInt64(t * 1e9), kind: .update,
-                                         source: burst.sourceRank - 1))
+                extra.append(
+                    SourceEvent(
+                        index: 0, intendedNanos: UInt64(t * 1e9), kind: .update,
+                        source: burst.sourceRank - 1))
             }
         }
         for source in 0..<scenario.sources.count {
@@ -123,9 +125,11 @@ public struct EventSchedule: Sendable {
             let rate = scenario.ratePerSecond(at: arrivalSeconds)
             if rate <= 0 {
                 // Jump to the next phase that has a rate.
-                guard let next = scenario.arrival.phases.first(where: {
-                    $0.atSeconds > arrivalSeconds && ($0.ratePerSecond > 0 || ($0.rampToPerSecond ?? 0) > 0)
-                }) else { return nil }
+                guard
+                    let next = scenario.arrival.phases.first(where: {
+                        $0.atSeconds > arrivalSeconds && ($0.ratePerSecond > 0 || ($0.rampToPerSecond ?? 0) > 0)
+                    })
+                else { return nil }
                 arrivalSeconds = next.atSeconds
                 continue
             }

@@ -128,9 +128,11 @@ public struct EventCompletions: Sendable, Equatable {
         var current = LatencyRecorder()
         func emit() {
             for metric in Metric.completionMetrics where current[metric].totalCount > 0 {
-                merged.append(MergedInterval(index: currentIndex, metric: metric,
-                                             bytes: HistogramCodec.encodeCompressed(current[metric]),
-                                             maxNanos: current[metric].max))
+                merged.append(
+                    MergedInterval(
+                        index: currentIndex, metric: metric,
+                        bytes: HistogramCodec.encodeCompressed(current[metric]),
+                        maxNanos: current[metric].max))
             }
             current.reset()
         }
@@ -192,8 +194,9 @@ public enum Simulation {
         let wall = Double(EventLoop.hrtimeNanos &- start.value) / 1e9
         // Sampled while the workers run (their threads, loops and descriptors exist): start, every 10 s.
         let resources = coordinator.resources
-        var result = merge(results, scenario: scenario, workers: workers, wallSeconds: wall, overhead: overhead,
-                           baseline: baseline, startedAt: startedAt)
+        var result = merge(
+            results, scenario: scenario, workers: workers, wallSeconds: wall, overhead: overhead,
+            baseline: baseline, startedAt: startedAt)
         result.shard = shard
         result.resources = resources
         result.slicedFanouts = results.reduce(0) { $0 + $1.slicedFanouts }
@@ -249,8 +252,10 @@ public enum Simulation {
                 guard let h = try? HistogramCodec.decode(part.bytes) else { continue }
                 sum.add(h)
             }
-            merged.append(MergedInterval(index: parts[0].index, metric: parts[0].metric,
-                                         bytes: HistogramCodec.encodeCompressed(sum), maxNanos: sum.max))
+            merged.append(
+                MergedInterval(
+                    index: parts[0].index, metric: parts[0].metric,
+                    bytes: HistogramCodec.encodeCompressed(sum), maxNanos: sum.max))
         }
         return merged
     }
@@ -322,7 +327,9 @@ final class Coordinator {
         var drain: (() -> Void)?
     }
 
-    func run(gate: DispatchSemaphore, start: StartTime, progress: @escaping @Sendable (ProgressLine) -> Void)
+    func run(
+        gate: DispatchSemaphore, start: StartTime, progress: @escaping @Sendable (ProgressLine) -> Void
+    )
         throws -> [WorkerResult]
     {
         var ready = 0
@@ -370,8 +377,9 @@ final class Coordinator {
                     samples[worker] = sample
                 case .finished(let worker, let result):
                     results[worker] = result
-                    samples[worker] = ProgressSample(accounting: result.accounting, interval: LatencyRecorder.makeHistogram(),
-                                                     eventsProcessed: result.eventsProcessed)
+                    samples[worker] = ProgressSample(
+                        accounting: result.accounting, interval: LatencyRecorder.makeHistogram(),
+                        eventsProcessed: result.eventsProcessed)
                     finished += 1
                 case .failed(_, let message):
                     failure = message
@@ -399,8 +407,10 @@ public struct SimulationError: Error, CustomStringConvertible {
 
 /// The body of a worker thread.
 enum WorkerThread {
-    static func main(world: World, index: Int, count: Int, gate: DispatchSemaphore, start: StartTime,
-                     mailbox: Mailbox) {
+    static func main(
+        world: World, index: Int, count: Int, gate: DispatchSemaphore, start: StartTime,
+        mailbox: Mailbox
+    ) {
         do {
             try runWorker(world: world, index: index, count: count, gate: gate, start: start, mailbox: mailbox)
         } catch {
@@ -408,8 +418,10 @@ enum WorkerThread {
         }
     }
 
-    static func runWorker(world: World, index: Int, count: Int, gate: DispatchSemaphore, start: StartTime,
-                          mailbox: Mailbox) throws {
+    static func runWorker(
+        world: World, index: Int, count: Int, gate: DispatchSemaphore, start: StartTime,
+        mailbox: Mailbox
+    ) throws {
         let scenario = world.scenario
         let loop = try EventLoop()
         // Populate before the start gate so that the clock starts with every worker ready.

@@ -98,7 +98,10 @@ public final class WorkerEngine {
 
     // Time: nanoseconds since the run start, real or virtual.
     /// Real time once `startRealClock` is called; virtual time until then.
-    public enum Clock { case real(startHrtime: UInt64), virtual }
+    public enum Clock {
+        case real(startHrtime: UInt64)
+        case virtual
+    }
     public private(set) var clock: Clock = .virtual
     private let hrtime: @Sendable () -> UInt64
     /// The scenario's artificial service time per delivery (0: none); in real time the instant
@@ -171,8 +174,9 @@ public final class WorkerEngine {
                 followers[source].reserveCapacity(perSource[source])
             }
         }
-        pipeline.store.reserveCapacity(activities: expected, devices: deviceNumbers.count, contentBytes: contentBytes,
-                                       idBytes: expected * 20)
+        pipeline.store.reserveCapacity(
+            activities: expected, devices: deviceNumbers.count, contentBytes: contentBytes,
+            idBytes: expected * 20)
         pipeline.router.reserveUpdateTokens(expected, bytes: expected * 64)
         slot.reserveCapacity(expected)
         generation.reserveCapacity(expected)
@@ -230,8 +234,9 @@ public final class WorkerEngine {
 
     /// Cumulative counts and the end-to-end histogram since the previous sample (then reset).
     public func takeSample() -> ProgressSample {
-        let sample = ProgressSample(accounting: pipeline.accounting, interval: interval,
-                                    eventsProcessed: eventsProcessed)
+        let sample = ProgressSample(
+            accounting: pipeline.accounting, interval: interval,
+            eventsProcessed: eventsProcessed)
         interval.reset()
         return sample
     }
@@ -248,8 +253,9 @@ public final class WorkerEngine {
     /// Folds the current interval into the run's totals and keeps its compressed encoding.
     private func finishInterval() {
         for metric in Metric.allCases where current[metric].totalCount > 0 {
-            encodedIntervals.append(EncodedInterval(
-                index: currentInterval, metric: metric, bytes: HistogramCodec.encodeCompressed(current[metric])))
+            encodedIntervals.append(
+                EncodedInterval(
+                    index: currentInterval, metric: metric, bytes: HistogramCodec.encodeCompressed(current[metric])))
         }
         recorder.add(current)
         current.reset()
@@ -361,8 +367,9 @@ public final class WorkerEngine {
         sliceBytes.withUnsafeBytes { bytes in
             pushType.withUnsafeBytes { pt in
                 topics[app].withUnsafeBytes { tp in
-                    let headers = PushHeaders(pushType: .string(pt), topic: .string(tp),
-                                              priority: .integer(slice.priority), expiration: .integer(0))
+                    let headers = PushHeaders(
+                        pushType: .string(pt), topic: .string(tp),
+                        priority: .integer(slice.priority), expiration: .integer(0))
                     let flight = pipeline.resume(
                         kind: .channel, resolution: .channel(slice.channel), headers: headers,
                         payload: UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
@@ -400,7 +407,8 @@ public final class WorkerEngine {
         let relevance = Double(Mix.hash(seed, 0x4E, e) % 100)
         let schema = world.schemas[world.appSchema[app]]
         let nowSeconds = world.epochSeconds + Int64(event.intendedNanos / 1_000_000_000)
-        let dismissal = event.kind == .end
+        let dismissal =
+            event.kind == .end
             ? scenario.lifecycle.dismissalAfterSeconds.map { nowSeconds + Int64($0) } : nil
         _ = content.withUnsafeBytes { c in
             encoder.encode(
@@ -458,9 +466,10 @@ public final class WorkerEngine {
         }
         token.removeAll(keepingCapacity: true)
         world.appendToken(device: d, slot: k, generation: generation[Int(a)] &- (rotated ? 1 : 0), to: &token)
-        let expiration: Int64 = world.scenario.faults.offline.map {
-            world.epochSeconds + Int64(event.intendedNanos / 1_000_000_000) + Int64($0.expirationSeconds)
-        } ?? 0
+        let expiration: Int64 =
+            world.scenario.faults.offline.map {
+                world.epochSeconds + Int64(event.intendedNanos / 1_000_000_000) + Int64($0.expirationSeconds)
+            } ?? 0
         let sampled = pushCounter % world.scenario.stageSampleEvery == 0
         pushCounter &+= 1
         let app = world.sourceApp[event.source]
@@ -468,8 +477,9 @@ public final class WorkerEngine {
             pushType.withUnsafeBytes { pt in
                 topics[app].withUnsafeBytes { tp in
                     token.withUnsafeBytes { tok in
-                        let headers = PushHeaders(pushType: .string(pt), topic: .string(tp), priority: .integer(priority),
-                                                  expiration: .integer(expiration))
+                        let headers = PushHeaders(
+                            pushType: .string(pt), topic: .string(tp), priority: .integer(priority),
+                            expiration: .integer(expiration))
                         let t0 = sampled ? hrtime() : 0
                         var flight = pipeline.begin(kind: .token, target: tok)
                         guard pipeline.validate(&flight, headers: headers, payload: p) == nil else { return }
@@ -502,7 +512,8 @@ public final class WorkerEngine {
         let owner = source % count == index && world.shard.countsBroadcast(source: source)
         channel.removeAll(keepingCapacity: true)
         world.appendChannelId(source: source, to: &channel)
-        if Mix.unit(Mix.hash(world.scenario.seed, 0xC4, UInt64(event.index))) < world.scenario.faults.channelChurnShare {
+        if Mix.unit(Mix.hash(world.scenario.seed, 0xC4, UInt64(event.index))) < world.scenario.faults.channelChurnShare
+        {
             // The backend pushes to the channel it has just deleted and replaced: an id APNs no longer knows.
             JSONWriter.append("-deleted", to: &channel)
         }
@@ -511,8 +522,9 @@ public final class WorkerEngine {
             pushType.withUnsafeBytes { pt in
                 topics[app].withUnsafeBytes { tp in
                     channel.withUnsafeBytes { ch in
-                        let headers = PushHeaders(pushType: .string(pt), topic: .string(tp), priority: .integer(priority),
-                                                  expiration: .integer(0))
+                        let headers = PushHeaders(
+                            pushType: .string(pt), topic: .string(tp), priority: .integer(priority),
+                            expiration: .integer(0))
                         let t0 = hrtime()
                         var flight = pipeline.begin(kind: .channel, target: ch)
                         guard pipeline.validate(&flight, headers: headers, payload: p, countsVerdict: owner) == nil
@@ -527,9 +539,10 @@ public final class WorkerEngine {
                         let next = applySubscribers(event, flight, channel: c, from: 0, yieldAt: yieldAtNanos)
                         if next < pipeline.router.subscribers[Int(c)].count {
                             // Interrupted: keep the payload and the position for `runSlice`.
-                            slices.append(Slice(
-                                event: event, channel: c, next: Int32(next), priority: priority,
-                                payloadStart: Int32(sliceBytes.count), payloadCount: Int32(p.count), done: false))
+                            slices.append(
+                                Slice(
+                                    event: event, channel: c, next: Int32(next), priority: priority,
+                                    payloadStart: Int32(sliceBytes.count), payloadCount: Int32(p.count), done: false))
                             sliceBytes.append(contentsOf: p)
                             slicesPerSource[source] += 1
                             slicedFanouts += 1
@@ -544,8 +557,10 @@ public final class WorkerEngine {
     /// batch of 64 and the batch recorded with that (latest) time, an upper bound for its members.
     /// Stops after a batch once the clock has passed `yieldAt`; returns where it stopped (the
     /// subscriber count when done).
-    private func applySubscribers(_ event: SourceEvent, _ flight: Pipeline.InFlight, channel c: Int32, from first: Int,
-                                  yieldAt: UInt64) -> Int {
+    private func applySubscribers(
+        _ event: SourceEvent, _ flight: Pipeline.InFlight, channel c: Int32, from first: Int,
+        yieldAt: UInt64
+    ) -> Int {
         let nowMs = nowMillis(event)
         var batch: UInt64 = 0
         var applied: UInt64 = 0
@@ -640,7 +655,8 @@ public final class WorkerEngine {
     @inline(__always)
     private func maybeDismiss(_ a: Int32, _ event: SourceEvent) {
         let key = UInt64(globalDevice(a)) << 8 | UInt64(slot[Int(a)])
-        if Mix.unit(Mix.hash(world.scenario.seed, 0xD1, UInt64(event.index), key)) < world.scenario.faults.dismissShare {
+        if Mix.unit(Mix.hash(world.scenario.seed, 0xD1, UInt64(event.index), key)) < world.scenario.faults.dismissShare
+        {
             pipeline.dismiss(a, nowMillis: nowMillis(event))
         }
     }
@@ -656,8 +672,10 @@ public final class WorkerEngine {
 
     /// APNs stores the push until the device returns (at the end of its offline window). With
     /// coalescing, a newer held update for the same activity supersedes the older one.
-    private func hold(_ a: Int32, _ event: SourceEvent, headers: PushHeaders, payload p: UnsafeRawBufferPointer,
-                      broadcast: Bool) {
+    private func hold(
+        _ a: Int32, _ event: SourceEvent, headers: PushHeaders, payload p: UnsafeRawBufferPointer,
+        broadcast: Bool
+    ) {
         guard case .integer(let expiration) = headers.expiration, case .integer(let priority) = headers.priority
         else { return }
         if world.scenario.faults.coalescing, let previous = latestHeld[a] {
@@ -665,10 +683,11 @@ public final class WorkerEngine {
             pipeline.settle(.coalesced, for: a)
         }
         latestHeld[a] = Int32(held.count)
-        held.append(Held(
-            activity: a, event: Int32(event.index), intendedNanos: event.intendedNanos,
-            expirationMillis: expiration == 0 ? Int64.min : expiration * 1000, payloadStart: Int32(heldBytes.count),
-            payloadCount: Int32(p.count), priority: Int8(priority), broadcast: broadcast, superseded: false))
+        held.append(
+            Held(
+                activity: a, event: Int32(event.index), intendedNanos: event.intendedNanos,
+                expirationMillis: expiration == 0 ? Int64.min : expiration * 1000, payloadStart: Int32(heldBytes.count),
+                payloadCount: Int32(p.count), priority: Int8(priority), broadcast: broadcast, superseded: false))
         heldBytes.append(contentsOf: p)
     }
 

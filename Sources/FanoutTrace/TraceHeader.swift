@@ -62,7 +62,9 @@ public struct TraceHeader: Sendable {
         if limits >= 0 && tape[limits].kind != .null {
             guard tape[limits].kind == .object else { throw fail("field limits: expected an object") }
             for (key, keyPath) in [("perApp", \DeviceRules.perAppLimit), ("perDevice", \DeviceRules.perDeviceLimit)] {
-                let index = key.utf8.withContiguousStorageIfAvailable { tape.member(limits, UnsafeRawBufferPointer($0)) }!
+                let index = key.utf8.withContiguousStorageIfAvailable {
+                    tape.member(limits, UnsafeRawBufferPointer($0))
+                }!
                 if index < 0 { continue }
                 guard let value = tape.int64(index), value >= 0, value <= Int64(Int32.max) else {
                     throw fail("field limits.\(key): expected a non-negative integer")

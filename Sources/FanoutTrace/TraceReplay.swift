@@ -222,7 +222,10 @@ public final class TraceReplay {
 
     /// A push header value, judged later by validation.
     enum HeaderSlot {
-        case null, string(Slice), integer(Int64), other
+        case null
+        case string(Slice)
+        case integer(Int64)
+        case other
 
         func value(_ base: UnsafeRawBufferPointer) -> HeaderValue {
             switch self {

@@ -180,8 +180,10 @@ public final class EventLoop {
         return closed
     }
 
-    private static func closeWalkedHandle(_ handle: UnsafeMutablePointer<uv_handle_t>?,
-                                          _ counter: UnsafeMutableRawPointer?) {
+    private static func closeWalkedHandle(
+        _ handle: UnsafeMutablePointer<uv_handle_t>?,
+        _ counter: UnsafeMutableRawPointer?
+    ) {
         guard let handle, let counter, uv_is_closing(handle) == 0 else { return }
         guard let data = uv_handle_get_data(handle) else {
             preconditionFailure("a libuv handle without an owner on a UVLoop loop")

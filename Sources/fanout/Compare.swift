@@ -26,8 +26,11 @@ struct Compare: ParsableCommand {
     @Argument(help: "The baseline run folder or summary.json.") var baseline: String
     @Argument(help: "The current run folder or summary.json.") var current: String
 
-    @Option(name: .customLong("threshold"), help: ArgumentHelp(
-        "A relative threshold, e.g. endToEnd.p99=+20%, *.p50=+5% or *.max=off. Repeatable.", valueName: "METRIC.PERCENTILE=+N%"))
+    @Option(
+        name: .customLong("threshold"),
+        help: ArgumentHelp(
+            "A relative threshold, e.g. endToEnd.p99=+20%, *.p50=+5% or *.max=off. Repeatable.",
+            valueName: "METRIC.PERCENTILE=+N%"))
     var thresholds: [String] = []
 
     @Option(help: "text, markdown or json.") var format: String = "text"

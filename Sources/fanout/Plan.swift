@@ -30,9 +30,11 @@ struct Plan: ParsableCommand {
     @Argument(help: "A built-in scenario name or a scenario file.")
     var scenario: String = "default"
 
-    @Option(name: .customLong("slo"), help: ArgumentHelp(
-        "A latency objective, e.g. endToEnd.p99<=5ms. Repeatable; at least one.",
-        valueName: "METRIC.PERCENTILE<=DURATION"))
+    @Option(
+        name: .customLong("slo"),
+        help: ArgumentHelp(
+            "A latency objective, e.g. endToEnd.p99<=5ms. Repeatable; at least one.",
+            valueName: "METRIC.PERCENTILE<=DURATION"))
     var slos: [String] = []
 
     @Option(name: .customLong("max-loss"), help: "Highest loss share allowed (0, 0.001, 0.5%); not judged if omitted.")
@@ -44,19 +46,22 @@ struct Plan: ParsableCommand {
     @Option(help: "Plan folder (default reports/plans/<UTC time>-<scenario>/).")
     var out: String?
 
-    @Option(name: .customLong("step-seconds"),
-            help: "Shortest step, warm-up included (steps of 3 s or more drop their first second).")
+    @Option(
+        name: .customLong("step-seconds"),
+        help: "Shortest step, warm-up included (steps of 3 s or more drop their first second).")
     var stepSeconds: Double = 6
 
-    @Option(name: .customLong("max-step-seconds"),
-            help: "Longest step (steps grow to collect enough samples for the SLO percentile).")
+    @Option(
+        name: .customLong("max-step-seconds"),
+        help: "Longest step (steps grow to collect enough samples for the SLO percentile).")
     var maxStepSeconds: Double = 20
 
     @Option(name: .customLong("max-workers"), help: "Measure the knee at 1...N workers (default: one per core).")
     var maxWorkers: Int?
 
-    @Option(name: .customLong("max-schedule-lag"),
-            help: "The harness is saturated above this scheduleLag.p99 (default: the largest SLO limit, ≥ 10ms).")
+    @Option(
+        name: .customLong("max-schedule-lag"),
+        help: "The harness is saturated above this scheduleLag.p99 (default: the largest SLO limit, ≥ 10ms).")
     var maxScheduleLag: String?
 
     @Option(name: .customLong("start-factor"), help: "The first rate factor tried.")
@@ -136,9 +141,10 @@ struct Plan: ParsableCommand {
         settings.search.precision = precision
         settings.confirmFailures = confirmFailures
         let folder = out ?? "reports/plans/\(Run.timestamp())-\(s.name)"
-        FileHandle.standardError.write(Data(
-            ("fanout plan \(s.name): \(parsed.map(\.description).joined(separator: ", ")), workers 1...\(workers), "
-                + "steps ≥ \(stepSeconds) s, config \(s.configHash)\n").utf8))
+        FileHandle.standardError.write(
+            Data(
+                ("fanout plan \(s.name): \(parsed.map(\.description).joined(separator: ", ")), workers 1...\(workers), "
+                    + "steps ≥ \(stepSeconds) s, config \(s.configHash)\n").utf8))
         let plan = try CapacityPlan.run(settings) { line in
             FileHandle.standardError.write(Data((line + "\n").utf8))
         }
@@ -147,8 +153,10 @@ struct Plan: ParsableCommand {
         if let fit = plan.fit {
             let m = fit.model
             let r2 = fit.rSquared.map { String(format: "%.4f", $0) } ?? "n/a"
-            print(String(format: "USL         λ = %.0f deliveries/s, σ = %.4g, κ = %.4g, R² = ", m.lambda, m.sigma,
-                         m.kappa) + r2 + (fit.underdetermined ? " (underdetermined: \(fit.note))" : ""))
+            print(
+                String(
+                    format: "USL         λ = %.0f deliveries/s, σ = %.4g, κ = %.4g, R² = ", m.lambda, m.sigma,
+                    m.kappa) + r2 + (fit.underdetermined ? " (underdetermined: \(fit.note))" : ""))
         }
         print(String(format: "wall time   %.1f s", plan.wallSeconds))
         print("report      \(folder)/plan.md (plan.json, plan.html)")

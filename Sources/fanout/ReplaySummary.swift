@@ -14,7 +14,8 @@ enum ReplaySummary {
         var lines: [String] = []
         lines.append("trace       \(path): \(replay.lineCount) lines")
         lines.append(
-            "pushes      \(a.pushes) = rejected \(a.rejectedTotal) + unroutable \(a.unroutableTotal) + routed \(a.routed)")
+            "pushes      \(a.pushes) = rejected \(a.rejectedTotal) + unroutable \(a.unroutableTotal) + routed \(a.routed)"
+        )
         lines.append("rejected    " + list(RejectReason.allCases, { a[$0] }, { $0.name }))
         lines.append("unroutable  " + list(UnroutableReason.allCases, { a[$0] }, { $0.name }))
         lines.append("deliveries  \(a.deliveries): " + list(Outcome.allCases, { a[$0] }, { $0.name }))
@@ -22,8 +23,9 @@ enum ReplaySummary {
         lines.append(
             "activities  \(replay.pipeline!.store.activityCount) on \(replay.pipeline!.store.deviceCount) devices")
         lines.append(
-            "identities  " + (a.identitiesHold
-                ? "hold (pushes = rejected + unroutable + routed; deliveries = sum of outcomes)" : "BROKEN"))
+            "identities  "
+                + (a.identitiesHold
+                    ? "hold (pushes = rejected + unroutable + routed; deliveries = sum of outcomes)" : "BROKEN"))
         lines.append("replay      \(String(format: "%.3f", seconds)) s, \(Int(rate.rounded())) lines/s")
         if let dumpPath, dumpPath != "-" { lines.append("dump        \(dumpPath)") }
         return lines.joined(separator: "\n")

@@ -34,13 +34,15 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("rate-scale"), help: "Multiply every arrival rate (phases and ramps) by this factor.")
     var rateScale: Double?
 
-    @Option(help: ArgumentHelp(
-        "Simulate only slice K of N of the devices (K from 0, by a stable hash of the device id), with every "
-            + "event; `fanout merge` adds the shards' folders into the whole run's.", valueName: "K/N"))
+    @Option(
+        help: ArgumentHelp(
+            "Simulate only slice K of N of the devices (K from 0, by a stable hash of the device id), with every "
+                + "event; `fanout merge` adds the shards' folders into the whole run's.", valueName: "K/N"))
     var shard: String?
 
-    @Flag(name: .customLong("slice-broadcasts"),
-          help: "Real time: large broadcasts yield between batches to due events of other sources.")
+    @Flag(
+        name: .customLong("slice-broadcasts"),
+        help: "Real time: large broadcasts yield between batches to due events of other sources.")
     var sliceBroadcasts = false
 
     @Option(help: "Run folder (default reports/runs/<UTC time>-<scenario>[-shard-K-of-N]/).")
@@ -55,7 +57,9 @@ struct Run: ParsableCommand {
             s.durationSeconds = duration
         }
         if let workers {
-            guard (0...256).contains(workers) else { throw ValidationError("--workers: expected 0 to 256, got \(workers)") }
+            guard (0...256).contains(workers) else {
+                throw ValidationError("--workers: expected 0 to 256, got \(workers)")
+            }
             s.workers = workers
         }
         if let clock {
@@ -83,8 +87,10 @@ struct Run: ParsableCommand {
         let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
         let folder = out ?? "reports/runs/\(Self.timestamp())-\(s.name)\(suffix)"
         let interactive = isatty(STDERR_FILENO) != 0
-        FileHandle.standardError.write(Data(
-            "fanout run \(s.name)\(slice.isWhole ? "" : " shard \(slice)"): \(s.population.devices) devices, \(s.clock.rawValue) time, \(s.durationSeconds) s, seed \(s.seed), config \(s.configHash)\n".utf8))
+        FileHandle.standardError.write(
+            Data(
+                "fanout run \(s.name)\(slice.isWhole ? "" : " shard \(slice)"): \(s.population.devices) devices, \(s.clock.rawValue) time, \(s.durationSeconds) s, seed \(s.seed), config \(s.configHash)\n"
+                    .utf8))
         let result = try Simulation.run(s, workers: s.workers, shard: slice) { line in
             let text = ProgressText.line(line)
             FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
@@ -111,7 +117,8 @@ enum ScenarioSource {
         if let builtin = BuiltinScenarios.named(nameOrPath) { return builtin }
         guard FileManager.default.fileExists(atPath: nameOrPath) else {
             throw ValidationError(
-                "no built-in scenario or file named \"\(nameOrPath)\" (built-in: \(BuiltinScenarios.names.joined(separator: ", ")))")
+                "no built-in scenario or file named \"\(nameOrPath)\" (built-in: \(BuiltinScenarios.names.joined(separator: ", ")))"
+            )
         }
         guard let data = FileManager.default.contents(atPath: nameOrPath) else {
             throw CommandFailure("\(nameOrPath): cannot read the file")
@@ -128,9 +135,10 @@ enum ProgressText {
     static func line(_ p: ProgressLine) -> String {
         let a = p.accounting
         let outcomes = Outcome.allCases.filter { a[$0] > 0 }.map { "\($0.name) \(a[$0])" }.joined(separator: " ")
-        return String(format: "%6.1fs  %10.0f deliveries/s  e2e p50 %@ p99 %@ p99.9 %@  ", p.elapsedSeconds,
-                      p.deliveriesPerSecond, DurationText.text(p.interval.p50), DurationText.text(p.interval.p99),
-                      DurationText.text(p.interval.p999)) + outcomes
+        return String(
+            format: "%6.1fs  %10.0f deliveries/s  e2e p50 %@ p99 %@ p99.9 %@  ", p.elapsedSeconds,
+            p.deliveriesPerSecond, DurationText.text(p.interval.p50), DurationText.text(p.interval.p99),
+            DurationText.text(p.interval.p999)) + outcomes
     }
 }
 
@@ -154,10 +162,13 @@ enum SummaryTable {
         let a = r.accounting
         var lines: [String] = []
         let s = r.info
-        lines.append("scenario    \(s.scenario) (seed \(s.seed), config \(s.configHash)), \(s.clock) time, \(s.workers) workers"
-            + (s.shard.map { ", shard \($0)" } ?? ""))
+        lines.append(
+            "scenario    \(s.scenario) (seed \(s.seed), config \(s.configHash)), \(s.clock) time, \(s.workers) workers"
+                + (s.shard.map { ", shard \($0)" } ?? ""))
         lines.append("population  \(r.activities) activities; \(r.events) events")
-        lines.append("pushes      \(a.pushes) = rejected \(a.rejectedTotal) + unroutable \(a.unroutableTotal) + routed \(a.routed)")
+        lines.append(
+            "pushes      \(a.pushes) = rejected \(a.rejectedTotal) + unroutable \(a.unroutableTotal) + routed \(a.routed)"
+        )
         let rejected = RejectReason.allCases.filter { a[$0] > 0 }.map { "\($0.name) \(a[$0])" }
         let unroutable = UnroutableReason.allCases.filter { a[$0] > 0 }.map { "\($0.name) \(a[$0])" }
         lines.append("rejected    " + (rejected.isEmpty ? "none" : rejected.joined(separator: ", ")))
@@ -165,21 +176,27 @@ enum SummaryTable {
         let outcomes = Outcome.allCases.filter { a[$0] > 0 }.map { "\($0.name) \(a[$0])" }
         lines.append("deliveries  \(a.deliveries): " + outcomes.joined(separator: ", "))
         lines.append("identities  " + (a.identitiesHold ? "hold" : "BROKEN"))
-        lines.append(String(format: "throughput  %.0f deliveries/s, %.0f pushes/s over %.2f s wall",
-                            r.perSecond(a.deliveries), r.perSecond(a.pushes), s.wallSeconds))
+        lines.append(
+            String(
+                format: "throughput  %.0f deliveries/s, %.0f pushes/s over %.2f s wall",
+                r.perSecond(a.deliveries), r.perSecond(a.pushes), s.wallSeconds))
         lines.append("")
         lines.append("latency                        count       p50       p90       p99     p99.9       max")
         for metric in Metric.allCases {
             let l = LatencySummary(r[metric])
             guard l.count > 0 else { continue }
-            lines.append(metric.name.padding(toLength: 26, withPad: " ", startingAt: 0)
-                + String(format: "%10llu", l.count)
-                + [l.p50, l.p90, l.p99, l.p999, l.max].map { DurationText.text($0).leftPadded(10) }.joined())
+            lines.append(
+                metric.name.padding(toLength: 26, withPad: " ", startingAt: 0)
+                    + String(format: "%10llu", l.count)
+                    + [l.p50, l.p90, l.p99, l.p999, l.max].map { DurationText.text($0).leftPadded(10) }.joined())
         }
         lines.append("")
-        lines.append(String(format: "timing      one clock read costs %.1f ns; stage times sampled 1 in %d pushes",
-                            s.timerOverheadNanos, s.stageSampleEvery))
-        lines.append("memory      peak RSS \(r.peakResidentBytes / 1_048_576) MiB, ~\(r.bytesPerActivity) bytes per activity")
+        lines.append(
+            String(
+                format: "timing      one clock read costs %.1f ns; stage times sampled 1 in %d pushes",
+                s.timerOverheadNanos, s.stageSampleEvery))
+        lines.append(
+            "memory      peak RSS \(r.peakResidentBytes / 1_048_576) MiB, ~\(r.bytesPerActivity) bytes per activity")
         lines.append("report      \(folder)/report.html (summary.md, summary.json, latency.hlog, *.hgrm)")
         return lines.joined(separator: "\n")
     }
@@ -211,7 +228,9 @@ struct Scenarios: ParsableCommand {
         @Argument(help: "The scenario name.") var name: String
         func run() throws {
             guard let s = BuiltinScenarios.named(name) else {
-                throw ValidationError("no built-in scenario named \"\(name)\" (built-in: \(BuiltinScenarios.names.joined(separator: ", ")))")
+                throw ValidationError(
+                    "no built-in scenario named \"\(name)\" (built-in: \(BuiltinScenarios.names.joined(separator: ", ")))"
+                )
             }
             print(s.canonicalText, terminator: "")
         }

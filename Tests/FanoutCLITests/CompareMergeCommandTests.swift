@@ -35,14 +35,18 @@ struct CompareMergeCommandTests {
         #expect(worse.status == 2, "\(worse.stdout)")
         #expect(worse.stdout.contains("REGRESSION") && worse.stdout.contains("result: regression"))
 
-        let better = try CLI.run(["compare", run.path, try scaled(summary, by: 0.5, into: dir).path, "--format", "json"])
+        let better = try CLI.run([
+            "compare", run.path, try scaled(summary, by: 0.5, into: dir).path, "--format", "json",
+        ])
         #expect(better.status == 4, "\(better.stdout)")
         let json = try JSONSerialization.jsonObject(with: Data(better.stdout.utf8)) as! [String: Any]
         #expect(json["result"] as? String == "improvement")
 
-        let loose = try CLI.run(["compare", run.path, try scaled(summary, by: 1.5, into: dir).path,
-                                 "--threshold", "*.p50=+60%", "--threshold", "*.p90=+60%", "--threshold", "*.p99=+60%",
-                                 "--threshold", "*.p99.9=+60%", "--format", "markdown"])
+        let loose = try CLI.run([
+            "compare", run.path, try scaled(summary, by: 1.5, into: dir).path,
+            "--threshold", "*.p50=+60%", "--threshold", "*.p90=+60%", "--threshold", "*.p99=+60%",
+            "--threshold", "*.p99.9=+60%", "--format", "markdown",
+        ])
         #expect(loose.status == 0, "\(loose.stdout)")
         #expect(loose.stdout.hasPrefix("# fanout compare"))
 
@@ -72,11 +76,15 @@ struct CompareMergeCommandTests {
         #expect(merge.status == 0, "\(merge.stderr)")
         let files = Set(try FileManager.default.contentsOfDirectory(atPath: merged.path))
         #expect(files.isSuperset(of: ["summary.json", "summary.md", "latency.hlog", "endToEnd.hgrm"]))
-        let a = try JSONSerialization.jsonObject(with: Data(contentsOf: whole.appendingPathComponent("summary.json")))
+        let a =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: whole.appendingPathComponent("summary.json")))
             as! [String: Any]
-        let b = try JSONSerialization.jsonObject(with: Data(contentsOf: merged.appendingPathComponent("summary.json")))
+        let b =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: merged.appendingPathComponent("summary.json")))
             as! [String: Any]
-        #expect(NSDictionary(dictionary: a["counts"] as! [String: Any]) == NSDictionary(dictionary: b["counts"] as! [String: Any]))
+        #expect(
+            NSDictionary(dictionary: a["counts"] as! [String: Any])
+                == NSDictionary(dictionary: b["counts"] as! [String: Any]))
         let bad = try CLI.run(["merge", shards[0], "--out", dir.appendingPathComponent("bad").path])
         #expect(bad.status == 1 && bad.stderr.contains("missing shard 1/2"), "\(bad.stderr)")
         #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("bad").path))

@@ -28,8 +28,9 @@ enum CLI {
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
         let stderr = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                      stderr: String(decoding: stderr, as: UTF8.self))
+        return Result(
+            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+            stderr: String(decoding: stderr, as: UTF8.self))
     }
 
     static func temporaryDirectory() throws -> URL {
@@ -39,9 +40,12 @@ enum CLI {
     }
 }
 
-let header = #"{"trace": 1, "epoch": 1700000000, "schemas": {"S": {"n": "int"}}, "limits": {"perApp": 5, "perDevice": 10}, "budgetPerHour": null}"#
-let request = #"{"at": 0, "op": "request", "device": "d1", "app": "com.x", "activity": "a1", "type": "S", "attributes": {}, "state": {"n": 1}, "staleDate": null, "relevance": 0, "token": "aa01", "channel": null}"#
-let push = #"{"at": 5, "op": "push", "token": "aa01", "pushType": "liveactivity", "topic": "com.x.push-type.liveactivity", "priority": 10, "expiration": 0, "collapseId": null, "apnsId": null, "payload": "{\"aps\":{\"timestamp\":10,\"event\":\"update\",\"content-state\":{\"n\":2}}}"}"#
+let header =
+    #"{"trace": 1, "epoch": 1700000000, "schemas": {"S": {"n": "int"}}, "limits": {"perApp": 5, "perDevice": 10}, "budgetPerHour": null}"#
+let request =
+    #"{"at": 0, "op": "request", "device": "d1", "app": "com.x", "activity": "a1", "type": "S", "attributes": {}, "state": {"n": 1}, "staleDate": null, "relevance": 0, "token": "aa01", "channel": null}"#
+let push =
+    #"{"at": 5, "op": "push", "token": "aa01", "pushType": "liveactivity", "topic": "com.x.push-type.liveactivity", "priority": 10, "expiration": 0, "collapseId": null, "apnsId": null, "payload": "{\"aps\":{\"timestamp\":10,\"event\":\"update\",\"content-state\":{\"n\":2}}}"}"#
 
 @Suite("fanout replay (the executable)")
 struct ReplayCommandTests {
@@ -58,7 +62,10 @@ struct ReplayCommandTests {
         #expect(result.stdout.contains("identities  hold"))
         #expect(result.stdout.contains("lines/s"))
         let written = try String(contentsOf: dump, encoding: .utf8)
-        #expect(written.hasPrefix(#"{"activity": "a1", "device": "d1", "app": "com.x", "state": "active", "timestamp": 10, "content": {"n": 2}, "staleDate": null, "relevance": 0.0, "outcomes": {"applied": 1}}"#))
+        #expect(
+            written.hasPrefix(
+                #"{"activity": "a1", "device": "d1", "app": "com.x", "state": "active", "timestamp": 10, "content": {"n": 2}, "staleDate": null, "relevance": 0.0, "outcomes": {"applied": 1}}"#
+            ))
     }
 
     @Test("an unreadable line: `line N: …` on stderr, exit 1, no dump file")

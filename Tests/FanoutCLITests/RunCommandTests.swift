@@ -11,12 +11,15 @@ struct RunCommandTests {
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("identities  hold"))
         let files = Set(try FileManager.default.contentsOfDirectory(atPath: dir.path))
-        for name in ["summary.json", "summary.md", "report.html", "latency.hlog", "endToEnd.hgrm", "apply.hgrm",
-                     "scheduleLag.hgrm", "fanoutCompletion.hgrm"] {
+        for name in [
+            "summary.json", "summary.md", "report.html", "latency.hlog", "endToEnd.hgrm", "apply.hgrm",
+            "scheduleLag.hgrm", "fanoutCompletion.hgrm",
+        ] {
             #expect(files.contains(name), "\(name) missing from \(files.sorted())")
         }
         #expect(!files.contains { $0.hasPrefix(".") || $0.contains("tmp") }, "leftover temporary files: \(files)")
-        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: dir.appendingPathComponent("summary.json")))
+        let summary =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: dir.appendingPathComponent("summary.json")))
             as! [String: Any]
         let latency = summary["latency"] as! [String: [String: Any]]
         let hgrm = try String(contentsOf: dir.appendingPathComponent("endToEnd.hgrm"), encoding: .utf8)
@@ -32,7 +35,8 @@ struct RunCommandTests {
         }
         for metric in ["encode", "validate", "route", "apply", "endToEnd", "fanoutCompletion", "scheduleLag"] {
             let count = latency[metric]?["count"] as? Int ?? -1
-            #expect(count > 0 && totals[metric] == UInt64(count), "\(metric): log \(totals[metric] ?? 0), summary \(count)")
+            #expect(
+                count > 0 && totals[metric] == UInt64(count), "\(metric): log \(totals[metric] ?? 0), summary \(count)")
         }
     }
 
@@ -40,7 +44,8 @@ struct RunCommandTests {
     func badScenario() throws {
         let dir = try CLI.temporaryDirectory()
         let scenario = dir.appendingPathComponent("bad.json")
-        try "{\n  \"name\": \"x\",\n  \"durationSeconds\": -5\n}\n".write(to: scenario, atomically: true, encoding: .utf8)
+        try "{\n  \"name\": \"x\",\n  \"durationSeconds\": -5\n}\n".write(
+            to: scenario, atomically: true, encoding: .utf8)
         let out = dir.appendingPathComponent("run")
         let result = try CLI.run(["run", scenario.path, "--out", out.path])
         #expect(result.status == 1)

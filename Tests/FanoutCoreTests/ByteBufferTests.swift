@@ -1,4 +1,5 @@
 import Testing
+
 @testable import FanoutCore
 
 /// The payload encoder writes through `ByteBuffer`'s fast path; it must give exactly the bytes of
@@ -19,7 +20,7 @@ struct ByteBufferTests {
     static func doubles() -> [Double] {
         var values: [Double] = [
             0, -0.0, 1, -1, 0.1, 0.61, 2.5, 1e-17, 9.9e-18, 1e-5, 1e16, 9.007199254740992e15, 9.007199254740991e15,
-            1700000000, 123456789.123, Double.leastNonzeroMagnitude, 1.7976931348623157e308, 8.673617379884035e-19,
+            1_700_000_000, 123456789.123, Double.leastNonzeroMagnitude, 1.7976931348623157e308, 8.673617379884035e-19,
             9.2e18, 1e300,
             Double.ulpOfOne, 0.30000000000000004, 100, 81,
         ]
@@ -101,23 +102,29 @@ struct ByteBufferTests {
     }
 
     @Test func compactRecordMatchesAppendJSON() {
-        let schema = ContentSchema(name: "T", fields: [
-            .init(name: "i", type: .int), .init(name: "q\"uote", type: .string),
-            .init(name: "o", type: .double, optional: true), .init(name: "b", type: .bool),
-            .init(name: "d", type: .double), .init(name: "né", type: .string, optional: true),
-        ])
+        let schema = ContentSchema(
+            name: "T",
+            fields: [
+                .init(name: "i", type: .int), .init(name: "q\"uote", type: .string),
+                .init(name: "o", type: .double, optional: true), .init(name: "b", type: .bool),
+                .init(name: "d", type: .double), .init(name: "né", type: .string, optional: true),
+            ])
         var g = Generator(state: 5)
         let doubles = Self.doubles()
         for k in 0..<2000 {
             var record: [UInt8] = []
             ContentRecord.appendInt(Int64(bitPattern: g.next()), to: &record)
             Array("s\(k)\n\"".utf8).withUnsafeBytes { ContentRecord.appendString($0, to: &record) }
-            if k % 3 == 0 { ContentRecord.appendAbsent(to: &record) } else {
+            if k % 3 == 0 {
+                ContentRecord.appendAbsent(to: &record)
+            } else {
                 ContentRecord.appendDouble(doubles[k % doubles.count], to: &record)
             }
             ContentRecord.appendBool(k % 2 == 0, to: &record)
             ContentRecord.appendDouble(doubles[(k * 7) % doubles.count], to: &record)
-            if k % 5 == 0 { ContentRecord.appendAbsent(to: &record) } else {
+            if k % 5 == 0 {
+                ContentRecord.appendAbsent(to: &record)
+            } else {
                 Array("ü\(k)".utf8).withUnsafeBytes { ContentRecord.appendString($0, to: &record) }
             }
             var expected: [UInt8] = []
@@ -150,11 +157,13 @@ struct ByteBufferTests {
     }
 
     @Test func decodeRecordMatchesDecode() {
-        let schema = ContentSchema(name: "T", fields: [
-            .init(name: "i", type: .int), .init(name: "s", type: .string),
-            .init(name: "d", type: .double, optional: true), .init(name: "b", type: .bool),
-            .init(name: "os", type: .string, optional: true), .init(name: "é", type: .int),
-        ])
+        let schema = ContentSchema(
+            name: "T",
+            fields: [
+                .init(name: "i", type: .int), .init(name: "s", type: .string),
+                .init(name: "d", type: .double, optional: true), .init(name: "b", type: .bool),
+                .init(name: "os", type: .string, optional: true), .init(name: "é", type: .int),
+            ])
         let keys = [#""i""#, #""s""#, #""d""#, #""b""#, #""os""#, #""é""#, #""\u00e9""#, #""\u0069""#, #""x""#]
         let values = [
             "1", "-7", "3.0", "3.5", "1e3", "1e30", "-9223372036854775808", "9223372036854775808", "0.61", "true",
@@ -221,8 +230,12 @@ struct MemoryEqualTests {
             let a = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
             a.withUnsafeBytes { pa in
                 var b = a
-                #expect(b.withUnsafeBytes { memoryEqual(pa.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!,
-                                                        $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, length) })
+                #expect(
+                    b.withUnsafeBytes {
+                        memoryEqual(
+                            pa.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!,
+                            $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, length)
+                    })
                 for k in 0..<length {
                     b[k] ^= 0x40
                     let equal = b.withUnsafeBytes { memoryEqual(pa.baseAddress!, $0.baseAddress!, length) }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import FanoutCore
 
 @Suite("JSONTape: strict RFC 8259 scanning")
@@ -11,21 +12,25 @@ struct JSONTapeTests {
 
     func scan(_ text: String) -> Bool { scan(Array(text.utf8)) }
 
-    @Test("accepts strict JSON", arguments: [
-        #"{}"#, #"[]"#, #" {"a": [1, -2.5e3, 0, true, false, null, "x"]} "#, #""\u00e9\ud83d\ude00""#,
-        #"{"a":{"b":{"c":[[]]}}}"#, "0", "-0", "1E+2", "1e-400", #""\/\b\f\n\r\t\\\"""#, "\t\n\r 7 ",
-        "\"é😀中\"",
-    ])
+    @Test(
+        "accepts strict JSON",
+        arguments: [
+            #"{}"#, #"[]"#, #" {"a": [1, -2.5e3, 0, true, false, null, "x"]} "#, #""\u00e9\ud83d\ude00""#,
+            #"{"a":{"b":{"c":[[]]}}}"#, "0", "-0", "1E+2", "1e-400", #""\/\b\f\n\r\t\\\"""#, "\t\n\r 7 ",
+            "\"é😀中\"",
+        ])
     func accepts(text: String) {
         #expect(scan(text), "\(text)")
     }
 
-    @Test("rejects what is not strict JSON", arguments: [
-        "", " ", "NaN", "Infinity", "-Infinity", "{\"a\":NaN}", "01", "1.", ".5", "-", "+1", "1e", "1e+",
-        "0x10", "{\"a\":1}x", "{\"a\":1} {}", "{\"a\":1,}", "[1,]", "{,}", "{\"a\"}", "{\"a\" 1}", "{a:1}",
-        "'a'", "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"\\x\"", "\"\\u12\"", "\"a\u{01}\"", "\"a",
-        "[", "{", "]", "tru", "nul", "True", "1e400", "-1e400", "[1 2]",
-    ])
+    @Test(
+        "rejects what is not strict JSON",
+        arguments: [
+            "", " ", "NaN", "Infinity", "-Infinity", "{\"a\":NaN}", "01", "1.", ".5", "-", "+1", "1e", "1e+",
+            "0x10", "{\"a\":1}x", "{\"a\":1} {}", "{\"a\":1,}", "[1,]", "{,}", "{\"a\"}", "{\"a\" 1}", "{a:1}",
+            "'a'", "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"\\x\"", "\"\\u12\"", "\"a\u{01}\"", "\"a",
+            "[", "{", "]", "tru", "nul", "True", "1e400", "-1e400", "[1 2]",
+        ])
     func rejects(text: String) {
         #expect(!scan(text), "\(text)")
     }
@@ -33,8 +38,10 @@ struct JSONTapeTests {
     @Test("rejects a byte-order mark and invalid UTF-8")
     func rejectsBadBytes() {
         #expect(!scan([0xEF, 0xBB, 0xBF] + Array("{}".utf8)))
-        for bad: [UInt8] in [[0xC0, 0xAF], [0xE0, 0x80, 0xAF], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80],
-                             [0x80], [0xC3], [0xFF]] {
+        for bad: [UInt8] in [
+            [0xC0, 0xAF], [0xE0, 0x80, 0xAF], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80],
+            [0x80], [0xC3], [0xFF],
+        ] {
             #expect(!scan([0x22] + bad + [0x22]), "\(bad)")
         }
         #expect(scan([0x22, 0xC3, 0xA9, 0x22]))
@@ -42,8 +49,9 @@ struct JSONTapeTests {
 
     // Found by Fuzz/FuzzPayload (heap-buffer-overflow under ASan): a document that ends right after the
     // colon of an object's first key read the byte after its end as the start of the value.
-    @Test("a document cut after its first key's colon fails at its end, reading nothing past it",
-          arguments: [#"{"a":"#, #"{"a\\":"#, "{ \"a\" :\t", #"[{"k":"#])
+    @Test(
+        "a document cut after its first key's colon fails at its end, reading nothing past it",
+        arguments: [#"{"a":"#, #"{"a\\":"#, "{ \"a\" :\t", #"[{"k":"#])
     func cutAfterFirstColon(document: String) {
         var tape = JSONTape()
         let count = document.utf8.count
@@ -94,17 +102,21 @@ struct JSONNumberTests {
         }
     }
 
-    @Test("integral numbers in Int64 range", arguments: [
-        ("3", Int64(3)), ("3.0", 3), ("-7", -7), ("1e3", 1000), ("1700000000.0", 1_700_000_000), ("0", 0),
-        ("-0", 0), ("9223372036854775807", Int64.max), ("-9223372036854775808", Int64.min), ("2.5e1", 25),
-    ])
+    @Test(
+        "integral numbers in Int64 range",
+        arguments: [
+            ("3", Int64(3)), ("3.0", 3), ("-7", -7), ("1e3", 1000), ("1700000000.0", 1_700_000_000), ("0", 0),
+            ("-0", 0), ("9223372036854775807", Int64.max), ("-9223372036854775808", Int64.min), ("2.5e1", 25),
+        ])
     func integral(text: String, expected: Int64) {
         #expect(value(text).0 == expected)
     }
 
-    @Test("not integral or out of range", arguments: [
-        "3.5", "1.5", "9223372036854775808", "-9223372036854775809", "1e19", "9223372036854775807.0", "0.1",
-    ])
+    @Test(
+        "not integral or out of range",
+        arguments: [
+            "3.5", "1.5", "9223372036854775808", "-9223372036854775809", "1e19", "9223372036854775807.0", "0.1",
+        ])
     func notIntegral(text: String) {
         #expect(value(text).0 == nil)
     }
@@ -112,8 +124,10 @@ struct JSONNumberTests {
     @Test("doubles parse exactly as Swift's own parser does")
     func doubles() {
         var generator = SplitMix64(seed: 11)
-        var samples = ["0.61", "1e-5", "123456789012345678901234567890", "4.9e-324", "1.7976931348623157e308",
-                       "2.2250738585072014e-308", "0.1", "-0.0", "1e22", "1e23", "9007199254740993"]
+        var samples = [
+            "0.61", "1e-5", "123456789012345678901234567890", "4.9e-324", "1.7976931348623157e308",
+            "2.2250738585072014e-308", "0.1", "-0.0", "1e22", "1e23", "9007199254740993",
+        ]
         for _ in 0..<5000 {
             let d = Double(bitPattern: generator.next() & 0x7FEF_FFFF_FFFF_FFFF)
             samples.append("\(d)")

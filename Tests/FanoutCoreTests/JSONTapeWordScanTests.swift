@@ -1,4 +1,5 @@
 import Testing
+
 @testable import FanoutCore
 
 /// The string scanner skips eight plain bytes at a time; every special byte must still be seen
@@ -23,7 +24,8 @@ struct JSONTapeWordScanTests {
         for length in 0..<26 {
             for k in 0...length {
                 for special in good + bad {
-                    let body = Array(repeating: UInt8(ascii: "a"), count: k) + special
+                    let body =
+                        Array(repeating: UInt8(ascii: "a"), count: k) + special
                         + Array(repeating: UInt8(ascii: "b"), count: length - k)
                     let document = Array("{\"key\":\"".utf8) + body + Array("\",\"x\":1}".utf8)
                     let (result, entries) = Self.scan(document)

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import FanoutCore
 
 @Suite("JSONWriter")
@@ -15,14 +16,16 @@ struct JSONWriterTests {
         return String(decoding: out, as: UTF8.self)
     }
 
-    @Test("Python repr: fixed notation from 1e-4 up to below 1e16, exponent outside",
-          arguments: [
+    @Test(
+        "Python repr: fixed notation from 1e-4 up to below 1e16, exponent outside",
+        arguments: [
             (50.0, "50.0"), (0.0, "0.0"), (-0.0, "-0.0"), (0.61, "0.61"), (1.0, "1.0"), (-1.5, "-1.5"),
             (1e16, "1e+16"), (1.5e16, "1.5e+16"), (1e15, "1000000000000000.0"), (0.0001, "0.0001"),
-            (0.00001, "1e-05"), (1.25e-7, "1.25e-07"), (123456789.125, "123456789.125"), (Double.leastNonzeroMagnitude, "5e-324"),
+            (0.00001, "1e-05"), (1.25e-7, "1.25e-07"), (123456789.125, "123456789.125"),
+            (Double.leastNonzeroMagnitude, "5e-324"),
             (1700000900.5, "1700000900.5"), (1e300, "1e+300"), (100.0, "100.0"),
             (1234567890123456.0, "1234567890123456.0"), (0.1, "0.1"), (2.5, "2.5"),
-          ])
+        ])
     func pythonRepr(value: Double, expected: String) {
         #expect(python(value) == expected)
     }
@@ -31,7 +34,8 @@ struct JSONWriterTests {
     func roundTrip() {
         var generator = SplitMix64(seed: 7)
         for _ in 0..<20_000 {
-            let value = Double(bitPattern: generator.next() & 0x7FEF_FFFF_FFFF_FFFF) * (generator.next() & 1 == 0 ? 1 : -1)
+            let value =
+                Double(bitPattern: generator.next() & 0x7FEF_FFFF_FFFF_FFFF) * (generator.next() & 1 == 0 ? 1 : -1)
             let text = shortest(value)
             #expect(Double(text) == value, "\(value) -> \(text)")
             let py = python(value)

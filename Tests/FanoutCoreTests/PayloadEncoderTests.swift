@@ -1,12 +1,15 @@
 import Foundation
 import Testing
+
 @testable import FanoutCore
 
-let gameSchema = ContentSchema(name: "GameAttributes", fields: [
-    .init(name: "home", type: .int), .init(name: "away", type: .int), .init(name: "clock", type: .string),
-    .init(name: "period", type: .string, optional: true), .init(name: "winProbability", type: .double),
-    .init(name: "final", type: .bool),
-])
+let gameSchema = ContentSchema(
+    name: "GameAttributes",
+    fields: [
+        .init(name: "home", type: .int), .init(name: "away", type: .int), .init(name: "clock", type: .string),
+        .init(name: "period", type: .string, optional: true), .init(name: "winProbability", type: .double),
+        .init(name: "final", type: .bool),
+    ])
 
 /// A content record for `gameSchema`.
 func gameRecord(home: Int64, away: Int64, clock: String, period: String?, win: Double, final: Bool) -> [UInt8] {
@@ -28,8 +31,10 @@ func gameRecord(home: Int64, away: Int64, clock: String, period: String?, win: D
 struct PayloadEncoderTests {
     /// Strings with quotes, backslashes, every control character, emoji, CJK, combining marks.
     static func randomString(_ g: inout SplitMix64) -> String {
-        let pool: [Unicode.Scalar] = ["\"", "\\", "/", "a", "Z", " ", "é", "中", "文", "😀", "🏈", "\u{301}",
-                                      "\u{2028}", "\u{7F}"]
+        let pool: [Unicode.Scalar] = [
+            "\"", "\\", "/", "a", "Z", " ", "é", "中", "文", "😀", "🏈", "\u{301}",
+            "\u{2028}", "\u{7F}",
+        ]
         var s = String.UnicodeScalarView()
         for _ in 0..<Int(g.next() % 12) {
             if g.next() % 4 == 0 {
@@ -58,14 +63,17 @@ struct PayloadEncoderTests {
             let clock = Self.randomString(&g)
             let period: String? = g.next() % 2 == 0 ? Self.randomString(&g) : nil
             let home = Int64(bitPattern: g.next()) >> Int64(g.next() % 64)
-            let win = g.next() % 3 == 0 ? Double.random(in: 0..<1, using: &g)
+            let win =
+                g.next() % 3 == 0
+                ? Double.random(in: 0..<1, using: &g)
                 : Double(bitPattern: g.next() & 0x7FEF_FFFF_FFFF_FFFF)
             let relevance = Double.random(in: -1e9...1e9, using: &g)
             let record = gameRecord(home: home, away: 3, clock: clock, period: period, win: win, final: true)
             _ = record.withUnsafeBytes {
-                encoder.encode(event: .update, timestamp: 1_700_000_000, content: $0, schema: gameSchema,
-                               staleDate: 1_700_000_900, relevanceScore: relevance,
-                               alert: .init(title: clock, body: "Goal \"x\"", sound: "default"))
+                encoder.encode(
+                    event: .update, timestamp: 1_700_000_000, content: $0, schema: gameSchema,
+                    staleDate: 1_700_000_900, relevanceScore: relevance,
+                    alert: .init(title: clock, body: "Goal \"x\"", sound: "default"))
             }
             let object = try #require(try JSONSerialization.jsonObject(with: Data(encoder.bytes)) as? [String: Any])
             let aps = try #require(object["aps"] as? [String: Any])
@@ -94,32 +102,38 @@ struct PayloadEncoderTests {
                 encoder.encode(
                     event: .start, timestamp: 1_700_000_123, content: content, schema: gameSchema, staleDate: 1,
                     dismissalDate: 2, relevanceScore: 50, alert: .init(title: "T", body: "B"),
-                    start: .init(attributesType: "GameAttributes", attributes: attrs, attributesSchema: attributesSchema,
-                                 inputPushChannel: "ch"))
+                    start: .init(
+                        attributesType: "GameAttributes", attributes: attrs, attributesSchema: attributesSchema,
+                        inputPushChannel: "ch"))
             }
         }
-        #expect(String(decoding: encoder.bytes, as: UTF8.self) == #"""
-            {"aps":{"timestamp":1700000123,"event":"start","content-state":{"home":2,"away":1,"clock":"05:12","winProbability":0.61,"final":false},"stale-date":1,"dismissal-date":2,"relevance-score":50.0,"alert":{"title":"T","body":"B"},"attributes-type":"GameAttributes","attributes":{"match":7},"input-push-token":1,"input-push-channel":"ch"}}
-            """#)
+        #expect(
+            String(decoding: encoder.bytes, as: UTF8.self) == #"""
+                {"aps":{"timestamp":1700000123,"event":"start","content-state":{"home":2,"away":1,"clock":"05:12","winProbability":0.61,"final":false},"stale-date":1,"dismissal-date":2,"relevance-score":50.0,"alert":{"title":"T","body":"B"},"attributes-type":"GameAttributes","attributes":{"match":7},"input-push-token":1,"input-push-channel":"ch"}}
+                """#)
     }
 
     @Test("what the encoder writes, the validator accepts and the device decodes back")
     func encodeValidateDecode() {
         var encoder = PayloadEncoder()
         var validator = PayloadValidator()
-        let record = gameRecord(home: 2, away: 1, clock: "a\u{1}\"é😀\u{FEFF}中", period: "2nd", win: 0.1 + 0.2, final: true)
+        let record = gameRecord(
+            home: 2, away: 1, clock: "a\u{1}\"é😀\u{FEFF}中", period: "2nd", win: 0.1 + 0.2, final: true)
         _ = record.withUnsafeBytes {
             encoder.encode(event: .update, timestamp: 42, content: $0, schema: gameSchema)
         }
         encoder.bytes.withUnsafeBytes { payload in
             withHeaders(topic: "com.x.push-type.liveactivity") { headers in
-                #expect(validator.validate(headers: headers, payload: payload, target: .token, targetBundle: nil) == nil)
+                #expect(
+                    validator.validate(headers: headers, payload: payload, target: .token, targetBundle: nil) == nil)
             }
             #expect(validator.aps.timestamp == 42)
             var decoded: [UInt8] = []
             var slots: [Int32] = []
-            #expect(gameSchema.decode(tape: validator.tape, object: Int(validator.aps.contentState), into: &decoded,
-                                      slots: &slots))
+            #expect(
+                gameSchema.decode(
+                    tape: validator.tape, object: Int(validator.aps.contentState), into: &decoded,
+                    slots: &slots))
             #expect(decoded == record)
         }
     }
@@ -136,9 +150,11 @@ func withHeaders<R>(
         strings[1].withUnsafeBytes { t in
             strings[2].withUnsafeBytes { c in
                 strings[3].withUnsafeBytes { a in
-                    body(PushHeaders(pushType: .string(p), topic: .string(t), priority: priority,
-                                     expiration: expiration, collapseId: collapseId == nil ? .null : .string(c),
-                                     apnsId: apnsId == nil ? .null : .string(a)))
+                    body(
+                        PushHeaders(
+                            pushType: .string(p), topic: .string(t), priority: priority,
+                            expiration: expiration, collapseId: collapseId == nil ? .null : .string(c),
+                            apnsId: apnsId == nil ? .null : .string(a)))
                 }
             }
         }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import FanoutCore
 
 @Suite("PayloadValidator: every APNs verdict and its boundaries")
@@ -25,8 +26,10 @@ struct PayloadValidatorTests {
         var validator = PayloadValidator()
         let bundleBytes = bundle.map { Array($0.utf8) }
         return payload.withUnsafeBytes { p in
-            withHeaders(pushType: pushType, topic: topic, priority: priority, expiration: expiration,
-                        collapseId: collapseId, apnsId: apnsId) { headers in
+            withHeaders(
+                pushType: pushType, topic: topic, priority: priority, expiration: expiration,
+                collapseId: collapseId, apnsId: apnsId
+            ) { headers in
                 if let bundleBytes {
                     return bundleBytes.withUnsafeBytes {
                         validator.validate(headers: headers, payload: p, target: target, targetBundle: $0)
@@ -117,21 +120,26 @@ struct PayloadValidatorTests {
         #expect(verdict(p, target: .channel, expiration: .integer(5)) == .badExpirationDate)
     }
 
-    @Test("payload structure: BadRequestPayload", arguments: [
-        #"{"aps":{"timestamp":1,"event":"update"}} x"#, #"{"aps":{"timestamp":NaN,"event":"update"}}"#,
-        #"[{"aps":{}}]"#, #"{"aps":[]}"#, #"{"aps":{"timestamp":1}}"#, #"{"aps":{"event":"update"}}"#,
-        #"{"aps":{"timestamp":1,"event":"refresh"}}"#, #"{"aps":{"timestamp":"1","event":"update"}}"#,
-        #"{"aps":{"timestamp":1.5,"event":"update"}}"#, #"{"aps":{"timestamp":true,"event":"update"}}"#,
-        #"{"aps":{"timestamp":1,"event":"start"}}"#, #"{"noaps":{}}"#, #"{"aps":{"timestamp":1e19,"event":"end"}}"#,
-    ])
+    @Test(
+        "payload structure: BadRequestPayload",
+        arguments: [
+            #"{"aps":{"timestamp":1,"event":"update"}} x"#, #"{"aps":{"timestamp":NaN,"event":"update"}}"#,
+            #"[{"aps":{}}]"#, #"{"aps":[]}"#, #"{"aps":{"timestamp":1}}"#, #"{"aps":{"event":"update"}}"#,
+            #"{"aps":{"timestamp":1,"event":"refresh"}}"#, #"{"aps":{"timestamp":"1","event":"update"}}"#,
+            #"{"aps":{"timestamp":1.5,"event":"update"}}"#, #"{"aps":{"timestamp":true,"event":"update"}}"#,
+            #"{"aps":{"timestamp":1,"event":"start"}}"#, #"{"noaps":{}}"#, #"{"aps":{"timestamp":1e19,"event":"end"}}"#,
+        ])
     func badPayload(text: String) {
         #expect(verdict(Array(text.utf8)) == .badRequestPayload)
     }
 
-    @Test("accepted payload structure", arguments: [
-        #"{"aps":{"timestamp":1700000000.0,"event":"update"}}"#, #"{"aps":{"timestamp":1,"event":"end"},"x":[1]}"#,
-        #"{"aps":{"timestamp":1,"ev\u0065nt":"update"}}"#, #"{"aps":{"event":"bogus","timestamp":1,"event":"end"}}"#,
-    ])
+    @Test(
+        "accepted payload structure",
+        arguments: [
+            #"{"aps":{"timestamp":1700000000.0,"event":"update"}}"#, #"{"aps":{"timestamp":1,"event":"end"},"x":[1]}"#,
+            #"{"aps":{"timestamp":1,"ev\u0065nt":"update"}}"#,
+            #"{"aps":{"event":"bogus","timestamp":1,"event":"end"}}"#,
+        ])
     func goodPayload(text: String) {
         #expect(verdict(Array(text.utf8)) == nil)
     }
@@ -154,10 +162,12 @@ struct PayloadValidatorTests {
         #expect(verdict(Array("nonsense".utf8), pushType: "x", topic: "bad") == .invalidPushType)
         #expect(verdict(Array("nonsense".utf8), topic: "bad", priority: .integer(3)) == .topicDisallowed)
         #expect(verdict(Array("nonsense".utf8), topic: "o.push-type.liveactivity", priority: .integer(3)) == .badTopic)
-        #expect(verdict(Array("nonsense".utf8), priority: .integer(3), collapseId: String(repeating: "c", count: 65))
-            == .badPriority)
-        #expect(verdict(Array("nonsense".utf8), expiration: .integer(-1), collapseId: String(repeating: "c", count: 65))
-            == .badCollapseId)
+        #expect(
+            verdict(Array("nonsense".utf8), priority: .integer(3), collapseId: String(repeating: "c", count: 65))
+                == .badPriority)
+        #expect(
+            verdict(Array("nonsense".utf8), expiration: .integer(-1), collapseId: String(repeating: "c", count: 65))
+                == .badCollapseId)
         #expect(verdict(Array("nonsense".utf8), expiration: .integer(-1), apnsId: "x") == .badMessageId)
         #expect(verdict(Array("nonsense".utf8), expiration: .integer(-1)) == .badExpirationDate)
         #expect(verdict(Array("nonsense".utf8)) == .badRequestPayload)
@@ -165,8 +175,10 @@ struct PayloadValidatorTests {
 
     @Test("token well-formedness: non-empty, even length, hex either case")
     func tokens() {
-        for (token, ok) in [("aa01", true), ("AbCd", true), ("", false), ("abc", false), ("zz", false),
-                            (String(repeating: "ab", count: 80), true)] {
+        for (token, ok) in [
+            ("aa01", true), ("AbCd", true), ("", false), ("abc", false), ("zz", false),
+            (String(repeating: "ab", count: 80), true),
+        ] {
             let bytes = Array(token.utf8)
             #expect(bytes.withUnsafeBytes { PayloadValidator.isWellFormedToken($0) } == ok, "\(token)")
         }

@@ -1,11 +1,13 @@
 import Foundation
 import Histogram
 import Testing
+
 @testable import FanoutHistogramLog
 
 func makeHistogram(_ values: [UInt64]) -> Histogram<UInt64> {
-    var h = Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000_000,
-                              numberOfSignificantValueDigits: .three)
+    var h = Histogram<UInt64>(
+        lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000_000,
+        numberOfSignificantValueDigits: .three)
     for v in values { _ = h.record(v) }
     return h
 }
@@ -53,8 +55,9 @@ struct HistogramCodecTests {
         let h = makeHistogram(values)
         let back = try HistogramCodec.decode(HistogramCodec.encodeCompressed(h))
         #expect(back.totalCount == h.totalCount)
-        #expect(Array(back.recordedValues().map { [$0.value, $0.count] })
-            == Array(h.recordedValues().map { [$0.value, $0.count] }))
+        #expect(
+            Array(back.recordedValues().map { [$0.value, $0.count] })
+                == Array(h.recordedValues().map { [$0.value, $0.count] }))
     }
 
     @Test("an empty histogram and bad input")
@@ -62,7 +65,9 @@ struct HistogramCodecTests {
         let empty = try HistogramCodec.decode(HistogramCodec.encodeCompressed(makeHistogram([])))
         #expect(empty.totalCount == 0)
         #expect(throws: HistogramCodec.DecodeError.self) { try HistogramCodec.decode([1, 2, 3]) }
-        #expect(throws: HistogramCodec.DecodeError.self) { try HistogramCodec.decode([0x1c, 0x84, 0x93, 0x14, 0, 0, 0, 4, 1, 2, 3, 4]) }
+        #expect(throws: HistogramCodec.DecodeError.self) {
+            try HistogramCodec.decode([0x1c, 0x84, 0x93, 0x14, 0, 0, 0, 4, 1, 2, 3, 4])
+        }
     }
 }
 
@@ -84,7 +89,10 @@ struct HistogramLogTests {
     @Test("the log reads back with identical histograms")
     func roundTrip() throws {
         let (text, expected) = Self.sampleLog()
-        #expect(text.hasPrefix("#[Histogram log format version 1.3]\n#[StartTime: 1700000000.000 (seconds since epoch), 2023-11-14T22:13:20Z]\n\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\nTag=endToEnd,0.000,1.000,"))
+        #expect(
+            text.hasPrefix(
+                "#[Histogram log format version 1.3]\n#[StartTime: 1700000000.000 (seconds since epoch), 2023-11-14T22:13:20Z]\n\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\nTag=endToEnd,0.000,1.000,"
+            ))
         let intervals = try HistogramLogReader.read(text)
         #expect(intervals.count == 2)
         for interval in intervals {
@@ -98,8 +106,9 @@ struct HistogramLogTests {
     static let python: String? = ProcessInfo.processInfo.environment["PATH"]?.split(separator: ":")
         .map { "\($0)/python3" }.first { FileManager.default.isExecutableFile(atPath: $0) }
 
-    @Test("HdrHistogram_py's HistogramLogReader reads the log: same counts and percentiles",
-          .enabled(if: python != nil, "python3 is not installed"))
+    @Test(
+        "HdrHistogram_py's HistogramLogReader reads the log: same counts and percentiles",
+        .enabled(if: python != nil, "python3 is not installed"))
     func pythonInterop() throws {
         let (text, expected) = Self.sampleLog()
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hlog-\(UUID().uuidString)")
@@ -129,7 +138,9 @@ struct HistogramLogTests {
         let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
-        try #require(process.terminationStatus == 0, "python failed (is `pip install hdrhistogram` done? make deps does it): \(errors)")
+        try #require(
+            process.terminationStatus == 0,
+            "python failed (is `pip install hdrhistogram` done? make deps does it): \(errors)")
         let lines = output.split(separator: "\n")
         #expect(lines.count == 2)
         for line in lines {
@@ -138,8 +149,9 @@ struct HistogramLogTests {
             #expect(UInt64(f[1]) == want.totalCount)
             // Within the histogram's precision: the same equivalent-value bucket.
             for (text, percentile) in zip(f[2...4], [50.0, 99.0, 99.9]) {
-                #expect(want.valuesAreEquivalent(UInt64(text)!, want.valueAtPercentile(percentile)),
-                        "\(f[0]) p\(percentile): python \(text), ours \(want.valueAtPercentile(percentile))")
+                #expect(
+                    want.valuesAreEquivalent(UInt64(text)!, want.valueAtPercentile(percentile)),
+                    "\(f[0]) p\(percentile): python \(text), ours \(want.valueAtPercentile(percentile))")
             }
         }
     }

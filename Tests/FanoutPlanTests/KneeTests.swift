@@ -3,6 +3,7 @@ import FanoutReport
 import FanoutSim
 import Foundation
 import Testing
+
 @testable import FanoutPlan
 
 @Suite("Capacity plan on a scenario of known capacity", .serialized)
@@ -63,8 +64,9 @@ struct KneeTests {
             }
         }
         let (plan, knee) = try #require(found, "\(transcript.joined(separator: "\n"))")
-        #expect(abs(knee.deliveriesPerSecond - capacity) / capacity < 0.10,
-                "knee \(knee.deliveriesPerSecond) deliveries/s\n\(transcript.joined(separator: "\n"))")
+        #expect(
+            abs(knee.deliveriesPerSecond - capacity) / capacity < 0.10,
+            "knee \(knee.deliveriesPerSecond) deliveries/s\n\(transcript.joined(separator: "\n"))")
         #expect(abs(knee.factor - 1.667) / 1.667 < 0.10)
         #expect(knee.identitiesHold && knee.deliveries == knee.events * 50)
         // One worker count: λ is the knee, σ and κ are fixed, and the report says so.
@@ -77,7 +79,8 @@ struct KneeTests {
         // Reuse a synthetic set of searches (no real time): the report is about rendering.
         let settings = try Self.settings(target: try PlanTarget(parsing: "fanout=3000000 within=2s"))
         let plan = CapacityPlan.finish(
-            settings, steady: settings.scenario, base: 60, searches: [Self.search(1, 100_000), Self.search(2, 180_000)],
+            settings, steady: settings.scenario, base: 60,
+            searches: [Self.search(1, 100_000), Self.search(2, 180_000)],
             startedAt: Date(timeIntervalSince1970: 1_700_000_000), wallSeconds: 12.5)
         let files = PlanReport.files(plan)
         #expect(Set(files.keys) == ["plan.json", "plan.md", "plan.html"])
@@ -103,10 +106,12 @@ struct KneeTests {
     /// A finished search at `workers` whose knee carries `deliveriesPerSecond`.
     static func search(_ workers: Int, _ deliveriesPerSecond: Double) -> WorkerSearch {
         func step(_ factor: Double, _ rate: Double, passed: Bool) -> Step {
-            let little = LittleCheck.compute(intended: [1], completed: [2], recipients: [1], windowStartNanos: 0,
-                                             windowEndNanos: 10)
-            let summary = LatencySummary(count: 100, mean: 1e6, p50: 1_000_000, p90: 1_500_000, p99: 2_000_000,
-                                         p999: 3_000_000, p9999: 3_000_000, max: 4_000_000)
+            let little = LittleCheck.compute(
+                intended: [1], completed: [2], recipients: [1], windowStartNanos: 0,
+                windowEndNanos: 10)
+            let summary = LatencySummary(
+                count: 100, mean: 1e6, p50: 1_000_000, p90: 1_500_000, p99: 2_000_000,
+                p999: 3_000_000, p9999: 3_000_000, max: 4_000_000)
             return Step(
                 workers: workers, factor: factor, scheduledSeconds: 1, warmupSeconds: 0, wallSeconds: 1,
                 lastCompletionSeconds: 1,
@@ -116,9 +121,13 @@ struct KneeTests {
                 failures: passed ? [] : ["endToEnd.p99 400 ms > 250 ms"], notes: [])
         }
         let outcome = SearchOutcome(lastPass: 2, firstFail: 2.1, steps: 2, conclusion: "knee between ×2 and ×2.1")
-        return WorkerSearch(workers: workers, steps: [step(2, deliveriesPerSecond, passed: true),
-                                                      step(2.1, deliveriesPerSecond * 1.05, passed: false)],
-                            outcome: outcome)
+        return WorkerSearch(
+            workers: workers,
+            steps: [
+                step(2, deliveriesPerSecond, passed: true),
+                step(2.1, deliveriesPerSecond * 1.05, passed: false),
+            ],
+            outcome: outcome)
     }
 }
 
@@ -126,30 +135,39 @@ struct KneeTests {
 struct PredictionTests {
     @Test("inside the curve: the fewest workers reaching the requirement, the margin, machines, extrapolation")
     func scaleUp() throws {
-        let fit = try #require(USLFit.fit(workers: [1, 2, 3, 4], throughput: [
-            USL(lambda: 500_000, sigma: 0.05, kappa: 0.001).throughput(1),
-            USL(lambda: 500_000, sigma: 0.05, kappa: 0.001).throughput(2),
-            USL(lambda: 500_000, sigma: 0.05, kappa: 0.001).throughput(3),
-            USL(lambda: 500_000, sigma: 0.05, kappa: 0.001).throughput(4),
-        ]))
-        let p = Prediction.make(fit: fit, target: try PlanTarget(parsing: "fanout=3000000 within=2s"),
-                                measuredWorkers: [1, 2, 3, 4], coresPerMachine: 2)
+        let fit = try #require(
+            USLFit.fit(
+                workers: [1, 2, 3, 4],
+                throughput: [
+                    USL(lambda: 500_000, sigma: 0.05, kappa: 0.001).throughput(1),
+                    USL(lambda: 500_000, sigma: 0.05, kappa: 0.001).throughput(2),
+                    USL(lambda: 500_000, sigma: 0.05, kappa: 0.001).throughput(3),
+                    USL(lambda: 500_000, sigma: 0.05, kappa: 0.001).throughput(4),
+                ]))
+        let p = Prediction.make(
+            fit: fit, target: try PlanTarget(parsing: "fanout=3000000 within=2s"),
+            measuredWorkers: [1, 2, 3, 4], coresPerMachine: 2)
         // X(4) = 2M/1.162 = 1.72M ≥ 1.5M > X(3) = 1.5M/1.106 = 1.36M.
         #expect(p.workersNeeded == 4 && p.machines == 2 && !p.extrapolated && !p.beyondPeak)
         #expect(abs(p.margin! - (fit.model.throughput(4) / 1_500_000 - 1)) < 1e-12)
-        let far = Prediction.make(fit: fit, target: try PlanTarget(parsing: "fanout=4000000 within=1s"),
-                                  measuredWorkers: [1, 2, 3, 4], coresPerMachine: 2)
+        let far = Prediction.make(
+            fit: fit, target: try PlanTarget(parsing: "fanout=4000000 within=1s"),
+            measuredWorkers: [1, 2, 3, 4], coresPerMachine: 2)
         #expect(far.extrapolated && far.workersNeeded! > 4 && far.notes.contains { $0.hasPrefix("extrapolated") })
     }
 
     @Test("beyond the USL peak: unreachable by scaling up, sharded across machines")
     func beyondPeak() throws {
         let model = USL(lambda: 500_000, sigma: 0.05, kappa: 0.02)  // N* = √(0.95/0.02) = 6.9
-        let fit = try #require(USLFit.fit(workers: [1, 2, 3, 4, 6, 8], throughput: [1, 2, 3, 4, 6, 8].map {
-            model.throughput(Double($0))
-        }))
-        let p = Prediction.make(fit: fit, target: try PlanTarget(parsing: "fanout=10000000 within=1s"),
-                                measuredWorkers: [1, 2, 3, 4, 6, 8], coresPerMachine: 8)
+        let fit = try #require(
+            USLFit.fit(
+                workers: [1, 2, 3, 4, 6, 8],
+                throughput: [1, 2, 3, 4, 6, 8].map {
+                    model.throughput(Double($0))
+                }))
+        let p = Prediction.make(
+            fit: fit, target: try PlanTarget(parsing: "fanout=10000000 within=1s"),
+            measuredWorkers: [1, 2, 3, 4, 6, 8], coresPerMachine: 8)
         #expect(p.beyondPeak && p.workersNeeded == nil)
         #expect(p.shardWorkersPerMachine == 6)  // the best count up to ⌊N*⌋ and the 8 cores
         let perMachine = try #require(p.shardThroughputPerMachine)
@@ -160,13 +178,15 @@ struct PredictionTests {
     @Test("κ = 0 (two worker counts): the ceiling is λ/σ")
     func contentionCeiling() throws {
         let fit = try #require(USLFit.fit(workers: [1, 2], throughput: [600_000, 1_000_000]))  // σ = 0.2
-        let reachable = Prediction.make(fit: fit, target: try PlanTarget(parsing: "fanout=2800000 within=2s"),
-                                        measuredWorkers: [1, 2], coresPerMachine: 2)
+        let reachable = Prediction.make(
+            fit: fit, target: try PlanTarget(parsing: "fanout=2800000 within=2s"),
+            measuredWorkers: [1, 2], coresPerMachine: 2)
         // 600k·N/(1 + 0.2(N−1)): X(3) = 1.29M < 1.4M ≤ X(4) = 1.5M.
         #expect(reachable.workersNeeded == 4 && reachable.machines == 2 && reachable.extrapolated)
         #expect(abs(reachable.margin! - (1.5 / 1.4 - 1)) < 1e-6)
-        let ceiling = Prediction.make(fit: fit, target: try PlanTarget(parsing: "fanout=4000000 within=1s"),
-                                      measuredWorkers: [1, 2], coresPerMachine: 2)
+        let ceiling = Prediction.make(
+            fit: fit, target: try PlanTarget(parsing: "fanout=4000000 within=1s"),
+            measuredWorkers: [1, 2], coresPerMachine: 2)
         #expect(ceiling.beyondPeak && ceiling.shardWorkersPerMachine == 2 && ceiling.shardMachines == 4)
     }
 }

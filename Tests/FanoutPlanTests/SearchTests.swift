@@ -1,10 +1,12 @@
 import FanoutSim
 import Testing
+
 @testable import FanoutPlan
 
 @Suite("Saturation search")
 struct SearchTests {
-    @Test("a step function of the factor: the knee is bracketed within the precision", arguments: [0.3, 1.0, 3.3, 77.0])
+    @Test(
+        "a step function of the factor: the knee is bracketed within the precision", arguments: [0.3, 1.0, 3.3, 77.0])
     func bracket(knee: Double) {
         var tried: [Double] = []
         var s = SearchSettings()
@@ -44,10 +46,13 @@ struct SearchTests {
     @Test("out of time: the search stops before a step that would not fit, and says so")
     func outOfTime() {
         var budget = 3
-        let outcome = SaturationSearch.run(SearchSettings(), proceed: {
-            budget -= 1
-            return budget >= 0
-        }) { $0 <= 5 }
+        let outcome = SaturationSearch.run(
+            SearchSettings(),
+            proceed: {
+                budget -= 1
+                return budget >= 0
+            }
+        ) { $0 <= 5 }
         #expect(outcome.steps == 3 && outcome.lastPass == 4 && outcome.firstFail == nil)
         #expect(outcome.conclusion.hasSuffix("(stopped: out of time)"))
     }

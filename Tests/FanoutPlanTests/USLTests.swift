@@ -1,4 +1,5 @@
 import Testing
+
 @testable import FanoutPlan
 
 @Suite("USL fit")
@@ -34,8 +35,9 @@ struct USLTests {
         #expect(fit.model.dominantTerm(at: 100) == "coherency (κ)")
     }
 
-    @Test("noisy synthetic data (±0.1% multiplicative, 3 repeats per N): λ, σ, κ within 1%",
-          arguments: [UInt64(1), 7, 42])
+    @Test(
+        "noisy synthetic data (±0.1% multiplicative, 3 repeats per N): λ, σ, κ within 1%",
+        arguments: [UInt64(1), 7, 42])
     func noisy(seed: UInt64) throws {
         let base = (1...48).map(Double.init)
         let n = base + base + base

@@ -4,6 +4,7 @@ import FanoutMetrics
 import FanoutSim
 import Foundation
 import Testing
+
 @testable import FanoutReport
 
 @Suite("report.html")
@@ -15,8 +16,10 @@ struct HTMLReportTests {
     ]
 
     /// A report made up in the test: deterministic values, `intervals` seconds of interval histograms.
-    static func report(scenario: String = "synthetic", clock: String = "real", intervals: Int = 5,
-                       values: Bool = true, durationSeconds: Double = 5) -> RunReport {
+    static func report(
+        scenario: String = "synthetic", clock: String = "real", intervals: Int = 5,
+        values: Bool = true, durationSeconds: Double = 5
+    ) -> RunReport {
         let info = RunInfo(
             tool: "fanout", version: "0.1.0", gitRevision: "0123456789ab", scenario: scenario, seed: 42,
             configHash: "00ff00ff00ff00ff", clock: clock, workers: 2, durationSeconds: durationSeconds,
@@ -52,8 +55,10 @@ struct HTMLReportTests {
                     _ = h.record(UInt64(5_000 + n * n * (index + 1)))
                 }
                 recorder.add(.endToEnd, h)
-                merged.append(MergedInterval(index: index, metric: .endToEnd, bytes: HistogramCodec.encodeCompressed(h),
-                                             maxNanos: h.max))
+                merged.append(
+                    MergedInterval(
+                        index: index, metric: .endToEnd, bytes: HistogramCodec.encodeCompressed(h),
+                        maxNanos: h.max))
             }
         }
         return RunReport(
@@ -111,8 +116,9 @@ struct HTMLReportTests {
         #expect(!html.contains("Infinity"), sourceLocation: sourceLocation)
         #expect(badCoordinates(html) == [], sourceLocation: sourceLocation)
         #expect(unbalancedTags(html) == [], sourceLocation: sourceLocation)
-        #expect(html.components(separatedBy: "<svg ").count == html.components(separatedBy: "</svg>").count,
-                sourceLocation: sourceLocation)
+        #expect(
+            html.components(separatedBy: "<svg ").count == html.components(separatedBy: "</svg>").count,
+            sourceLocation: sourceLocation)
     }
 
     @Test("a full report: every chart, balanced tags, finite coordinates, self-contained")
@@ -148,8 +154,11 @@ struct HTMLReportTests {
         one.info.wallSeconds = 0
         Self.expectClean(HTMLReport.render(one))
         var many = Self.report(intervals: 3, durationSeconds: 10_000)
-        many.intervals += (3..<1_000).map { MergedInterval(index: $0, metric: .endToEnd, bytes: many.intervals[0].bytes,
-                                                           maxNanos: many.intervals[0].maxNanos) }
+        many.intervals += (3..<1_000).map {
+            MergedInterval(
+                index: $0, metric: .endToEnd, bytes: many.intervals[0].bytes,
+                maxNanos: many.intervals[0].maxNanos)
+        }
         Self.expectClean(HTMLReport.render(many))
     }
 
@@ -186,14 +195,18 @@ struct HTMLReportTests {
         let golden = try String(contentsOf: url, encoding: .utf8)
         let expected = golden.split(separator: "\n", omittingEmptySubsequences: false)
         let actual = html.split(separator: "\n", omittingEmptySubsequences: false)
-        let first = zip(expected, actual).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        let first =
+            zip(expected, actual).enumerated().first { $0.element.0 != $0.element.1 }?.offset
             ?? min(expected.count, actual.count)
-        #expect(golden == html, Comment(rawValue: """
-            report.html differs from Golden/synthetic-report.html at line \(first + 1) \
-            (FANOUT_UPDATE_GOLDEN=1 swift test rewrites it):
-            expected: \(first < expected.count ? String(expected[first].prefix(200)) : "<end>")
-            actual:   \(first < actual.count ? String(actual[first].prefix(200)) : "<end>")
-            """))
+        #expect(
+            golden == html,
+            Comment(
+                rawValue: """
+                    report.html differs from Golden/synthetic-report.html at line \(first + 1) \
+                    (FANOUT_UPDATE_GOLDEN=1 swift test rewrites it):
+                    expected: \(first < expected.count ? String(expected[first].prefix(200)) : "<end>")
+                    actual:   \(first < actual.count ? String(actual[first].prefix(200)) : "<end>")
+                    """))
     }
 
     @Test("axis helpers: log decades, linear ticks, number formats")

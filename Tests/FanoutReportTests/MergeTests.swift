@@ -2,6 +2,7 @@ import FanoutCore
 import FanoutMetrics
 import Foundation
 import Testing
+
 @testable import FanoutReport
 @testable import FanoutSim
 
@@ -25,8 +26,9 @@ struct MergeTests {
         #expect(merged.accounting.identitiesHold, "\(label)")
         #expect(merged.activities == whole.activities && merged.events == whole.events, "\(label)")
         for metric in [Metric.endToEnd] + Metric.completionMetrics {
-            #expect(merged[metric].totalCount == whole[metric].totalCount,
-                    "\(label) \(metric.name): \(merged[metric].totalCount) vs \(whole[metric].totalCount)")
+            #expect(
+                merged[metric].totalCount == whole[metric].totalCount,
+                "\(label) \(metric.name): \(merged[metric].totalCount) vs \(whole[metric].totalCount)")
         }
     }
 
@@ -102,7 +104,9 @@ struct MergeTests {
                 sizes[owners.first?.index ?? 0] += 1
             }
             // Balanced within 5% of an even split.
-            for size in sizes { #expect(abs(Double(size) - 10_000 / Double(n)) < 500 / Double(n) + 50, "\(n): \(sizes)") }
+            for size in sizes {
+                #expect(abs(Double(size) - 10_000 / Double(n)) < 500 / Double(n) + 50, "\(n): \(sizes)")
+            }
         }
         // Pinned (computed independently in Python): FNV-1a 64 of the id bytes, so a shard means the same devices on every machine.
         #expect(Array("device-0000000".utf8).withUnsafeBytes { Shard.fnv1a($0) } == 0x98a4_00bf_ba25_af2e)

@@ -4,6 +4,7 @@ import FanoutMetrics
 import FanoutSim
 import Foundation
 import Testing
+
 @testable import FanoutReport
 
 @Suite("Run folder files")

@@ -4,12 +4,15 @@ import FanoutMetrics
 import FanoutSim
 import Foundation
 import Histogram
+
 @testable import FanoutReport
 
 /// A report with fixed contents: the golden files' input.
 enum Fixture {
-    static func report(scenario: String = "golden", seed: UInt64 = 42, clock: String = "virtual",
-                       scale: Double = 1) -> RunReport {
+    static func report(
+        scenario: String = "golden", seed: UInt64 = 42, clock: String = "virtual",
+        scale: Double = 1
+    ) -> RunReport {
         let info = RunInfo(
             tool: "fanout", version: "0.1.0", gitRevision: "0123456789ab", scenario: scenario, seed: seed,
             configHash: "feedfacecafebeef", clock: clock, workers: 2, durationSeconds: 120, wallSeconds: 3.25,
@@ -45,9 +48,11 @@ enum Fixture {
                 }
             }
             for metric in Metric.allCases where interval[metric].totalCount > 0 {
-                intervals.append(MergedInterval(index: index, metric: metric,
-                                                bytes: HistogramCodec.encodeCompressed(interval[metric]),
-                                                maxNanos: interval[metric].max))
+                intervals.append(
+                    MergedInterval(
+                        index: index, metric: metric,
+                        bytes: HistogramCodec.encodeCompressed(interval[metric]),
+                        maxNanos: interval[metric].max))
             }
             recorder.add(interval)
         }

@@ -1,6 +1,7 @@
 import FanoutCore
 import FanoutMetrics
 import Testing
+
 @testable import FanoutSim
 
 /// The built-in fault scenarios: each one's identities hold and its fault shows in the counts as

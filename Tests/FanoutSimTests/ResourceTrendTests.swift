@@ -1,4 +1,5 @@
 import Testing
+
 @testable import FanoutSim
 
 @Suite("Resource samples (soak)")
@@ -20,8 +21,11 @@ struct ResourceTrendTests {
     func notFlat() throws {
         let growing = try #require(ResourceTrend(samples([50, 60, 61, 64, 67, 70, 73, 76, 79, 82].map { $0 << 20 })))
         #expect(!growing.rssFlat && growing.fdsFlat)
-        let fds = try #require(ResourceTrend(samples(Array(repeating: 1 << 20, count: 10),
-                                                     fds: [19, 19, 19, 19, 19, 20, 19, 19, 19, 19])))
+        let fds = try #require(
+            ResourceTrend(
+                samples(
+                    Array(repeating: 1 << 20, count: 10),
+                    fds: [19, 19, 19, 19, 19, 20, 19, 19, 19, 19])))
         #expect(fds.rssFlat && !fds.fdsFlat && fds.fdsMax == 20)
         #expect(ResourceTrend([]) == nil)
     }

@@ -1,10 +1,12 @@
 import Testing
+
 @testable import FanoutSim
 
 @Suite("Scenario files")
 struct ScenarioTests {
-    @Test("every built-in parses, and its canonical text parses back to the same scenario",
-          arguments: BuiltinScenarios.names)
+    @Test(
+        "every built-in parses, and its canonical text parses back to the same scenario",
+        arguments: BuiltinScenarios.names)
     func builtins(name: String) throws {
         let s = try #require(BuiltinScenarios.named(name))
         let again = try Scenario.parse(Array(s.canonicalText.utf8), file: "canonical")
@@ -40,7 +42,9 @@ struct ScenarioTests {
         #expect(s.configHash != before)
     }
 
-    @Test("costNanosPerDelivery and sliceBroadcasts: defaults stay out of the canonical text and hash; set, they round-trip")
+    @Test(
+        "costNanosPerDelivery and sliceBroadcasts: defaults stay out of the canonical text and hash; set, they round-trip"
+    )
     func costField() throws {
         let s = try #require(BuiltinScenarios.named("default"))
         #expect(s.costNanosPerDelivery == 0 && !s.canonicalText.contains("costNanosPerDelivery"))
@@ -53,10 +57,12 @@ struct ScenarioTests {
         sliced.sliceBroadcasts = true
         #expect(!s.canonicalText.contains("sliceBroadcasts") && sliced.configHash != s.configHash)
         #expect(try Scenario.parse(Array(sliced.canonicalText.utf8), file: "canonical").sliceBroadcasts)
-        let bad = Self.minimal.replacingOccurrences(of: "\"durationSeconds\": 10,",
-                                                    with: "\"durationSeconds\": 10, \"costNanosPerDelivery\": -5,")
-        #expect(error(bad)?.description
-            == "s.json:3: field costNanosPerDelivery: -5 is out of range (expected 0 to 1000000000)")
+        let bad = Self.minimal.replacingOccurrences(
+            of: "\"durationSeconds\": 10,",
+            with: "\"durationSeconds\": 10, \"costNanosPerDelivery\": -5,")
+        #expect(
+            error(bad)?.description
+                == "s.json:3: field costNanosPerDelivery: -5 is out of range (expected 0 to 1000000000)")
     }
 
     static let minimal = """
@@ -87,17 +93,40 @@ struct ScenarioTests {
         #expect(s.budgetPerHour == nil && s.faults.offline == nil && s.arrival.process == .poisson)
     }
 
-    @Test("bad scenarios name the file, the line and the field", arguments: [
-        ("\"devices\": 10,", "\"devices\": -1,", "s.json:4: field population.devices: -1 is out of range (expected 1 to 50000000)"),
-        ("\"devices\": 10,", "\"devices\": \"ten\",", "s.json:4: field population.devices: expected an integer"),
-        ("\"schema\": \"S\"", "\"schema\": \"T\"", "s.json:5: field apps[0].schema: no schema named \"T\" in schemas"),
-        ("{\"n\": \"int\"}", "{\"n\": \"float\"}", "s.json:6: field schemas.S.n: expected a type: int, double, string or bool, optionally with ?"),
-        ("\"ratePerSecond\": 5}", "\"ratePerSecond\": 5, \"proces\": \"poisson\"}", "s.json:8: field arrival.proces: unknown field (expected one of: process, ratePerSecond, phases, bursts)"),
-        ("\"durationSeconds\": 10,", "\"durationSeconds\": 10, \"clock\": \"wall\",", "s.json:3: field clock: expected \"real\" or \"virtual\", found \"wall\""),
-        ("\"sources\": {\"count\": 3},", "\"sources\": {\"count\": 3, \"broadcastShare\": 1.5},", "s.json:7: field sources.broadcastShare: 1.5 is out of range (expected 0.0 to 1.0)"),
-        ("\"arrival\": {\"ratePerSecond\": 5}", "\"arrival\": {\"process\": \"constant\"}", "s.json:8: field arrival.ratePerSecond: missing (expected ratePerSecond or phases)"),
-        ("\"durationSeconds\": 10,", "\"durationSeconds\": 10,,", "s.json:3: not valid JSON (at byte 42)"),
-    ])
+    @Test(
+        "bad scenarios name the file, the line and the field",
+        arguments: [
+            (
+                "\"devices\": 10,", "\"devices\": -1,",
+                "s.json:4: field population.devices: -1 is out of range (expected 1 to 50000000)"
+            ),
+            ("\"devices\": 10,", "\"devices\": \"ten\",", "s.json:4: field population.devices: expected an integer"),
+            (
+                "\"schema\": \"S\"", "\"schema\": \"T\"",
+                "s.json:5: field apps[0].schema: no schema named \"T\" in schemas"
+            ),
+            (
+                "{\"n\": \"int\"}", "{\"n\": \"float\"}",
+                "s.json:6: field schemas.S.n: expected a type: int, double, string or bool, optionally with ?"
+            ),
+            (
+                "\"ratePerSecond\": 5}", "\"ratePerSecond\": 5, \"proces\": \"poisson\"}",
+                "s.json:8: field arrival.proces: unknown field (expected one of: process, ratePerSecond, phases, bursts)"
+            ),
+            (
+                "\"durationSeconds\": 10,", "\"durationSeconds\": 10, \"clock\": \"wall\",",
+                "s.json:3: field clock: expected \"real\" or \"virtual\", found \"wall\""
+            ),
+            (
+                "\"sources\": {\"count\": 3},", "\"sources\": {\"count\": 3, \"broadcastShare\": 1.5},",
+                "s.json:7: field sources.broadcastShare: 1.5 is out of range (expected 0.0 to 1.0)"
+            ),
+            (
+                "\"arrival\": {\"ratePerSecond\": 5}", "\"arrival\": {\"process\": \"constant\"}",
+                "s.json:8: field arrival.ratePerSecond: missing (expected ratePerSecond or phases)"
+            ),
+            ("\"durationSeconds\": 10,", "\"durationSeconds\": 10,,", "s.json:3: not valid JSON (at byte 42)"),
+        ])
     func errors(find: String, replace: String, expected: String) throws {
         let text = Self.minimal.replacingOccurrences(of: find, with: replace)
         #expect(text != Self.minimal)
@@ -138,15 +167,19 @@ struct ScheduleTests {
     func phases() throws {
         let s = try scenario {
             $0.arrival.process = .constant
-            $0.arrival.phases = [.init(atSeconds: 0, ratePerSecond: 10, rampToPerSecond: nil),
-                                 .init(atSeconds: 5, ratePerSecond: 10, rampToPerSecond: 30)]
+            $0.arrival.phases = [
+                .init(atSeconds: 0, ratePerSecond: 10, rampToPerSecond: nil),
+                .init(atSeconds: 5, ratePerSecond: 10, rampToPerSecond: 30),
+            ]
             $0.arrival.bursts = [.init(atSeconds: 3, events: 4, sourceRank: 2, overSeconds: 0.2)]
         }
         #expect(s.ratePerSecond(at: 4.9) == 10)
         #expect(abs(s.ratePerSecond(at: 7.5) - 20) < 1e-9)
         let all = events(s)
         #expect(zip(all, all.dropFirst()).allSatisfy { $0.intendedNanos <= $1.intendedNanos })
-        let burst = all.filter { $0.intendedNanos >= 3_000_000_000 && $0.intendedNanos < 3_200_000_000 && $0.source == 1 }
+        let burst = all.filter {
+            $0.intendedNanos >= 3_000_000_000 && $0.intendedNanos < 3_200_000_000 && $0.source == 1
+        }
         #expect(burst.count >= 4)
         let late = all.filter { $0.intendedNanos >= 5_000_000_000 }.count
         let early = all.filter { $0.intendedNanos < 5_000_000_000 }.count

@@ -1,6 +1,7 @@
 import FanoutCore
 import FanoutMetrics
 import Testing
+
 @testable import FanoutSim
 
 @Suite("Simulation runs", .serialized)
@@ -113,8 +114,9 @@ struct CoordinatedOmissionTests {
     @Test("a stalled worker shows up as latency, not as missing samples")
     func stall() throws {
         var s = try #require(BuiltinScenarios.named("smoke"))
-        s.faults = .init(outOfOrderShare: 0, malformedShare: 0, oversizedShare: 0, rotationShare: 0, dismissShare: 0,
-                         offline: nil, coalescing: false)
+        s.faults = .init(
+            outOfOrderShare: 0, malformedShare: 0, oversizedShare: 0, rotationShare: 0, dismissShare: 0,
+            offline: nil, coalescing: false)
         s.lifecycle = .init(endFractionMin: nil, endFractionMax: nil, dismissalAfterSeconds: nil)
         s.sources.broadcastShare = 0
         let world = World(scenario: s)
@@ -134,6 +136,8 @@ struct CoordinatedOmissionTests {
         #expect(r.recorder[.endToEnd].totalCount == UInt64(deliveries))  // no sample is lost
         #expect(r.recorder[.endToEnd].min >= 2_000_000_000 - 1_000_000)  // each is late by at least the stall
         #expect(r.recorder[.scheduleLag].totalCount == 20)
-        #expect(r.recorder[.scheduleLag].max >= 2_000_000_000 + events.last!.intendedNanos - events[0].intendedNanos - 5_000_000)
+        #expect(
+            r.recorder[.scheduleLag].max >= 2_000_000_000 + events.last!.intendedNanos - events[0].intendedNanos
+                - 5_000_000)
     }
 }

@@ -1,6 +1,7 @@
+import FanoutCore
 import Foundation
 import Testing
-import FanoutCore
+
 @testable import FanoutTrace
 
 /// The hand-written traces under Fixtures/: each replay must produce its expected dump byte for byte,
@@ -28,8 +29,9 @@ struct FixtureTests {
         #expect(Fixtures.names("unreadable", suffix: ".trace.jsonl").count >= 12)
     }
 
-    @Test("replay matches the hand-written dump byte for byte", .tags(.fixtures),
-          arguments: Fixtures.names("replay", suffix: ".trace.jsonl"))
+    @Test(
+        "replay matches the hand-written dump byte for byte", .tags(.fixtures),
+        arguments: Fixtures.names("replay", suffix: ".trace.jsonl"))
     func replay(name: String) throws {
         let replay = try TraceReplay.replay(path: Fixtures.path("replay", "\(name).trace.jsonl"))
         let dump = String(decoding: StateDump.render(replay.pipeline!, nowMillis: replay.nowMillis), as: UTF8.self)
@@ -43,8 +45,9 @@ struct FixtureTests {
         #expect(replay.pipeline!.accounting.identitiesHold)
     }
 
-    @Test("an unreadable trace stops at its line", .tags(.fixtures),
-          arguments: Fixtures.names("unreadable", suffix: ".trace.jsonl"))
+    @Test(
+        "an unreadable trace stops at its line", .tags(.fixtures),
+        arguments: Fixtures.names("unreadable", suffix: ".trace.jsonl"))
     func unreadable(name: String) throws {
         let expectedLine = Int(
             try String(contentsOfFile: Fixtures.path("unreadable", "\(name).line"), encoding: .utf8)

@@ -1,7 +1,7 @@
-import Foundation
-import Testing
 import FanoutCore
 import FanoutTrace
+import Foundation
+import Testing
 
 // TRACE.md "Unreadable traces": each kind of line that stops the replay, with the line number.
 // Helpers are in RuleTests.swift.
@@ -45,8 +45,10 @@ extension RuleTests {
 
     @Test("Unreadable: invalid JSON stops the replay at its line")
     func unreadableJSON() {
-        for bad in [#"{"at":0,"op":"advance""#, #"{"at":0,"op":"advance"} x"#, #"{"at":0,"op":'advance'}"#,
-                    #"{"at":0,"op":"advance",}"#, #"{"at":NaN,"op":"advance"}"#] {
+        for bad in [
+            #"{"at":0,"op":"advance""#, #"{"at":0,"op":"advance"} x"#, #"{"at":0,"op":'advance'}"#,
+            #"{"at":0,"op":"advance",}"#, #"{"at":NaN,"op":"advance"}"#,
+        ] {
             let (text, line) = trace { $0.lines.append(bad) }
             #expect(errorLine(text) == line, "\(bad)")
         }
@@ -68,7 +70,8 @@ extension RuleTests {
             #"{"epoch":1700000000,"schemas":{}}"#, #"{"trace":1,"epoch":1700000000,"schemas":[]}"#,
             #"{"trace":1,"epoch":1700000000,"schemas":{"S":{"x":"float"}}}"#,
             #"{"trace":1,"epoch":1700000000,"schemas":{"S":{"x":"int??"}}}"#,
-            #"{"trace":1,"epoch":1700000000,"schemas":{"S":{"x":1}}}"#, #"{"trace":1,"epoch":1700000000,"schemas":{"S":[]}}"#,
+            #"{"trace":1,"epoch":1700000000,"schemas":{"S":{"x":1}}}"#,
+            #"{"trace":1,"epoch":1700000000,"schemas":{"S":[]}}"#,
             #"[1]"#, #"{"at":0,"op":"advance"}"#,
         ]
         for h in headers { #expect(errorLine(h + "\n" + #"{"at":0,"op":"advance"}"#) == 1, "\(h)") }
@@ -86,7 +89,9 @@ extension RuleTests {
     @Test("Unreadable: a missing field (request, push, startToken, rotate, at, op)")
     func unreadableMissingField() {
         var cases: [(String, [String: Any])] = []
-        for key in ["device", "app", "activity", "type", "attributes", "state", "staleDate", "relevance", "token", "channel"] {
+        for key in [
+            "device", "app", "activity", "type", "attributes", "state", "staleDate", "relevance", "token", "channel",
+        ] {
             var f = Trace.requestFields("a2")
             f[key] = nil
             cases.append(("request", f))
@@ -96,8 +101,10 @@ extension RuleTests {
             f[key] = nil
             cases.append(("push", f))
         }
-        cases += [("startToken", ["device": "d1", "app": APP]), ("rotate", ["activity": "a1"]),
-                  ("subscribe", ["channel": "c"]), ("dismiss", [:])]
+        cases += [
+            ("startToken", ["device": "d1", "app": APP]), ("rotate", ["activity": "a1"]),
+            ("subscribe", ["channel": "c"]), ("dismiss", [:]),
+        ]
         for (op, fields) in cases {
             let (text, line) = trace { $0.op(0, op, fields) }
             #expect(errorLine(text) == line, "\(op) \(fields.keys.sorted())")
@@ -110,9 +117,11 @@ extension RuleTests {
     @Test("Unreadable: a field of the wrong JSON type")
     func unreadableWrongType() {
         var cases: [(String, [String: Any])] = []
-        for (key, value) in [("device", 5), ("app", null), ("activity", 1), ("type", true), ("attributes", "x"),
-                             ("state", [1]), ("staleDate", "soon"), ("relevance", "high"), ("token", 12),
-                             ("channel", 5)] as [(String, Any)] {
+        for (key, value) in [
+            ("device", 5), ("app", null), ("activity", 1), ("type", true), ("attributes", "x"),
+            ("state", [1]), ("staleDate", "soon"), ("relevance", "high"), ("token", 12),
+            ("channel", 5),
+        ] as [(String, Any)] {
             var f = Trace.requestFields("a2")
             f[key] = value
             cases.append(("request", f))
@@ -120,8 +129,11 @@ extension RuleTests {
         var push = Trace.pushFields(.token(tok("a1")), update(1))
         push["payload"] = ["aps": [:] as [String: Any]]
         cases.append(("push", push))
-        cases += [("rotate", ["activity": "a1", "token": 5]), ("dismiss", ["activity": null]),
-                  ("subscribe", ["activity": "a1", "channel": ["c"]]), ("startToken", ["device": "d1", "app": 1, "token": "55"])]
+        cases += [
+            ("rotate", ["activity": "a1", "token": 5]), ("dismiss", ["activity": null]),
+            ("subscribe", ["activity": "a1", "channel": ["c"]]),
+            ("startToken", ["device": "d1", "app": 1, "token": "55"]),
+        ]
         for (op, fields) in cases {
             let (text, line) = trace { $0.op(0, op, fields) }
             #expect(errorLine(text) == line, "\(op) \(fields)")
@@ -140,8 +152,10 @@ extension RuleTests {
         t.push(6000, .token(tok("a1")), update(6), apnsId: false)
         let r = try t.run()
         #expect(r.acc.pushes == 6 && r.acc.rejectedTotal == 6)
-        for reason: RejectReason in [.invalidPushType, .topicDisallowed, .badPriority, .badExpirationDate,
-                                     .badCollapseId, .badMessageId] {
+        for reason: RejectReason in [
+            .invalidPushType, .topicDisallowed, .badPriority, .badExpirationDate,
+            .badCollapseId, .badMessageId,
+        ] {
             #expect(r.acc[reason] == 1, "\(reason.name)")
         }
     }
@@ -160,8 +174,10 @@ extension RuleTests {
 
     @Test("Unreadable: at negative, non-integral, not a number, or smaller than the line before (equal is fine)")
     func unreadableAt() {
-        for bad in [#"{"at":-1,"op":"advance"}"#, #"{"at":1.5,"op":"advance"}"#, #"{"at":"5","op":"advance"}"#,
-                    #"{"at":null,"op":"advance"}"#] {
+        for bad in [
+            #"{"at":-1,"op":"advance"}"#, #"{"at":1.5,"op":"advance"}"#, #"{"at":"5","op":"advance"}"#,
+            #"{"at":null,"op":"advance"}"#,
+        ] {
             let (text, line) = trace { $0.lines.append(bad) }
             #expect(errorLine(text) == line, "\(bad)")
         }
@@ -170,7 +186,12 @@ extension RuleTests {
             $0.advance(4999)
         }
         #expect(errorLine(back) == line)
-        #expect(errorLine(trace { $0.advance(5000); $0.advance(5000) }.text) == nil)
+        #expect(
+            errorLine(
+                trace {
+                    $0.advance(5000)
+                    $0.advance(5000)
+                }.text) == nil)
     }
 
     @Test("Unreadable: a push without exactly one target (none, two, three)")
@@ -233,7 +254,12 @@ extension RuleTests {
             $0.startToken(0, "5501", app: NEWS)
         }
         #expect(errorLine(device) == l1 && errorLine(app) == l2)
-        #expect(errorLine(trace { $0.startToken(0, "5501"); $0.startToken(0, "5501") }.text) == nil)
+        #expect(
+            errorLine(
+                trace {
+                    $0.startToken(0, "5501")
+                    $0.startToken(0, "5501")
+                }.text) == nil)
     }
 
     @Test("Unreadable: request type must name a schema and state must decode (TRACE 15)")

@@ -1,7 +1,7 @@
-import Foundation
-import Testing
 import FanoutCore
 import FanoutTrace
+import Foundation
+import Testing
 
 // TRACE.md: the "Exact rules" 1–17 and each kind of unreadable line. Helpers are in RuleTests.swift.
 
@@ -95,7 +95,8 @@ extension RuleTests {
 
     // Validation
 
-    @Test("TRACE 4: size is strictly more than 4096 (token, start token) or 5120 (broadcast); zero bytes is PayloadEmpty")
+    @Test(
+        "TRACE 4: size is strictly more than 4096 (token, start token) or 5120 (broadcast); zero bytes is PayloadEmpty")
     func trace4Sizes() throws {
         var t = Trace()
         t.startToken(0, "5501")
@@ -120,12 +121,13 @@ extension RuleTests {
         // Push k fails check k and every check after it.
         for k in 0..<10 {
             let payload = k == 0 ? padded(#"{"aps":{}}"#, to: 4097) : k == 1 ? "" : #"{"aps":{}}"#
-            t.push(1000 * (k + 1), .token(tok("a1")), payload,
-                   pushType: k <= 2 ? "alert" : "liveactivity",
-                   topic: k <= 3 ? APP : k == 4 ? NEWS + ".push-type.liveactivity" : TOPIC,
-                   priority: k <= 5 ? 3 : 10, expiration: k <= 8 ? -1 : 0,
-                   collapseId: k <= 6 ? String(repeating: "c", count: 65) : null,
-                   apnsId: k <= 7 ? "nope" : null)
+            t.push(
+                1000 * (k + 1), .token(tok("a1")), payload,
+                pushType: k <= 2 ? "alert" : "liveactivity",
+                topic: k <= 3 ? APP : k == 4 ? NEWS + ".push-type.liveactivity" : TOPIC,
+                priority: k <= 5 ? 3 : 10, expiration: k <= 8 ? -1 : 0,
+                collapseId: k <= 6 ? String(repeating: "c", count: 65) : null,
+                apnsId: k <= 7 ? "nope" : null)
         }
         let r = try t.run()
         for reason in RejectReason.allCases {
@@ -193,7 +195,9 @@ extension RuleTests {
         t.request(0, "a1")
         let good: [Any] = [null, "", String(repeating: "c", count: 64), String(repeating: "é", count: 32)]
         let bad: [Any] = [String(repeating: "c", count: 65), String(repeating: "é", count: 32) + "c", 64, true]
-        for (k, c) in (good + bad).enumerated() { t.push(1000 * (k + 1), .token(tok("a1")), update(k + 1), collapseId: c) }
+        for (k, c) in (good + bad).enumerated() {
+            t.push(1000 * (k + 1), .token(tok("a1")), update(k + 1), collapseId: c)
+        }
         let r = try t.run()
         #expect(r.outcome(.applied, "a1") == good.count)
         #expect(r.acc[RejectReason.badCollapseId] == bad.count)
@@ -227,14 +231,18 @@ extension RuleTests {
         #expect(r.acc[RejectReason.badExpirationDate] == cases.filter { !$0.2 }.count)
     }
 
-    @Test("TRACE 7: a payload that is not strict JSON → BadRequestPayload (NaN, Infinity, lone surrogate, BOM, trailing bytes, huge numbers)")
+    @Test(
+        "TRACE 7: a payload that is not strict JSON → BadRequestPayload (NaN, Infinity, lone surrogate, BOM, trailing bytes, huge numbers)"
+    )
     func trace7StrictJSON() throws {
         var t = Trace()
         t.request(0, "a1")
         let u = #"{"aps":{"event":"update","timestamp":1700000001,"content-state":{"home":1,"away":0}}"#
-        let bad = [u + #","x":NaN}"#, u + #","x":Infinity}"#, u + #","x":-Infinity}"#, u + #","x":"\ud800"}"#,
-                   u + #","x":"\udc00"}"#, "\u{FEFF}" + u + "}", u + "}x", u + "}{}", u + #","x":1e400}"#,
-                   u + #","x":-1e999}"#, u + ",}", u + #","x":'a'}"#, u + #","x":01}"#, u + ",\"x\":\"a\tb\"}"]
+        let bad = [
+            u + #","x":NaN}"#, u + #","x":Infinity}"#, u + #","x":-Infinity}"#, u + #","x":"\ud800"}"#,
+            u + #","x":"\udc00"}"#, "\u{FEFF}" + u + "}", u + "}x", u + "}{}", u + #","x":1e400}"#,
+            u + #","x":-1e999}"#, u + ",}", u + #","x":'a'}"#, u + #","x":01}"#, u + ",\"x\":\"a\tb\"}",
+        ]
         for (k, p) in bad.enumerated() { t.send(1000 * (k + 1), "a1", p) }
         t.send(100_000, "a1", " " + u + #","x":"\ud83d\ude00","y":1e300} "#)  // valid: surrounding whitespace, a pair
         let r = try t.run()
@@ -325,7 +333,8 @@ extension RuleTests {
         #expect(r.acc[UnroutableReason.unregistered] == 2)
     }
 
-    @Test("TRACE 8: a new startToken for the same (device, app) replaces the old one, which then routes as Unregistered")
+    @Test(
+        "TRACE 8: a new startToken for the same (device, app) replaces the old one, which then routes as Unregistered")
     func trace8StartTokenReplaced() throws {
         var t = Trace()
         t.startToken(0, "5501")
@@ -352,7 +361,9 @@ extension RuleTests {
         #expect(r.outcome(.applied, "a1") == 1 && r.outcome(.applied, "a2") == 1 && r.outcome(.applied, "s1") == 2)
     }
 
-    @Test("TRACE 9: an activity is in at most one channel; a channel stays registered — no subscriber: routed, 0 deliveries")
+    @Test(
+        "TRACE 9: an activity is in at most one channel; a channel stays registered — no subscriber: routed, 0 deliveries"
+    )
     func trace9OneChannelStaysRegistered() throws {
         var t = Trace()
         t.request(0, "a1", channel: "c1")
@@ -443,7 +454,8 @@ extension RuleTests {
         t.send(2000, "a1", update(2, ["home": "x", "away": 0]))
         t.send(3000, "a1", update(3))
         let r = try t.run()
-        #expect(r.outcome(.applied, "a1") == 1 && r.outcome(.decodeFailed, "a1") == 1 && r.outcome(.throttled, "a1") == 1)
+        #expect(
+            r.outcome(.applied, "a1") == 1 && r.outcome(.decodeFailed, "a1") == 1 && r.outcome(.throttled, "a1") == 1)
     }
 
     @Test("TRACE 11: throttled, ignored and push-to-start pushes are never counted")
@@ -577,7 +589,9 @@ extension RuleTests {
         var t = Trace()
         let ok: [String: Any] = ["i": 1, "d": 2, "s": "x", "b": false]
         t.request(0, "t1", state: ok, type: "Typed")
-        let bad: [[String: Any]] = [["d": "2"], ["d": true], ["s": 5], ["s": null], ["b": 1], ["b": "true"], ["b": null]]
+        let bad: [[String: Any]] = [
+            ["d": "2"], ["d": true], ["s": 5], ["s": null], ["b": 1], ["b": "true"], ["b": null],
+        ]
         for (k, change) in bad.enumerated() {
             var cs = ok
             for (key, v) in change { cs[key] = v }
@@ -625,7 +639,9 @@ extension RuleTests {
         #expect(r.acc[Outcome.limitExceeded] == 1 && r.acc[Outcome.decodeFailed] == 0)
     }
 
-    @Test("TRACE 14: a push-to-start that does not decode → decodeFailed; it creates nothing and counts only in the totals")
+    @Test(
+        "TRACE 14: a push-to-start that does not decode → decodeFailed; it creates nothing and counts only in the totals"
+    )
     func trace14DecodeFailed() throws {
         var t = Trace()
         t.startToken(0, "5501")
@@ -645,16 +661,21 @@ extension RuleTests {
         #expect(r.dump.first?.hasPrefix(#"{"device": "d1""#) == true)
     }
 
-    @Test("TRACE 14: a start creates newActivity on the start token's device for its app, token newToken, timestamp aps.timestamp")
+    @Test(
+        "TRACE 14: a start creates newActivity on the start token's device for its app, token newToken, timestamp aps.timestamp"
+    )
     func trace14Success() throws {
         var t = Trace()
         t.startToken(0, "5502", device: "d7", app: NEWS)
-        let more: [String: Any] = ["content-state": ["home": 2, "away": 1], "stale-date": E + 100, "relevance-score": 7.5]
+        let more: [String: Any] = [
+            "content-state": ["home": 2, "away": 1], "stale-date": E + 100, "relevance-score": 7.5,
+        ]
         t.start(5000, "5502", "s1", startPayload(3, more), topic: NEWS + ".push-type.liveactivity")
         let r1 = try t.run()
-        #expect(r1.line("s1") == #"{"activity": "s1", "device": "d7", "app": "com.example.news", "state": "active", "#
-            + #""timestamp": 1700000003, "content": {"home": 2, "away": 1}, "staleDate": 1700000100, "relevance": 7.5, "#
-            + #""outcomes": {"applied": 1}}"#)
+        #expect(
+            r1.line("s1") == #"{"activity": "s1", "device": "d7", "app": "com.example.news", "state": "active", "#
+                + #""timestamp": 1700000003, "content": {"home": 2, "away": 1}, "staleDate": 1700000100, "relevance": 7.5, "#
+                + #""outcomes": {"applied": 1}}"#)
         t.push(6000, .token(tok("s1")), update(3), topic: NEWS + ".push-type.liveactivity")
         t.push(7000, .token(tok("s1")), update(4), topic: NEWS + ".push-type.liveactivity")
         let r2 = try t.run()
@@ -683,7 +704,9 @@ extension RuleTests {
         #expect(r.id("a2") != nil && r.acc.requests == 3 && r.acc.requestsLimitExceeded == 1)
     }
 
-    @Test("TRACE 15: totals.requests counts request lines, totals.limitExceeded refused requests; refused starts are outcomes")
+    @Test(
+        "TRACE 15: totals.requests counts request lines, totals.limitExceeded refused requests; refused starts are outcomes"
+    )
     func trace15Totals() throws {
         var t = Trace(limits: #"{"perApp":1,"perDevice":10}"#)
         t.startToken(0, "5501")
@@ -745,25 +768,31 @@ extension RuleTests {
 
     // Dump
 
-    @Test("TRACE 17: dump lines — keys in order, relevance a float, content ints as integers and doubles as floats, zero counts left out")
+    @Test(
+        "TRACE 17: dump lines — keys in order, relevance a float, content ints as integers and doubles as floats, zero counts left out"
+    )
     func trace17Format() throws {
         var t = Trace()
         t.request(0, "a1")
         t.request(0, "a2", relevance: 3)
-        t.send(1000, "a1", update(123, ["home": 2, "away": 1, "clock": "05:12", "prob": 0.61, "final": false],
-                                  ["stale-date": E + 900, "relevance-score": 50]))
+        t.send(
+            1000, "a1",
+            update(
+                123, ["home": 2, "away": 1, "clock": "05:12", "prob": 0.61, "final": false],
+                ["stale-date": E + 900, "relevance-score": 50]))
         t.send(2000, "a1", update(100))
         let d = try t.run().dump
-        #expect(d == [
-            #"{"activity": "a1", "device": "d1", "app": "com.example.scores", "state": "active", "timestamp": 1700000123, "#
-                + #""content": {"home": 2, "away": 1, "clock": "05:12", "prob": 0.61, "final": false}, "staleDate": 1700000900, "#
-                + #""relevance": 50.0, "outcomes": {"applied": 1, "ignoredStaleTimestamp": 1}}"#,
-            #"{"activity": "a2", "device": "d1", "app": "com.example.scores", "state": "active", "timestamp": null, "#
-                + #""content": {"home": 0, "away": 0}, "staleDate": null, "relevance": 3.0, "outcomes": {}}"#,
-            #"{"device": "d1", "lockScreen": ["a1", "a2"], "island": ["a1", "a2"]}"#,
-            #"{"totals": {"pushes": 2, "rejected": {}, "unroutable": {}, "routed": 2, "deliveries": 2, "#
-                + #""outcomes": {"applied": 1, "ignoredStaleTimestamp": 1}, "requests": 2, "limitExceeded": 0}}"#,
-        ])
+        #expect(
+            d == [
+                #"{"activity": "a1", "device": "d1", "app": "com.example.scores", "state": "active", "timestamp": 1700000123, "#
+                    + #""content": {"home": 2, "away": 1, "clock": "05:12", "prob": 0.61, "final": false}, "staleDate": 1700000900, "#
+                    + #""relevance": 50.0, "outcomes": {"applied": 1, "ignoredStaleTimestamp": 1}}"#,
+                #"{"activity": "a2", "device": "d1", "app": "com.example.scores", "state": "active", "timestamp": null, "#
+                    + #""content": {"home": 0, "away": 0}, "staleDate": null, "relevance": 3.0, "outcomes": {}}"#,
+                #"{"device": "d1", "lockScreen": ["a1", "a2"], "island": ["a1", "a2"]}"#,
+                #"{"totals": {"pushes": 2, "rejected": {}, "unroutable": {}, "routed": 2, "deliveries": 2, "#
+                    + #""outcomes": {"applied": 1, "ignoredStaleTimestamp": 1}, "requests": 2, "limitExceeded": 0}}"#,
+            ])
     }
 
     @Test("TRACE 17: a device line for every device named by a request (refused ones too) or a startToken line")
@@ -784,10 +813,14 @@ extension RuleTests {
         for (a, d) in [("😀", "d😀"), ("～", "d～"), ("é", "dé"), ("z", "dz"), ("Z", "dZ")] { t.request(0, a, device: d) }
         t.request(0, "a1", state: ["home": 0, "away": 0, "clock": "é/\"\\😀\u{7F}\u{2028}"])
         let d = try t.run().dump
-        let ids = d.compactMap { l in ["activity", "device"].lazy.compactMap { k -> String? in
-            guard let o = try? JSONSerialization.jsonObject(with: Data(l.utf8)) as? [String: Any] else { return nil }
-            return o[k] as? String
-        }.first }
+        let ids = d.compactMap { l in
+            ["activity", "device"].lazy.compactMap { k -> String? in
+                guard let o = try? JSONSerialization.jsonObject(with: Data(l.utf8)) as? [String: Any] else {
+                    return nil
+                }
+                return o[k] as? String
+            }.first
+        }
         #expect(ids == ["Z", "a1", "z", "é", "～", "😀", "d1", "dZ", "dz", "dé", "d～", "d😀"])
         #expect(d[1].contains(#""clock": "é/\"\\😀"# + "\u{7F}\u{2028}\""))
     }

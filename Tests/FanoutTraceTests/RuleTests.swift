@@ -1,7 +1,7 @@
-import Foundation
-import Testing
 import FanoutCore
 import FanoutTrace
+import Foundation
+import Testing
 
 // One named test per rule of spec/DOMAIN.md and spec/TRACE.md. Each test replays a small trace built
 // below and asserts the specific outcome the rule requires. DOMAIN rules are in this file; TRACE's
@@ -15,12 +15,16 @@ let HOUR = 3_600_000
 let APP = "com.example.scores"
 let NEWS = "com.example.news"
 let TOPIC = APP + ".push-type.liveactivity"
-let SCHEMAS = #"{"Score":{"home":"int","away":"int","clock":"string?","prob":"double?","final":"bool?"},"#
+let SCHEMAS =
+    #"{"Score":{"home":"int","away":"int","clock":"string?","prob":"double?","final":"bool?"},"#
     + #""Typed":{"i":"int","d":"double","s":"string","b":"bool","o":"int?"}}"#
 var SCORE: [String: Any] { ["home": 1, "away": 0] }
 
 /// JSON text written verbatim (`3.0`, `1e400`, `null`).
-struct Raw { let text: String; init(_ text: String) { self.text = text } }
+struct Raw {
+    let text: String
+    init(_ text: String) { self.text = text }
+}
 let null = Raw("null")
 
 func q(_ s: String) -> String {
@@ -45,7 +49,8 @@ func js(_ v: Any) -> String {
     case let i as Int: return String(i)
     case let d as Double: return "\(d)"
     case let a as [Any]: return "[" + a.map(js).joined(separator: ",") + "]"
-    case let o as [String: Any]: return "{" + o.keys.sorted().map { q($0) + ":" + js(o[$0]!) }.joined(separator: ",") + "}"
+    case let o as [String: Any]:
+        return "{" + o.keys.sorted().map { q($0) + ":" + js(o[$0]!) }.joined(separator: ",") + "}"
     default: fatalError("js: unsupported \(type(of: v))")
     }
 }
@@ -67,8 +72,10 @@ func update(_ t: Int, _ cs: [String: Any] = SCORE, _ more: [String: Any] = [:]) 
 }
 func end(_ t: Int, _ more: [String: Any] = [:]) -> String { aps("end", t, more) }
 func startPayload(_ t: Int, _ more: [String: Any] = [:], drop: String? = nil) -> String {
-    var m: [String: Any] = ["content-state": SCORE, "attributes-type": "Score", "attributes": ["team": "x"],
-                            "alert": ["title": "Go", "body": "Kick-off"]]
+    var m: [String: Any] = [
+        "content-state": SCORE, "attributes-type": "Score", "attributes": ["team": "x"],
+        "alert": ["title": "Go", "body": "Kick-off"],
+    ]
     for (k, v) in more { m[k] = v }
     if let drop { m[drop] = nil }
     return aps("start", t, m)
@@ -78,14 +85,21 @@ func padded(_ payload: String, to bytes: Int, unit: String = "x") -> String {
     let head = String(payload.dropLast()) + #","pad":""#
     var fill = bytes - head.utf8.count - 2
     var pad = ""
-    while fill >= unit.utf8.count { pad += unit; fill -= unit.utf8.count }
+    while fill >= unit.utf8.count {
+        pad += unit
+        fill -= unit.utf8.count
+    }
     pad += String(repeating: "x", count: fill)
     let result = head + pad + "\"}"
     precondition(result.utf8.count == bytes)
     return result
 }
 
-enum Target { case token(String), channel(String), start(String) }
+enum Target {
+    case token(String)
+    case channel(String)
+    case start(String)
+}
 
 struct Trace {
     var lines: [String]
@@ -113,24 +127,37 @@ struct Trace {
         f["op"] = op
         lines.append(js(f))
     }
-    static func requestFields(_ activity: String, device: String = "d1", app: String = APP,
-                              state: [String: Any] = ["home": 0, "away": 0], staleDate: Any = null, relevance: Any = 0,
-                              token: String? = nil, channel: Any = null, type: String = "Score") -> [String: Any] {
-        ["device": device, "app": app, "activity": activity, "type": type, "attributes": ["k": "v"],
-         "state": state, "staleDate": staleDate, "relevance": relevance, "token": token ?? tok(activity),
-         "channel": channel]
+    static func requestFields(
+        _ activity: String, device: String = "d1", app: String = APP,
+        state: [String: Any] = ["home": 0, "away": 0], staleDate: Any = null, relevance: Any = 0,
+        token: String? = nil, channel: Any = null, type: String = "Score"
+    ) -> [String: Any] {
+        [
+            "device": device, "app": app, "activity": activity, "type": type, "attributes": ["k": "v"],
+            "state": state, "staleDate": staleDate, "relevance": relevance, "token": token ?? tok(activity),
+            "channel": channel,
+        ]
     }
-    mutating func request(_ at: Int, _ activity: String, device: String = "d1", app: String = APP,
-                          state: [String: Any] = ["home": 0, "away": 0], staleDate: Any = null, relevance: Any = 0,
-                          token: String? = nil, channel: Any = null, type: String = "Score") {
-        op(at, "request", Trace.requestFields(activity, device: device, app: app, state: state, staleDate: staleDate,
-                                              relevance: relevance, token: token, channel: channel, type: type))
+    mutating func request(
+        _ at: Int, _ activity: String, device: String = "d1", app: String = APP,
+        state: [String: Any] = ["home": 0, "away": 0], staleDate: Any = null, relevance: Any = 0,
+        token: String? = nil, channel: Any = null, type: String = "Score"
+    ) {
+        op(
+            at, "request",
+            Trace.requestFields(
+                activity, device: device, app: app, state: state, staleDate: staleDate,
+                relevance: relevance, token: token, channel: channel, type: type))
     }
-    static func pushFields(_ target: Target, _ payload: String, pushType: Any = "liveactivity", topic: Any = TOPIC,
-                           priority: Any = 10, expiration: Any = 0, collapseId: Any = null, apnsId: Any = null,
-                           newActivity: String? = nil) -> [String: Any] {
-        var f: [String: Any] = ["pushType": pushType, "topic": topic, "priority": priority, "expiration": expiration,
-                                "collapseId": collapseId, "apnsId": apnsId, "payload": payload]
+    static func pushFields(
+        _ target: Target, _ payload: String, pushType: Any = "liveactivity", topic: Any = TOPIC,
+        priority: Any = 10, expiration: Any = 0, collapseId: Any = null, apnsId: Any = null,
+        newActivity: String? = nil
+    ) -> [String: Any] {
+        var f: [String: Any] = [
+            "pushType": pushType, "topic": topic, "priority": priority, "expiration": expiration,
+            "collapseId": collapseId, "apnsId": apnsId, "payload": payload,
+        ]
         switch target {
         case .token(let t): f["token"] = t
         case .channel(let c): f["channel"] = c
@@ -142,12 +169,17 @@ struct Trace {
         }
         return f
     }
-    mutating func push(_ at: Int, _ target: Target, _ payload: String, pushType: Any = "liveactivity",
-                       topic: Any = TOPIC, priority: Any = 10, expiration: Any = 0, collapseId: Any = null,
-                       apnsId: Any = null, newActivity: String? = nil) {
-        op(at, "push", Trace.pushFields(target, payload, pushType: pushType, topic: topic, priority: priority,
-                                        expiration: expiration, collapseId: collapseId, apnsId: apnsId,
-                                        newActivity: newActivity))
+    mutating func push(
+        _ at: Int, _ target: Target, _ payload: String, pushType: Any = "liveactivity",
+        topic: Any = TOPIC, priority: Any = 10, expiration: Any = 0, collapseId: Any = null,
+        apnsId: Any = null, newActivity: String? = nil
+    ) {
+        op(
+            at, "push",
+            Trace.pushFields(
+                target, payload, pushType: pushType, topic: topic, priority: priority,
+                expiration: expiration, collapseId: collapseId, apnsId: apnsId,
+                newActivity: newActivity))
     }
     /// An update or end to activity `a` through its original token.
     mutating func send(_ at: Int, _ a: String, _ payload: String, priority: Any = 10) {
@@ -180,8 +212,12 @@ extension TraceReplay {
     func state(of a: String) -> ActivityState? { id(a).map { store.state($0, nowMillis: nowMillis) } }
     func outcome(_ o: Outcome, _ a: String) -> Int { store.outcomeCount(o, for: id(a)!) }
     func names(_ ids: [Int32]) -> [String] { ids.map { store.activityIds.string($0) } }
-    func lock(_ d: String) -> [String] { names(store.lockScreen(device: store.deviceIds.lookup(d)!, nowMillis: nowMillis)) }
-    func island(_ d: String) -> [String] { names(store.island(device: store.deviceIds.lookup(d)!, nowMillis: nowMillis)) }
+    func lock(_ d: String) -> [String] {
+        names(store.lockScreen(device: store.deviceIds.lookup(d)!, nowMillis: nowMillis))
+    }
+    func island(_ d: String) -> [String] {
+        names(store.island(device: store.deviceIds.lookup(d)!, nowMillis: nowMillis))
+    }
     func relevance(_ a: String) -> Double { store.relevance[Int(id(a)!)] }
     func staleDate(_ a: String) -> Double? { store.staleDateSeconds(id(a)!) }
     func timestamp(_ a: String) -> Int64? { store.hasTimestamp[Int(id(a)!)] ? store.timestamp[Int(id(a)!)] : nil }
@@ -192,7 +228,9 @@ extension TraceReplay {
     func line(_ a: String) -> String? { dump.first { $0.hasPrefix("{\"activity\": \(q(a)), ") } }
     /// The `content` object of the activity's dump line, as written.
     func content(_ a: String) -> String? {
-        guard let l = line(a), let s = l.range(of: "\"content\": "), let e = l.range(of: ", \"staleDate\": ") else { return nil }
+        guard let l = line(a), let s = l.range(of: "\"content\": "), let e = l.range(of: ", \"staleDate\": ") else {
+            return nil
+        }
         return String(l[s.upperBound..<e.lowerBound])
     }
     var totals: [String: Any] {
@@ -298,7 +336,8 @@ struct RuleTests {
         #expect(r.acc[RejectReason.payloadTooLarge] == 1)
     }
 
-    @Test("DOMAIN §2: valid headers pass — priority 5/10 (broadcast 1), apns-id UUID, collapse-id ≤ 64 bytes, expiration")
+    @Test(
+        "DOMAIN §2: valid headers pass — priority 5/10 (broadcast 1), apns-id UUID, collapse-id ≤ 64 bytes, expiration")
     func validHeadersAccepted() throws {
         var t = Trace()
         t.request(0, "a1", channel: "ch")
@@ -398,9 +437,11 @@ struct RuleTests {
     func rejectBadMessageId() throws {
         var t = Trace()
         t.request(0, "a1")
-        let ids: [Any] = ["123e4567e89b12d3a456426614174000", "{123e4567-e89b-12d3-a456-426614174000}",
-                          "123e4567-e89b-12d3-a456-42661417400", "123e4567-e89b-12d3-a456-42661417400g",
-                          "123e4567-e89b-12d3-a4564-26614174000", "", 5]
+        let ids: [Any] = [
+            "123e4567e89b12d3a456426614174000", "{123e4567-e89b-12d3-a456-426614174000}",
+            "123e4567-e89b-12d3-a456-42661417400", "123e4567-e89b-12d3-a456-42661417400g",
+            "123e4567-e89b-12d3-a4564-26614174000", "", 5,
+        ]
         for (k, id) in ids.enumerated() { t.push(1000 * (k + 1), .token(tok("a1")), update(k + 1), apnsId: id) }
         let r = try t.run()
         #expect(r.acc[RejectReason.badMessageId] == ids.count)
@@ -422,8 +463,10 @@ struct RuleTests {
     func rejectBadRequestPayload() throws {
         var t = Trace()
         t.request(0, "a1")
-        let payloads = [#"{"foo":{}}"#, #"{"aps":{"timestamp":1700000001,"content-state":{"home":1,"away":0}}}"#,
-                        #"{"aps":{"event":"update","content-state":{"home":1,"away":0}}}"#, "{\"aps\":", "null"]
+        let payloads = [
+            #"{"foo":{}}"#, #"{"aps":{"timestamp":1700000001,"content-state":{"home":1,"away":0}}}"#,
+            #"{"aps":{"event":"update","content-state":{"home":1,"away":0}}}"#, "{\"aps\":", "null",
+        ]
         for (k, p) in payloads.enumerated() { t.send(1000 * (k + 1), "a1", p) }
         let r = try t.run()
         #expect(r.acc[RejectReason.badRequestPayload] == payloads.count)
@@ -487,7 +530,9 @@ struct RuleTests {
         let long = String(repeating: "ab", count: 100)  // 100 bytes, longer than 32
         var t = Trace()
         t.request(0, "a1", token: long)
-        for (k, bad) in ["xyz1", "abc", "", "ab cd", "0x12"].enumerated() { t.push(1000 * (k + 1), .token(bad), update(k + 1)) }
+        for (k, bad) in ["xyz1", "abc", "", "ab cd", "0x12"].enumerated() {
+            t.push(1000 * (k + 1), .token(bad), update(k + 1))
+        }
         t.push(9000, .token(long), update(9))
         let r = try t.run()
         #expect(r.acc[UnroutableReason.badDeviceToken] == 5)
@@ -772,7 +817,8 @@ struct RuleTests {
         #expect(r.lock("d1").isEmpty && r.island("d1").isEmpty)
     }
 
-    @Test("DOMAIN §4: all rules read the simulation clock — dates in the wall-clock past are judged at the trace's time")
+    @Test(
+        "DOMAIN §4: all rules read the simulation clock — dates in the wall-clock past are judged at the trace's time")
     func timeOneClock() throws {
         var t = Trace()  // epoch 1700000000 (2023) is long past on the wall clock
         t.request(0, "a1", staleDate: E + 3600)

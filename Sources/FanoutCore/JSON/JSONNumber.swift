@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// JSON number grammar and exact value reading, without allocation.
@@ -92,13 +92,14 @@ public enum JSONNumber {
     }
 
     /// Powers of ten exactly representable as Double.
-    private static let exactPowers: (
-        Double, Double, Double, Double, Double, Double, Double, Double, Double, Double, Double, Double,
-        Double, Double, Double, Double, Double, Double, Double, Double, Double, Double, Double
-    ) = (
-        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
-        1e17, 1e18, 1e19, 1e20, 1e21, 1e22
-    )
+    private static let exactPowers:
+        (
+            Double, Double, Double, Double, Double, Double, Double, Double, Double, Double, Double, Double,
+            Double, Double, Double, Double, Double, Double, Double, Double, Double, Double, Double
+        ) = (
+            1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+            1e17, 1e18, 1e19, 1e20, 1e21, 1e22
+        )
 
     @inline(__always)
     private static func power(_ k: Int) -> Double {

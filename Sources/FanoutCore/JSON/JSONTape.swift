@@ -181,8 +181,10 @@ public struct JSONTape {
     @inline(__always)
     private mutating func openContainer(_ kind: Kind, _ top: inout Int, at start: Int) {
         let index = count
-        append(Entry(kind: kind, flag: false, start: Int32(truncatingIfNeeded: start), end: 0,
-                     next: Int32(truncatingIfNeeded: top)))
+        append(
+            Entry(
+                kind: kind, flag: false, start: Int32(truncatingIfNeeded: start), end: 0,
+                next: Int32(truncatingIfNeeded: top)))
         top = index
     }
 
@@ -196,8 +198,10 @@ public struct JSONTape {
 
     @inline(__always)
     private mutating func appendLeaf(_ kind: Kind, flag: Bool, start: Int, end: Int) {
-        append(Entry(kind: kind, flag: flag, start: Int32(truncatingIfNeeded: start),
-                     end: Int32(truncatingIfNeeded: end), next: Int32(truncatingIfNeeded: count &+ 1)))
+        append(
+            Entry(
+                kind: kind, flag: flag, start: Int32(truncatingIfNeeded: start),
+                end: Int32(truncatingIfNeeded: end), next: Int32(truncatingIfNeeded: count &+ 1)))
     }
 
     @inline(__always)

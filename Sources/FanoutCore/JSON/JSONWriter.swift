@@ -57,11 +57,21 @@ public enum JSONWriter {
         }
         if escaping == .pythonStyle {
             switch c {
-            case 0x0A: out.append(UInt8(ascii: "n")); return
-            case 0x0D: out.append(UInt8(ascii: "r")); return
-            case 0x09: out.append(UInt8(ascii: "t")); return
-            case 0x08: out.append(UInt8(ascii: "b")); return
-            case 0x0C: out.append(UInt8(ascii: "f")); return
+            case 0x0A:
+                out.append(UInt8(ascii: "n"))
+                return
+            case 0x0D:
+                out.append(UInt8(ascii: "r"))
+                return
+            case 0x09:
+                out.append(UInt8(ascii: "t"))
+                return
+            case 0x08:
+                out.append(UInt8(ascii: "b"))
+                return
+            case 0x0C:
+                out.append(UInt8(ascii: "f"))
+                return
             default: break
             }
         }
