@@ -58,7 +58,8 @@ public enum SummaryJSON {
             let l = LatencySummary(r[metric])
             o.key(metric.name)
             o.inline(
-                "{\"unit\": \"ns\", \"count\": \(l.count), \"mean\": \(JSONTextWriter.number((l.mean * 10).rounded() / 10)), "
+                "{\"unit\": \"ns\", \"count\": \(l.count), "
+                    + "\"mean\": \(JSONTextWriter.number((l.mean * 10).rounded() / 10)), "
                     + "\"p50\": \(l.p50), \"p90\": \(l.p90), \"p99\": \(l.p99), \"p999\": \(l.p999), "
                     + "\"p9999\": \(l.p9999), \"max\": \(l.max)}")
         }
@@ -83,7 +84,8 @@ public enum SummaryJSON {
         o.inline(
             "["
                 + r.resources.map {
-                    "[\(JSONTextWriter.number(($0.elapsedSeconds * 10).rounded() / 10)), \($0.residentBytes), \($0.openFileDescriptors)]"
+                    "[\(JSONTextWriter.number(($0.elapsedSeconds * 10).rounded() / 10)), \($0.residentBytes), "
+                        + "\($0.openFileDescriptors)]"
                 }.joined(separator: ", ") + "]")
         if let trend = ResourceTrend(r.resources) {
             o.field("rssFlat", bool: trend.rssFlat)

@@ -87,10 +87,9 @@ struct Run: ParsableCommand {
         let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
         let folder = out ?? "reports/runs/\(Self.timestamp())-\(s.name)\(suffix)"
         let interactive = isatty(STDERR_FILENO) != 0
-        FileHandle.standardError.write(
-            Data(
-                "fanout run \(s.name)\(slice.isWhole ? "" : " shard \(slice)"): \(s.population.devices) devices, \(s.clock.rawValue) time, \(s.durationSeconds) s, seed \(s.seed), config \(s.configHash)\n"
-                    .utf8))
+        let banner = "fanout run \(s.name)\(slice.isWhole ? "" : " shard \(slice)"): \(s.population.devices) devices, "
+            + "\(s.clock.rawValue) time, \(s.durationSeconds) s, seed \(s.seed), config \(s.configHash)\n"
+        FileHandle.standardError.write(Data(banner.utf8))
         let result = try Simulation.run(s, workers: s.workers, shard: slice) { line in
             let text = ProgressText.line(line)
             FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
@@ -117,7 +116,8 @@ enum ScenarioSource {
         if let builtin = BuiltinScenarios.named(nameOrPath) { return builtin }
         guard FileManager.default.fileExists(atPath: nameOrPath) else {
             throw ValidationError(
-                "no built-in scenario or file named \"\(nameOrPath)\" (built-in: \(BuiltinScenarios.names.joined(separator: ", ")))"
+                "no built-in scenario or file named \"\(nameOrPath)\" "
+                    + "(built-in: \(BuiltinScenarios.names.joined(separator: ", ")))"
             )
         }
         guard let data = FileManager.default.contents(atPath: nameOrPath) else {
@@ -167,7 +167,8 @@ enum SummaryTable {
                 + (s.shard.map { ", shard \($0)" } ?? ""))
         lines.append("population  \(r.activities) activities; \(r.events) events")
         lines.append(
-            "pushes      \(a.pushes) = rejected \(a.rejectedTotal) + unroutable \(a.unroutableTotal) + routed \(a.routed)"
+            "pushes      \(a.pushes) = rejected \(a.rejectedTotal) + unroutable \(a.unroutableTotal) "
+                + "+ routed \(a.routed)"
         )
         let rejected = RejectReason.allCases.filter { a[$0] > 0 }.map { "\($0.name) \(a[$0])" }
         let unroutable = UnroutableReason.allCases.filter { a[$0] > 0 }.map { "\($0.name) \(a[$0])" }
@@ -229,7 +230,8 @@ struct Scenarios: ParsableCommand {
         func run() throws {
             guard let s = BuiltinScenarios.named(name) else {
                 throw ValidationError(
-                    "no built-in scenario named \"\(name)\" (built-in: \(BuiltinScenarios.names.joined(separator: ", ")))"
+                    "no built-in scenario named \"\(name)\" "
+                        + "(built-in: \(BuiltinScenarios.names.joined(separator: ", ")))"
                 )
             }
             print(s.canonicalText, terminator: "")
