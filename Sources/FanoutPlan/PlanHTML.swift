@@ -1,3 +1,4 @@
+import FanoutReport
 import Foundation
 
 /// `plan.html`: one self-contained page (inline SVG and CSS, no script): the saturation search
@@ -270,10 +271,7 @@ public enum PlanHTML {
 
     static func f(_ v: Double) -> String { String(format: "%.1f", v) }
 
-    static func esc(_ s: String) -> String {
-        s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
-    }
+    static func esc(_ s: String) -> String { HTMLText.escape(s) }
 
     /// Markdown's **bold** and `code` as HTML, the rest escaped.
     static func inline(_ s: String) -> String {

@@ -158,11 +158,7 @@ extension PlanReport {
         + "the events due in it; they should agree within edge effects (10% is flagged)"
 
     static func table(_ header: [String], _ rows: [[String]], align: String) -> [String] {
-        let marks = align.map { $0 == "r" ? "---:" : $0 == "c" ? ":---:" : "---" }
-        func line(_ cells: [String]) -> String {
-            "| " + cells.map { $0.replacingOccurrences(of: "|", with: "\\|") }.joined(separator: " | ") + " |"
-        }
-        return [line(header), "| " + marks.joined(separator: " | ") + " |"] + rows.map(line)
+        SummaryMarkdown.table(header, rows, align: align)
     }
 
     /// The columns of a search's step table (plan.md and plan.html).

@@ -17,12 +17,7 @@ public enum PlanReport {
     /// Writes the files into `folder` (created if needed): each to a temporary name, renamed into
     /// place; plan.json, which marks a complete folder, last.
     public static func write(folder: String, files: [String: String]) throws {
-        let url = URL(fileURLWithPath: folder)
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        let names = files.keys.sorted { ($0 == "plan.json" ? 1 : 0, $0) < ($1 == "plan.json" ? 1 : 0, $1) }
-        for name in names {
-            try Data(files[name]!.utf8).write(to: url.appendingPathComponent(name), options: .atomic)
-        }
+        try RunFiles.write(folder: folder, files: files, last: "plan.json")
     }
 
     /// The worker count whose knee carries the most deliveries/s.

@@ -188,9 +188,9 @@ struct LinearScale {
 }
 
 /// Escaping and the number formats of the page.
-enum HTMLText {
+public enum HTMLText {
     /// Text for HTML content and attribute values.
-    static func escape(_ s: String) -> String {
+    public static func escape(_ s: String) -> String {
         var out = ""
         out.reserveCapacity(s.utf8.count)
         for c in s.unicodeScalars {

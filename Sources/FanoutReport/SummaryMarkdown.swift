@@ -149,7 +149,8 @@ public enum SummaryMarkdown {
         return [name, "\(l.count)"] + [l.p50, l.p90, l.p99, l.p999, l.p9999, l.max].map(Units.duration)
     }
 
-    static func table(_ header: [String], _ rows: [[String]], align: String) -> [String] {
+    /// A Markdown table; `align` has one letter per column: l, r or c.
+    public static func table(_ header: [String], _ rows: [[String]], align: String) -> [String] {
         let marks = align.map { c -> String in
             switch c {
             case "r": "---:"

@@ -36,7 +36,7 @@ public final class WorkerEngine {
     // Local activities (index = the pipeline's activity id). Local devices are interned in order;
     // `deviceNumbers` maps the pipeline's device id to the global device number (`globalDevice`).
     private var deviceNumbers: [Int32] = []
-    private var slot: [UInt8] = []
+    var slot: [UInt8] = []
     private var generation: [UInt32] = []
     /// Local followers of each token-delivered source.
     private var followers: [[Int32]]
@@ -44,15 +44,15 @@ public final class WorkerEngine {
     // Scratch, reused for every push.
     private var encoder = PayloadEncoder()
     private var payload: [UInt8] = []
-    private var content: [UInt8] = []
+    var content: [UInt8] = []
     private var token: [UInt8] = []
-    private var channel: [UInt8] = []
-    private let topics: [[UInt8]]
-    private let pushType = Array("liveactivity".utf8)
+    var channel: [UInt8] = []
+    let topics: [[UInt8]]
+    let pushType = Array("liveactivity".utf8)
     private var pushCounter = 0
 
     // Pushes held for offline devices: records plus their payload bytes, flushed at window ends.
-    private struct Held {
+    struct Held {
         var activity: Int32
         var event: Int32
         var intendedNanos: UInt64
@@ -63,13 +63,13 @@ public final class WorkerEngine {
         var broadcast: Bool
         var superseded: Bool
     }
-    private var held: [Held] = []
-    private var heldBytes: [UInt8] = []
+    var held: [Held] = []
+    var heldBytes: [UInt8] = []
 
     // Broadcasts applied in slices (real time): a fan-out stops at a batch boundary once the next
     // scheduled event is due (`yieldAtNanos`), so that event is not held up by thousands of applies;
     // the rest waits here, first in first out, with a copy of its payload.
-    private struct Slice {
+    struct Slice {
         var event: SourceEvent
         var channel: Int32
         var next: Int32
@@ -78,11 +78,11 @@ public final class WorkerEngine {
         var payloadCount: Int32
         var done: Bool
     }
-    private var slices: [Slice] = []
-    private var sliceHead = 0
-    private var sliceBytes: [UInt8] = []
+    var slices: [Slice] = []
+    var sliceHead = 0
+    var sliceBytes: [UInt8] = []
     /// Unfinished slices per source: a newer event of a source waits for them (per-source order).
-    private var slicesPerSource: [Int32]
+    var slicesPerSource: [Int32]
     /// Real time: the intended time and source of the next scheduled event (set by the worker loop
     /// before each `process` or `runSlice`); a broadcast yields once the clock passes it, unless that
     /// event is of the same source (it would wait for the broadcast anyway). `.max`: never yield.
@@ -94,7 +94,7 @@ public final class WorkerEngine {
     /// Broadcast fan-outs that were interrupted at least once.
     public private(set) var slicedFanouts = 0
     /// The newest held push of each activity that has one (sparse: only offline devices).
-    private var latestHeld: [Int32: Int32] = [:]
+    var latestHeld: [Int32: Int32] = [:]
 
     // Time: nanoseconds since the run start, real or virtual.
     /// Real time once `startRealClock` is called; virtual time until then.
@@ -275,7 +275,7 @@ public final class WorkerEngine {
     // MARK: Time
 
     @inline(__always)
-    private func now() -> UInt64 {
+    func now() -> UInt64 {
         switch clock {
         case .real(let start): return hrtime() &- start
         case .virtual: return eventVirtualStart &+ max(hrtime() &- eventRealStart, costPaid)
@@ -283,7 +283,7 @@ public final class WorkerEngine {
     }
 
     @inline(__always)
-    private func nowMillis(_ event: SourceEvent) -> Int64 {
+    func nowMillis(_ event: SourceEvent) -> Int64 {
         world.epochSeconds * 1000 + Int64(event.intendedNanos / 1_000_000)
     }
 
@@ -319,68 +319,10 @@ public final class WorkerEngine {
         if case .virtual = clock { busyUntil = now() }
     }
 
-    private func advanceInterval(to index: Int) {
+    func advanceInterval(to index: Int) {
         if index != currentInterval {
             finishInterval()
             currentInterval = index
-        }
-    }
-
-    // MARK: Slices
-
-    /// A broadcast is waiting to reach the rest of its subscribers.
-    public var hasPendingSlices: Bool { sliceHead < slices.count }
-
-    /// Continues the oldest interrupted broadcast (it may yield again at `yieldAtNanos`).
-    public func runSlice() {
-        guard hasPendingSlices else { return }
-        if case .real = clock { advanceInterval(to: Int(now() / WorkerEngine.realIntervalNanos)) }
-        resume(sliceHead, yieldAt: yieldAtNanos)
-        dropFinishedSlices()
-    }
-
-    /// Completes every pending slice of `source`, oldest first.
-    private func finishSlices(of source: Int) {
-        var k = sliceHead
-        while k < slices.count && slicesPerSource[source] > 0 {
-            if !slices[k].done && slices[k].event.source == source { resume(k, yieldAt: .max) }
-            k += 1
-        }
-        dropFinishedSlices()
-    }
-
-    private func dropFinishedSlices() {
-        while sliceHead < slices.count && slices[sliceHead].done { sliceHead += 1 }
-        if sliceHead == slices.count {
-            slices.removeAll(keepingCapacity: true)
-            sliceBytes.removeAll(keepingCapacity: true)
-            sliceHead = 0
-        }
-    }
-
-    private func resume(_ k: Int, yieldAt: UInt64) {
-        let slice = slices[k]
-        let start = Int(slice.payloadStart)
-        let end = start + Int(slice.payloadCount)
-        let app = world.sourceApp[slice.event.source]
-        var next = Int(slice.next)
-        sliceBytes.withUnsafeBytes { bytes in
-            pushType.withUnsafeBytes { pt in
-                topics[app].withUnsafeBytes { tp in
-                    let headers = PushHeaders(
-                        pushType: .string(pt), topic: .string(tp),
-                        priority: .integer(slice.priority), expiration: .integer(0))
-                    let flight = pipeline.resume(
-                        kind: .channel, resolution: .channel(slice.channel), headers: headers,
-                        payload: UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
-                    next = applySubscribers(slice.event, flight, channel: slice.channel, from: next, yieldAt: yieldAt)
-                }
-            }
-        }
-        slices[k].next = Int32(next)
-        if next >= pipeline.router.subscribers[Int(slice.channel)].count {
-            slices[k].done = true
-            slicesPerSource[slice.event.source] -= 1
         }
     }
 
@@ -557,7 +499,7 @@ public final class WorkerEngine {
     /// batch of 64 and the batch recorded with that (latest) time, an upper bound for its members.
     /// Stops after a batch once the clock has passed `yieldAt`; returns where it stopped (the
     /// subscriber count when done).
-    private func applySubscribers(
+    func applySubscribers(
         _ event: SourceEvent, _ flight: Pipeline.InFlight, channel c: Int32, from first: Int,
         yieldAt: UInt64
     ) -> Int {
@@ -610,7 +552,7 @@ public final class WorkerEngine {
     /// not lower the capacity (as long as the real work fits in the cost). Virtual time: nothing spins;
     /// the event's virtual duration is max(its measured time, the cost paid so far).
     @inline(__always)
-    private func startCost(_ event: SourceEvent) {
+    func startCost(_ event: SourceEvent) {
         guard costNanos > 0 else { return }
         switch clock {
         case .real(let start): costDeadline = max(costDeadline, start &+ event.intendedNanos)
@@ -620,7 +562,7 @@ public final class WorkerEngine {
 
     /// One delivery's artificial cost (see `startCost`).
     @inline(__always)
-    private func payCost() {
+    func payCost() {
         guard costNanos > 0 else { return }
         switch clock {
         case .real:
@@ -643,7 +585,7 @@ public final class WorkerEngine {
     }
 
     @inline(__always)
-    private func delivered(_ a: Int32, _ event: SourceEvent, endNanos: UInt64, count: UInt64) {
+    func delivered(_ a: Int32, _ event: SourceEvent, endNanos: UInt64, count: UInt64) {
         let latency = endNanos &- min(endNanos, event.intendedNanos)
         current.record(.endToEnd, nanos: latency)
         _ = interval.record(min(latency, LatencyRecorder.highestTrackableNanos))
@@ -661,99 +603,4 @@ public final class WorkerEngine {
         }
     }
 
-    // MARK: Offline devices
-
-    @inline(__always)
-    private func isOffline(_ a: Int32, _ event: SourceEvent) -> Bool {
-        guard let offline = world.scenario.faults.offline else { return false }
-        let window = Int(Double(event.intendedNanos) / 1e9 / offline.windowSeconds)
-        return world.offline(device: globalDevice(a), window: window)
-    }
-
-    /// APNs stores the push until the device returns (at the end of its offline window). With
-    /// coalescing, a newer held update for the same activity supersedes the older one.
-    private func hold(
-        _ a: Int32, _ event: SourceEvent, headers: PushHeaders, payload p: UnsafeRawBufferPointer,
-        broadcast: Bool
-    ) {
-        guard case .integer(let expiration) = headers.expiration, case .integer(let priority) = headers.priority
-        else { return }
-        if world.scenario.faults.coalescing, let previous = latestHeld[a] {
-            held[Int(previous)].superseded = true
-            pipeline.settle(.coalesced, for: a)
-        }
-        latestHeld[a] = Int32(held.count)
-        held.append(
-            Held(
-                activity: a, event: Int32(event.index), intendedNanos: event.intendedNanos,
-                expirationMillis: expiration == 0 ? Int64.min : expiration * 1000, payloadStart: Int32(heldBytes.count),
-                payloadCount: Int32(p.count), priority: Int8(priority), broadcast: broadcast, superseded: false))
-        heldBytes.append(contentsOf: p)
-    }
-
-    /// The offline window ends: each held push is delivered, or `expired` if its expiration passed.
-    private func flushHeld(_ event: SourceEvent) {
-        let nowMs = nowMillis(event)
-        latestHeld.removeAll(keepingCapacity: true)
-        startCost(event)
-        for h in held where !h.superseded {
-            if h.expirationMillis < nowMs {
-                pipeline.settle(.expired, for: h.activity)
-                continue
-            }
-            let start = Int(h.payloadStart)
-            let end = start + Int(h.payloadCount)
-            let app = world.sourceApp[sourceOfHeld(h)]
-            heldBytes.withUnsafeBytes { bytes in
-                pushType.withUnsafeBytes { pt in
-                    topics[app].withUnsafeBytes { tp in
-                        let headers = PushHeaders(
-                            pushType: .string(pt), topic: .string(tp), priority: .integer(Int64(h.priority)),
-                            expiration: .integer(0))
-                        pipeline.deliverStored(
-                            kind: h.broadcast ? .channel : .token, headers: headers,
-                            payload: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), to: h.activity,
-                            nowMillis: nowMs)
-                    }
-                }
-            }
-            payCost()
-            let endNanos = now()
-            let source = SourceEvent(index: Int(h.event), intendedNanos: h.intendedNanos, kind: .update, source: 0)
-            delivered(h.activity, source, endNanos: endNanos, count: 1)
-        }
-        held.removeAll(keepingCapacity: true)
-        heldBytes.removeAll(keepingCapacity: true)
-    }
-
-    /// The source an activity follows (held pushes are for the activity's own source).
-    private func sourceOfHeld(_ h: Held) -> Int {
-        world.source(device: globalDevice(h.activity), slot: Int(slot[Int(h.activity)]))
-    }
-
-    // MARK: Content
-
-    /// The content-state of an event: scores from the event, strings of the scenario's length.
-    private func makeContent(schema: Int32, event: Int, source: Int, final: Bool) {
-        content.removeAll(keepingCapacity: true)
-        let seed = world.scenario.seed
-        let fields = world.schemas[schema].fields
-        for (f, field) in fields.enumerated() {
-            let h = Mix.hash(seed, UInt64(bitPattern: Int64(event)), UInt64(source), UInt64(f))
-            switch field.type {
-            case .int: ContentRecord.appendInt(Int64(h % 10), to: &content)
-            case .double: ContentRecord.appendDouble(Double(h % 1000) / 1000, to: &content)
-            case .bool: ContentRecord.appendBool(final, to: &content)
-            case .string:
-                content.append(ContentRecord.Tag.string.rawValue)
-                let length = world.scenario.stringBytes
-                withUnsafeBytes(of: UInt32(length).littleEndian) { content.append(contentsOf: $0) }
-                var x = h
-                for _ in 0..<length {
-                    content.append(UInt8(ascii: "a") &+ UInt8(x % 26))
-                    x = x / 26 == 0 ? Mix.hash(x, 1) : x / 26
-                }
-            }
-        }
-    }
 }

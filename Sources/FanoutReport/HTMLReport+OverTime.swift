@@ -1,0 +1,221 @@
+import FanoutCore
+import FanoutMetrics
+import Foundation
+import Histogram
+
+/// Throughput and latency over the run, from the interval histograms of latency.hlog.
+extension HTMLReport {
+    /// One bar (or point) of the over-time charts: intervals `first..<first + count`, added.
+    struct TimeBucket {
+        var start: Double
+        var end: Double
+        var histogram: Histogram<UInt64>
+        /// Seconds of scheduled run time the bucket covers (its rate's denominator).
+        var seconds: Double
+        var afterScheduledEnd: Bool
+    }
+
+    static func timeBuckets(
+        _ r: RunReport, maxBuckets: Int = 240
+    ) -> (
+        buckets: [TimeBucket], unit: String,
+        scale: Double
+    )? {
+        let decoded = r.intervalHistograms(.endToEnd)
+        let intervalSeconds = Double(max(r.intervalNanos, 1)) / 1e9
+        let virtual = r.info.clock == "virtual"
+        // Display unit: simulated minutes in virtual time, seconds of run time in real time.
+        let scale = virtual ? 60.0 : 1.0
+        let unit = virtual ? "simulated minutes" : "seconds of run time"
+        let scheduled = r.info.durationSeconds.isFinite ? max(r.info.durationSeconds, 0) : 0
+        let lastIndex = decoded.map(\.index).max() ?? -1
+        let scheduledIntervals = Int((scheduled / intervalSeconds - 1e-9).rounded(.up))
+        let count = max(lastIndex + 1, decoded.isEmpty ? 0 : scheduledIntervals)
+        guard count > 0, count < 10_000_000 else { return nil }
+        let group = max(1, (count + maxBuckets - 1) / maxBuckets)
+        // Decoded histograms are used as they are (no copies); empty buckets share one empty histogram.
+        let empty = LatencyRecorder.makeHistogram()
+        var byIndex: [Int: Histogram<UInt64>] = [:]
+        for d in decoded where d.index >= 0 {
+            if byIndex[d.index] == nil { byIndex[d.index] = d.histogram } else { byIndex[d.index]!.add(d.histogram) }
+        }
+        var buckets: [TimeBucket] = []
+        var first = 0
+        while first < count {
+            let last = min(first + group, count)
+            var h: Histogram<UInt64>?
+            var seconds = 0.0
+            for index in first..<last {
+                if let part = byIndex[index] {
+                    if h == nil { h = part } else { h!.add(part) }
+                }
+                let start = Double(index) * intervalSeconds
+                let covered = min(intervalSeconds, scheduled - start)
+                // Past the scheduled end (events that started late) a whole interval is the denominator.
+                seconds += covered > intervalSeconds * 0.05 ? covered : intervalSeconds
+            }
+            let start = Double(first) * intervalSeconds
+            buckets.append(
+                TimeBucket(
+                    start: start / scale, end: Double(last) * intervalSeconds / scale,
+                    histogram: h ?? empty,
+                    seconds: seconds, afterScheduledEnd: start >= scheduled - 1e-9))
+            first = last
+        }
+        return (buckets, unit, scale)
+    }
+
+    static func overTime(_ r: RunReport) -> String {
+        var out = "<section>\n<h2>Over time</h2>\n"
+        guard let (buckets, unit, scale) = timeBuckets(r) else {
+            return out + "<figure><figcaption>Throughput over time</figcaption><p class=\"empty\">No interval "
+                + "histograms in this report.</p></figure>\n<figure><figcaption>End-to-end latency over time"
+                + "</figcaption><p class=\"empty\">No interval histograms in this report.</p></figure>\n</section>\n"
+        }
+        let intervalSeconds = Double(max(r.intervalNanos, 1)) / 1e9
+        let grouped = buckets.count > 1 && (buckets[0].end - buckets[0].start) * scale > intervalSeconds * 1.5
+        let perBar =
+            grouped
+            ? String(
+                format: "each bar adds %.0f intervals of ",
+                (buckets[0].end - buckets[0].start) * scale
+                    / intervalSeconds) + intervalLabel(intervalSeconds)
+            : "one bar per interval of \(intervalLabel(intervalSeconds))"
+        let simulated = r.info.clock == "virtual" ? " simulated" : ""
+        let by = r.info.clock == "virtual" ? "intended" : "start"
+        out +=
+            "<p class=\"note\">From the interval histograms (latency.hlog), by \(by) time: \(perBar). "
+            + "Deliveries per\(simulated) second = endToEnd values in the interval ÷ its length. "
+            + "Grey: intervals after the scheduled end.</p>\n"
+        let scheduledEnd = r.info.durationSeconds.isFinite ? max(r.info.durationSeconds / scale, 0) : 0
+        // Both charts share one time axis, so their intervals line up.
+        let axisEnd = max(buckets.last?.end ?? 1, scheduledEnd)
+        out += throughputChart(
+            buckets, unit: unit, axisEnd: axisEnd, scheduledEnd: scheduledEnd,
+            rateLabel: "deliveries per\(simulated) second")
+        out += latencyOverTime(buckets, unit: unit, axisEnd: axisEnd)
+        out += "</section>\n"
+        return out
+    }
+
+    static func intervalLabel(_ seconds: Double) -> String {
+        seconds >= 60 && seconds.truncatingRemainder(dividingBy: 60) == 0
+            ? "\(Int(seconds / 60)) simulated minute\(seconds == 60 ? "" : "s")"
+            : "\(HTMLText.short(seconds)) s"
+    }
+
+    static func timeAxis(
+        _ svg: inout SVG, _ x: LinearScale, top: Double, bottom: Double, unit: String,
+        height: Double
+    ) {
+        for tick in x.ticks {
+            let px = x(tick)
+            svg.line(px, bottom, px, bottom + 5, stroke: "#8a929e")
+            svg.text(px, bottom + 19, HTMLText.short(tick), anchor: .middle, size: 12)
+        }
+        svg.line(x.from, bottom, x.to, bottom, stroke: "#8a929e")
+        svg.line(x.from, top, x.from, bottom, stroke: "#8a929e")
+        svg.text((x.from + x.to) / 2, height - 10, unit, anchor: .middle, size: 13, fill: "#1d2330")
+    }
+
+    static func throughputChart(
+        _ buckets: [TimeBucket], unit: String, axisEnd: Double, scheduledEnd: Double,
+        rateLabel: String
+    ) -> String {
+        let title = "Throughput over time"
+        let width = 960.0
+        let height = 300.0
+        let left = 78.0
+        let right = width - 24
+        let top = 16.0
+        let bottom = height - 52
+        let rates = buckets.map { $0.seconds > 0 ? Double($0.histogram.totalCount) / $0.seconds : 0 }
+        let end = buckets.last?.end ?? 1
+        let x = LinearScale(low: 0, upTo: axisEnd, from: left, to: right, ticks: 10, exact: true)
+        let y = LinearScale(low: 0, upTo: max(rates.max() ?? 0, 1), from: bottom, to: top, ticks: 5)
+        var svg = SVG(width: width, height: height, title: title)
+        for tick in y.ticks {
+            let py = y(tick)
+            svg.line(left, py, right, py, stroke: "#dde1e6")
+            svg.text(left - 8, py + 4, HTMLText.compact(tick), anchor: .end, size: 12)
+        }
+        let barWidth = (x(buckets.first.map { $0.end - $0.start } ?? 1) - x(0))
+        let gap = barWidth > 6 ? 1.5 : 0
+        let labelBars = buckets.count <= 30 && barWidth >= 30
+        for (b, rate) in zip(buckets, rates) {
+            let x0 = x(b.start) + gap / 2
+            let x1 = x(b.end) - gap / 2
+            let tip =
+                "\(HTMLText.short(b.start))–\(HTMLText.short(b.end)): \(Units.grouped(Int(rate.rounded())))/s"
+                + " (\(Units.grouped(Int(b.histogram.totalCount))) values)"
+            svg.rect(
+                x0, y(rate), x1 - x0, bottom - y(rate), fill: b.afterScheduledEnd ? "#b8bec7" : "#3f8fc9",
+                tooltip: tip)
+            if labelBars && rate > 0 {
+                svg.text((x0 + x1) / 2, y(rate) - 5, HTMLText.compact(rate), anchor: .middle, size: 11.5)
+            }
+        }
+        if scheduledEnd > 0 && scheduledEnd < end - 1e-9 {
+            let px = x(scheduledEnd)
+            svg.line(px, top, px, bottom, stroke: "#5b6472", dash: "4 3")
+            svg.text(px - 4, top + 12, "scheduled end", anchor: .end, size: 11.5, fill: "#5b6472")
+        }
+        timeAxis(&svg, x, top: top, bottom: bottom, unit: unit, height: height)
+        svg.text(18, (top + bottom) / 2, rateLabel, anchor: .middle, size: 13, fill: "#1d2330", rotated: true)
+        return "<figure>\n<figcaption>\(title)</figcaption>\n" + svg.text + "\n</figure>\n"
+    }
+
+    static func latencyOverTime(_ buckets: [TimeBucket], unit: String, axisEnd: Double) -> String {
+        let title = "End-to-end latency over time"
+        let width = 960.0
+        let height = 320.0
+        let left = 78.0
+        let right = width - 24
+        let top = 38.0
+        let bottom = height - 52
+        let lines: [(String, String, String?, Double?)] = [
+            ("p50", "#009E73", nil, 50), ("p99", "#D55E00", nil, 99), ("p99.9", "#7b3294", nil, 99.9),
+            ("max", "#8a929e", "5 4", nil),
+        ]
+        let filled = buckets.filter { $0.histogram.totalCount > 0 }
+        var svg = SVG(width: width, height: height, title: title)
+        guard !filled.isEmpty else {
+            return "<figure>\n<figcaption>\(title)</figcaption>\n<p class=\"empty\">No endToEnd values in any "
+                + "interval.</p>\n</figure>\n"
+        }
+        let lowest = filled.map { Double($0.histogram.valueAtPercentile(50)) }.min() ?? 1
+        let highest = filled.map { Double($0.histogram.max) }.max() ?? 1
+        let x = LinearScale(low: 0, upTo: axisEnd, from: left, to: right, ticks: 10, exact: true)
+        let y = LogScale(covering: lowest, highest, from: bottom, to: top)
+        for tick in y.ticks {
+            let py = y(tick.value)
+            svg.line(left, py, right, py, stroke: tick.labelled ? "#dde1e6" : "#eef0f3")
+            if tick.labelled {
+                svg.text(left - 8, py + 4, HTMLText.tickDuration(tick.value), anchor: .end, size: 12)
+            }
+        }
+        var lx = left
+        for (name, color, dash, percentile) in lines {
+            // Steps: each interval's value held across the interval; gaps where it has no values.
+            var points: [(Double, Double)?] = []
+            for b in buckets {
+                guard b.histogram.totalCount > 0 else {
+                    points.append(nil)
+                    continue
+                }
+                let v = percentile.map { b.histogram.valueAtPercentile($0) } ?? b.histogram.max
+                let py = y(Double(max(v, 1)))
+                points += [(x(b.start), py), (x(b.end), py)]
+            }
+            svg.path(points, stroke: color, width: dash == nil ? 2.2 : 1.5, dash: dash, tooltip: "endToEnd \(name)")
+            svg.line(lx, 16, lx + 24, 16, stroke: color, width: 3, dash: dash)
+            svg.text(lx + 30, 20, "endToEnd \(name)", size: 12.5, fill: "#1d2330")
+            lx += 150
+        }
+        timeAxis(&svg, x, top: top, bottom: bottom, unit: unit, height: height)
+        svg.text(
+            18, (top + bottom) / 2, "latency (log scale)", anchor: .middle, size: 13, fill: "#1d2330",
+            rotated: true)
+        return "<figure>\n<figcaption>\(title)</figcaption>\n" + svg.text + "\n</figure>\n"
+    }
+}

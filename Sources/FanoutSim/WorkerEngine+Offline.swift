@@ -1,0 +1,74 @@
+import FanoutCore
+import FanoutMetrics
+
+/// Devices offline for a window: APNs holds their pushes (coalescing newer over older) and delivers or
+/// expires them when the window ends.
+extension WorkerEngine {
+    @inline(__always)
+    func isOffline(_ a: Int32, _ event: SourceEvent) -> Bool {
+        guard let offline = world.scenario.faults.offline else { return false }
+        let window = Int(Double(event.intendedNanos) / 1e9 / offline.windowSeconds)
+        return world.offline(device: globalDevice(a), window: window)
+    }
+
+    /// APNs stores the push until the device returns (at the end of its offline window). With
+    /// coalescing, a newer held update for the same activity supersedes the older one.
+    func hold(
+        _ a: Int32, _ event: SourceEvent, headers: PushHeaders, payload p: UnsafeRawBufferPointer,
+        broadcast: Bool
+    ) {
+        guard case .integer(let expiration) = headers.expiration, case .integer(let priority) = headers.priority
+        else { return }
+        if world.scenario.faults.coalescing, let previous = latestHeld[a] {
+            held[Int(previous)].superseded = true
+            pipeline.settle(.coalesced, for: a)
+        }
+        latestHeld[a] = Int32(held.count)
+        held.append(
+            Held(
+                activity: a, event: Int32(event.index), intendedNanos: event.intendedNanos,
+                expirationMillis: expiration == 0 ? Int64.min : expiration * 1000, payloadStart: Int32(heldBytes.count),
+                payloadCount: Int32(p.count), priority: Int8(priority), broadcast: broadcast, superseded: false))
+        heldBytes.append(contentsOf: p)
+    }
+
+    /// The offline window ends: each held push is delivered, or `expired` if its expiration passed.
+    func flushHeld(_ event: SourceEvent) {
+        let nowMs = nowMillis(event)
+        latestHeld.removeAll(keepingCapacity: true)
+        startCost(event)
+        for h in held where !h.superseded {
+            if h.expirationMillis < nowMs {
+                pipeline.settle(.expired, for: h.activity)
+                continue
+            }
+            let start = Int(h.payloadStart)
+            let end = start + Int(h.payloadCount)
+            let app = world.sourceApp[sourceOfHeld(h)]
+            heldBytes.withUnsafeBytes { bytes in
+                pushType.withUnsafeBytes { pt in
+                    topics[app].withUnsafeBytes { tp in
+                        let headers = PushHeaders(
+                            pushType: .string(pt), topic: .string(tp), priority: .integer(Int64(h.priority)),
+                            expiration: .integer(0))
+                        pipeline.deliverStored(
+                            kind: h.broadcast ? .channel : .token, headers: headers,
+                            payload: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), to: h.activity,
+                            nowMillis: nowMs)
+                    }
+                }
+            }
+            payCost()
+            let endNanos = now()
+            let source = SourceEvent(index: Int(h.event), intendedNanos: h.intendedNanos, kind: .update, source: 0)
+            delivered(h.activity, source, endNanos: endNanos, count: 1)
+        }
+        held.removeAll(keepingCapacity: true)
+        heldBytes.removeAll(keepingCapacity: true)
+    }
+
+    /// The source an activity follows (held pushes are for the activity's own source).
+    func sourceOfHeld(_ h: Held) -> Int {
+        world.source(device: globalDevice(h.activity), slot: Int(slot[Int(h.activity)]))
+    }
+}
