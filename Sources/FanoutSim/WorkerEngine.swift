@@ -103,12 +103,12 @@ public final class WorkerEngine {
         case virtual
     }
     public private(set) var clock: Clock = .virtual
-    private let hrtime: @Sendable () -> UInt64
+    let hrtime: @Sendable () -> UInt64
     /// The scenario's artificial service time per delivery (0: none); in real time the instant
     /// (hrtime) the deliveries have paid for so far, in virtual time the cost of this event so far.
-    private let costNanos: UInt64
-    private var costDeadline: UInt64 = 0
-    private var costPaid: UInt64 = 0
+    let costNanos: UInt64
+    var costDeadline: UInt64 = 0
+    var costPaid: UInt64 = 0
     /// Virtual mode: a single server per worker working at measured speed. The event starts at
     /// max(intended, busyUntil); elapsed CPU time advances the virtual clock.
     private var busyUntil: UInt64 = 0
@@ -538,39 +538,6 @@ public final class WorkerEngine {
             current.record(.apply, nanos: (hrtime() &- applyStart) / applied, count: applied)
         }
         return k
-    }
-
-    // MARK: Artificial cost
-
-    /// An event's fan-out begins (before its encode). The cost models the worker as a server taking
-    /// n × cost for an event of n deliveries (its own work inside that time when shorter), so a
-    /// worker applies at most 1e9 / cost deliveries per second.
-    ///
-    /// Real time: the event starts at max(its due time, the end of the previous one) and its
-    /// deliveries spin on the monotonic clock until the time they have paid for; a thread that was
-    /// descheduled past that time does not spin again until it has caught up, so a busy machine does
-    /// not lower the capacity (as long as the real work fits in the cost). Virtual time: nothing spins;
-    /// the event's virtual duration is max(its measured time, the cost paid so far).
-    @inline(__always)
-    func startCost(_ event: SourceEvent) {
-        guard costNanos > 0 else { return }
-        switch clock {
-        case .real(let start): costDeadline = max(costDeadline, start &+ event.intendedNanos)
-        case .virtual: costPaid = 0
-        }
-    }
-
-    /// One delivery's artificial cost (see `startCost`).
-    @inline(__always)
-    func payCost() {
-        guard costNanos > 0 else { return }
-        switch clock {
-        case .real:
-            costDeadline &+= costNanos
-            while hrtime() < costDeadline {}
-        case .virtual:
-            costPaid &+= costNanos
-        }
     }
 
     @inline(__always) @discardableResult
