@@ -15,20 +15,23 @@ enum WorkerMessage: Sendable {
     case failed(worker: Int, message: String)
 }
 
-/// A worker's cumulative counts and its end-to-end histogram since the last sample.
+/// A worker's cumulative counts and its end-to-end histogram since the last sample, with what it
+/// has finished since: log intervals before `intervalIndex` and event completions.
 public struct ProgressSample: Sendable {
     public var accounting: Accounting
     public var interval: Histogram<UInt64>
     public var eventsProcessed: Int
+    public var intervalIndex = 0
+    public var intervals: [EncodedInterval] = []
+    public var completions = CompletionChunk(base: 0, intendedNanos: [], lastNanos: [], recipients: [])
 }
 
-/// Everything a worker measured, handed over once at the end.
+/// Everything a worker measured and had not handed over yet, once at the end.
 public struct WorkerResult: Sendable {
     public var accounting: Accounting
     public var recorder: LatencyRecorder
-    public var completionNanos: [UInt64]
-    public var recipients: [Int32]
-    public var intendedNanos: [UInt64]
+    /// The completion of the events not handed over in progress samples.
+    public var completions: CompletionChunk
     public var activities: Int
     public var eventsProcessed: Int
     public var intervals: [EncodedInterval]
@@ -74,7 +77,8 @@ public struct RunResult: Sendable {
     public var resources: [ResourceSample] = []
     /// Per source event, merged across workers: the intended time, when its last local recipient
     /// was applied (0: none) and how many local recipients it had. A sharded run writes these so
-    /// that `fanout merge` can take the last recipient over all shards.
+    /// that `fanout merge` can take the last recipient over all shards. Empty unless the run was
+    /// asked to keep them (`keepEventCompletions`): they grow with the run's length.
     public var completion: EventCompletions
     /// Broadcasts applied in more than one slice, summed over workers (real time).
     public var slicedFanouts = 0
@@ -123,29 +127,12 @@ public struct EventCompletions: Sendable, Equatable {
     /// Completion per interval of the histogram log, by the event's intended time, for the whole
     /// metric and its size buckets. Events are in intended-time order: one interval at a time.
     public func intervals(intervalNanos: UInt64) -> [MergedInterval] {
+        var builder = CompletionIntervals(intervalNanos: intervalNanos)
         var merged: [MergedInterval] = []
-        var currentIndex = -1
-        var current = LatencyRecorder()
-        func emit() {
-            for metric in Metric.completionMetrics where current[metric].totalCount > 0 {
-                merged.append(
-                    MergedInterval(
-                        index: currentIndex, metric: metric,
-                        bytes: HistogramCodec.encodeCompressed(current[metric]),
-                        maxNanos: current[metric].max))
-            }
-            current.reset()
-        }
         forEach { intended, latency, fanout in
-            let index = Int(intended / intervalNanos)
-            if index != currentIndex {
-                emit()
-                currentIndex = index
-            }
-            current.record(.fanoutCompletion, nanos: latency)
-            current.record(Metric.completionBucket(fanout: fanout), nanos: latency)
+            merged.append(contentsOf: builder.add(intended: intended, latency: latency, fanout: fanout))
         }
-        emit()
+        merged.append(contentsOf: builder.flush())
         return merged
     }
 }
@@ -167,8 +154,11 @@ public struct MergedInterval: Sendable {
 
 /// Runs a scenario: one thread, one `EventLoop` and one slice of the devices per worker.
 public enum Simulation {
+    /// `keepEventCompletions`: keep every event's completion columns in `RunResult.completion`
+    /// (20 bytes per event; sharded runs write them, capacity plans read them). Without it the run's
+    /// memory does not grow with its length.
     public static func run(
-        _ scenario: Scenario, workers requested: Int, shard: Shard = .whole,
+        _ scenario: Scenario, workers requested: Int, shard: Shard = .whole, keepEventCompletions: Bool = true,
         progress: @escaping @Sendable (ProgressLine) -> Void
     ) throws -> RunResult {
         let workers = requested > 0 ? requested : max(ProcessInfo.processInfo.activeProcessorCount, 1)
@@ -176,7 +166,11 @@ public enum Simulation {
         let baseline = ResourceUsage.residentBytes()
         let overhead = measureClockOverhead()
         let startedAt = Date()
-        let coordinator = try Coordinator(workers: workers)
+        let intervalNanos =
+            scenario.clock == .real ? WorkerEngine.realIntervalNanos : WorkerEngine.virtualIntervalNanos
+        let collector = try RunCollector(
+            workers: workers, intervalNanos: intervalNanos, keepEvents: keepEventCompletions)
+        let coordinator = try Coordinator(workers: workers, collector: collector)
         let gate = DispatchSemaphore(value: 0)
         let start = StartTime()
         var threads: [Thread] = []
@@ -192,21 +186,6 @@ public enum Simulation {
         }
         let results = try coordinator.run(gate: gate, start: start, progress: progress)
         let wall = Double(EventLoop.hrtimeNanos &- start.value) / 1e9
-        // Sampled while the workers run (their threads, loops and descriptors exist): start, every 10 s.
-        let resources = coordinator.resources
-        var result = merge(
-            results, scenario: scenario, workers: workers, wallSeconds: wall, overhead: overhead,
-            baseline: baseline, startedAt: startedAt)
-        result.shard = shard
-        result.resources = resources
-        result.slicedFanouts = results.reduce(0) { $0 + $1.slicedFanouts }
-        return result
-    }
-
-    static func merge(
-        _ results: [WorkerResult], scenario: Scenario, workers: Int, wallSeconds: Double, overhead: Double,
-        baseline: Int, startedAt: Date
-    ) -> RunResult {
         var accounting = Accounting()
         var recorder = LatencyRecorder()
         var activities = 0
@@ -215,49 +194,19 @@ public enum Simulation {
             recorder.add(r.recorder)
             activities += r.activities
         }
-        // Fan-out completion: the last recipient anywhere, per event.
-        var completion = EventCompletions()
-        for r in results {
-            var part = EventCompletions()
-            part.intendedNanos = r.intendedNanos
-            part.lastNanos = r.completionNanos
-            part.recipients = r.recipients
-            completion.combine(part)
-        }
-        let events = completion.count
-        completion.record(into: &recorder)
-        let intervalNanos = results.first?.intervalNanos ?? 1_000_000_000
-        var intervals = mergeIntervals(results)
-        intervals.append(contentsOf: completion.intervals(intervalNanos: intervalNanos))
-        intervals.sort { ($0.index, $0.metric.rawValue) < ($1.index, $1.metric.rawValue) }
-        return RunResult(
+        let measured = coordinator.collector
+        recorder.add(measured.completionRecorder)
+        var result = RunResult(
             scenario: scenario, workers: workers, accounting: accounting, recorder: recorder, activities: activities,
-            events: events, wallSeconds: wallSeconds, timerOverheadNanos: overhead,
+            events: measured.events, wallSeconds: wall, timerOverheadNanos: overhead,
             peakResidentBytes: ResourceUsage.peakResidentBytes(), baselineResidentBytes: baseline,
-            startedAt: startedAt, intervals: intervals, intervalNanos: intervalNanos, completion: completion)
-    }
-
-    /// Adds the workers' histograms of each (interval, metric) — histograms are added, never
-    /// percentiles averaged — one interval at a time, so memory stays at one decoded histogram.
-    static func mergeIntervals(_ results: [WorkerResult]) -> [MergedInterval] {
-        var keyed: [Int: [EncodedInterval]] = [:]
-        for r in results {
-            for e in r.intervals { keyed[e.index * Metric.allCases.count + e.metric.rawValue, default: []].append(e) }
-        }
-        var merged: [MergedInterval] = []
-        for key in keyed.keys.sorted() {
-            let parts = keyed[key]!
-            var sum = LatencyRecorder.makeHistogram()
-            for part in parts {
-                guard let h = try? HistogramCodec.decode(part.bytes) else { continue }
-                sum.add(h)
-            }
-            merged.append(
-                MergedInterval(
-                    index: parts[0].index, metric: parts[0].metric,
-                    bytes: HistogramCodec.encodeCompressed(sum), maxNanos: sum.max))
-        }
-        return merged
+            startedAt: startedAt, intervals: try measured.intervals(), intervalNanos: intervalNanos,
+            completion: measured.kept)
+        result.shard = shard
+        // Sampled while the workers run (their threads, loops and descriptors exist): start, every 10 s.
+        result.resources = coordinator.resources
+        result.slicedFanouts = results.reduce(0) { $0 + $1.slicedFanouts }
+        return result
     }
 
     /// The cost of one clock read (`uv_hrtime`), which every timed measurement includes.
@@ -310,9 +259,12 @@ final class Coordinator {
     let workers: Int
     /// Resource samples taken on the coordinator's thread (start, then every 10 s).
     private(set) var resources: [ResourceSample] = []
+    /// The intervals and event completions handed over so far.
+    private(set) var collector: RunCollector
 
-    init(workers: Int) throws {
+    init(workers: Int, collector: RunCollector) throws {
         self.workers = workers
+        self.collector = collector
         loop = try EventLoop()
         let box = DrainBox()
         wakeup = try Wakeup(loop: loop) { _ in box.drain?() }
@@ -372,10 +324,30 @@ final class Coordinator {
                         for _ in 0..<workers { gate.signal() }
                         tickTimer.start(afterMillis: 1000, repeatMillis: 1000)
                     }
-                case .progress(let worker, let sample):
+                case .progress(let worker, var sample):
                     interval.add(sample.interval)
+                    do {
+                        try collector.add(
+                            worker: worker, intervals: sample.intervals, intervalIndex: sample.intervalIndex,
+                            completions: sample.completions)
+                    } catch {
+                        failure = "\(error)"
+                    }
+                    sample.intervals = []
+                    sample.completions.intendedNanos = []
+                    sample.completions.lastNanos = []
+                    sample.completions.recipients = []
                     samples[worker] = sample
-                case .finished(let worker, let result):
+                case .finished(let worker, var result):
+                    do {
+                        try collector.add(
+                            worker: worker, intervals: result.intervals, intervalIndex: .max,
+                            completions: result.completions)
+                    } catch {
+                        failure = "\(error)"
+                    }
+                    result.intervals = []
+                    result.completions = CompletionChunk(base: 0, intendedNanos: [], lastNanos: [], recipients: [])
                     results[worker] = result
                     samples[worker] = ProgressSample(
                         accounting: result.accounting, interval: LatencyRecorder.makeHistogram(),
@@ -395,6 +367,7 @@ final class Coordinator {
         box.drain = nil
         try loop.close()
         if let failure { throw SimulationError(message: failure) }
+        try collector.finish()
         tick()
         return results.map { $0! }
     }

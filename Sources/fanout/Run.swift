@@ -90,7 +90,9 @@ struct Run: ParsableCommand {
         let banner = "fanout run \(s.name)\(slice.isWhole ? "" : " shard \(slice)"): \(s.population.devices) devices, "
             + "\(s.clock.rawValue) time, \(s.durationSeconds) s, seed \(s.seed), config \(s.configHash)\n"
         FileHandle.standardError.write(Data(banner.utf8))
-        let result = try Simulation.run(s, workers: s.workers, shard: slice) { line in
+        let result = try Simulation.run(
+            s, workers: s.workers, shard: slice, keepEventCompletions: !slice.isWhole
+        ) { line in
             let text = ProgressText.line(line)
             FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
         }
