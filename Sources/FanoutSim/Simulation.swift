@@ -19,7 +19,9 @@ enum WorkerMessage: Sendable {
 /// has finished since: log intervals before `intervalIndex` and event completions.
 public struct ProgressSample: Sendable {
     public var accounting: Accounting
-    public var interval: Histogram<UInt64>
+    /// The end-to-end histogram, encoded (V2, a few kilobytes): the worker resets its own in place
+    /// instead of handing over (and reallocating) half a megabyte of counts every second.
+    public var interval: [UInt8]
     public var eventsProcessed: Int
     public var intervalIndex = 0
     public var intervals: [EncodedInterval] = []
@@ -325,7 +327,7 @@ final class Coordinator {
                         tickTimer.start(afterMillis: 1000, repeatMillis: 1000)
                     }
                 case .progress(let worker, var sample):
-                    interval.add(sample.interval)
+                    if let h = try? HistogramCodec.decode(sample.interval) { interval.add(h) }
                     do {
                         try collector.add(
                             worker: worker, intervals: sample.intervals, intervalIndex: sample.intervalIndex,
@@ -334,6 +336,7 @@ final class Coordinator {
                         failure = "\(error)"
                     }
                     sample.intervals = []
+                    sample.interval = []
                     sample.completions.intendedNanos = []
                     sample.completions.lastNanos = []
                     sample.completions.recipients = []
@@ -350,7 +353,7 @@ final class Coordinator {
                     result.completions = CompletionChunk(base: 0, intendedNanos: [], lastNanos: [], recipients: [])
                     results[worker] = result
                     samples[worker] = ProgressSample(
-                        accounting: result.accounting, interval: LatencyRecorder.makeHistogram(),
+                        accounting: result.accounting, interval: [],
                         eventsProcessed: result.eventsProcessed)
                     finished += 1
                 case .failed(_, let message):

@@ -21,7 +21,9 @@ extension WorkerEngine {
         else { return }
         if world.scenario.faults.coalescing, let previous = latestHeld[a] {
             held[Int(previous)].superseded = true
+            heldSuperseded += 1
             pipeline.settle(.coalesced, for: a)
+            if heldSuperseded >= heldCompactAt && heldSuperseded * 2 > held.count { compactHeld() }
         }
         latestHeld[a] = Int32(held.count)
         held.append(
@@ -30,6 +32,34 @@ extension WorkerEngine {
                 expirationMillis: expiration == 0 ? Int64.min : expiration * 1000, payloadStart: Int32(heldBytes.count),
                 payloadCount: Int32(p.count), priority: Int8(priority), broadcast: broadcast, superseded: false))
         heldBytes.append(contentsOf: p)
+        peakHeld = max(peakHeld, held.count)
+    }
+
+    /// Drops superseded records and their payload bytes, keeping the live ones in arrival order (the
+    /// order `flushHeld` delivers them in), and points `latestHeld` at their new places.
+    func compactHeld() {
+        var kept = 0
+        var bytesKept = 0
+        for k in held.indices where !held[k].superseded {
+            var h = held[k]
+            let start = Int(h.payloadStart)
+            let count = Int(h.payloadCount)
+            if start != bytesKept {
+                heldBytes.withUnsafeMutableBytes { b in
+                    b.baseAddress!.advanced(by: bytesKept).copyMemory(
+                        from: UnsafeRawPointer(b.baseAddress!.advanced(by: start)), byteCount: count)
+                }
+            }
+            h.payloadStart = Int32(bytesKept)
+            bytesKept += count
+            held[kept] = h
+            latestHeld[h.activity] = Int32(kept)
+            kept += 1
+        }
+        held.removeLast(held.count - kept)
+        heldBytes.removeLast(heldBytes.count - bytesKept)
+        heldSuperseded = 0
+        heldCompactions += 1
     }
 
     /// The offline window ends: each held push is delivered, or `expired` if its expiration passed.
@@ -65,6 +95,7 @@ extension WorkerEngine {
         }
         held.removeAll(keepingCapacity: true)
         heldBytes.removeAll(keepingCapacity: true)
+        heldSuperseded = 0
     }
 
     /// The source an activity follows (held pushes are for the activity's own source).

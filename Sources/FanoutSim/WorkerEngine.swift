@@ -72,6 +72,14 @@ public final class WorkerEngine {
     }
     var held: [Held] = []
     var heldBytes: [UInt8] = []
+    /// Superseded records still in `held`; compacted away once they are the majority, so with
+    /// coalescing the storage follows the offline activities, not the traffic to them.
+    var heldSuperseded = 0
+    /// Compaction starts at this many superseded records (tests move it); and how often it ran.
+    var heldCompactAt = 1024
+    var heldCompactions = 0
+    /// The most records `held` had at once.
+    var peakHeld = 0
 
     // Broadcasts applied in slices (real time): a fan-out stops at a batch boundary once the next
     // scheduled event is due (`yieldAtNanos`), so that event is not held up by thousands of applies;
@@ -244,7 +252,7 @@ public final class WorkerEngine {
     public func takeSample() -> ProgressSample {
         let finished = takeFinished()
         let sample = ProgressSample(
-            accounting: pipeline.accounting, interval: interval, eventsProcessed: eventsProcessed,
+            accounting: pipeline.accounting, interval: HistogramCodec.encode(interval), eventsProcessed: eventsProcessed,
             intervalIndex: currentInterval, intervals: finished.intervals, completions: finished.completions)
         interval.reset()
         return sample

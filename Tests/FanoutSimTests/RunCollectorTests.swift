@@ -110,3 +110,39 @@ struct RunCollectorTests {
         #expect(kept.intervals.map(\.index) == dropped.intervals.map(\.index))
     }
 }
+
+/// With coalescing, superseded held pushes are compacted away; what is delivered, and when, must not
+/// change.
+@Suite("Held pushes compacted")
+struct HeldCompactionTests {
+    func run(compactAt: Int) throws -> (WorkerEngine, Int) {
+        var s = try #require(BuiltinScenarios.named("faults-offline"))
+        s.durationSeconds = 300
+        let world = World(scenario: s)
+        let engine = WorkerEngine(world: world, index: 0, count: 1, hrtime: { 0 })
+        engine.heldCompactAt = compactAt
+        var schedule = EventSchedule(scenario: s, world: world)
+        var events = 0
+        while let event = schedule.next() {
+            engine.process(event)
+            events += 1
+        }
+        return (engine, events)
+    }
+
+    @Test("compacting after every 8 superseded records: same outcomes, recorder and completions as never")
+    func sameResult() throws {
+        let (compacted, events) = try run(compactAt: 8)
+        let (never, _) = try run(compactAt: .max)
+        #expect(compacted.heldCompactions > 10 && never.heldCompactions == 0)
+        #expect(compacted.peakHeld < never.peakHeld)
+        #expect(compacted.pipeline.accounting == never.pipeline.accounting)
+        #expect(compacted.pipeline.accounting[.coalesced] > 100)
+        let a = compacted.result()
+        let b = never.result()
+        #expect(a.completions == b.completions && a.completions.count == events)
+        for metric in Metric.allCases where metric != .apply && metric != .validate && metric != .route {
+            #expect(a.recorder[metric] == b.recorder[metric], "\(metric)")
+        }
+    }
+}
