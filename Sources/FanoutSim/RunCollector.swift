@@ -130,7 +130,8 @@ final class IntervalSpool {
             let metric = Metric(rawValue: Int(get(UInt8.self)))!
             let maxNanos = get(UInt64.self)
             let length = Int(get(UInt32.self))
-            out.append(MergedInterval(index: index, metric: metric, bytes: Array(bytes[p..<p + length]), maxNanos: maxNanos))
+            out.append(
+                MergedInterval(index: index, metric: metric, bytes: Array(bytes[p..<p + length]), maxNanos: maxNanos))
             p += length
         }
         return out
@@ -177,7 +178,9 @@ struct RunCollector {
     /// Every event seen (finalised ones; all of them after `finish`).
     var events: Int { window.base }
 
-    mutating func add(worker: Int, intervals: [EncodedInterval], intervalIndex: Int, completions: CompletionChunk)
+    mutating func add(
+        worker: Int, intervals: [EncodedInterval], intervalIndex: Int, completions: CompletionChunk
+    )
         throws
     {
         for e in intervals { pending[key(e.index, e.metric), default: []].append(e) }
@@ -233,7 +236,9 @@ struct RunCollector {
             let w = chunk.base + i - window.base
             window.lastNanos[w] = max(window.lastNanos[w], chunk.lastNanos[i])
             window.recipients[w] &+= chunk.recipients[i]
-            if window.intendedNanos[w] == 0 || chunk.recipients[i] > 0 { window.intendedNanos[w] = chunk.intendedNanos[i] }
+            if window.intendedNanos[w] == 0 || chunk.recipients[i] > 0 {
+                window.intendedNanos[w] = chunk.intendedNanos[i]
+            }
         }
         handedOver[worker] = chunk.end
     }

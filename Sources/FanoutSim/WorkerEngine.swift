@@ -252,7 +252,8 @@ public final class WorkerEngine {
     public func takeSample() -> ProgressSample {
         let finished = takeFinished()
         let sample = ProgressSample(
-            accounting: pipeline.accounting, interval: HistogramCodec.encode(interval), eventsProcessed: eventsProcessed,
+            accounting: pipeline.accounting, interval: HistogramCodec.encode(interval),
+            eventsProcessed: eventsProcessed,
             intervalIndex: currentInterval, intervals: finished.intervals, completions: finished.completions)
         interval.reset()
         return sample

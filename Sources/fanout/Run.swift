@@ -87,7 +87,8 @@ struct Run: ParsableCommand {
         let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
         let folder = out ?? "reports/runs/\(Self.timestamp())-\(s.name)\(suffix)"
         let interactive = isatty(STDERR_FILENO) != 0
-        let banner = "fanout run \(s.name)\(slice.isWhole ? "" : " shard \(slice)"): \(s.population.devices) devices, "
+        let banner =
+            "fanout run \(s.name)\(slice.isWhole ? "" : " shard \(slice)"): \(s.population.devices) devices, "
             + "\(s.clock.rawValue) time, \(s.durationSeconds) s, seed \(s.seed), config \(s.configHash)\n"
         FileHandle.standardError.write(Data(banner.utf8))
         let result = try Simulation.run(
