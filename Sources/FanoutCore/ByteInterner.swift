@@ -2,8 +2,10 @@
 ///
 /// Keys live back to back in one byte arena; an open-addressing table (linear probing, load ≤ 1/2)
 /// maps a key's hash to its id. `lookup` takes raw bytes and allocates nothing, so routing a push by
-/// its token costs one hash and usually one comparison. Ids are assigned in insertion order and are
-/// never reused. The hash is a fixed function (no per-process seed), so behaviour is reproducible.
+/// its token costs one hash and usually one comparison. Ids are assigned in insertion order; `replace`
+/// gives an id a new key of the same length (the old key is forgotten), so a key that is superseded,
+/// like a rotated token, need not stay in memory. The hash is a fixed function (no per-process seed),
+/// so behaviour is reproducible.
 public struct ByteInterner: Sendable {
     private var arena: [UInt8] = []
     private var offsets: [Int] = [0]
@@ -92,6 +94,42 @@ public struct ByteInterner: Sendable {
     public mutating func intern(_ key: String) -> (id: Int32, inserted: Bool) {
         var copy = key
         return copy.withUTF8 { intern(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Gives `id` the key `key` in place of its own, which is forgotten (`lookup` no longer finds it).
+    /// Only for a key of the same length that is not interned yet; otherwise returns false and changes
+    /// nothing.
+    public mutating func replace(_ id: Int32, with key: UnsafeRawBufferPointer) -> Bool {
+        let start = offsets[Int(id)]
+        guard offsets[Int(id) + 1] - start == key.count, lookup(key) == nil else { return false }
+        removeFromTable(id)
+        if key.count > 0 {
+            arena.withUnsafeMutableBytes {
+                ($0.baseAddress! + start).copyMemory(from: key.baseAddress!, byteCount: key.count)
+            }
+        }
+        let h = ByteInterner.hash(key)
+        hashes[Int(id)] = h
+        place(id, hash: h)
+        return true
+    }
+
+    /// Takes `id` out of the table; later entries of its probe run move back (backward-shift
+    /// deletion), so lookups never need tombstones.
+    private mutating func removeFromTable(_ id: Int32) {
+        var hole = Int(truncatingIfNeeded: hashes[Int(id)]) & mask
+        while table[hole] != id { hole = (hole + 1) & mask }
+        var next = (hole + 1) & mask
+        while table[next] >= 0 {
+            let home = Int(truncatingIfNeeded: hashes[Int(table[next])]) & mask
+            // The entry at `next` may fill the hole if the hole lies on its probe path [home, next).
+            if (next &- home) & mask >= (next &- hole) & mask {
+                table[hole] = table[next]
+                hole = next
+            }
+            next = (next + 1) & mask
+        }
+        table[hole] = -1
     }
 
     private mutating func place(_ id: Int32, hash: UInt64) {

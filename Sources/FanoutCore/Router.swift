@@ -183,11 +183,18 @@ public struct Router: Sendable {
     }
 
     /// Points `token` at `activity` and returns its id; the activity's previous token (if any)
-    /// stops routing at once.
+    /// stops routing at once. A rotated-away token and one never issued route alike (Unregistered),
+    /// so the previous token is forgotten: a new token of the same length takes over its id and its
+    /// bytes, and the tokens kept follow the activities, not the number of rotations.
     @discardableResult
     public mutating func assignUpdateToken(
         _ token: UnsafeRawBufferPointer, to activity: Int32, previous: Int32
     ) -> Int32 {
+        if previous != Router.none, tokenActivity[Int(previous)] == activity,
+            Router.withTokenKey(token, { updateTokens.replace(previous, with: $0) })
+        {
+            return previous
+        }
         if previous != Router.none { tokenActivity[Int(previous)] = Router.none }
         let (t, inserted) = Router.withTokenKey(token) { updateTokens.intern($0) }
         if inserted { tokenActivity.append(activity) } else { tokenActivity[Int(t)] = activity }

@@ -525,6 +525,24 @@ struct RuleTests {
         #expect(r.outcome(.applied, "a1") == 1 && r.timestamp("a1") == Int64(E + 2))
     }
 
+    @Test("DOMAIN §3.3: rotations to tokens of the same length: every old one → Unregistered; none is kept")
+    func routeRotatedAwaySameLength() throws {
+        var t = Trace()
+        t.request(0, "a1", token: "aa11")
+        t.rotate(100, "a1", "bb22")
+        t.rotate(200, "a1", "cc33")
+        t.push(1000, .token("aa11"), update(1))
+        t.push(1001, .token("bb22"), update(2))
+        t.push(1002, .token("cc33"), update(3))
+        t.rotate(1100, "a1", "aa11")  // a forgotten token may be issued again
+        t.push(1200, .token("cc33"), update(4))
+        t.push(1201, .token("aa11"), update(5))
+        let r = try t.run()
+        #expect(r.acc[UnroutableReason.unregistered] == 3)
+        #expect(r.outcome(.applied, "a1") == 2 && r.timestamp("a1") == Int64(E + 5))
+        #expect(r.pipeline!.router.updateTokens.count == 1, "rotated-away tokens are forgotten")
+    }
+
     @Test("DOMAIN §3.3: a token never well-formed → 400 BadDeviceToken; long hex tokens are fine")
     func routeBadDeviceToken() throws {
         let long = String(repeating: "ab", count: 100)  // 100 bytes, longer than 32
