@@ -68,7 +68,10 @@ struct SimulationTests {
         #expect(r.accounting.identitiesHold && r.accounting.deliveries == r.events * 10)
         let busy = Double(r.completion.lastNanos.max() ?? 0) - Double(r.completion.intendedNanos.first ?? 0)
         let paid = Double(r.accounting.deliveries) * 200_000
-        #expect(busy >= paid * 0.999 && busy <= paid * 1.05, "busy \(busy) ns for \(paid) ns of cost")
+        // At least the cost; well under twice it (the cost is not counted twice). The slack above the
+        // cost is real time the worker lost (preemption on a shared machine, a sanitizer's overhead):
+        // virtual time advances by whichever is larger, so it cannot be bounded tightly.
+        #expect(busy >= paid * 0.999 && busy <= paid * 1.5, "busy \(busy) ns for \(paid) ns of cost")
     }
 
     @Test("real time, broadcasts applied in slices between due events: counts equal the virtual-time run's")
