@@ -6,17 +6,6 @@ import Testing
 /// `JSONWriter` (the reference the dump and the earlier encoder use).
 @Suite("ByteBuffer JSON writing")
 struct ByteBufferTests {
-    struct Generator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static func doubles() -> [Double] {
         var values: [Double] = [
             0, -0.0, 1, -1, 0.1, 0.61, 2.5, 1e-17, 9.9e-18, 1e-5, 1e16, 9.007199254740992e15, 9.007199254740991e15,
@@ -24,7 +13,7 @@ struct ByteBufferTests {
             9.2e18, 1e300,
             Double.ulpOfOne, 0.30000000000000004, 100, 81,
         ]
-        var g = Generator(state: 7)
+        var g = SplitMix64(seed: 7)
         for _ in 0..<20_000 {
             let bits = g.next()
             let d = Double(bitPattern: bits)
@@ -50,7 +39,7 @@ struct ByteBufferTests {
         var values: [Int64] = [
             0, 1, -1, 9, 10, -10, 99, 100, Int64.max, Int64.min, Int64.min + 1, 1_000_000_000_000_000_000,
         ]
-        var g = Generator(state: 3)
+        var g = SplitMix64(seed: 3)
         for _ in 0..<20_000 { values.append(Int64(bitPattern: g.next()) >> Int(g.next() % 64)) }
         for k in 0..<19 {
             var p: Int64 = 1
@@ -73,7 +62,7 @@ struct ByteBufferTests {
             Array("Reale Arena, Donostia-San Sebastián — ⚽️ \u{7F}".utf8), [0, 1, 0x1F, 0x20, 0x22, 0x5C],
             Array(repeating: UInt8(ascii: "x"), count: 5000),
         ]
-        var g = Generator(state: 11)
+        var g = SplitMix64(seed: 11)
         for length in 0..<80 {
             for _ in 0..<20 {
                 var s: [UInt8] = []
@@ -109,7 +98,7 @@ struct ByteBufferTests {
                 .init(name: "o", type: .double, optional: true), .init(name: "b", type: .bool),
                 .init(name: "d", type: .double), .init(name: "né", type: .string, optional: true),
             ])
-        var g = Generator(state: 5)
+        var g = SplitMix64(seed: 5)
         let doubles = Self.doubles()
         for k in 0..<2000 {
             var record: [UInt8] = []
@@ -169,7 +158,7 @@ struct ByteBufferTests {
             "1", "-7", "3.0", "3.5", "1e3", "1e30", "-9223372036854775808", "9223372036854775808", "0.61", "true",
             "false", "null", #""text""#, #""t\u00e9\n\"x""#, #""""#, "{}", "[1,2]", #"{"a":[]}"#,
         ]
-        var g = Generator(state: 9)
+        var g = SplitMix64(seed: 9)
         var tape = JSONTape()
         var outcomes = (ok: 0, failed: 0)
         for _ in 0..<20_000 {

@@ -6,25 +6,16 @@ import Testing
 /// map of the live keys (backward-shift deletion, no tombstones), checked against a dictionary.
 @Suite("ByteInterner")
 struct ByteInternerTests {
-    struct Generator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            return z ^ (z >> 27)
-        }
-        /// A key of `length` bytes from a small alphabet, so that some keys repeat.
-        mutating func key(length: Int) -> [UInt8] {
-            (0..<length).map { _ in UInt8(ascii: "a") + UInt8(next() % 3) }
-        }
+    /// A key of `length` bytes from a small alphabet, so that some keys repeat.
+    func key(_ g: inout SplitMix64, length: Int) -> [UInt8] {
+        (0..<length).map { _ in UInt8(ascii: "a") + UInt8(g.next() % 3) }
     }
 
     func id(_ i: ByteInterner, _ key: [UInt8]) -> Int32? { key.withUnsafeBytes { i.lookup($0) } }
 
     @Test("random interns and replaces: every live key finds its id, every forgotten key finds nothing")
     func replaceAgainstModel() {
-        var g = Generator(state: 42)
+        var g = SplitMix64(seed: 42)
         var interner = ByteInterner()
         var live: [[UInt8]: Int32] = [:]
         var keyOf: [Int32: [UInt8]] = [:]
@@ -32,7 +23,7 @@ struct ByteInternerTests {
         var replaced = 0
         for step in 0..<20_000 {
             let length = 1 + Int(g.next() % 9)
-            let key = g.key(length: length)
+            let key = key(&g, length: length)
             if keyOf.isEmpty || g.next() % 3 == 0 {
                 let (id, inserted) = key.withUnsafeBytes { interner.intern($0) }
                 #expect(inserted == (live[key] == nil), "step \(step)")
