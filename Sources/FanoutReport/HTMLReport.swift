@@ -29,6 +29,7 @@ public enum HTMLReport {
         out += overTime(r)
         out += outcomes(r)
         out += waterfall(r)
+        out += resources(r)
         out += percentileTable(r)
         out +=
             "<footer>fanout \(HTMLText.escape(r.info.version)) (git \(HTMLText.escape(r.info.gitRevision)))"

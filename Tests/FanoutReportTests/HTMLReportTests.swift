@@ -137,6 +137,30 @@ struct HTMLReportTests {
         #expect(html.contains("seconds of run time"))
     }
 
+    @Test("resources over time: the chart and the soak's verdict, flat and not flat; none without samples")
+    func resources() {
+        var r = Self.report()
+        #expect(!HTMLReport.render(r).contains("Resources over time"))
+        let mib = 1_048_576
+        r.resources = (0..<30).map {
+            ResourceSample(
+                elapsedSeconds: Double($0) * 10, residentBytes: ($0 == 0 ? 40 : 56) * mib + $0 * 1024,
+                openFileDescriptors: 20)
+        }
+        var html = HTMLReport.render(r)
+        Self.expectClean(html)
+        #expect(html.contains("Resident memory over time"))
+        #expect(html.contains("Resident memory: flat, 56.0 MiB after warm-up"))
+        #expect(html.contains("Open file descriptors: flat, 20 after warm-up, 20 last, 20 max."))
+        #expect(html.components(separatedBy: "<svg ").count - 1 == 7)
+        r.resources[29].residentBytes = 70 * mib
+        r.resources[29].openFileDescriptors = 21
+        html = HTMLReport.render(r)
+        #expect(html.contains("Resident memory: not flat"))
+        #expect(html.contains("70.0 MiB max"))
+        #expect(html.contains("Open file descriptors: not flat, 20 after warm-up, 21 last, 21 max."))
+    }
+
     @Test("degenerate reports: no values, no intervals, one interval, virtual time, one value")
     func degenerate() {
         let empty = HTMLReport.render(Self.report(intervals: 0, values: false, durationSeconds: 0))
