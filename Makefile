@@ -53,8 +53,8 @@ check-memory: deps
 	  | $(CC) -shared -fPIC -O2 -x c - -o .build/valgrind-sigsuspend.so
 	@status=0; \
 	LD_PRELOAD=$(CURDIR)/.build/valgrind-sigsuspend.so valgrind --error-exitcode=1 --leak-check=full \
-	  --errors-for-leak-kinds=definite --log-file=.build/check-memory.valgrind.log \
-	  .build/debug/fanoutPackageTests.xctest --testing-library swift-testing --filter UVLoopTests \
+	  --errors-for-leak-kinds=definite --suppressions=scripts/valgrind.supp \
+	  --log-file=.build/check-memory.valgrind.log .build/debug/fanoutPackageTests.xctest --testing-library swift-testing --filter UVLoopTests \
 	  > .build/check-memory.tests.log 2>&1 || status=$$?; \
 	grep -a 'Test run with' .build/check-memory.tests.log; \
 	grep -E 'ERROR SUMMARY|definitely lost:|indirectly lost:' .build/check-memory.valgrind.log; \
