@@ -118,6 +118,17 @@ extension HTMLReport {
         svg.text((x.from + x.to) / 2, height - 10, unit, anchor: .middle, size: 13, fill: "#1d2330")
     }
 
+    /// Horizontal grid lines at the value axis' ticks, labelled on the left.
+    static func valueGrid(
+        _ svg: inout SVG, _ y: LinearScale, left: Double, right: Double, label: (Double) -> String
+    ) {
+        for tick in y.ticks {
+            let py = y(tick)
+            svg.line(left, py, right, py, stroke: "#dde1e6")
+            svg.text(left - 8, py + 4, label(tick), anchor: .end, size: 12)
+        }
+    }
+
     static func throughputChart(
         _ buckets: [TimeBucket], unit: String, axisEnd: Double, scheduledEnd: Double,
         rateLabel: String
@@ -134,11 +145,7 @@ extension HTMLReport {
         let x = LinearScale(low: 0, upTo: axisEnd, from: left, to: right, ticks: 10, exact: true)
         let y = LinearScale(low: 0, upTo: max(rates.max() ?? 0, 1), from: bottom, to: top, ticks: 5)
         var svg = SVG(width: width, height: height, title: title)
-        for tick in y.ticks {
-            let py = y(tick)
-            svg.line(left, py, right, py, stroke: "#dde1e6")
-            svg.text(left - 8, py + 4, HTMLText.compact(tick), anchor: .end, size: 12)
-        }
+        valueGrid(&svg, y, left: left, right: right, label: HTMLText.compact)
         let barWidth = (x(buckets.first.map { $0.end - $0.start } ?? 1) - x(0))
         let gap = barWidth > 6 ? 1.5 : 0
         let labelBars = buckets.count <= 30 && barWidth >= 30

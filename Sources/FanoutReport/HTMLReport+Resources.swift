@@ -34,11 +34,7 @@ extension HTMLReport {
         let x = LinearScale(low: 0, upTo: max(end, 1), from: left, to: right, ticks: 10, exact: true)
         let y = LinearScale(low: 0, upTo: max(mib.max() ?? 1, levelMiB * 1.05, 1), from: bottom, to: top, ticks: 5)
         var svg = SVG(width: width, height: height, title: title)
-        for tick in y.ticks {
-            let py = y(tick)
-            svg.line(left, py, right, py, stroke: "#dde1e6")
-            svg.text(left - 8, py + 4, HTMLText.short(tick), anchor: .end, size: 12)
-        }
+        valueGrid(&svg, y, left: left, right: right, label: HTMLText.short)
         let warmUp = end * 0.2
         svg.rect(
             x(warmUp), y(levelMiB * 1.05), x(end) - x(warmUp), y(levelMiB * 0.95) - y(levelMiB * 1.05),

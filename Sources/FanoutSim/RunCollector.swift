@@ -6,19 +6,17 @@ import Histogram
 /// One worker's local completion of a run of consecutive events (`base` ..< `base + count`), handed
 /// over once none of them can change on that worker.
 public struct CompletionChunk: Sendable, Equatable {
-    public var base: Int
-    public var intendedNanos: [UInt64]
-    public var lastNanos: [UInt64]
-    public var recipients: [Int32]
+    public var base = 0
+    public var events = EventCompletions()
 
-    public init(base: Int, intendedNanos: [UInt64], lastNanos: [UInt64], recipients: [Int32]) {
+    public init() {}
+
+    public init(base: Int, events: EventCompletions) {
         self.base = base
-        self.intendedNanos = intendedNanos
-        self.lastNanos = lastNanos
-        self.recipients = recipients
+        self.events = events
     }
 
-    public var count: Int { intendedNanos.count }
+    public var count: Int { events.count }
     public var end: Int { base + count }
 }
 
@@ -154,7 +152,7 @@ struct RunCollector {
     private var pending: [Int: [EncodedInterval]] = [:]
     private var workerInterval: [Int]
     /// Combined completion of the events from `window.base` on, not yet handed over by every worker.
-    private var window: CompletionChunk
+    private var window = CompletionChunk()
     private var handedOver: [Int]
     private var builder: CompletionIntervals
     /// Completion histograms of the whole run (the all-events metric and the size buckets).
@@ -170,7 +168,6 @@ struct RunCollector {
         self.keepEvents = keepEvents
         spool = try IntervalSpool()
         workerInterval = Array(repeating: 0, count: workers)
-        window = CompletionChunk(base: 0, intendedNanos: [], lastNanos: [], recipients: [])
         handedOver = Array(repeating: 0, count: workers)
         builder = CompletionIntervals(intervalNanos: intervalNanos)
     }
@@ -226,20 +223,8 @@ struct RunCollector {
     /// The later completion and the sum of recipients, event by event.
     private mutating func combine(_ chunk: CompletionChunk, worker: Int) {
         precondition(chunk.base == handedOver[worker], "worker \(worker) skipped events")
-        while window.end < chunk.end {
-            window.intendedNanos.append(0)
-            window.lastNanos.append(0)
-            window.recipients.append(0)
-        }
+        window.events.combine(chunk.events, at: chunk.base - window.base)
         peakWindow = max(peakWindow, window.count)
-        for i in 0..<chunk.count {
-            let w = chunk.base + i - window.base
-            window.lastNanos[w] = max(window.lastNanos[w], chunk.lastNanos[i])
-            window.recipients[w] &+= chunk.recipients[i]
-            if window.intendedNanos[w] == 0 || chunk.recipients[i] > 0 {
-                window.intendedNanos[w] = chunk.intendedNanos[i]
-            }
-        }
         handedOver[worker] = chunk.end
     }
 
@@ -247,25 +232,14 @@ struct RunCollector {
     private mutating func finalise(upTo end: Int) throws {
         let n = end - window.base
         guard n > 0 else { return }
-        for i in 0..<n where window.recipients[i] > 0 {
-            let intended = window.intendedNanos[i]
-            let last = window.lastNanos[i]
-            let latency = last &- min(last, intended)
-            let fanout = Int(window.recipients[i])
-            completionRecorder.record(.fanoutCompletion, nanos: latency)
-            completionRecorder.record(Metric.completionBucket(fanout: fanout), nanos: latency)
-            for interval in builder.add(intended: intended, latency: latency, fanout: fanout) {
-                try spool.append(interval)
-            }
+        window.events.record(into: &completionRecorder, upTo: n)
+        var closed: [MergedInterval] = []
+        window.events.forEach(upTo: n) { intended, latency, fanout in
+            closed.append(contentsOf: builder.add(intended: intended, latency: latency, fanout: fanout))
         }
-        if keepEvents {
-            kept.intendedNanos.append(contentsOf: window.intendedNanos[..<n])
-            kept.lastNanos.append(contentsOf: window.lastNanos[..<n])
-            kept.recipients.append(contentsOf: window.recipients[..<n])
-        }
-        window.intendedNanos.removeFirst(n)
-        window.lastNanos.removeFirst(n)
-        window.recipients.removeFirst(n)
+        for interval in closed { try spool.append(interval) }
+        if keepEvents { kept.append(window.events.prefix(n)) }
+        window.events.removeFirst(n)
         window.base = end
     }
 }

@@ -25,7 +25,7 @@ public struct ProgressSample: Sendable {
     public var eventsProcessed: Int
     public var intervalIndex = 0
     public var intervals: [EncodedInterval] = []
-    public var completions = CompletionChunk(base: 0, intendedNanos: [], lastNanos: [], recipients: [])
+    public var completions = CompletionChunk()
 }
 
 /// Everything a worker measured and had not handed over yet, once at the end.
@@ -96,31 +96,58 @@ public struct EventCompletions: Sendable, Equatable {
 
     public var count: Int { intendedNanos.count }
 
-    /// Takes, event by event, the later completion and the sum of recipients.
-    public mutating func combine(_ other: EventCompletions) {
-        while intendedNanos.count < other.count {
-            intendedNanos.append(other.intendedNanos[intendedNanos.count])
+    /// Takes, event by event, the later completion and the sum of recipients; `other`'s first event
+    /// is this one's event `offset`.
+    public mutating func combine(_ other: EventCompletions, at offset: Int = 0) {
+        while intendedNanos.count < offset + other.count {
+            let e = intendedNanos.count - offset
+            intendedNanos.append(e >= 0 ? other.intendedNanos[e] : 0)
             lastNanos.append(0)
             recipients.append(0)
         }
         for e in 0..<other.count {
-            lastNanos[e] = max(lastNanos[e], other.lastNanos[e])
-            recipients[e] &+= other.recipients[e]
-            if other.recipients[e] > 0 { intendedNanos[e] = other.intendedNanos[e] }
+            lastNanos[offset + e] = max(lastNanos[offset + e], other.lastNanos[e])
+            recipients[offset + e] &+= other.recipients[e]
+            if other.recipients[e] > 0 { intendedNanos[offset + e] = other.intendedNanos[e] }
         }
+    }
+
+    /// The first `n` events.
+    public func prefix(_ n: Int) -> EventCompletions {
+        var out = EventCompletions()
+        out.intendedNanos = Array(intendedNanos[..<n])
+        out.lastNanos = Array(lastNanos[..<n])
+        out.recipients = Array(recipients[..<n])
+        return out
+    }
+
+    /// Forgets the first `n` events (keeping the columns' capacity).
+    public mutating func removeFirst(_ n: Int) {
+        intendedNanos.removeFirst(n)
+        lastNanos.removeFirst(n)
+        recipients.removeFirst(n)
+    }
+
+    /// Appends events.
+    public mutating func append(_ other: EventCompletions) {
+        intendedNanos.append(contentsOf: other.intendedNanos)
+        lastNanos.append(contentsOf: other.lastNanos)
+        recipients.append(contentsOf: other.recipients)
     }
 
     /// Calls `body` for every event that reached a recipient, in event order, with its intended
     /// time, its completion latency (last recipient − intended time) and its fan-out.
-    public func forEach(_ body: (_ intended: UInt64, _ latency: UInt64, _ fanout: Int) -> Void) {
-        for e in 0..<count where recipients[e] > 0 {
+    public func forEach(
+        upTo end: Int? = nil, _ body: (_ intended: UInt64, _ latency: UInt64, _ fanout: Int) -> Void
+    ) {
+        for e in 0..<(end ?? count) where recipients[e] > 0 {
             body(intendedNanos[e], lastNanos[e] &- min(lastNanos[e], intendedNanos[e]), Int(recipients[e]))
         }
     }
 
     /// The completion histograms (all events, and by fan-out size) into `recorder`.
-    public func record(into recorder: inout LatencyRecorder) {
-        forEach { _, latency, fanout in
+    public func record(into recorder: inout LatencyRecorder, upTo end: Int? = nil) {
+        forEach(upTo: end) { _, latency, fanout in
             recorder.record(.fanoutCompletion, nanos: latency)
             recorder.record(Metric.completionBucket(fanout: fanout), nanos: latency)
         }
@@ -342,9 +369,7 @@ final class Coordinator {
                     }
                     sample.intervals = []
                     sample.interval = []
-                    sample.completions.intendedNanos = []
-                    sample.completions.lastNanos = []
-                    sample.completions.recipients = []
+                    sample.completions = CompletionChunk()
                     samples[worker] = sample
                 case .finished(let worker, var result):
                     do {
@@ -355,7 +380,7 @@ final class Coordinator {
                         failure = "\(error)"
                     }
                     result.intervals = []
-                    result.completions = CompletionChunk(base: 0, intendedNanos: [], lastNanos: [], recipients: [])
+                    result.completions = CompletionChunk()
                     results[worker] = result
                     samples[worker] = ProgressSample(
                         accounting: result.accounting, interval: [],

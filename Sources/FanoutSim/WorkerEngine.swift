@@ -17,25 +17,23 @@ public final class WorkerEngine {
     public let count: Int
     public let pipeline: Pipeline
     /// The whole run so far (finished intervals).
-    public private(set) var recorder = LatencyRecorder()
+    public internal(set) var recorder = LatencyRecorder()
     /// The current interval of the histogram log (a second of run time, a simulated minute in
     /// virtual time); every sample is recorded here and folded into `recorder` when it ends.
-    private var current = LatencyRecorder()
-    private var currentInterval = 0
+    var current = LatencyRecorder()
+    var currentInterval = 0
     /// Finished intervals not yet handed to the coordinator, compressed (V2 encoding): a few
     /// kilobytes each. `takeFinished` empties it once a second, so it does not grow with the run.
-    public private(set) var encodedIntervals: [EncodedInterval] = []
+    public internal(set) var encodedIntervals: [EncodedInterval] = []
     /// The interval being recorded (every earlier one is finished).
     public var intervalIndex: Int { currentInterval }
     /// End-to-end latency since the last progress snapshot.
-    public private(set) var interval = LatencyRecorder.makeHistogram()
+    public internal(set) var interval = LatencyRecorder.makeHistogram()
     /// Local completion per event, for the events from `completionBase` on (earlier ones were handed
-    /// over by `takeFinished`): nanoseconds after the run start when the last local recipient was
-    /// applied (0: none), the number of local recipients and the intended time.
-    public private(set) var completionNanos: [UInt64] = []
-    public private(set) var recipients: [Int32] = []
-    public private(set) var intendedNanos: [UInt64] = []
-    public private(set) var completionBase = 0
+    /// over by `takeFinished`): the intended time, nanoseconds after the run start when the last local
+    /// recipient was applied (0: none) and the number of local recipients.
+    public internal(set) var local = EventCompletions()
+    public internal(set) var completionBase = 0
     /// The most events whose completion columns were held at once (a check that they stay bounded).
     public private(set) var peakRetainedEvents = 0
     public private(set) var eventsProcessed = 0
@@ -247,18 +245,6 @@ public final class WorkerEngine {
         clock = .real(startHrtime: start)
     }
 
-    /// Cumulative counts, the end-to-end histogram since the previous sample (then reset) and what
-    /// `takeFinished` hands over.
-    public func takeSample() -> ProgressSample {
-        let finished = takeFinished()
-        let sample = ProgressSample(
-            accounting: pipeline.accounting, interval: HistogramCodec.encode(interval),
-            eventsProcessed: eventsProcessed,
-            intervalIndex: currentInterval, intervals: finished.intervals, completions: finished.completions)
-        interval.reset()
-        return sample
-    }
-
     /// Interval lengths of the histogram log.
     public static let realIntervalNanos: UInt64 = 1_000_000_000
     public static let virtualIntervalNanos: UInt64 = 60_000_000_000
@@ -266,64 +252,6 @@ public final class WorkerEngine {
     public var intervalNanos: UInt64 {
         if case .real = clock { return WorkerEngine.realIntervalNanos }
         return WorkerEngine.virtualIntervalNanos
-    }
-
-    /// Folds the current interval into the run's totals and keeps its compressed encoding.
-    private func finishInterval() {
-        for metric in Metric.allCases where current[metric].totalCount > 0 {
-            encodedIntervals.append(
-                EncodedInterval(
-                    index: currentInterval, metric: metric, bytes: HistogramCodec.encodeCompressed(current[metric])))
-        }
-        recorder.add(current)
-        current.reset()
-    }
-
-    /// Everything measured and not yet handed over, for the coordinator to merge: the last
-    /// intervals and the completion of every remaining event (pushes still held for offline devices
-    /// at the end never complete).
-    public func result() -> WorkerResult {
-        finishInterval()
-        var result = WorkerResult(
-            accounting: pipeline.accounting, recorder: recorder,
-            completions: takeCompletions(upTo: completionBase + intendedNanos.count), activities: activityCount,
-            eventsProcessed: eventsProcessed, intervals: encodedIntervals, intervalNanos: intervalNanos)
-        encodedIntervals = []
-        result.slicedFanouts = slicedFanouts
-        return result
-    }
-
-    /// Hands over what can no longer change: the finished intervals, and the completion of the events
-    /// no held push or unfinished broadcast slice refers to. The worker then forgets them, so its
-    /// memory follows the offline window and the slices, not the length of the run.
-    public func takeFinished() -> (intervals: [EncodedInterval], completions: CompletionChunk) {
-        let intervals = encodedIntervals
-        encodedIntervals = []
-        return (intervals, takeCompletions(upTo: completionFrontier()))
-    }
-
-    /// The first event whose local completion may still change.
-    func completionFrontier() -> Int {
-        var frontier = completionBase + intendedNanos.count
-        for h in held where !h.superseded { frontier = min(frontier, Int(h.event)) }
-        var k = sliceHead
-        while k < slices.count {
-            if !slices[k].done { frontier = min(frontier, slices[k].event.index) }
-            k += 1
-        }
-        return frontier
-    }
-
-    private func takeCompletions(upTo end: Int) -> CompletionChunk {
-        let n = max(0, end - completionBase)
-        let chunk = CompletionChunk(
-            base: completionBase, intendedNanos: Array(intendedNanos[..<n]), lastNanos: Array(completionNanos[..<n]),
-            recipients: Array(recipients[..<n]))
-        intendedNanos.removeFirst(n)
-        completionNanos.removeFirst(n)
-        recipients.removeFirst(n)
-        completionBase += n
-        return chunk
     }
 
     // MARK: Time
@@ -360,13 +288,13 @@ public final class WorkerEngine {
         }
         current.record(.scheduleLag, nanos: started &- min(started, event.intendedNanos))
         let e = event.index - completionBase
-        while completionNanos.count <= e {
-            completionNanos.append(0)
-            recipients.append(0)
-            intendedNanos.append(0)
+        while local.count <= e {
+            local.intendedNanos.append(0)
+            local.lastNanos.append(0)
+            local.recipients.append(0)
         }
-        peakRetainedEvents = max(peakRetainedEvents, completionNanos.count)
-        intendedNanos[e] = event.intendedNanos
+        peakRetainedEvents = max(peakRetainedEvents, local.count)
+        local.intendedNanos[e] = event.intendedNanos
         switch event.kind {
         case .offlineWindowEnd: flushHeld(event)
         case .update, .end: fanOut(event)
@@ -603,8 +531,8 @@ public final class WorkerEngine {
         current.record(.endToEnd, nanos: latency, count: count)
         _ = interval.record(min(latency, LatencyRecorder.highestTrackableNanos), count: count)
         let e = event.index - completionBase
-        completionNanos[e] = max(completionNanos[e], end)
-        recipients[e] &+= Int32(count)
+        local.lastNanos[e] = max(local.lastNanos[e], end)
+        local.recipients[e] &+= Int32(count)
         return end
     }
 
@@ -614,8 +542,8 @@ public final class WorkerEngine {
         current.record(.endToEnd, nanos: latency)
         _ = interval.record(min(latency, LatencyRecorder.highestTrackableNanos))
         let e = event.index - completionBase
-        completionNanos[e] = max(completionNanos[e], endNanos)
-        recipients[e] &+= 1
+        local.lastNanos[e] = max(local.lastNanos[e], endNanos)
+        local.recipients[e] &+= 1
         maybeDismiss(a, event)
     }
 
