@@ -35,17 +35,14 @@ let package = Package(
             name: "FanoutHistogramLog",
             dependencies: ["CZlib", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
-        // Latency recording per worker (HdrHistogram), merge.
-        .target(
-            name: "FanoutMetrics",
-            dependencies: [.product(name: "Histogram", package: "hdrhistogram-swift")]
-        ),
+        // Everything about a sample's life: recording in HdrHistogram's layout, interval handover, per-event
+        // completion, merge across workers and shards, the result types reports read.
+        .target(name: "FanoutMetrics", dependencies: ["FanoutCore", "FanoutHistogramLog"]),
         // Run reports: summary.json/.md, report.html, .hgrm, latency.hlog; read back, compare, merge.
         .target(
             name: "FanoutReport",
             dependencies: [
-                "FanoutCore", "FanoutMetrics", "FanoutHistogramLog", "FanoutSim",
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                "FanoutCore", "FanoutMetrics", "FanoutHistogramLog",
             ]
         ),
         // Capacity planning: saturation search in real time, USL fit over worker counts, prediction.

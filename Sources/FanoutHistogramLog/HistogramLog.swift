@@ -50,7 +50,19 @@ public enum HistogramLogReader {
         public var tag: String?
         public var startSeconds: Double
         public var lengthSeconds: Double
-        public var histogram: Histogram<UInt64>
+        /// The interval's counts, decoded (and so checked) when the log was read.
+        public var counts: HistogramCodec.Counts
+
+        /// The interval as hdrhistogram-swift's histogram (tests and interop).
+        public var histogram: Histogram<UInt64> {
+            let bytes = counts.counts.withUnsafeBufferPointer {
+                HistogramCodec.encode(
+                    counts: $0, first: counts.first, lowestDiscernibleValue: counts.lowestDiscernibleValue,
+                    highestTrackableValue: counts.highestTrackableValue, significantDigits: counts.significantDigits)
+            }
+            // The bytes were made from decoded counts: they decode.
+            return try! HistogramCodec.decode(bytes)
+        }
     }
 
     public struct ReadError: Error, CustomStringConvertible {
@@ -77,7 +89,7 @@ public enum HistogramLogReader {
                 intervals.append(
                     Interval(
                         tag: tag, startSeconds: start, lengthSeconds: length,
-                        histogram: try HistogramCodec.decode(Array(data))))
+                        counts: try HistogramCodec.decodeCounts(Array(data))))
             } catch {
                 throw ReadError(line: number + 1, message: "\(error)")
             }

@@ -1,4 +1,3 @@
-import Histogram
 
 /// The latency metrics fanout records, all in nanoseconds (DOMAIN §7).
 public enum Metric: Int, CaseIterable, Sendable, Codable {
@@ -49,63 +48,43 @@ public enum Metric: Int, CaseIterable, Sendable, Codable {
     }
 }
 
-/// One worker's histograms (shared-nothing: only its own thread records into it). Recording is a
-/// few arithmetic operations on preallocated counts: no allocation, no lock.
-public struct LatencyRecorder: Sendable {
+/// One histogram per metric: a run's totals, a merged interval, a shard's sum. Not the hot path
+/// (workers record into `IntervalRecorder`); values above one hour are recorded as one hour and
+/// counted in `clamped`.
+public struct LatencyRecorder: Sendable, Equatable {
     /// Largest value tracked: one hour in nanoseconds; larger values are clamped (and counted).
-    public static let highestTrackableNanos: UInt64 = 3_600_000_000_000
+    public static let highestTrackableNanos: UInt64 = HdrLayout.highestTrackableValue
 
-    public private(set) var histograms: [Histogram<UInt64>]
+    public private(set) var histograms: [LatencyHistogram]
     /// Values above `highestTrackableNanos`, recorded as that maximum.
-    public private(set) var clamped: UInt64 = 0
+    public var clamped: UInt64 = 0
 
     public init() {
-        histograms = Metric.allCases.map { _ in LatencyRecorder.makeHistogram() }
+        histograms = Array(repeating: LatencyHistogram(), count: Metric.allCases.count)
     }
 
-    public static func makeHistogram() -> Histogram<UInt64> {
-        Histogram<UInt64>(
-            lowestDiscernibleValue: 1, highestTrackableValue: highestTrackableNanos,
-            numberOfSignificantValueDigits: .three)
-    }
+    public static func makeHistogram() -> LatencyHistogram { LatencyHistogram() }
 
-    @inline(__always)
-    public mutating func record(_ metric: Metric, nanos: UInt64) {
-        var value = nanos
-        if value > LatencyRecorder.highestTrackableNanos {
-            value = LatencyRecorder.highestTrackableNanos
-            clamped &+= 1
-        }
-        _ = histograms[metric.rawValue].record(value)
-    }
-
-    /// Records `count` equal values at once (a broadcast's recipients sharing one stage time).
-    @inline(__always)
-    public mutating func record(_ metric: Metric, nanos: UInt64, count: UInt64) {
+    public mutating func record(_ metric: Metric, nanos: UInt64, count: UInt64 = 1) {
         guard count > 0 else { return }
-        let value = min(nanos, LatencyRecorder.highestTrackableNanos)
         if nanos > LatencyRecorder.highestTrackableNanos { clamped &+= count }
-        _ = histograms[metric.rawValue].record(value, count: count)
+        histograms[metric.rawValue].record(nanos, count: count)
     }
 
-    public subscript(_ metric: Metric) -> Histogram<UInt64> { histograms[metric.rawValue] }
+    public subscript(_ metric: Metric) -> LatencyHistogram { histograms[metric.rawValue] }
 
-    /// Adds another worker's histograms (`Histogram.add`).
+    /// Adds another recorder's histograms (counts added, never percentiles averaged).
     public mutating func add(_ other: LatencyRecorder) {
-        // Empty histograms are skipped: adding or resetting one still walks all its counts.
-        for i in histograms.indices where other.histograms[i].totalCount > 0 { histograms[i].add(other.histograms[i]) }
+        for i in histograms.indices where !other.histograms[i].isEmpty { histograms[i].add(other.histograms[i]) }
         clamped &+= other.clamped
     }
 
     /// Adds a histogram of one metric (an interval read back from a log, a shard's total).
-    public mutating func add(_ metric: Metric, _ histogram: Histogram<UInt64>) {
+    public mutating func add(_ metric: Metric, _ histogram: LatencyHistogram) {
         histograms[metric.rawValue].add(histogram)
     }
 
-    public mutating func reset() {
-        for i in histograms.indices where histograms[i].totalCount > 0 { histograms[i].reset() }
-        clamped = 0
-    }
+    public mutating func reset() { self = LatencyRecorder() }
 }
 
 /// Percentile summary of one histogram, as written to `summary.json`.
@@ -134,7 +113,7 @@ public struct LatencySummary: Codable, Sendable, Equatable {
         self.max = max
     }
 
-    public init(_ h: Histogram<UInt64>) {
+    public init(_ h: LatencyHistogram) {
         count = h.totalCount
         if count == 0 {
             mean = 0
@@ -147,11 +126,12 @@ public struct LatencySummary: Codable, Sendable, Equatable {
             return
         }
         mean = h.mean
-        p50 = h.valueAtPercentile(50)
-        p90 = h.valueAtPercentile(90)
-        p99 = h.valueAtPercentile(99)
-        p999 = h.valueAtPercentile(99.9)
-        p9999 = h.valueAtPercentile(99.99)
+        let v = h.values(atPercentiles: [50, 90, 99, 99.9, 99.99])
+        p50 = v[0]
+        p90 = v[1]
+        p99 = v[2]
+        p999 = v[3]
+        p9999 = v[4]
         max = h.max
     }
 }

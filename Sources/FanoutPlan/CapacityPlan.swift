@@ -127,7 +127,7 @@ public struct CapacityPlan: Sendable {
         s.workers = workers
         let load = loadAverage()
         let result = try Simulation.run(s, workers: workers) { _ in }
-        var step = Step.evaluate(
+        var step = try Step.evaluate(
             result, factor: factor, warmupSeconds: settings.warmupSeconds,
             criteria: settings.criteria)
         step.loadAverage = load

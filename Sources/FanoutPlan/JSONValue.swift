@@ -1,3 +1,4 @@
+import FanoutMetrics
 import FanoutSim
 
 /// A JSON document built as a value and printed with two-space indentation (objects keep their key

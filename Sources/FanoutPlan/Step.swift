@@ -78,9 +78,7 @@ extension Step {
     /// (one a second) from `warmupSeconds` on, so population and cold caches do not count.
     public static func evaluate(
         _ r: RunResult, factor: Double, warmupSeconds: Double, criteria: PlanCriteria
-    )
-        -> Step
-    {
+    ) throws -> Step {
         let scheduled = r.scenario.durationSeconds
         let warmupIntervals = UInt64(warmupSeconds.rounded(.down))
         var window = LatencyRecorder()
@@ -89,7 +87,7 @@ extension Step {
         } else {
             let first = Int(warmupIntervals * 1_000_000_000 / r.intervalNanos)
             for interval in r.intervals where interval.index >= first {
-                if let h = try? HistogramCodec.decode(interval.bytes) { window.add(interval.metric, h) }
+                window.add(interval.metric, try interval.histogram())
             }
         }
         let a = r.accounting

@@ -1,6 +1,5 @@
 import FanoutCore
 import FanoutMetrics
-import FanoutSim
 import Foundation
 
 /// `fanout compare`: every metric and percentile of two runs side by side, judged against

@@ -1,15 +1,18 @@
 import FanoutCore
 import FanoutMetrics
 import Foundation
-import Histogram
 
-/// Throughput and latency over the run, from the interval histograms of latency.hlog.
+/// Throughput and latency over the run, from the interval summaries made when each interval of
+/// latency.hlog closed (a report's cost does not grow with the number of samples).
 extension HTMLReport {
-    /// One bar (or point) of the over-time charts: intervals `first..<first + count`, added.
+    /// One bar (or point) of the over-time charts: intervals `first..<first + count`. `count` is the
+    /// sum of their values; the latencies are those of the interval with the highest p99 among them
+    /// (percentiles of different intervals are never averaged).
     struct TimeBucket {
         var start: Double
         var end: Double
-        var histogram: Histogram<UInt64>
+        var count: UInt64
+        var worst: LatencySummary?
         /// Seconds of scheduled run time the bucket covers (its rate's denominator).
         var seconds: Double
         var afterScheduledEnd: Bool
@@ -21,7 +24,7 @@ extension HTMLReport {
         buckets: [TimeBucket], unit: String,
         scale: Double
     )? {
-        let decoded = r.intervalHistograms(.endToEnd)
+        let decoded = r.intervalSummaries(.endToEnd)
         let intervalSeconds = Double(max(r.intervalNanos, 1)) / 1e9
         let virtual = r.info.clock == "virtual"
         // Display unit: simulated minutes in virtual time, seconds of run time in real time.
@@ -33,21 +36,19 @@ extension HTMLReport {
         let count = max(lastIndex + 1, decoded.isEmpty ? 0 : scheduledIntervals)
         guard count > 0, count < 10_000_000 else { return nil }
         let group = max(1, (count + maxBuckets - 1) / maxBuckets)
-        // Decoded histograms are used as they are (no copies); empty buckets share one empty histogram.
-        let empty = LatencyRecorder.makeHistogram()
-        var byIndex: [Int: Histogram<UInt64>] = [:]
-        for d in decoded where d.index >= 0 {
-            if byIndex[d.index] == nil { byIndex[d.index] = d.histogram } else { byIndex[d.index]!.add(d.histogram) }
-        }
+        var byIndex: [Int: LatencySummary] = [:]
+        for d in decoded where d.index >= 0 { byIndex[d.index] = d.summary }
         var buckets: [TimeBucket] = []
         var first = 0
         while first < count {
             let last = min(first + group, count)
-            var h: Histogram<UInt64>?
+            var total: UInt64 = 0
+            var worst: LatencySummary?
             var seconds = 0.0
             for index in first..<last {
                 if let part = byIndex[index] {
-                    if h == nil { h = part } else { h!.add(part) }
+                    total &+= part.count
+                    if part.count > 0 && part.p99 >= (worst?.p99 ?? 0) { worst = part }
                 }
                 let start = Double(index) * intervalSeconds
                 let covered = min(intervalSeconds, scheduled - start)
@@ -58,7 +59,7 @@ extension HTMLReport {
             buckets.append(
                 TimeBucket(
                     start: start / scale, end: Double(last) * intervalSeconds / scale,
-                    histogram: h ?? empty,
+                    count: total, worst: worst,
                     seconds: seconds, afterScheduledEnd: start >= scheduled - 1e-9))
             first = last
         }
@@ -86,6 +87,7 @@ extension HTMLReport {
         out +=
             "<p class=\"note\">From the interval histograms (latency.hlog), by \(by) time: \(perBar). "
             + "Deliveries per\(simulated) second = endToEnd values in the interval ÷ its length. "
+            + (grouped ? "Latencies of a bar: its interval with the highest p99 (never averaged). " : "")
             + "Grey: intervals after the scheduled end.</p>\n"
         let scheduledEnd = r.info.durationSeconds.isFinite ? max(r.info.durationSeconds / scale, 0) : 0
         // Both charts share one time axis, so their intervals line up.
@@ -140,7 +142,7 @@ extension HTMLReport {
         let right = width - 24
         let top = 16.0
         let bottom = height - 52
-        let rates = buckets.map { $0.seconds > 0 ? Double($0.histogram.totalCount) / $0.seconds : 0 }
+        let rates = buckets.map { $0.seconds > 0 ? Double($0.count) / $0.seconds : 0 }
         let end = buckets.last?.end ?? 1
         let x = LinearScale(low: 0, upTo: axisEnd, from: left, to: right, ticks: 10, exact: true)
         let y = LinearScale(low: 0, upTo: max(rates.max() ?? 0, 1), from: bottom, to: top, ticks: 5)
@@ -154,7 +156,7 @@ extension HTMLReport {
             let x1 = x(b.end) - gap / 2
             let tip =
                 "\(HTMLText.short(b.start))–\(HTMLText.short(b.end)): \(Units.grouped(Int(rate.rounded())))/s"
-                + " (\(Units.grouped(Int(b.histogram.totalCount))) values)"
+                + " (\(Units.grouped(Int(b.count))) values)"
             svg.rect(
                 x0, y(rate), x1 - x0, bottom - y(rate), fill: b.afterScheduledEnd ? "#b8bec7" : "#3f8fc9",
                 tooltip: tip)
@@ -180,18 +182,18 @@ extension HTMLReport {
         let right = width - 24
         let top = 38.0
         let bottom = height - 52
-        let lines: [(String, String, String?, Double?)] = [
-            ("p50", "#009E73", nil, 50), ("p99", "#D55E00", nil, 99), ("p99.9", "#7b3294", nil, 99.9),
-            ("max", "#8a929e", "5 4", nil),
+        let lines: [(String, String, String?, KeyPath<LatencySummary, UInt64>)] = [
+            ("p50", "#009E73", nil, \.p50), ("p99", "#D55E00", nil, \.p99), ("p99.9", "#7b3294", nil, \.p999),
+            ("max", "#8a929e", "5 4", \.max),
         ]
-        let filled = buckets.filter { $0.histogram.totalCount > 0 }
+        let filled = buckets.compactMap(\.worst)
         var svg = SVG(width: width, height: height, title: title)
         guard !filled.isEmpty else {
             return "<figure>\n<figcaption>\(title)</figcaption>\n<p class=\"empty\">No endToEnd values in any "
                 + "interval.</p>\n</figure>\n"
         }
-        let lowest = filled.map { Double($0.histogram.valueAtPercentile(50)) }.min() ?? 1
-        let highest = filled.map { Double($0.histogram.max) }.max() ?? 1
+        let lowest = filled.map { Double($0.p50) }.min() ?? 1
+        let highest = filled.map { Double($0.max) }.max() ?? 1
         let x = LinearScale(low: 0, upTo: axisEnd, from: left, to: right, ticks: 10, exact: true)
         let y = LogScale(covering: lowest, highest, from: bottom, to: top)
         for tick in y.ticks {
@@ -202,15 +204,15 @@ extension HTMLReport {
             }
         }
         var lx = left
-        for (name, color, dash, percentile) in lines {
+        for (name, color, dash, value) in lines {
             // Steps: each interval's value held across the interval; gaps where it has no values.
             var points: [(Double, Double)?] = []
             for b in buckets {
-                guard b.histogram.totalCount > 0 else {
+                guard let worst = b.worst else {
                     points.append(nil)
                     continue
                 }
-                let v = percentile.map { b.histogram.valueAtPercentile($0) } ?? b.histogram.max
+                let v = worst[keyPath: value]
                 let py = y(Double(max(v, 1)))
                 points += [(x(b.start), py), (x(b.end), py)]
             }

@@ -1,4 +1,4 @@
-import FanoutSim
+import FanoutMetrics
 import Foundation
 
 /// Resident memory and open descriptors over the run (sampled every 10 s while the workers run),

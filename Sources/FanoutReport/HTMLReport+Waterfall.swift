@@ -1,7 +1,6 @@
 import FanoutCore
 import FanoutMetrics
 import Foundation
-import Histogram
 
 /// The stage waterfall: where the time of an update goes, stage by stage, against end to end.
 extension HTMLReport {

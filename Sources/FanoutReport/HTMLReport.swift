@@ -1,7 +1,6 @@
 import FanoutCore
 import FanoutMetrics
 import Foundation
-import Histogram
 
 /// `report.html`: the run on one self-contained page — header, percentile spectra, throughput and
 /// latency over time, outcomes, the stage waterfall and the percentile table. Inline CSS and SVG
@@ -168,7 +167,7 @@ public enum HTMLReport {
     }
 
     static func spectrum(
-        title: String, series: [(name: String, color: String, histogram: Histogram<UInt64>)]
+        title: String, series: [(name: String, color: String, histogram: LatencyHistogram)]
     )
         -> String
     {
@@ -218,8 +217,8 @@ public enum HTMLReport {
             rotated: true)
         for s in present {
             var points: [(Double, Double)?] = []
-            for v in s.histogram.percentiles(ticksPerHalfDistance: 5) {
-                let p = v.percentileLevelIteratedTo / 100
+            for v in s.histogram.percentileSteps(ticksPerHalfDistance: 5) {
+                let p = v.percentile / 100
                 let nine = p >= 1 ? Double(nines) : min(-log10(1 - p), Double(nines))
                 points.append((x(nine), y(Double(max(v.value, 1)))))
             }

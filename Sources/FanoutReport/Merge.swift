@@ -1,9 +1,7 @@
 import FanoutCore
 import FanoutHistogramLog
 import FanoutMetrics
-import FanoutSim
 import Foundation
-import Histogram
 
 /// `fanout merge`: the shards of one run (same scenario, seed and configuration; disjoint device
 /// slices K/N) added into the whole run's report. Counts are summed and the identities checked
@@ -66,7 +64,7 @@ public enum RunMerge {
         var wall = 0.0
         var overhead = 0.0
         var start = Double.infinity
-        var keyed: [Int: (Int, Metric, Histogram<UInt64>)] = [:]
+        var keyed: [Int: (Int, Metric, LatencyHistogram)] = [:]
         let completionMetrics = Set(Metric.completionMetrics)
         for (_, r) in parts {
             accounting.add(r.accounting)
@@ -81,7 +79,12 @@ public enum RunMerge {
                 recorder.add(metric, r[metric])
             }
             for interval in r.intervals where !completionMetrics.contains(interval.metric) {
-                guard let h = try? HistogramCodec.decode(interval.bytes) else { continue }
+                let h: LatencyHistogram
+                do {
+                    h = try interval.histogram()
+                } catch {
+                    throw ReportReadError(file: "merge", "interval \(interval.index) of \(interval.metric.name): \(error)")
+                }
                 let key = interval.index * Metric.allCases.count + interval.metric.rawValue
                 if keyed[key] == nil { keyed[key] = (interval.index, interval.metric, LatencyRecorder.makeHistogram()) }
                 keyed[key]!.2.add(h)
@@ -94,9 +97,7 @@ public enum RunMerge {
         completion.record(into: &recorder)
         var intervals = keyed.keys.sorted().map { key -> MergedInterval in
             let (index, metric, h) = keyed[key]!
-            return MergedInterval(
-                index: index, metric: metric, bytes: HistogramCodec.encodeCompressed(h),
-                maxNanos: h.max)
+            return MergedInterval(index: index, metric: metric, histogram: h)
         }
         intervals.append(contentsOf: completion.intervals(intervalNanos: first.intervalNanos))
         intervals.sort { ($0.index, $0.metric.rawValue) < ($1.index, $1.metric.rawValue) }

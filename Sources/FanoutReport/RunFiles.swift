@@ -1,7 +1,6 @@
 import FanoutHistogramLog
 import FanoutMetrics
 import Foundation
-import Histogram
 
 /// Every file of a run folder, rendered from a report.
 public enum RunFiles {
@@ -41,7 +40,7 @@ public enum RunFiles {
         var text =
             "#[fanout \(metric.name) (\(r.info.scenario), seed \(r.info.seed), config \(r.info.configHash)): "
             + "values in microseconds (us), recorded in nanoseconds]\n"
-        r[metric].outputPercentileDistribution(to: &text, outputValueUnitScalingRatio: 1000)
+        text += PercentileText.distribution(r[metric], scale: 1000)
         return text
     }
 
@@ -55,5 +54,33 @@ public enum RunFiles {
         for name in names {
             try Data(files[name]!.utf8).write(to: url.appendingPathComponent(name), options: .atomic)
         }
+    }
+}
+
+/// HdrHistogram's percentile distribution text (`outputPercentileDistribution`, the `.hgrm` format
+/// wrk2 prints and HdrHistogram's plotters read), from `LatencyHistogram.percentileSteps`: one pass
+/// over the counts.
+public enum PercentileText {
+    public static func distribution(_ h: LatencyHistogram, scale: Double, ticksPerHalfDistance: Int = 5) -> String {
+        func padded(_ s: String, _ width: Int) -> String {
+            s.count < width ? String(repeating: " ", count: width - s.count) + s : s
+        }
+        var text = "\(padded("Value", 12)) \(padded("Percentile", 14)) \(padded("TotalCount", 10)) "
+        text += "\(padded("1/(1-Percentile)", 14))\n\n"
+        for step in h.percentileSteps(ticksPerHalfDistance: ticksPerHalfDistance) {
+            if step.percentile != 100 {
+                text += String(
+                    format: "%12.3f %2.12f %10d %14.2f\n", Double(step.value) / scale, step.percentile / 100,
+                    step.totalCount, 1 / (1 - step.percentile / 100))
+            } else {
+                text += String(
+                    format: "%12.3f %2.12f %10d\n", Double(step.value) / scale, step.percentile / 100, step.totalCount)
+            }
+        }
+        let (mean, deviation) = h.meanAndDeviation
+        text += String(format: "#[Mean    = %12.3f, StdDeviation   = %12.3f]\n", mean / scale, deviation / scale)
+        text += String(format: "#[Max     = %12.3f, Total count    = %12d]\n", Double(h.max) / scale, h.totalCount)
+        text += String(format: "#[Buckets = %12d, SubBuckets     = %12d]\n", 32, 2048)
+        return text
     }
 }

@@ -1,9 +1,7 @@
 import FanoutCore
 import FanoutHistogramLog
 import FanoutMetrics
-import FanoutSim
 import Foundation
-import Histogram
 
 /// A file of a run folder that cannot be read: names the file and the field or line.
 public struct ReportReadError: Error, CustomStringConvertible, Equatable {
@@ -150,13 +148,18 @@ public enum RunFolderReader {
             }
             if intervalSeconds <= 0 { intervalSeconds = interval.lengthSeconds }
             let index = Int((interval.startSeconds / max(intervalSeconds, 1e-9)).rounded())
-            var h = LatencyRecorder.makeHistogram()
-            h.add(interval.histogram)
+            let c = interval.counts
+            guard c.lowestDiscernibleValue == HdrLayout.lowestDiscernibleValue,
+                c.significantDigits == HdrLayout.significantDigits, c.first + c.counts.count <= HdrLayout.countsLength
+            else {
+                throw ReportReadError(
+                    file: logPath,
+                    "interval \(n + 1): a histogram of lowest value \(c.lowestDiscernibleValue) and "
+                        + "\(c.significantDigits) digits (fanout writes 1 and 3, at most one hour)")
+            }
+            let h = c.counts.withUnsafeBufferPointer { LatencyHistogram(first: c.first, counts: $0) }
             recorder.add(metric, h)
-            intervals.append(
-                MergedInterval(
-                    index: index, metric: metric, bytes: HistogramCodec.encodeCompressed(h),
-                    maxNanos: h.max))
+            intervals.append(MergedInterval(index: index, metric: metric, histogram: h))
         }
         for metric in Metric.allCases {
             let expected = summary.latency[metric]?.count ?? 0

@@ -1,9 +1,7 @@
 import FanoutCore
 import FanoutHistogramLog
 import FanoutMetrics
-import FanoutSim
 import Foundation
-import Histogram
 
 /// What a run folder says about one run: made from a finished simulation (`fanout run`), read
 /// back from a folder (`fanout compare`, `fanout merge`), and rendered as every file of the folder.
@@ -41,28 +39,7 @@ public struct RunReport: Sendable {
         self.completion = completion
     }
 
-    /// The report of a finished simulation.
-    public init(_ r: RunResult, gitRevision: String) {
-        let s = r.scenario
-        info = RunInfo(
-            tool: "fanout", version: RunInfo.toolVersion, gitRevision: gitRevision, scenario: s.name, seed: s.seed,
-            configHash: s.configHash, clock: s.clock.rawValue, workers: r.workers, durationSeconds: s.durationSeconds,
-            wallSeconds: (r.wallSeconds * 1000).rounded() / 1000, startedAtSeconds: r.startedAt.timeIntervalSince1970,
-            machine: MachineInfo.current, timerOverheadNanos: (r.timerOverheadNanos * 10).rounded() / 10,
-            stageSampleEvery: s.stageSampleEvery, shard: r.shard.isWhole ? nil : r.shard.description, shards: 1)
-        accounting = r.accounting
-        activities = r.activities
-        events = r.events
-        recorder = r.recorder
-        intervals = r.intervals
-        intervalNanos = r.intervalNanos
-        peakResidentBytes = r.peakResidentBytes
-        baselineResidentBytes = r.baselineResidentBytes
-        completion = r.shard.isWhole ? nil : r.completion
-        resources = r.resources
-    }
-
-    public subscript(_ metric: Metric) -> Histogram<UInt64> { recorder[metric] }
+    public subscript(_ metric: Metric) -> LatencyHistogram { recorder[metric] }
 
     public var bytesPerActivity: Int {
         activities > 0 ? max(peakResidentBytes - baselineResidentBytes, 0) / activities : 0
@@ -71,11 +48,9 @@ public struct RunReport: Sendable {
     /// Per second of wall time.
     public func perSecond(_ count: Int) -> Double { (Double(count) / max(info.wallSeconds, 1e-9)).rounded() }
 
-    /// Decoded interval histograms of one metric, in interval order.
-    public func intervalHistograms(_ metric: Metric) -> [(index: Int, histogram: Histogram<UInt64>)] {
-        intervals.filter { $0.metric == metric }.compactMap { i in
-            (try? HistogramCodec.decode(i.bytes)).map { (i.index, $0) }
-        }
+    /// The interval summaries of one metric, in interval order (made when each interval closed).
+    public func intervalSummaries(_ metric: Metric) -> [(index: Int, summary: LatencySummary)] {
+        intervals.filter { $0.metric == metric }.map { ($0.index, $0.summary) }
     }
 }
 

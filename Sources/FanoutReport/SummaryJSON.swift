@@ -1,6 +1,5 @@
 import FanoutCore
 import FanoutMetrics
-import FanoutSim
 import Foundation
 
 /// `summary.json` of a run folder (schema 1): written by `fanout run` and `fanout merge`, read by

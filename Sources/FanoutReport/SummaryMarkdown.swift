@@ -1,8 +1,6 @@
 import FanoutCore
 import FanoutMetrics
-import FanoutSim
 import Foundation
-import Histogram
 
 /// `summary.md`: the run in tables a person reads in a minute.
 public enum SummaryMarkdown {
@@ -143,7 +141,7 @@ public enum SummaryMarkdown {
         return out.joined(separator: "\n")
     }
 
-    static func row(_ name: String, _ h: Histogram<UInt64>) -> [String] {
+    static func row(_ name: String, _ h: LatencyHistogram) -> [String] {
         let l = LatencySummary(h)
         guard l.count > 0 else { return [name, "0", "", "", "", "", "", ""] }
         return [name, "\(l.count)"] + [l.p50, l.p90, l.p99, l.p999, l.p9999, l.max].map(Units.duration)

@@ -129,6 +129,9 @@ public struct Scenario: Sendable, Equatable {
     /// (`WorkerEngine` slices). Off by default (no measured gain yet on a shared 2-core machine); when
     /// off it is left out of the canonical text, so existing hashes do not change.
     public var sliceBroadcasts = false
+    /// Virtual time's service times (`CostModel`); always in the canonical text, so the configuration
+    /// hash covers what virtual latencies are made of.
+    public var costModel = CostModel.defaults
 
     public static func == (a: Scenario, b: Scenario) -> Bool {
         a.canonicalText == b.canonicalText

@@ -139,7 +139,7 @@ extension Scenario {
     static let fields = [
         "name", "description", "seed", "clock", "durationSeconds", "workers", "population", "apps", "schemas",
         "stringBytes", "sources", "arrival", "faults", "lifecycle", "limits", "budgetPerHour", "priority10Share",
-        "stageSampleEvery", "costNanosPerDelivery", "sliceBroadcasts",
+        "stageSampleEvery", "costNanosPerDelivery", "sliceBroadcasts", "costModel",
     ]
 
     /// Parses and checks a scenario file's text.
@@ -335,11 +335,26 @@ extension Scenario {
             perApp = try r.integer(l, "perApp", "limits", default: 5, range: 0...10_000)
             perDevice = try r.integer(l, "perDevice", "limits", default: 10, range: 0...10_000)
         }
+        var costModel = CostModel.defaults
+        if let entry = top["costModel"] {
+            let m = try r.members(entry, "costModel", allowed: CostModel.fieldNames)
+            let d = CostModel.defaults
+            costModel = CostModel(
+                encodeNanos: try r.integer(m, "encodeNanos", "costModel", default: d.encodeNanos, range: 0...1_000_000_000),
+                encodeNanosPerKiB: try r.integer(
+                    m, "encodeNanosPerKiB", "costModel", default: d.encodeNanosPerKiB, range: 0...1_000_000_000),
+                validateNanos: try r.integer(
+                    m, "validateNanos", "costModel", default: d.validateNanos, range: 0...1_000_000_000),
+                validateNanosPerKiB: try r.integer(
+                    m, "validateNanosPerKiB", "costModel", default: d.validateNanosPerKiB, range: 0...1_000_000_000),
+                routeNanos: try r.integer(m, "routeNanos", "costModel", default: d.routeNanos, range: 0...1_000_000_000),
+                applyNanos: try r.integer(m, "applyNanos", "costModel", default: d.applyNanos, range: 0...1_000_000_000))
+        }
         var budget: Int?
         if let entry = top["budgetPerHour"], r.tape[entry].kind != .null {
             budget = try r.integer(top, "budgetPerHour", "", range: 0...1_000_000)
         }
-        return Scenario(
+        var scenario = Scenario(
             name: name, description: description, seed: UInt64(seed), clock: clock, durationSeconds: duration,
             workers: workers,
             population: Population(
@@ -352,178 +367,8 @@ extension Scenario {
             stageSampleEvery: try r.integer(top, "stageSampleEvery", "", default: 16, range: 1...1_000_000),
             costNanosPerDelivery: try r.integer(top, "costNanosPerDelivery", "", default: 0, range: 0...1_000_000_000),
             sliceBroadcasts: try r.bool(top, "sliceBroadcasts", "", default: false))
+        scenario.costModel = costModel
+        return scenario
     }
 }
 
-extension Scenario {
-    /// The scenario as canonical JSON (fixed key order, two-space indent): what `fanout scenarios show`
-    /// prints, and what the configuration hash covers.
-    public var canonicalText: String {
-        var o = JSONTextWriter()
-        o.open()
-        o.field("name", string: name)
-        o.field("description", string: description)
-        o.field("seed", int: Int(seed))
-        o.field("clock", string: clock.rawValue)
-        o.field("durationSeconds", number: durationSeconds)
-        o.field("workers", int: workers)
-        o.key("population")
-        o.open()
-        o.field("devices", int: population.devices)
-        o.key("activitiesPerDevice")
-        o.inline("{\"min\": \(population.activitiesPerDeviceMin), \"max\": \(population.activitiesPerDeviceMax)}")
-        o.key("appsPerDevice")
-        o.inline("{\"min\": \(population.appsPerDeviceMin), \"max\": \(population.appsPerDeviceMax)}")
-        o.close()
-        o.key("apps")
-        o.inline(
-            "["
-                + apps.map {
-                    "{\"bundle\": \(JSONTextWriter.quote($0.bundle)), \"schema\": \(JSONTextWriter.quote($0.schema)), "
-                        + "\"weight\": \(JSONTextWriter.number($0.weight))}"
-                }.joined(separator: ", ") + "]")
-        o.key("schemas")
-        o.open()
-        for schemaName in schemas.keys.sorted() {
-            o.key(schemaName)
-            o.inline(
-                "{"
-                    + schemas[schemaName]!.map { "\(JSONTextWriter.quote($0.0)): \(JSONTextWriter.quote($0.1))" }
-                    .joined(separator: ", ") + "}")
-        }
-        o.close()
-        o.field("stringBytes", int: stringBytes)
-        o.key("sources")
-        o.inline(
-            "{\"count\": \(sources.count), \"zipfExponent\": \(JSONTextWriter.number(sources.zipfExponent)), "
-                + "\"broadcastShare\": \(JSONTextWriter.number(sources.broadcastShare))}")
-        o.key("arrival")
-        o.open()
-        o.field("process", string: arrival.process.rawValue)
-        o.key("phases")
-        o.inline(
-            "["
-                + arrival.phases.map { phase in
-                    var text =
-                        "{\"atSeconds\": \(JSONTextWriter.number(phase.atSeconds)), "
-                        + "\"ratePerSecond\": \(JSONTextWriter.number(phase.ratePerSecond))"
-                    if let ramp = phase.rampToPerSecond {
-                        text += ", \"rampToPerSecond\": \(JSONTextWriter.number(ramp))"
-                    }
-                    return text + "}"
-                }.joined(separator: ", ") + "]")
-        o.key("bursts")
-        o.inline(
-            "["
-                + arrival.bursts.map {
-                    "{\"atSeconds\": \(JSONTextWriter.number($0.atSeconds)), \"events\": \($0.events), "
-                        + "\"sourceRank\": \($0.sourceRank), \"overSeconds\": \(JSONTextWriter.number($0.overSeconds))}"
-                }.joined(separator: ", ") + "]")
-        o.close()
-        o.key("faults")
-        o.open()
-        o.field("outOfOrderShare", number: faults.outOfOrderShare)
-        o.field("malformedShare", number: faults.malformedShare)
-        o.field("oversizedShare", number: faults.oversizedShare)
-        o.field("rotationShare", number: faults.rotationShare)
-        o.field("dismissShare", number: faults.dismissShare)
-        o.key("offline")
-        if let offline = faults.offline {
-            o.inline(
-                "{\"share\": \(JSONTextWriter.number(offline.share)), "
-                    + "\"windowSeconds\": \(JSONTextWriter.number(offline.windowSeconds)), "
-                    + "\"expirationSeconds\": \(JSONTextWriter.number(offline.expirationSeconds))}")
-        } else {
-            o.inline("null")
-        }
-        o.field("coalescing", bool: faults.coalescing)
-        // Written only when set, so that the configuration hashes of older scenarios do not change.
-        if faults.channelChurnShare > 0 { o.field("channelChurnShare", number: faults.channelChurnShare) }
-        o.close()
-        o.key("lifecycle")
-        o.inline(
-            "{\"endFractionMin\": \(JSONTextWriter.number(lifecycle.endFractionMin)), "
-                + "\"endFractionMax\": \(JSONTextWriter.number(lifecycle.endFractionMax)), "
-                + "\"dismissalAfterSeconds\": \(JSONTextWriter.number(lifecycle.dismissalAfterSeconds))}")
-        o.key("limits")
-        o.inline("{\"perApp\": \(perAppLimit), \"perDevice\": \(perDeviceLimit)}")
-        o.key("budgetPerHour")
-        o.inline(budgetPerHour.map(String.init) ?? "null")
-        o.field("priority10Share", number: priority10Share)
-        o.field("stageSampleEvery", int: stageSampleEvery)
-        // Only when set, so that the hashes of existing scenarios do not change.
-        if costNanosPerDelivery > 0 { o.field("costNanosPerDelivery", int: costNanosPerDelivery) }
-        if sliceBroadcasts { o.field("sliceBroadcasts", bool: true) }
-        o.close()
-        return o.text + "\n"
-    }
-
-    /// FNV-1a 64 of the canonical text, in hex: equal hashes mean equal configurations.
-    public var configHash: String {
-        var h: UInt64 = 0xCBF2_9CE4_8422_2325
-        for byte in canonicalText.utf8 {
-            h ^= UInt64(byte)
-            h = h &* 0x100_0000_01B3
-        }
-        let hex = String(h, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
-    }
-}
-
-/// A small pretty JSON writer for canonical scenario text.
-public struct JSONTextWriter {
-    public init() {}
-    public var text = ""
-    private var depth = 0
-    private var first = [true]
-
-    public mutating func open() {
-        text += "{"
-        depth += 1
-        first.append(true)
-    }
-
-    public mutating func close() {
-        depth -= 1
-        first.removeLast()
-        text += "\n" + String(repeating: "  ", count: depth) + "}"
-    }
-
-    public mutating func key(_ name: String) {
-        if !first[first.count - 1] { text += "," }
-        first[first.count - 1] = false
-        text += "\n" + String(repeating: "  ", count: depth) + JSONTextWriter.quote(name) + ": "
-    }
-
-    public mutating func inline(_ raw: String) { text += raw }
-    public mutating func field(_ name: String, string: String) {
-        key(name)
-        inline(JSONTextWriter.quote(string))
-    }
-    public mutating func field(_ name: String, int: Int) {
-        key(name)
-        inline(String(int))
-    }
-    public mutating func field(_ name: String, number: Double) {
-        key(name)
-        inline(JSONTextWriter.number(number))
-    }
-    public mutating func field(_ name: String, bool: Bool) {
-        key(name)
-        inline(bool ? "true" : "false")
-    }
-
-    public static func quote(_ s: String) -> String {
-        var out: [UInt8] = []
-        JSONWriter.appendString(s, to: &out, escaping: .pythonStyle)
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    public static func number(_ v: Double?) -> String {
-        guard let v else { return "null" }
-        if v == v.rounded(), abs(v) < 1e15 { return String(Int64(v)) }
-        var out: [UInt8] = []
-        JSONWriter.appendDouble(v, to: &out)
-        return String(decoding: out, as: UTF8.self)
-    }
-}

@@ -147,8 +147,26 @@ public struct EventSchedule: Sendable {
         }
     }
 
+    private var peeked: SourceEvent??
+
+    /// The event `next()` will return, without consuming it.
+    public mutating func peek() -> SourceEvent? {
+        if let p = peeked { return p }
+        let event = produce()
+        peeked = .some(event)
+        return event
+    }
+
     /// The next event in time order, or nil at the end of the run.
     public mutating func next() -> SourceEvent? {
+        if let p = peeked {
+            peeked = nil
+            return p
+        }
+        return produce()
+    }
+
+    private mutating func produce() -> SourceEvent? {
         var event: SourceEvent
         if extraNext < extra.count, nextArrival == nil || extra[extraNext].intendedNanos <= nextArrival!.intendedNanos {
             event = extra[extraNext]

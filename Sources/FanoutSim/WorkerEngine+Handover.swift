@@ -1,30 +1,20 @@
-import FanoutHistogramLog
 import FanoutMetrics
 
 /// What a worker hands to the coordinator: progress samples once a second with the intervals and
 /// event completions that can no longer change, and the rest at the end.
 extension WorkerEngine {
-    /// Cumulative counts, the end-to-end histogram since the previous sample (then reset) and what
-    /// `takeFinished` hands over.
+    /// Cumulative counts and what `takeFinished` hands over.
     public func takeSample() -> ProgressSample {
         let finished = takeFinished()
-        let sample = ProgressSample(
-            accounting: pipeline.accounting, interval: HistogramCodec.encode(interval),
-            eventsProcessed: eventsProcessed,
-            intervalIndex: currentInterval, intervals: finished.intervals, completions: finished.completions)
-        interval.reset()
-        return sample
+        return ProgressSample(
+            accounting: pipeline.accounting, eventsProcessed: eventsProcessed, intervalIndex: currentInterval,
+            intervals: finished.intervals, completions: finished.completions)
     }
 
-    /// Folds the current interval into the run's totals and keeps its compressed encoding.
+    /// Hands the current interval's histograms over (the recorder starts the next one empty).
     func finishInterval() {
-        for metric in Metric.allCases where current[metric].totalCount > 0 {
-            encodedIntervals.append(
-                EncodedInterval(
-                    index: currentInterval, metric: metric, bytes: HistogramCodec.encodeCompressed(current[metric])))
-        }
-        recorder.add(current)
-        current.reset()
+        guard !recorder.isEmpty else { return }
+        finishedIntervals.append(WorkerInterval(index: currentInterval, histograms: recorder.takeInterval()))
     }
 
     /// Everything measured and not yet handed over, for the coordinator to merge: the last
@@ -33,20 +23,21 @@ extension WorkerEngine {
     public func result() -> WorkerResult {
         finishInterval()
         var result = WorkerResult(
-            accounting: pipeline.accounting, recorder: recorder,
+            accounting: pipeline.accounting,
             completions: takeCompletions(upTo: completionBase + local.count), activities: activityCount,
-            eventsProcessed: eventsProcessed, intervals: encodedIntervals, intervalNanos: intervalNanos)
-        encodedIntervals = []
+            eventsProcessed: eventsProcessed, intervals: finishedIntervals, intervalNanos: intervalNanos)
+        finishedIntervals = []
         result.slicedFanouts = slicedFanouts
+        result.eventsSkipped = eventsSkipped
         return result
     }
 
     /// Hands over what can no longer change: the finished intervals, and the completion of the events
     /// no held push or unfinished broadcast slice refers to. The worker then forgets them, so its
     /// memory follows the offline window and the slices, not the length of the run.
-    public func takeFinished() -> (intervals: [EncodedInterval], completions: CompletionChunk) {
-        let intervals = encodedIntervals
-        encodedIntervals = []
+    public func takeFinished() -> (intervals: [WorkerInterval], completions: CompletionChunk) {
+        let intervals = finishedIntervals
+        finishedIntervals = []
         return (intervals, takeCompletions(upTo: completionFrontier()))
     }
 

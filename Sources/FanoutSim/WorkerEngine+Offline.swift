@@ -6,9 +6,9 @@ import FanoutMetrics
 extension WorkerEngine {
     @inline(__always)
     func isOffline(_ a: Int32, _ event: SourceEvent) -> Bool {
-        guard let offline = world.scenario.faults.offline else { return false }
-        let window = Int(Double(event.intendedNanos) / 1e9 / offline.windowSeconds)
-        return world.offline(device: globalDevice(a), window: window)
+        guard offlineShare > 0 else { return false }
+        let window = Int(Double(event.intendedNanos) / 1e9 / offlineWindowSeconds)
+        return world.offline(device: Int(deviceOf[Int(a)]), window: window)
     }
 
     /// APNs stores the push until the device returns (at the end of its offline window). With
@@ -19,7 +19,7 @@ extension WorkerEngine {
     ) {
         guard case .integer(let expiration) = headers.expiration, case .integer(let priority) = headers.priority
         else { return }
-        if world.scenario.faults.coalescing, let previous = latestHeld[a] {
+        if coalescing, let previous = latestHeld[a] {
             held[Int(previous)].superseded = true
             heldSuperseded += 1
             pipeline.settle(.coalesced, for: a)
@@ -66,7 +66,6 @@ extension WorkerEngine {
     func flushHeld(_ event: SourceEvent) {
         let nowMs = nowMillis(event)
         latestHeld.removeAll(keepingCapacity: true)
-        startCost(event)
         for h in held where !h.superseded {
             if h.expirationMillis < nowMs {
                 pipeline.settle(.expired, for: h.activity)
@@ -88,10 +87,16 @@ extension WorkerEngine {
                     }
                 }
             }
-            payCost()
-            let endNanos = now()
+            let endNanos: UInt64
+            if virtual {
+                t &+= model.validateNanos(bytes: Int(h.payloadCount)) &+ applyStep
+                endNanos = t
+            } else {
+                payCost()
+                endNanos = realNow()
+            }
             let source = SourceEvent(index: Int(h.event), intendedNanos: h.intendedNanos, kind: .update, source: 0)
-            delivered(h.activity, source, endNanos: endNanos, count: 1)
+            delivered(h.activity, source, endNanos: endNanos)
         }
         held.removeAll(keepingCapacity: true)
         heldBytes.removeAll(keepingCapacity: true)
@@ -100,6 +105,6 @@ extension WorkerEngine {
 
     /// The source an activity follows (held pushes are for the activity's own source).
     func sourceOfHeld(_ h: Held) -> Int {
-        world.source(device: globalDevice(h.activity), slot: Int(slot[Int(h.activity)]))
+        world.source(device: Int(deviceOf[Int(h.activity)]), slot: Int(slot[Int(h.activity)]))
     }
 }

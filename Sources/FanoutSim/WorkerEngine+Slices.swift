@@ -10,7 +10,7 @@ extension WorkerEngine {
     /// Continues the oldest interrupted broadcast (it may yield again at `yieldAtNanos`).
     public func runSlice() {
         guard hasPendingSlices else { return }
-        if case .real = clock { advanceInterval(to: Int(now() / WorkerEngine.realIntervalNanos)) }
+        if !virtual { advanceInterval(to: Int(realNow() / WorkerEngine.realIntervalNanos)) }
         resume(sliceHead, yieldAt: yieldAtNanos)
         dropFinishedSlices()
     }

@@ -1,4 +1,5 @@
 import FanoutCore
+import FanoutMetrics
 
 /// What every worker knows alike about a run (read-only, shared): the sources, their apps, how
 /// they are delivered and when they end, and how devices and activities are named. Everything is
@@ -149,11 +150,16 @@ public final class World: Sendable {
 
     /// The update token of an activity after `generation` rotations: 64 hex digits.
     public func appendToken(device d: Int, slot k: Int, generation: UInt32, to out: inout [UInt8]) {
-        let hex: StaticString = "0123456789abcdef"
-        for part in 0..<4 {
-            let h = Mix.hash(scenario.seed ^ 0x70_6B, UInt64(d), UInt64(k) << 32 | UInt64(generation), UInt64(part))
-            for shift in stride(from: 60, through: 0, by: -4) {
-                out.append(hex.utf8Start[Int((h >> UInt64(shift)) & 0xF)])
+        let seed = scenario.seed ^ 0x70_6B
+        let device = UInt64(truncatingIfNeeded: d)
+        let slotAndGeneration = UInt64(truncatingIfNeeded: k) &<< 32 | UInt64(generation)
+        for part: UInt64 in 0..<4 {
+            let h = Mix.hash(seed, device, slotAndGeneration, part)
+            var shift: UInt64 = 64
+            while shift > 0 {
+                shift &-= 4
+                let nibble = UInt8(truncatingIfNeeded: (h &>> shift) & 0xF)
+                out.append(nibble < 10 ? 0x30 &+ nibble : 0x57 &+ nibble)
             }
         }
     }
@@ -161,5 +167,38 @@ public final class World: Sendable {
     public func appendChannelId(source s: Int, to out: inout [UInt8]) {
         JSONWriter.append("source-", to: &out)
         World.appendDecimal(s, width: 5, to: &out)
+    }
+
+    /// An update of a source after its end time: the source sends nothing more (its end push went out
+    /// at the end time).
+    @inline(__always)
+    public func hasEnded(_ event: SourceEvent) -> Bool {
+        guard event.kind == .update, let end = sourceEndSeconds[event.source] else { return false }
+        return Double(event.intendedNanos) >= end * 1e9
+    }
+
+    /// The content-state of an event (scores from the event, strings of the scenario's length) as a
+    /// content record; `event` −1 is the initial content.
+    public func makeContent(schema: Int32, event: Int, source: Int, final: Bool, into content: inout [UInt8]) {
+        content.removeAll(keepingCapacity: true)
+        let seed = scenario.seed
+        let fields = schemas[schema].fields
+        for (f, field) in fields.enumerated() {
+            let h = Mix.hash(seed, UInt64(bitPattern: Int64(event)), UInt64(source), UInt64(f))
+            switch field.type {
+            case .int: ContentRecord.appendInt(Int64(h % 10), to: &content)
+            case .double: ContentRecord.appendDouble(Double(h % 1000) / 1000, to: &content)
+            case .bool: ContentRecord.appendBool(final, to: &content)
+            case .string:
+                content.append(ContentRecord.Tag.string.rawValue)
+                let length = scenario.stringBytes
+                withUnsafeBytes(of: UInt32(length).littleEndian) { content.append(contentsOf: $0) }
+                var x = h
+                for _ in 0..<length {
+                    content.append(UInt8(ascii: "a") &+ UInt8(x % 26))
+                    x = x / 26 == 0 ? Mix.hash(x, 1) : x / 26
+                }
+            }
+        }
     }
 }

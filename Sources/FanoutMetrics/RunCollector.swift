@@ -1,7 +1,25 @@
-import FanoutHistogramLog
-import FanoutMetrics
-import Foundation
-import Histogram
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A measurement that could not be stored or merged: it stops the run (nothing is dropped silently).
+public struct MetricsError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// One worker's histograms of one finished interval of the log.
+public struct WorkerInterval: Sendable {
+    public var index: Int
+    public var histograms: LatencyRecorder
+
+    public init(index: Int, histograms: LatencyRecorder) {
+        self.index = index
+        self.histograms = histograms
+    }
+}
 
 /// One worker's local completion of a run of consecutive events (`base` ..< `base + count`), handed
 /// over once none of them can change on that worker.
@@ -46,10 +64,7 @@ public struct CompletionIntervals {
     public mutating func flush() -> [MergedInterval] {
         var closed: [MergedInterval] = []
         for metric in Metric.completionMetrics where current[metric].totalCount > 0 {
-            closed.append(
-                MergedInterval(
-                    index: index, metric: metric, bytes: HistogramCodec.encodeCompressed(current[metric]),
-                    maxNanos: current[metric].max))
+            closed.append(MergedInterval(index: index, metric: metric, histogram: current[metric]))
         }
         current.reset()
         return closed
@@ -59,17 +74,18 @@ public struct CompletionIntervals {
 /// Finished log intervals on disk while the run goes on, read back once at the end: a run's log
 /// grows with its length (about 7 MB per 1,000 one-second intervals), its memory should not.
 /// An unnamed temporary file: removed as soon as it is created, gone with the descriptor.
-final class IntervalSpool {
+public final class IntervalSpool {
     private let fd: Int32
     private var buffer: [UInt8] = []
     private(set) var count = 0
 
-    init() throws {
-        let directory = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    public init() throws {
+        let fromEnvironment = getenv("TMPDIR").map { String(cString: $0) } ?? ""
+        let directory = fromEnvironment.isEmpty ? "/tmp" : fromEnvironment
         var template = Array("\(directory)/fanout-intervals-XXXXXX".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else {
-            throw SimulationError(message: "cannot create the interval spool in \(directory): errno \(errno)")
+            throw MetricsError("cannot create the interval spool in \(directory): errno \(errno)")
         }
         template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
         self.fd = fd
@@ -77,12 +93,14 @@ final class IntervalSpool {
 
     deinit { close(fd) }
 
-    /// Appends one interval: index (8 bytes), metric (1), max (8), length (4), the encoded histogram.
-    func append(_ interval: MergedInterval) throws {
+    /// Appends one interval: index (8 bytes), metric (1), its summary (count, mean, six values: 64),
+    /// length (4), the encoded histogram.
+    public func append(_ interval: MergedInterval) throws {
         func put<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v.littleEndian) { buffer.append(contentsOf: $0) } }
         put(Int64(interval.index))
         put(UInt8(interval.metric.rawValue))
-        put(interval.maxNanos)
+        let s = interval.summary
+        for v in [s.count, s.mean.bitPattern, s.p50, s.p90, s.p99, s.p999, s.p9999, s.max] { put(v) }
         put(UInt32(interval.bytes.count))
         buffer.append(contentsOf: interval.bytes)
         count += 1
@@ -95,7 +113,7 @@ final class IntervalSpool {
             let n = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw SimulationError(message: "cannot write the interval spool: errno \(errno)")
+                throw MetricsError("cannot write the interval spool: errno \(errno)")
             }
             offset += n
         }
@@ -103,7 +121,7 @@ final class IntervalSpool {
     }
 
     /// Every interval written, in order of writing.
-    func readAll() throws -> [MergedInterval] {
+    public func readAll() throws -> [MergedInterval] {
         try flush()
         let size = Int(lseek(fd, 0, SEEK_END))
         var bytes = [UInt8](repeating: 0, count: size)
@@ -111,7 +129,7 @@ final class IntervalSpool {
         while offset < size {
             let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + offset, size - offset, off_t(offset)) }
             if n < 0, errno == EINTR { continue }
-            guard n > 0 else { throw SimulationError(message: "cannot read the interval spool: errno \(errno)") }
+            guard n > 0 else { throw MetricsError("cannot read the interval spool: errno \(errno)") }
             offset += n
         }
         var out: [MergedInterval] = []
@@ -126,10 +144,12 @@ final class IntervalSpool {
         while p < size {
             let index = Int(get(Int64.self))
             let metric = Metric(rawValue: Int(get(UInt8.self)))!
-            let maxNanos = get(UInt64.self)
+            let v = (0..<8).map { _ in get(UInt64.self) }
+            let summary = LatencySummary(
+                count: v[0], mean: Double(bitPattern: v[1]), p50: v[2], p90: v[3], p99: v[4], p999: v[5], p9999: v[6],
+                max: v[7])
             let length = Int(get(UInt32.self))
-            out.append(
-                MergedInterval(index: index, metric: metric, bytes: Array(bytes[p..<p + length]), maxNanos: maxNanos))
+            out.append(MergedInterval(index: index, metric: metric, bytes: Array(bytes[p..<p + length]), summary: summary))
             p += length
         }
         return out
@@ -138,31 +158,34 @@ final class IntervalSpool {
 
 /// The coordinator's side of a run's measurements while it goes on. Workers hand over finished
 /// intervals and finished event completions about once a second; an interval is merged across
-/// workers once every worker has moved past it and goes to the spool; an event's completion (the
-/// last recipient on any worker) is recorded once every worker has handed it over. What stays in
-/// memory is the part still open, so it does not grow with the run's length.
-struct RunCollector {
-    let workers: Int
-    let intervalNanos: UInt64
+/// workers once every worker has moved past it (counts added), encoded once for the log, summarised
+/// once for the report, added to the run's totals and spooled; an event's completion (the last
+/// recipient on any worker) is recorded once every worker has handed it over. What stays in memory
+/// is the part still open, so it does not grow with the run's length.
+public struct RunCollector {
+    public let workers: Int
+    public let intervalNanos: UInt64
     /// Keep every event's completion columns (sharded runs write them; capacity plans read them).
-    let keepEvents: Bool
+    public let keepEvents: Bool
     let spool: IntervalSpool
 
-    /// Worker intervals not yet merged, by (interval, metric); each worker's interval in progress.
-    private var pending: [Int: [EncodedInterval]] = [:]
+    /// Worker intervals not yet merged, by interval; each worker's interval in progress.
+    private var pending: [Int: LatencyRecorder] = [:]
     private var workerInterval: [Int]
     /// Combined completion of the events from `window.base` on, not yet handed over by every worker.
     private var window = CompletionChunk()
     private var handedOver: [Int]
     private var builder: CompletionIntervals
-    /// Completion histograms of the whole run (the all-events metric and the size buckets).
-    private(set) var completionRecorder = LatencyRecorder()
-    private(set) var kept = EventCompletions()
+    /// The run's totals, every metric: the sum of the merged intervals and the recorded completions.
+    public private(set) var totals = LatencyRecorder()
+    public private(set) var kept = EventCompletions()
     /// The most events and pending intervals held at once.
-    private(set) var peakWindow = 0
-    private(set) var peakPending = 0
+    public private(set) var peakWindow = 0
+    public private(set) var peakPending = 0
+    /// The newest merged end-to-end interval (the progress line's figures in virtual time).
+    public private(set) var latestEndToEnd: (index: Int, summary: LatencySummary)?
 
-    init(workers: Int, intervalNanos: UInt64, keepEvents: Bool) throws {
+    public init(workers: Int, intervalNanos: UInt64, keepEvents: Bool) throws {
         self.workers = workers
         self.intervalNanos = intervalNanos
         self.keepEvents = keepEvents
@@ -173,56 +196,57 @@ struct RunCollector {
     }
 
     /// Every event seen (finalised ones; all of them after `finish`).
-    var events: Int { window.base }
+    public var events: Int { window.base }
 
-    mutating func add(
-        worker: Int, intervals: [EncodedInterval], intervalIndex: Int, completions: CompletionChunk
-    )
-        throws
-    {
-        for e in intervals { pending[key(e.index, e.metric), default: []].append(e) }
+    /// What a worker handed over: its finished intervals (every one before `intervalIndex`) and the
+    /// completion of a run of events.
+    public mutating func add(
+        worker: Int, intervals: [WorkerInterval], intervalIndex: Int, completions: CompletionChunk
+    ) throws {
+        for i in intervals {
+            guard i.index < intervalIndex || intervalIndex == .max, i.index >= workerInterval[worker] else {
+                throw MetricsError(
+                    "worker \(worker) handed over interval \(i.index) outside \(workerInterval[worker])..<\(intervalIndex)")
+            }
+            pending[i.index, default: LatencyRecorder()].add(i.histograms)
+        }
         workerInterval[worker] = max(workerInterval[worker], intervalIndex)
         peakPending = max(peakPending, pending.count)
         try mergeIntervals(before: workerInterval.min()!)
-        combine(completions, worker: worker)
+        try combine(completions, worker: worker)
         try finalise(upTo: handedOver.min()!)
     }
 
     /// After every worker's result: merges and finalises what is left.
-    mutating func finish() throws {
+    public mutating func finish() throws {
         try mergeIntervals(before: .max)
         try finalise(upTo: window.end)
         for interval in builder.flush() { try spool.append(interval) }
     }
 
     /// Every interval of the log, by interval then metric.
-    func intervals() throws -> [MergedInterval] {
+    public func intervals() throws -> [MergedInterval] {
         try spool.readAll().sorted { ($0.index, $0.metric.rawValue) < ($1.index, $1.metric.rawValue) }
     }
 
-    private func key(_ index: Int, _ metric: Metric) -> Int { index * Metric.allCases.count + metric.rawValue }
-
-    /// Adds the workers' histograms of each (interval, metric) — histograms are added, never
-    /// percentiles averaged.
+    /// Merged intervals go to the spool and into the totals.
     private mutating func mergeIntervals(before index: Int) throws {
-        let limit = index == .max ? Int.max : key(index, Metric.allCases[0])
-        for k in pending.keys.sorted() where k < limit {
-            let parts = pending.removeValue(forKey: k)!
-            var sum = LatencyRecorder.makeHistogram()
-            for part in parts {
-                guard let h = try? HistogramCodec.decode(part.bytes) else { continue }
-                sum.add(h)
+        for k in pending.keys.sorted() where k < index {
+            let sum = pending.removeValue(forKey: k)!
+            for metric in Metric.allCases where !sum[metric].isEmpty {
+                let merged = MergedInterval(index: k, metric: metric, histogram: sum[metric])
+                try spool.append(merged)
+                if metric == .endToEnd { latestEndToEnd = (k, merged.summary) }
             }
-            try spool.append(
-                MergedInterval(
-                    index: parts[0].index, metric: parts[0].metric, bytes: HistogramCodec.encodeCompressed(sum),
-                    maxNanos: sum.max))
+            totals.add(sum)
         }
     }
 
     /// The later completion and the sum of recipients, event by event.
-    private mutating func combine(_ chunk: CompletionChunk, worker: Int) {
-        precondition(chunk.base == handedOver[worker], "worker \(worker) skipped events")
+    private mutating func combine(_ chunk: CompletionChunk, worker: Int) throws {
+        guard chunk.base == handedOver[worker] else {
+            throw MetricsError("worker \(worker) handed over events from \(chunk.base), expected \(handedOver[worker])")
+        }
         window.events.combine(chunk.events, at: chunk.base - window.base)
         peakWindow = max(peakWindow, window.count)
         handedOver[worker] = chunk.end
@@ -232,7 +256,7 @@ struct RunCollector {
     private mutating func finalise(upTo end: Int) throws {
         let n = end - window.base
         guard n > 0 else { return }
-        window.events.record(into: &completionRecorder, upTo: n)
+        window.events.record(into: &totals, upTo: n)
         var closed: [MergedInterval] = []
         window.events.forEach(upTo: n) { intended, latency, fanout in
             closed.append(contentsOf: builder.add(intended: intended, latency: latency, fanout: fanout))

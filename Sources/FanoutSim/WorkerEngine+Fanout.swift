@@ -1,0 +1,221 @@
+import FanoutCore
+import FanoutMetrics
+
+/// Fan-out of one update or end: a push per local follower of a token source, or one push to a
+/// broadcast channel applied by every local subscriber.
+extension WorkerEngine {
+    /// One push per local follower; each is validated, routed and applied on its own.
+    func tokenPushes(_ event: SourceEvent, payload p: UnsafeRawBufferPointer, priority: Int64) {
+        let nowMs = nowMillis(event)
+        let app = world.sourceApp[event.source]
+        let expiration: Int64 =
+            expirationSeconds.map { world.epochSeconds + Int64(event.intendedNanos / 1_000_000_000) + $0 } ?? 0
+        let validateCost = virtual ? model.validateNanos(bytes: p.count) : 0
+        let routeCost = UInt64(model.routeNanos)
+        let followerCount = followers[event.source].count
+        var k = 0
+        while k < followerCount {
+            let a = followers[event.source][k]
+            k += 1
+            prepareToken(a, event)
+            let sampled = !virtual && pushCounter % sampleEvery == 0
+            pushCounter &+= 1
+            pushType.withUnsafeBytes { pt in
+                topics[app].withUnsafeBytes { tp in
+                    token.withUnsafeBytes { tok in
+                        let headers = PushHeaders(
+                            pushType: .string(pt), topic: .string(tp), priority: .integer(priority),
+                            expiration: .integer(expiration))
+                        let t0 = sampled ? hrtime() : 0
+                        var flight = pipeline.begin(kind: .token, target: tok)
+                        let rejected = pipeline.validate(&flight, headers: headers, payload: p) != nil
+                        let t1 = sampled ? hrtime() : 0
+                        if virtual {
+                            t &+= validateCost
+                            recorder.record(.validate, nanos: validateCost)
+                        } else if sampled {
+                            recorder.record(.validate, nanos: t1 &- t0)
+                        }
+                        guard !rejected else { return }
+                        let verdict = pipeline.route(&flight)
+                        let t2 = sampled ? hrtime() : 0
+                        if virtual {
+                            t &+= routeCost
+                            recorder.record(.route, nanos: routeCost)
+                        } else if sampled {
+                            recorder.record(.route, nanos: t2 &- t1)
+                        }
+                        guard case .routed = verdict, case .activity(let target) = flight.resolution else { return }
+                        if isOffline(target, event) {
+                            hold(target, event, headers: headers, payload: p, broadcast: false)
+                            return
+                        }
+                        pipeline.deliver(flight, to: target, nowMillis: nowMs)
+                        let end: UInt64
+                        if virtual {
+                            t &+= applyStep
+                            recorder.record(.apply, nanos: applyStep)
+                            end = t
+                        } else {
+                            payCost()
+                            end = realNow()
+                            if sampled { recorder.record(.apply, nanos: end &+ realStart &- t2) }
+                        }
+                        delivered(target, event, endNanos: end)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The update token the push goes to. The device rotates its token while the push is in flight
+    /// (the scenario's rotation share): the push goes to the old one.
+    @inline(__always)
+    func prepareToken(_ a: Int32, _ event: SourceEvent) {
+        let d = Int(deviceOf[Int(a)])
+        let k = Int(slot[Int(a)])
+        let key = UInt64(d) << 8 | UInt64(k)
+        var rotated = false
+        if rotationShare > 0, Mix.unit(Mix.hash(seed, 0x40, UInt64(event.index), key)) < rotationShare {
+            generation[Int(a)] &+= 1
+            token.removeAll(keepingCapacity: true)
+            world.appendToken(device: d, slot: k, generation: generation[Int(a)], to: &token)
+            token.withUnsafeBytes { pipeline.rotate(a, token: $0) }
+            rotated = true
+        }
+        token.removeAll(keepingCapacity: true)
+        world.appendToken(device: d, slot: k, generation: generation[Int(a)] &- (rotated ? 1 : 0), to: &token)
+    }
+
+    /// One push to the source's channel: validated (and decoded) once, applied by every local subscriber.
+    func broadcastPush(_ event: SourceEvent, payload p: UnsafeRawBufferPointer, priority: Int64) {
+        let source = event.source
+        let owner = ownsVerdict(of: source)
+        channel.removeAll(keepingCapacity: true)
+        world.appendChannelId(source: source, to: &channel)
+        if channelChurnShare > 0, Mix.unit(Mix.hash(seed, 0xC4, UInt64(event.index))) < channelChurnShare {
+            // The backend pushes to the channel it has just deleted and replaced: an id APNs no longer knows.
+            JSONWriter.append("-deleted", to: &channel)
+        }
+        let app = world.sourceApp[source]
+        pushType.withUnsafeBytes { pt in
+            topics[app].withUnsafeBytes { tp in
+                channel.withUnsafeBytes { ch in
+                    let headers = PushHeaders(
+                        pushType: .string(pt), topic: .string(tp), priority: .integer(priority),
+                        expiration: .integer(0))
+                    let t0 = virtual ? 0 : hrtime()
+                    var flight = pipeline.begin(kind: .channel, target: ch)
+                    let rejected = pipeline.validate(&flight, headers: headers, payload: p, countsVerdict: owner) != nil
+                    let t1 = virtual ? 0 : hrtime()
+                    if virtual {
+                        let cost = model.validateNanos(bytes: p.count)
+                        t &+= cost
+                        recorder.record(.validate, nanos: cost)
+                    } else {
+                        recorder.record(.validate, nanos: t1 &- t0)
+                    }
+                    guard !rejected else { return }
+                    let verdict = pipeline.route(&flight, countsVerdict: owner)
+                    if virtual {
+                        t &+= UInt64(model.routeNanos)
+                        recorder.record(.route, nanos: UInt64(model.routeNanos))
+                    } else {
+                        recorder.record(.route, nanos: hrtime() &- t1)
+                    }
+                    guard case .routed = verdict, case .channel(let c) = flight.resolution else { return }
+                    let next = applySubscribers(event, flight, channel: c, from: 0, yieldAt: yieldAtNanos)
+                    if next < subscriberCount[source] {
+                        // Interrupted: keep the payload and the position for `runSlice`.
+                        slices.append(
+                            Slice(
+                                event: event, channel: c, next: Int32(next), priority: priority,
+                                payloadStart: Int32(sliceBytes.count), payloadCount: Int32(p.count), done: false))
+                        sliceBytes.append(contentsOf: p)
+                        slicesPerSource[source] += 1
+                        slicedFanouts += 1
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies a broadcast by the local subscribers from index `first`; returns where it stopped (the
+    /// subscriber count when done).
+    ///
+    /// Virtual time: each recipient takes the model's apply time, so recipient k completes at the
+    /// event's start + validate + route + (k + 1) × apply. Real time: the clock is read once per group
+    /// of `realGroup` recipients and the group's members are recorded with that (latest) time, an upper
+    /// bound; one recipient in `stageSampleEvery` has its apply timed on its own. Stops after a group
+    /// once the clock has passed `yieldAt`.
+    func applySubscribers(
+        _ event: SourceEvent, _ flight: Pipeline.InFlight, channel c: Int32, from first: Int, yieldAt: UInt64
+    ) -> Int {
+        let nowMs = nowMillis(event)
+        let subscribers = pipeline.router.subscribers[Int(c)]
+        let n = subscribers.count
+        let offline = offlineShare > 0
+        let window = offline ? Int(Double(event.intendedNanos) / 1e9 / offlineWindowSeconds) : 0
+        var k = first
+        if virtual {
+            var applied: UInt64 = 0
+            while k < n {
+                let a = subscribers[k]
+                k += 1
+                // Broadcasts carry expiration 0: APNs does not store them for offline devices.
+                if offline && world.offline(device: Int(deviceOf[Int(a)]), window: window) {
+                    pipeline.settle(.expired, for: a)
+                    continue
+                }
+                pipeline.deliver(flight, to: a, nowMillis: nowMs)
+                t &+= applyStep
+                applied &+= 1
+                delivered(a, event, endNanos: t)
+            }
+            recorder.record(.apply, nanos: applyStep, count: applied)
+            return k
+        }
+        let mayYield = yieldAt != .max && yieldForSource != event.source
+        let earliestYield = realNow() &+ WorkerEngine.sliceQuantumNanos
+        var group = 0
+        var groupStart = k
+        while k < n {
+            let a = subscribers[k]
+            k += 1
+            if offline && world.offline(device: Int(deviceOf[Int(a)]), window: window) {
+                pipeline.settle(.expired, for: a)
+            } else {
+                let sampled = recipientCounter % sampleEvery == 0
+                recipientCounter &+= 1
+                let t0 = sampled ? hrtime() : 0
+                pipeline.deliver(flight, to: a, nowMillis: nowMs)
+                payCost()
+                if sampled { recorder.record(.apply, nanos: hrtime() &- t0) }
+                group += 1
+            }
+            if group == WorkerEngine.realGroup || k == n {
+                let end = realNow()
+                finishGroup(event, subscribers, groupStart..<k, endNanos: end)
+                group = 0
+                groupStart = k
+                if mayYield && end >= yieldAt && end >= earliestYield && k < n { break }
+            }
+        }
+        if groupStart < k { finishGroup(event, subscribers, groupStart..<k, endNanos: realNow()) }
+        return k
+    }
+
+    /// Real time: recipients applied between two clock reads.
+    static let realGroup = 16
+
+    /// Records a group's deliveries (the offline members were settled as expired, not delivered).
+    func finishGroup(_ event: SourceEvent, _ subscribers: [Int32], _ range: Range<Int>, endNanos: UInt64) {
+        let offline = offlineShare > 0
+        let window = offline ? Int(Double(event.intendedNanos) / 1e9 / offlineWindowSeconds) : 0
+        for j in range {
+            let a = subscribers[j]
+            if offline && world.offline(device: Int(deviceOf[Int(a)]), window: window) { continue }
+            delivered(a, event, endNanos: endNanos)
+        }
+    }
+}
