@@ -436,6 +436,8 @@ public struct SchemaSet: Sendable {
     mutating func decodeRecordInPlace(
         _ id: Int32, tape: borrowing JSONTape, object index: Int, into out: inout ByteBuffer
     ) -> Bool {
-        schemas[Int(id)].decodeRecord(tape: tape, object: index, into: &out)
+        // Borrowed through the buffer's addressor: `schemas[id]` would copy the schema (five arrays and
+        // a string retained and released) on every push.
+        schemas.withUnsafeBufferPointer { $0[Int(id)].decodeRecord(tape: tape, object: index, into: &out) }
     }
 }

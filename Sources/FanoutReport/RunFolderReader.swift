@@ -28,6 +28,7 @@ public struct SummaryFile: Sendable {
     public var intervalSeconds: Double?
     public var deliveriesPerSecond: Double
     public var resources: [ResourceSample] = []
+    public var measurement = MeasurementInfo()
 
     /// Reads `path`: a `summary.json` or a run folder holding one.
     public static func read(_ path: String) throws(ReportReadError) -> SummaryFile {
@@ -119,6 +120,16 @@ public struct SummaryFile: Sendable {
             intervalSeconds: try root.optionalDouble("intervalSeconds"),
             deliveriesPerSecond: try throughput.double("deliveriesPerSecond"))
         summary.resources = resources
+        if let m = try root.optionalObject("measurement") {
+            summary.measurement.sampling = try m.string("sampling")
+            summary.measurement.clockReads = try m.int("clockReads")
+            summary.measurement.clampedSamples = UInt64(try m.int("clampedSamples"))
+            summary.measurement.eventsSkipped = try m.int("eventsSkipped")
+            if let model = (m.value as? [String: Any])?["costModel"] as? [String: Any] {
+                let fields = model.keys.sorted().map { "\"\($0)\": \(model[$0]!)" }
+                summary.measurement.costModel = "{" + fields.joined(separator: ", ") + "}"
+            }
+        }
         return summary
     }
 }
@@ -182,6 +193,7 @@ public enum RunFolderReader {
             peakResidentBytes: summary.peakResidentBytes, baselineResidentBytes: summary.baselineResidentBytes,
             completion: completion)
         report.resources = summary.resources
+        report.measurement = summary.measurement
         return report
     }
 }

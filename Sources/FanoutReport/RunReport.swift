@@ -21,6 +21,8 @@ public struct RunReport: Sendable {
     public var completion: EventCompletions?
     /// Resident memory and open file descriptors over the run (every 10 s).
     public var resources: [ResourceSample] = []
+    /// How the run measured: the sampling rule and its cost, what was clamped, the cost model.
+    public var measurement = MeasurementInfo()
 
     public init(
         info: RunInfo, accounting: Accounting, activities: Int, events: Int, recorder: LatencyRecorder,
@@ -132,4 +134,24 @@ public struct MachineInfo: Sendable, Equatable {
     public static var current: MachineInfo {
         MachineInfo(cores: ProcessInfo.processInfo.activeProcessorCount, cpu: Machine.cpu, os: Machine.os)
     }
+}
+
+/// How a run measured (`summary.json` "measurement", summary.md "Measurement").
+public struct MeasurementInfo: Sendable, Equatable {
+    /// The sampling rule, in words.
+    public var sampling = ""
+    /// Clock reads taken for measurements (real time; 0 in virtual time) and their share of deliveries.
+    public var clockReads = 0
+    /// Samples above one hour, recorded as one hour (counted, never dropped).
+    public var clampedSamples: UInt64 = 0
+    /// (worker, event) pairs with no local recipient: the worker did nothing for the event.
+    public var eventsSkipped = 0
+    /// Virtual time's cost model, as the scenario's `costModel` object (nil in real time).
+    public var costModel: String?
+    /// Wall-clock seconds merging the workers' last hand-over (after the run's wall time).
+    public var finalMergeSeconds = 0.0
+    /// Wall-clock seconds rendering every file of the run folder but summary.json itself.
+    public var reportSeconds = 0.0
+
+    public init() {}
 }

@@ -63,6 +63,18 @@ public enum SummaryJSON {
                     + "\"p9999\": \(l.p9999), \"max\": \(l.max)}")
         }
         o.close()
+        o.key("measurement")
+        o.open()
+        let m = r.measurement
+        o.field("sampling", string: m.sampling)
+        o.field("clockReads", int: m.clockReads)
+        o.field("clampedSamples", int: Int(m.clampedSamples))
+        o.field("eventsSkipped", int: m.eventsSkipped)
+        o.key("costModel")
+        o.inline(m.costModel ?? "null")
+        o.field("finalMergeSeconds", number: (m.finalMergeSeconds * 1e4).rounded() / 1e4)
+        o.field("reportSeconds", number: (m.reportSeconds * 1e4).rounded() / 1e4)
+        o.close()
         o.key("throughput")
         o.open()
         o.field("deliveriesPerSecond", number: r.perSecond(a.deliveries))

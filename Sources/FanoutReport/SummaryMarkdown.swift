@@ -86,6 +86,7 @@ public enum SummaryMarkdown {
             ["metric", "count", "p50", "p90", "p99", "p99.9", "p99.99", "max"],
             stages.filter { r[$0].totalCount > 0 }.map { row($0.name, r[$0]) }, align: "lrrrrrrr")
         out.append("")
+        out += measurementSection(r)
         out.append("## Fan-out completion by size")
         out.append("")
         out.append("Last recipient applied − the event's intended time, once per event, by its number of recipients.")
@@ -172,6 +173,29 @@ public enum SummaryMarkdown {
 }
 
 /// Units people read.
+extension SummaryMarkdown {
+    /// How the run measured: the sampling rule and its cost, clamped samples, the cost model.
+    static func measurementSection(_ r: RunReport) -> [String] {
+        let m = r.measurement
+        guard !m.sampling.isEmpty else { return [] }
+        let deliveries = max(r.accounting.deliveries, 1)
+        var rows: [[String]] = [["sampling", m.sampling]]
+        let perDelivery = Double(m.clockReads) / Double(deliveries)
+        rows.append([
+            "clock reads",
+            String(
+                format: "%@ (%.3f per delivery; ≈ %.1f ns each)", Units.grouped(m.clockReads), perDelivery,
+                r.info.timerOverheadNanos),
+        ])
+        rows.append(["clamped samples", "\(m.clampedSamples) (above one hour, recorded as one hour)"])
+        rows.append(["events skipped", "\(Units.grouped(m.eventsSkipped)) (worker × event pairs with no local recipient)"])
+        if let model = m.costModel { rows.append(["cost model (ns)", "`\(model)`"]) }
+        rows.append(["final merge", String(format: "%.3f s", m.finalMergeSeconds)])
+        rows.append(["report files", String(format: "%.3f s to render", m.reportSeconds)])
+        return ["## Measurement", ""] + table(["", ""], rows, align: "ll") + [""]
+    }
+}
+
 public enum Units {
     /// Nanoseconds in a readable unit: 812 ns, 3.41 µs, 12.5 ms, 1.20 s.
     public static func duration(_ nanos: UInt64) -> String {
@@ -196,4 +220,5 @@ public enum Units {
         }
         return (v < 0 ? "-" : "") + out
     }
+
 }

@@ -29,6 +29,7 @@ extension WorkerEngine {
         finishedIntervals = []
         result.slicedFanouts = slicedFanouts
         result.eventsSkipped = eventsSkipped
+        result.clockReads = clockReads
         return result
     }
 

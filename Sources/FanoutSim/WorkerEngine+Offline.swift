@@ -8,7 +8,7 @@ extension WorkerEngine {
     func isOffline(_ a: Int32, _ event: SourceEvent) -> Bool {
         guard offlineShare > 0 else { return false }
         let window = Int(Double(event.intendedNanos) / 1e9 / offlineWindowSeconds)
-        return world.offline(device: Int(deviceOf[Int(a)]), window: window)
+        return offlineIn(window, device: deviceOf[Int(a)])
     }
 
     /// APNs stores the push until the device returns (at the end of its offline window). With

@@ -84,7 +84,7 @@ extension WorkerEngine {
                     }
                 }
                 guard let a = created else { continue }
-                precondition(Int(a) == slot.count && Int(deviceNumbers[Int(pipeline.store.device[Int(a)])]) == d)
+                precondition(Int(a) == slot.count)
                 slot.append(UInt8(k))
                 deviceOf.append(Int32(d))
                 generation.append(0)

@@ -15,6 +15,10 @@ import FanoutMetrics
 /// `CostModel` — an event starts at max(its intended time, the end of the previous one) and each stage
 /// adds its modelled cost — so a run is a pure function of scenario and seed and reads no clock. In real
 /// time the monotonic clock is read where the sampling rule says (`docs/SCENARIOS.md`, Sampling).
+///
+/// The properties the delivery loop touches are `@exclusivity(unchecked)`: only this worker's thread
+/// touches the engine, and no access to one of them overlaps another (a dynamic check per delivery
+/// cost more than the delivery's bookkeeping).
 public final class WorkerEngine {
     public let world: World
     public let index: Int
@@ -22,7 +26,7 @@ public final class WorkerEngine {
     public let pipeline: Pipeline
     /// The current interval's histograms: every sample is recorded here, once.
     public let recorder = IntervalRecorder()
-    var currentInterval = 0
+    @exclusivity(unchecked) var currentInterval = 0
     /// Finished intervals not yet handed to the coordinator (`takeFinished` empties it once a second).
     public internal(set) var finishedIntervals: [WorkerInterval] = []
     /// The interval being recorded (every earlier one is finished).
@@ -30,28 +34,28 @@ public final class WorkerEngine {
     /// Local completion per event, for the events from `completionBase` on (earlier ones were handed
     /// over by `takeFinished`): the intended time, nanoseconds after the run start when the last local
     /// recipient was applied (0: none) and the number of local recipients.
-    public internal(set) var local = EventCompletions()
-    public internal(set) var completionBase = 0
+    @exclusivity(unchecked) public internal(set) var local = EventCompletions()
+    @exclusivity(unchecked) public internal(set) var completionBase = 0
     /// The most events whose completion columns were held at once (a check that they stay bounded).
-    public internal(set) var peakRetainedEvents = 0
+    @exclusivity(unchecked) public internal(set) var peakRetainedEvents = 0
     /// Events this worker did work for, and events it had no recipient for (and so did nothing for).
-    public internal(set) var eventsProcessed = 0
-    public internal(set) var eventsSkipped = 0
+    @exclusivity(unchecked) public internal(set) var eventsProcessed = 0
+    @exclusivity(unchecked) public internal(set) var eventsSkipped = 0
 
     // Local activities (index = the pipeline's activity id): the global device number, the slot on
     // the device, the update token's generation.
-    var deviceOf: [Int32] = []
-    var slot: [UInt8] = []
-    var generation: [UInt32] = []
+    @exclusivity(unchecked) var deviceOf: [Int32] = []
+    @exclusivity(unchecked) var slot: [UInt8] = []
+    @exclusivity(unchecked) var generation: [UInt32] = []
     /// Local followers of each token-delivered source.
-    var followers: [[Int32]]
+    @exclusivity(unchecked) var followers: [[Int32]]
     /// Per broadcast source: its channel's id in the router, and its local subscribers.
     var channelOfSource: [Int32]
-    var subscriberCount: [Int]
+    @exclusivity(unchecked) var subscriberCount: [Int]
 
     // Scratch, reused for every push.
-    var token: [UInt8] = []
-    var channel: [UInt8] = []
+    @exclusivity(unchecked) var token: [UInt8] = []
+    @exclusivity(unchecked) var channel: [UInt8] = []
     let topics: [[UInt8]]
     let pushType = Array("liveactivity".utf8)
 
@@ -67,8 +71,8 @@ public final class WorkerEngine {
         var broadcast: Bool
         var superseded: Bool
     }
-    var held: [Held] = []
-    var heldBytes: [UInt8] = []
+    @exclusivity(unchecked) var held: [Held] = []
+    @exclusivity(unchecked) var heldBytes: [UInt8] = []
     /// Superseded records still in `held`; compacted away once they are the majority, so with
     /// coalescing the storage follows the offline activities, not the traffic to them.
     var heldSuperseded = 0
@@ -78,7 +82,7 @@ public final class WorkerEngine {
     /// The most records `held` had at once.
     var peakHeld = 0
     /// The newest held push of each activity that has one (sparse: only offline devices).
-    var latestHeld: [Int32: Int32] = [:]
+    @exclusivity(unchecked) var latestHeld: [Int32: Int32] = [:]
 
     // Broadcasts applied in slices (real time, `sliceBroadcasts`): a fan-out stops at a batch boundary
     // once the next scheduled event is due (`yieldAtNanos`); the rest waits here, first in first out,
@@ -96,7 +100,7 @@ public final class WorkerEngine {
     var sliceHead = 0
     var sliceBytes: [UInt8] = []
     /// Unfinished slices per source: a newer event of a source waits for them (per-source order).
-    var slicesPerSource: [Int32]
+    @exclusivity(unchecked) var slicesPerSource: [Int32]
     /// Real time: the intended time and source of the next scheduled event (set by the worker loop
     /// before each `process` or `runSlice`); a broadcast yields once the clock passes it, unless that
     /// event is of the same source (it would wait for the broadcast anyway). `.max`: never yield.
@@ -114,18 +118,20 @@ public final class WorkerEngine {
     let hrtime: @Sendable () -> UInt64
     let model: CostModel
     /// Virtual time: the end of the previous event's service, and the instant the current one has reached.
-    var busyUntil: UInt64 = 0
-    var t: UInt64 = 0
+    @exclusivity(unchecked) var busyUntil: UInt64 = 0
+    @exclusivity(unchecked) var t: UInt64 = 0
     /// Virtual time: one delivery's service (the model's apply, or the scenario's artificial cost when larger).
     let applyStep: UInt64
     /// The scenario's artificial service time per delivery (0: none); in real time the instant (hrtime)
     /// the deliveries have paid for so far.
     let costNanos: UInt64
-    var costDeadline: UInt64 = 0
+    @exclusivity(unchecked) var costDeadline: UInt64 = 0
     /// Real time: stages are timed for one push in `sampleEvery` and one broadcast recipient in as many.
     let sampleEvery: Int
-    var pushCounter = 0
-    var recipientCounter = 0
+    @exclusivity(unchecked) var pushCounter = 0
+    @exclusivity(unchecked) var recipientCounter = 0
+    /// Clock reads for measurements (real time; none in virtual time).
+    @exclusivity(unchecked) public internal(set) var clockReads = 0
 
     // The scenario's fault parameters, read once.
     let seed: UInt64
@@ -183,9 +189,16 @@ public final class WorkerEngine {
 
     // MARK: Time
 
+    /// Reads the monotonic clock (real time only) and counts the read: the sampling rule's cost.
+    @inline(__always)
+    func readClock() -> UInt64 {
+        clockReads &+= 1
+        return hrtime()
+    }
+
     /// Real time: nanoseconds since the run start on the monotonic clock.
     @inline(__always)
-    func realNow() -> UInt64 { hrtime() &- realStart }
+    func realNow() -> UInt64 { readClock() &- realStart }
 
     @inline(__always)
     func nowMillis(_ event: SourceEvent) -> Int64 {

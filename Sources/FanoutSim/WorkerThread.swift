@@ -112,7 +112,7 @@ enum WorkerThread {
                     }
                     cursor.advance()
                     engine.process(batch, k)
-                    if k & 63 == 63 && EventLoop.hrtimeNanos >= sliceEnd { break }
+                    if EventLoop.hrtimeNanos >= sliceEnd { break }
                 }
                 publishIfDue()
                 if more { t.start(afterMillis: 0) } else { t.close() }

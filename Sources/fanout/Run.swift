@@ -4,6 +4,7 @@ import FanoutHistogramLog
 import FanoutMetrics
 import FanoutReport
 import FanoutSim
+import UVLoop
 import Foundation
 
 struct Run: ParsableCommand {
@@ -98,8 +99,12 @@ struct Run: ParsableCommand {
             FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
         }
         if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
-        let report = RunReport(result, gitRevision: Machine.gitRevision())
-        try RunFiles.write(folder: folder, files: RunFiles.all(report))
+        var report = RunReport(result, gitRevision: Machine.gitRevision())
+        let renderStart = EventLoop.hrtimeNanos
+        var files = RunFiles.all(report)
+        report.measurement.reportSeconds = Double(EventLoop.hrtimeNanos &- renderStart) / 1e9
+        files["summary.json"] = SummaryJSON.text(report)
+        try RunFiles.write(folder: folder, files: files)
         print(SummaryTable.text(report, folder: folder))
         if !report.accounting.identitiesHold { throw CommandFailure("accounting identities are broken") }
     }
@@ -195,10 +200,19 @@ enum SummaryTable {
                     + [l.p50, l.p90, l.p99, l.p999, l.max].map { DurationText.text($0).leftPadded(10) }.joined())
         }
         lines.append("")
+        if let model = r.measurement.costModel {
+            lines.append("timing      virtual time, cost model \(model) (ns); no clock read")
+        } else {
+            lines.append(
+                String(
+                    format: "timing      %d clock reads (%.3f per delivery, %.1f ns each); stages sampled 1 in %d",
+                    r.measurement.clockReads, Double(r.measurement.clockReads) / Double(max(a.deliveries, 1)),
+                    s.timerOverheadNanos, s.stageSampleEvery))
+        }
         lines.append(
             String(
-                format: "timing      one clock read costs %.1f ns; stage times sampled 1 in %d pushes",
-                s.timerOverheadNanos, s.stageSampleEvery))
+                format: "report      rendered in %.3f s; final merge %.3f s; %d clamped samples",
+                r.measurement.reportSeconds, r.measurement.finalMergeSeconds, r.measurement.clampedSamples))
         lines.append(
             "memory      peak RSS \(r.peakResidentBytes / 1_048_576) MiB, ~\(r.bytesPerActivity) bytes per activity")
         lines.append("report      \(folder)/report.html (summary.md, summary.json, latency.hlog, *.hgrm)")
