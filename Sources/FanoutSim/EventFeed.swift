@@ -178,10 +178,9 @@ struct BatchProducer {
                 let sampleThis = virtual || sampleCounter % scenario.stageSampleEvery == 0
                 sampleCounter &+= 1
                 let t0 = sampleThis && !virtual ? hrtime() : 0
-                let before = payload.count
                 encode(event, into: &payload)
                 if virtual {
-                    cost = model.encodeNanos(bytes: payload.count - before)
+                    cost = UInt64(model.encodeNanos)
                 } else if sampleThis {
                     cost = hrtime() &- t0
                 }

@@ -338,17 +338,11 @@ extension Scenario {
         var costModel = CostModel.defaults
         if let entry = top["costModel"] {
             let m = try r.members(entry, "costModel", allowed: CostModel.fieldNames)
-            let d = CostModel.defaults
-            costModel = CostModel(
-                encodeNanos: try r.integer(m, "encodeNanos", "costModel", default: d.encodeNanos, range: 0...1_000_000_000),
-                encodeNanosPerKiB: try r.integer(
-                    m, "encodeNanosPerKiB", "costModel", default: d.encodeNanosPerKiB, range: 0...1_000_000_000),
-                validateNanos: try r.integer(
-                    m, "validateNanos", "costModel", default: d.validateNanos, range: 0...1_000_000_000),
-                validateNanosPerKiB: try r.integer(
-                    m, "validateNanosPerKiB", "costModel", default: d.validateNanosPerKiB, range: 0...1_000_000_000),
-                routeNanos: try r.integer(m, "routeNanos", "costModel", default: d.routeNanos, range: 0...1_000_000_000),
-                applyNanos: try r.integer(m, "applyNanos", "costModel", default: d.applyNanos, range: 0...1_000_000_000))
+            var values: [Int] = []
+            for (name, value) in zip(CostModel.fieldNames, CostModel.defaults.values) {
+                values.append(try r.integer(m, name, "costModel", default: value, range: 0...1_000_000_000))
+            }
+            costModel = CostModel(values: values)
         }
         var budget: Int?
         if let entry = top["budgetPerHour"], r.tape[entry].kind != .null {

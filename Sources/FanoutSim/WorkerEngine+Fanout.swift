@@ -10,8 +10,8 @@ extension WorkerEngine {
         let app = world.sourceApp[event.source]
         let expiration: Int64 =
             expirationSeconds.map { world.epochSeconds + Int64(event.intendedNanos / 1_000_000_000) + $0 } ?? 0
-        let validateCost = virtual ? model.validateNanos(bytes: p.count) : 0
-        let routeCost = UInt64(model.routeNanos)
+        let validateCost = validateStep
+        let routeCost = routeStep
         let followerCount = followers[event.source].count
         var k = 0
         while k < followerCount {
@@ -55,8 +55,8 @@ extension WorkerEngine {
                         pipeline.deliver(flight, to: target, nowMillis: nowMs)
                         let end: UInt64
                         if virtual {
-                            t &+= applyStep
-                            recorder.record(.apply, nanos: applyStep)
+                            t &+= decodeStep &+ applyStep
+                            recorder.record(.apply, nanos: decodeStep &+ applyStep)
                             end = t
                         } else {
                             payCost()
@@ -113,17 +113,16 @@ extension WorkerEngine {
                     let rejected = pipeline.validate(&flight, headers: headers, payload: p, countsVerdict: owner) != nil
                     let t1 = virtual ? 0 : readClock()
                     if virtual {
-                        let cost = model.validateNanos(bytes: p.count)
-                        t &+= cost
-                        recorder.record(.validate, nanos: cost)
+                        t &+= validateStep
+                        recorder.record(.validate, nanos: validateStep)
                     } else {
                         recorder.record(.validate, nanos: t1 &- tb)
                     }
                     guard !rejected else { return }
                     let verdict = pipeline.route(&flight, countsVerdict: owner)
                     if virtual {
-                        t &+= UInt64(model.routeNanos)
-                        recorder.record(.route, nanos: UInt64(model.routeNanos))
+                        t &+= routeStep
+                        recorder.record(.route, nanos: routeStep)
                     } else {
                         recorder.record(.route, nanos: (tb &- t0) &+ (readClock() &- t1))
                     }
@@ -174,7 +173,8 @@ extension WorkerEngine {
                     continue
                 }
                 pipeline.deliver(flight, to: a, nowMillis: nowMs)
-                t &+= applyStep
+                // The first recipient decodes the content; the others apply the decoded record.
+                t &+= applyStep &+ (applied == 0 ? decodeStep : 0)
                 applied &+= 1
                 recorder.record(.endToEnd, nanos: t &- intended)
                 maybeDismiss(a, event)
@@ -184,7 +184,10 @@ extension WorkerEngine {
                 if t > local.lastNanos[e] { local.lastNanos[e] = t }
                 local.recipients[e] &+= Int32(applied)
             }
-            recorder.record(.apply, nanos: applyStep, count: applied)
+            if applied > 0 {
+                recorder.record(.apply, nanos: decodeStep &+ applyStep)
+                recorder.record(.apply, nanos: applyStep, count: applied &- 1)
+            }
             return k
         }
         let mayYield = yieldAt != .max && yieldForSource != event.source

@@ -89,7 +89,7 @@ extension WorkerEngine {
             }
             let endNanos: UInt64
             if virtual {
-                t &+= model.validateNanos(bytes: Int(h.payloadCount)) &+ applyStep
+                t &+= validateStep &+ decodeStep &+ applyStep
                 endNanos = t
             } else {
                 payCost()

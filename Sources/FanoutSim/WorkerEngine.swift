@@ -120,7 +120,11 @@ public final class WorkerEngine {
     /// Virtual time: the end of the previous event's service, and the instant the current one has reached.
     @exclusivity(unchecked) var busyUntil: UInt64 = 0
     @exclusivity(unchecked) var t: UInt64 = 0
-    /// Virtual time: one delivery's service (the model's apply, or the scenario's artificial cost when larger).
+    /// Virtual time: the model's stage costs; one delivery's apply is the model's, or the scenario's
+    /// artificial cost when larger.
+    let validateStep: UInt64
+    let routeStep: UInt64
+    let decodeStep: UInt64
     let applyStep: UInt64
     /// The scenario's artificial service time per delivery (0: none); in real time the instant (hrtime)
     /// the deliveries have paid for so far.
@@ -152,6 +156,9 @@ public final class WorkerEngine {
         model = scenario.costModel
         costNanos = UInt64(scenario.costNanosPerDelivery)
         applyStep = max(UInt64(model.applyNanos), costNanos)
+        validateStep = UInt64(model.validateNanos)
+        routeStep = UInt64(model.routeNanos)
+        decodeStep = UInt64(model.decodeNanos)
         sampleEvery = scenario.stageSampleEvery
         seed = scenario.seed
         dismissShare = scenario.faults.dismissShare
