@@ -63,6 +63,7 @@ let package = Package(
                 "FanoutSim",
                 "FanoutReport",
                 "FanoutPlan",
+                "UVLoop",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
