@@ -73,13 +73,22 @@ let package = Package(
             dependencies: ["FanoutTrace", "FanoutCore"],
             resources: [.copy("Fixtures")]
         ),
-        .testTarget(name: "FanoutMetricsTests", dependencies: ["FanoutMetrics"]),
-        .testTarget(name: "FanoutHistogramLogTests", dependencies: ["FanoutHistogramLog"]),
+        .testTarget(
+            name: "FanoutMetricsTests",
+            dependencies: ["FanoutMetrics", "FanoutHistogramLog", .product(name: "Histogram", package: "hdrhistogram-swift")]
+        ),
+        .testTarget(
+            name: "FanoutHistogramLogTests",
+            dependencies: ["FanoutHistogramLog", .product(name: "Histogram", package: "hdrhistogram-swift")]
+        ),
         .testTarget(name: "UVLoopTests", dependencies: ["UVLoop"]),
         .testTarget(name: "FanoutSimTests", dependencies: ["FanoutSim", "FanoutCore", "FanoutMetrics"]),
         .testTarget(
             name: "FanoutReportTests",
-            dependencies: ["FanoutReport", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutHistogramLog"],
+            dependencies: [
+                "FanoutReport", "FanoutSim", "FanoutPlan", "FanoutCore", "FanoutMetrics", "FanoutHistogramLog",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
             resources: [.copy("Golden")]
         ),
         .testTarget(

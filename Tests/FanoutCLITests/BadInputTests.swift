@@ -103,7 +103,7 @@ struct BadInputTests {
             message: "Error: $DIR/s.json:5: field colour: unknown field (expected one of: name, description, seed, "
                 + "clock, durationSeconds, workers, population, apps, schemas, stringBytes, sources, arrival, faults, "
                 + "lifecycle, limits, budgetPerHour, priority10Share, stageSampleEvery, costNanosPerDelivery, "
-                + "sliceBroadcasts)"),
+                + "sliceBroadcasts, costModel)"),
         Case(
             name: "scenario negative duration", arguments: ["run", "$DIR/s.json", "--out", "$DIR/out"],
             files: ["s.json": scenario("\"durationSeconds\": 60", "\"durationSeconds\": -5")], status: 1,

@@ -63,3 +63,43 @@ struct RunCommandTests {
         #expect(unknown.status == 64 && unknown.stderr.contains("no built-in scenario or file named \"nonesuch\""))
     }
 }
+
+@Suite("fanout run in virtual time repeats (the executable)")
+struct RunRepeatsTests {
+    /// summary.json without what follows the wall clock or the machine.
+    static func stable(_ dir: URL) throws -> [String: Any] {
+        var s = try JSONSerialization.jsonObject(with: Data(contentsOf: dir.appendingPathComponent("summary.json")))
+            as! [String: Any]
+        var run = s["run"] as! [String: Any]
+        for key in ["wallSeconds", "startedAt", "machine", "timerOverheadNanos", "gitRevision"] { run[key] = nil }
+        s["run"] = run
+        var measurement = s["measurement"] as! [String: Any]
+        for key in ["finalMergeSeconds", "reportSeconds"] { measurement[key] = nil }
+        s["measurement"] = measurement
+        for key in ["throughput", "memory", "resources"] { s[key] = nil }
+        return s
+    }
+
+    @Test("two runs of smoke: summary.json equal but for wall-clock fields, latency.hlog equal but its start time")
+    func twice() throws {
+        let a = try CLI.temporaryDirectory().appendingPathComponent("a")
+        let b = try CLI.temporaryDirectory().appendingPathComponent("b")
+        #expect(try CLI.run(["run", "smoke", "--workers", "2", "--out", a.path]).status == 0)
+        #expect(try CLI.run(["run", "smoke", "--workers", "2", "--out", b.path]).status == 0)
+        let sa = try Self.stable(a)
+        let sb = try Self.stable(b)
+        #expect(NSDictionary(dictionary: sa).isEqual(to: sb), "\(sa)\n\(sb)")
+        func log(_ dir: URL) throws -> [Substring] {
+            try String(contentsOf: dir.appendingPathComponent("latency.hlog"), encoding: .utf8)
+                .split(separator: "\n").filter { !$0.hasPrefix("#[StartTime") }
+        }
+        let la = try log(a)
+        let lb = try log(b)
+        #expect(la.count > 10 && la == lb)
+        for name in ["endToEnd.hgrm", "fanoutCompletion.hgrm", "apply.hgrm"] {
+            let x = try String(contentsOf: a.appendingPathComponent(name), encoding: .utf8)
+            let y = try String(contentsOf: b.appendingPathComponent(name), encoding: .utf8)
+            #expect(x == y, "\(name)")
+        }
+    }
+}

@@ -52,13 +52,10 @@ struct HTMLReportTests {
             for index in 0..<intervals {
                 var h = LatencyRecorder.makeHistogram()
                 for n in 1...(100 + index * 37) {
-                    _ = h.record(UInt64(5_000 + n * n * (index + 1)))
+                    h.record(UInt64(5_000 + n * n * (index + 1)))
                 }
                 recorder.add(.endToEnd, h)
-                merged.append(
-                    MergedInterval(
-                        index: index, metric: .endToEnd, bytes: HistogramCodec.encodeCompressed(h),
-                        maxNanos: h.max))
+                merged.append(MergedInterval(index: index, metric: .endToEnd, histogram: h))
             }
         }
         return RunReport(
@@ -180,8 +177,7 @@ struct HTMLReportTests {
         var many = Self.report(intervals: 3, durationSeconds: 10_000)
         many.intervals += (3..<1_000).map {
             MergedInterval(
-                index: $0, metric: .endToEnd, bytes: many.intervals[0].bytes,
-                maxNanos: many.intervals[0].maxNanos)
+                index: $0, metric: .endToEnd, bytes: many.intervals[0].bytes, summary: many.intervals[0].summary)
         }
         Self.expectClean(HTMLReport.render(many))
     }

@@ -1,5 +1,6 @@
 import FanoutCore
 import FanoutMetrics
+import FanoutPlan
 import Foundation
 import Testing
 

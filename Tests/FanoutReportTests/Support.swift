@@ -49,17 +49,21 @@ enum Fixture {
             }
             for metric in Metric.allCases where interval[metric].totalCount > 0 {
                 intervals.append(
-                    MergedInterval(
-                        index: index, metric: metric,
-                        bytes: HistogramCodec.encodeCompressed(interval[metric]),
-                        maxNanos: interval[metric].max))
+                    MergedInterval(index: index, metric: metric, histogram: interval[metric]))
             }
             recorder.add(interval)
         }
-        return RunReport(
+        var report = RunReport(
             info: info, accounting: a, activities: 2500, events: 1200, recorder: recorder, intervals: intervals,
             intervalNanos: 60_000_000_000, peakResidentBytes: 64 << 20, baselineResidentBytes: 16 << 20,
             completion: nil)
+        report.measurement.sampling = "virtual time: every sample is recorded"
+        report.measurement.clampedSamples = 3
+        report.measurement.eventsSkipped = 17
+        report.measurement.costModel = "{\"encodeNanos\": 600, \"applyNanos\": 60}"
+        report.measurement.finalMergeSeconds = 0.0125
+        report.measurement.reportSeconds = 0.03
+        return report
     }
 
     static func temporaryDirectory() throws -> URL {

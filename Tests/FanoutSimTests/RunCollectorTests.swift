@@ -26,12 +26,11 @@ struct RunCollectorTests {
         let engines = (0..<workers).map { WorkerEngine(world: world, index: $0, count: workers, hrtime: { 0 }) }
         var collector = try RunCollector(
             workers: workers, intervalNanos: WorkerEngine.virtualIntervalNanos, keepEvents: true)
-        var schedule = EventSchedule(scenario: s, world: world)
         var n = 0
-        while let event = schedule.next() {
+        try forEachEvent(world) { batch, k in
             n += 1
             for (w, engine) in engines.enumerated() {
-                engine.process(event)
+                engine.process(batch, k)
                 if handoverEvery[w] > 0, n % handoverEvery[w] == 0 {
                     let sample = engine.takeSample()
                     try collector.add(
@@ -57,9 +56,9 @@ struct RunCollectorTests {
         #expect(streamed.kept == atEnd.kept)
         #expect(streamed.kept.count == events)
         for metric in Metric.completionMetrics {
-            #expect(streamed.completionRecorder[metric] == atEnd.completionRecorder[metric], "\(metric)")
+            #expect(streamed.totals[metric] == atEnd.totals[metric], "\(metric)")
         }
-        #expect(streamed.completionRecorder[.fanoutCompletion].totalCount > 1000)
+        #expect(streamed.totals[.fanoutCompletion].totalCount > 1000)
         let a = try streamed.intervals()
         let b = try atEnd.intervals()
         #expect(a.count == b.count && a.count > 10)
@@ -68,7 +67,7 @@ struct RunCollectorTests {
         // The batch path (`EventCompletions`, used by `fanout merge`) agrees with the streamed one.
         var batch = LatencyRecorder()
         atEnd.kept.record(into: &batch)
-        #expect(batch[.fanoutCompletion] == streamed.completionRecorder[.fanoutCompletion])
+        #expect(batch[.fanoutCompletion] == streamed.totals[.fanoutCompletion])
         let batchIntervals = atEnd.kept.intervals(intervalNanos: WorkerEngine.virtualIntervalNanos)
         let streamedCompletion = a.filter { Metric.completionMetrics.contains($0.metric) }
         #expect(batchIntervals.count == streamedCompletion.count)
@@ -121,10 +120,9 @@ struct HeldCompactionTests {
         let world = World(scenario: s)
         let engine = WorkerEngine(world: world, index: 0, count: 1, hrtime: { 0 })
         engine.heldCompactAt = compactAt
-        var schedule = EventSchedule(scenario: s, world: world)
         var events = 0
-        while let event = schedule.next() {
-            engine.process(event)
+        forEachEvent(world) { batch, k in
+            engine.process(batch, k)
             events += 1
         }
         return (engine, events)
@@ -142,7 +140,7 @@ struct HeldCompactionTests {
         let b = never.result()
         #expect(a.completions == b.completions && a.completions.count == events)
         for metric in Metric.allCases where metric != .apply && metric != .validate && metric != .route {
-            #expect(a.recorder[metric] == b.recorder[metric], "\(metric)")
+            #expect(a.histograms[metric] == b.histograms[metric], "\(metric)")
         }
     }
 }

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import FanoutSim
+@testable import FanoutMetrics
 
 @Suite("Resource samples (soak)")
 struct ResourceTrendTests {

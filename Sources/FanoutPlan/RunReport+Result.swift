@@ -3,9 +3,9 @@ import FanoutReport
 import FanoutSim
 
 extension RunReport {
-    /// The report of a finished simulation (reports depend on metrics, never on the simulation: the
-    /// command puts the two together).
-    init(_ r: RunResult, gitRevision: String) {
+    /// The report of a finished simulation. Reports depend on metrics, never on the simulation; this
+    /// target, which depends on both (capacity plans turn runs into reports), puts the two together.
+    public init(_ r: RunResult, gitRevision: String) {
         let s = r.scenario
         let info = RunInfo(
             tool: "fanout", version: RunInfo.toolVersion, gitRevision: gitRevision, scenario: s.name, seed: s.seed,
@@ -27,7 +27,7 @@ extension RunReport {
     }
 
     /// The sampling rule of a scenario's runs, in words (summary.json and summary.md say it).
-    static func samplingRule(_ s: Scenario) -> String {
+    public static func samplingRule(_ s: Scenario) -> String {
         if s.clock == .virtual {
             return "virtual time: every sample is recorded; stage times are the scenario's cost model (no clock "
                 + "is read); endToEnd of each delivery from its modelled completion"
