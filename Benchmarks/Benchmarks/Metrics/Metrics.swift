@@ -1,13 +1,11 @@
 import BenchSupport
 import Benchmark
-import FanoutHistogramLog
 import FanoutMetrics
-import Histogram
 
-// Latency recording as the workers do it: a sample into a preallocated histogram (per update, so
-// per 1,000 samples here), an interval snapshot (the V2-compressed encoding of one interval's
-// histogram, then reset, as `latency.hlog` gets once per interval and metric), and the merge of one
-// worker's recorder into the run totals (every metric, `Histogram.add`).
+// Latency recording as the workers do it: a sample into the worker's `IntervalRecorder` (HdrHistogram's
+// layout, preallocated; per update, so per 1,000 samples here), an interval snapshot (take the interval's
+// histogram and its V2-compressed encoding, as `latency.hlog` gets once per interval and metric), and the
+// merge of one worker's interval into the run totals (every metric, counts added).
 
 let benchmarks: @Sendable () -> Void = {
     Benchmark(
@@ -18,7 +16,7 @@ let benchmarks: @Sendable () -> Void = {
         for k in benchmark.scaledIterations {
             input.recorder.record(.endToEnd, nanos: input.samples[k & (Samples.count - 1)])
         }
-        blackHole(input.recorder.histograms[Metric.endToEnd.rawValue].totalCount)
+        blackHole(input.recorder.isEmpty)
         benchmark.stopMeasurement(cpuSince: cpu)
     } setup: {
         Samples()
@@ -32,9 +30,8 @@ let benchmarks: @Sendable () -> Void = {
         input.fillInterval()
         benchmark.startMeasurement()
         let cpu = ThreadCPU.nanos()
-        let encoded = HistogramCodec.encodeCompressed(input.interval)
-        input.interval.reset()
-        blackHole(encoded)
+        let taken = input.interval.takeInterval()
+        blackHole(taken[.endToEnd].encodedCompressed())
         benchmark.stopMeasurement(cpuSince: cpu)
     } setup: {
         Samples()
@@ -59,8 +56,8 @@ let benchmarks: @Sendable () -> Void = {
 final class Samples {
     static let count = 4096
     let samples: [UInt64]
-    var recorder = LatencyRecorder()
-    var interval = LatencyRecorder.makeHistogram()
+    let recorder = IntervalRecorder()
+    let interval = IntervalRecorder()
     var total = LatencyRecorder()
     var worker = LatencyRecorder()
 
@@ -76,7 +73,7 @@ final class Samples {
     }
 
     func fillInterval() {
-        for k in 0..<10_000 { _ = interval.record(samples[k & (Samples.count - 1)]) }
+        for k in 0..<10_000 { interval.record(.endToEnd, nanos: samples[k & (Samples.count - 1)]) }
     }
 
     func fillWorker() {
