@@ -22,7 +22,7 @@ let package = Package(
     targets: [
         // The hot path: pure Swift, no Foundation, no per-update allocation.
         .target(name: "FanoutCore"),
-        // Trace reading, replay on the virtual clock, state dump (spec/TRACE.md).
+        // Trace reading, replay on the virtual clock, state dump (docs/TRACE.md).
         .target(name: "FanoutTrace", dependencies: ["FanoutCore"]),
         // libuv (system library) and the only Swift code that touches it: event loop, timers, wakeups.
         .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),

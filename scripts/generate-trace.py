@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate a synthetic, deterministic fanout trace (spec/TRACE.md) for examples and replay-rate runs.
+"""Generate a synthetic, deterministic fanout trace (docs/TRACE.md) for examples and replay-rate runs.
 
 A game night: devices request activities for matches (token updates), some subscribe to a match's
 broadcast channel, scores change, tokens rotate, people dismiss, a few payloads are malformed or

@@ -3,7 +3,14 @@ import Foundation
 /// Resident memory of this process, from /proc/self/status on Linux (0 where unavailable).
 public enum ResourceUsage {
     public static func residentBytes() -> Int { status("VmRSS:") }
-    public static func peakResidentBytes() -> Int { status("VmHWM:") }
+    /// The process's peak resident memory. VmHWM alone can read below a VmRSS sample taken earlier: the
+    /// kernel updates the high-water mark lazily (on unmap and exit); getrusage's `ru_maxrss` takes the
+    /// larger of the mark and the current RSS, and the current VmRSS is included too.
+    public static func peakResidentBytes() -> Int {
+        var usage = rusage()
+        let maxrss = getrusage(RUSAGE_SELF, &usage) == 0 ? Int(usage.ru_maxrss) * 1024 : 0
+        return max(maxrss, status("VmHWM:"), status("VmRSS:"))
+    }
 
     /// Open file descriptors of this process (entries of /proc/self/fd; 0 where unavailable).
     public static func openFileDescriptors() -> Int {

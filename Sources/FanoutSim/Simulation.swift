@@ -152,7 +152,9 @@ public enum Simulation {
         var result = RunResult(
             scenario: scenario, workers: workers, accounting: accounting, recorder: measured.totals,
             activities: activities, events: measured.events, wallSeconds: wall, timerOverheadNanos: overhead,
-            peakResidentBytes: ResourceUsage.peakResidentBytes(), baselineResidentBytes: baseline,
+            peakResidentBytes: max(
+                ResourceUsage.peakResidentBytes(), coordinator.resources.map(\.residentBytes).max() ?? 0),
+            baselineResidentBytes: baseline,
             startedAt: startedAt, intervals: try measured.intervals(), intervalNanos: intervalNanos,
             completion: measured.kept)
         result.shard = shard

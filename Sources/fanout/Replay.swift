@@ -5,7 +5,7 @@ import Foundation
 
 struct Replay: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Replay a trace on the virtual clock and dump the final state (spec/TRACE.md).",
+        abstract: "Replay a trace on the virtual clock and dump the final state (docs/TRACE.md).",
         discussion: """
             Prints a summary (pushes, verdicts, outcomes, whether the accounting identities hold, \
             replay rate). An unreadable trace stops with `line N: what is wrong` on stderr, exit \
@@ -13,7 +13,7 @@ struct Replay: ParsableCommand {
             """
     )
 
-    @Argument(help: "The trace, JSON Lines (spec/TRACE.md).")
+    @Argument(help: "The trace, JSON Lines (docs/TRACE.md).")
     var trace: String
 
     @Option(name: .long, help: "Write the state dump to this file ('-' for standard output).")

@@ -3,7 +3,7 @@ import FanoutTrace
 import Foundation
 import Testing
 
-// One named test per rule of spec/DOMAIN.md and spec/TRACE.md. Each test replays a small trace built
+// One named test per rule of docs/DOMAIN.md and docs/TRACE.md. Each test replays a small trace built
 // below and asserts the specific outcome the rule requires. DOMAIN rules are in this file; TRACE's
 // "Exact rules" and the unreadable-line kinds are in RuleTests+Validation.swift.
 

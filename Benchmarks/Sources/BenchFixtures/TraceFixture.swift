@@ -1,4 +1,4 @@
-/// A deterministic in-memory trace (spec/TRACE.md) for the replay benchmark: a header, activities
+/// A deterministic in-memory trace (docs/TRACE.md) for the replay benchmark: a header, activities
 /// requested on 80 devices (some on a broadcast channel), then token and channel pushes with the
 /// match content-state, token rotations, dismissals and an occasional push to an unknown token.
 public enum TraceFixture {
