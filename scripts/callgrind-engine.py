@@ -22,17 +22,15 @@ import re
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from callgrind_common import ROOT, annotate, committed, git, run, versions  # noqa: E402
+
 FIGURE = os.path.join(ROOT, "Benchmarks", "Thresholds", "callgrind.engine.smoke.txt")
 OUT_DIR = os.path.join(ROOT, ".build", "callgrind-engine")
 D1, D2 = 20, 60
 TOLERANCE_PERCENT = 2.0
 REPORT_GROWTH_PERCENT = 20.0
 REPORT_FUNCTION = "RunFiles"  # the `RunFiles.all` symbol: every file of a run folder
-
-
-def run(cmd, **kw):
-    return subprocess.run(cmd, check=True, text=True, **kw)
 
 
 def build():
@@ -63,47 +61,12 @@ def measure_run(binary, duration):
     return int(match.group(1)), deliveries, samples, report_instructions(out), out
 
 
-def annotate(out_file, inclusive):
-    text = run(["callgrind_annotate", f"--inclusive={'yes' if inclusive else 'no'}", "--threshold=100", out_file],
-               capture_output=True).stdout
-    swift = os.environ.get("SWIFT", "swift")
-    try:
-        text = run([swift, "demangle", "--simplified"], input=text, capture_output=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    rows = []
-    for line in text.splitlines():
-        m = re.match(r"\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*)$", line)
-        if not m or "PROGRAM TOTALS" in line:
-            continue
-        where = re.sub(r"\s*\[[^\]]*\]\s*$", "", m.group(2))
-        function = where.split(":", 1)[1] if ":" in where and not where.startswith("???") else where
-        rows.append((int(m.group(1).replace(",", "")), function.replace("???:", "").strip()))
-    return rows
-
-
 def report_instructions(out_file):
     """Inclusive instructions of `RunFiles.all` (rendering every file of the run folder)."""
     for cost, function in annotate(out_file, inclusive=True):
         if re.search(r"static RunFiles\.all\(", function):
             return cost
     raise SystemExit("callgrind-engine: no RunFiles.all in the profile (was the function renamed?)")
-
-
-def committed():
-    try:
-        with open(FIGURE, encoding="utf-8") as f:
-            return float(f.readline().split()[0])
-    except (OSError, ValueError, IndexError):
-        raise SystemExit(f"callgrind-engine: no committed figure at {os.path.relpath(FIGURE, ROOT)}; "
-                         "run `make engine-callgrind-update` to record one")
-
-
-def git(*args):
-    try:
-        return run(["git", *args], capture_output=True, cwd=ROOT).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "?"
 
 
 def main():
@@ -128,9 +91,7 @@ def main():
         for cost, function in annotate(out2, inclusive=False)[:15]:
             print(f"  {cost / d2:9,.1f}  {function[:150]}")
     if args.command == "update":
-        valgrind = run(["valgrind", "--version"], capture_output=True).stdout.strip()
-        swift = run([os.environ.get("SWIFT", "swift"), "--version"], stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT).stdout.splitlines()[0]
+        valgrind, swift = versions()
         with open(FIGURE + ".tmp", "w", encoding="utf-8") as f:
             f.write(f"{per_delivery:.1f} instructions per delivery of `fanout run smoke --workers 1`\n")
             f.write(f"# callgrind ({valgrind}), --duration {D1} and {D2} (virtual time); fixed cost "
@@ -142,7 +103,7 @@ def main():
         print(f"\nwrote {os.path.relpath(FIGURE, ROOT)}")
     if args.command == "check":
         failed = False
-        reference = committed()
+        reference = committed(FIGURE, "callgrind-engine", "engine-callgrind-update")
         change = (per_delivery - reference) / reference * 100
         verdict = f"{per_delivery:,.1f} vs committed {reference:,.1f} ({change:+.2f}%, allowed ±{TOLERANCE_PERCENT:g}%)"
         if abs(change) > TOLERANCE_PERCENT:

@@ -16,16 +16,14 @@ import re
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from callgrind_common import ROOT, annotate, committed, git, run, versions  # noqa: E402
+
 BENCH = os.path.join(ROOT, "Benchmarks")
 FIGURE = os.path.join(BENCH, "Thresholds", "callgrind.pipeline.token.txt")
 OUT_DIR = os.path.join(BENCH, ".build", "callgrind")
 N1, N2 = 10_000, 30_000
 TOLERANCE_PERCENT = 2.0
-
-
-def run(cmd, **kw):
-    return subprocess.run(cmd, check=True, text=True, **kw)
 
 
 def build():
@@ -51,26 +49,8 @@ def instructions(binary, n):
 
 
 def top_functions(out_file, count=15):
-    """Self instructions of the busiest functions (Swift names demangled), per update."""
-    annotate = run(["callgrind_annotate", "--threshold=100", out_file], capture_output=True).stdout
-    swift = os.environ.get("SWIFT", "swift")
-    try:
-        annotate = run([swift, "demangle", "--simplified"], input=annotate, capture_output=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    rows = []
-    for line in annotate.splitlines():
-        m = re.match(r"\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*)$", line)
-        if not m or "PROGRAM TOTALS" in line:
-            continue
-        cost = int(m.group(1).replace(",", ""))
-        where = m.group(2)
-        # "file:function [object]" → function (first 110 characters), object basename.
-        where = re.sub(r"\s*\[[^\]]*\]\s*$", "", where)
-        function = where.split(":", 1)[1] if ":" in where and not where.startswith("???") else where
-        function = function.replace("???:", "")
-        rows.append((cost, function.strip()))
-    return rows[:count]
+    """Self instructions of the busiest functions (Swift names demangled)."""
+    return annotate(out_file)[:count]
 
 
 def measure():
@@ -80,22 +60,6 @@ def measure():
     i2, out2 = instructions(binary, N2)
     per_update = (i2 - i1) / (N2 - N1)
     return per_update, i1, i2, out2
-
-
-def committed():
-    try:
-        with open(FIGURE, encoding="utf-8") as f:
-            return float(f.readline().split()[0])
-    except (OSError, ValueError, IndexError):
-        raise SystemExit(f"callgrind-token: no committed figure at {os.path.relpath(FIGURE, ROOT)}; "
-                         "run `make callgrind-update` to record one")
-
-
-def git(*args):
-    try:
-        return run(["git", *args], capture_output=True, cwd=ROOT).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "?"
 
 
 def main():
@@ -110,9 +74,7 @@ def main():
         for cost, function in top_functions(out2):
             print(f"  {cost / N2:9,.0f}  {function[:150]}")
     if args.command == "update":
-        valgrind = run(["valgrind", "--version"], capture_output=True).stdout.strip()
-        swift = run([os.environ.get("SWIFT", "swift"), "--version"], stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT).stdout.splitlines()[0]
+        valgrind, swift = versions()
         with open(FIGURE + ".tmp", "w", encoding="utf-8") as f:
             f.write(f"{per_update:.1f} instructions per pipeline.token update\n")
             f.write(f"# callgrind ({valgrind}), callgrind-token {N1} and {N2}, collected in runUpdates only;\n")
@@ -122,7 +84,7 @@ def main():
         os.replace(FIGURE + ".tmp", FIGURE)
         print(f"\nwrote {os.path.relpath(FIGURE, ROOT)}")
     if args.command == "check":
-        reference = committed()
+        reference = committed(FIGURE, "callgrind-token", "callgrind-update")
         change = (per_update - reference) / reference * 100
         verdict = f"{per_update:,.1f} vs committed {reference:,.1f} ({change:+.2f}%, allowed ±{TOLERANCE_PERCENT:g}%)"
         if abs(change) > TOLERANCE_PERCENT:

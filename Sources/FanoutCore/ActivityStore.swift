@@ -240,11 +240,7 @@ public struct ActivityStore: Sendable {
             if !fractionalStaleSeconds.isEmpty { fractionalStaleSeconds[a] = nil }
             staleMillis[i] = ActivityStore.never
         }
-        if relevance[i] != r || (r == 0 && relevance[i].sign != r.sign) {
-            removeFromOrder(a)
-            relevance[i] = r
-            insertInOrder(a)
-        }
+        if relevance[i] != r || (r == 0 && relevance[i].sign != r.sign) { reorder(a, relevance: r) }
     }
 
     @inline(__always)
@@ -352,6 +348,42 @@ public struct ActivityStore: Sendable {
         }
         nextInOrder[Int(a)] = current
         if previous == ActivityStore.none { orderHead[d] = a } else { nextInOrder[Int(previous)] = a }
+    }
+
+    /// The activity's relevance changes: it moves to its new place in the device's order, in one walk of
+    /// the list — the same place that removing it and inserting it again would give (before the first
+    /// activity that does not precede it), and no relinking when that place is where it already is.
+    private mutating func reorder(_ a: Int32, relevance r: Double) {
+        relevance[Int(a)] = r
+        let d = Int(device[Int(a)])
+        var previous = ActivityStore.none
+        var beforeA = ActivityStore.none
+        var insertAfter = ActivityStore.none
+        var found = false
+        var searching = true
+        var current = orderHead[d]
+        while current != ActivityStore.none && (searching || !found) {
+            if current == a {
+                beforeA = previous
+                found = true
+            } else if searching {
+                if precedes(current, a) { insertAfter = current } else { searching = false }
+            }
+            previous = current
+            current = nextInOrder[Int(current)]
+        }
+        if found {
+            guard insertAfter != beforeA else { return }
+            let next = nextInOrder[Int(a)]
+            if beforeA == ActivityStore.none { orderHead[d] = next } else { nextInOrder[Int(beforeA)] = next }
+        }
+        if insertAfter == ActivityStore.none {
+            nextInOrder[Int(a)] = orderHead[d]
+            orderHead[d] = a
+        } else {
+            nextInOrder[Int(a)] = nextInOrder[Int(insertAfter)]
+            nextInOrder[Int(insertAfter)] = a
+        }
     }
 
     private mutating func removeFromOrder(_ a: Int32) {

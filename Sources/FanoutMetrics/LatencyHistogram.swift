@@ -52,32 +52,34 @@ public enum HdrLayout {
     public static func medianValue(at index: Int) -> UInt64 { lowestValue(at: index) + rangeSize(at: index) >> 1 }
 }
 
-/// A latency histogram in HdrHistogram's layout (`HdrLayout`), stored as the counts from its lowest to
-/// its highest non-zero index. Every statistic is a function of the counts alone (the highest value
-/// is the top of the highest non-zero index's range), so a histogram read back from its encoding has
-/// the same percentiles, mean and maximum as the one written, and each is one pass over the counts,
-/// whatever the number of samples.
+/// A latency histogram in HdrHistogram's layout (`HdrLayout`), stored as the counts of a span of
+/// indices that grows, in steps that at least double it, as values arrive (so adding and recording stay
+/// amortised O(1) per index); `low`...`high` is the range of non-zero counts. Every statistic is a function
+/// of the counts alone (the highest value is the top of the highest non-zero index's range), so a
+/// histogram read back from its encoding has the same percentiles, mean and maximum as the one written,
+/// and each is one pass over the non-zero range, whatever the number of samples.
 public struct LatencyHistogram: Sendable, Equatable {
     /// The index of `counts[0]`.
-    public private(set) var first = 0
-    /// Counts of indices `first ..< first + counts.count`; the first and last are non-zero.
-    public private(set) var counts: [UInt64] = []
+    private var first = 0
+    /// Counts of indices `first ..< first + counts.count` (zero outside `low...high`).
+    private var counts: [UInt64] = []
+    /// The lowest and the highest index with a non-zero count (`low > high` when empty).
+    public private(set) var low = Int.max
+    public private(set) var high = -1
     public private(set) var totalCount: UInt64 = 0
 
     public init() {}
 
-    /// A histogram from counts at indices from `first` on (leading and trailing zeros are dropped).
+    /// A histogram from counts at indices from `first` on.
     public init(first: Int, counts: UnsafeBufferPointer<UInt64>) {
-        var lo = 0
-        var hi = counts.count
-        while lo < hi && counts[lo] == 0 { lo += 1 }
-        while hi > lo && counts[hi - 1] == 0 { hi -= 1 }
-        guard lo < hi else { return }
-        self.first = first + lo
-        self.counts = Array(UnsafeBufferPointer(rebasing: counts[lo..<hi]))
-        var total: UInt64 = 0
-        for c in self.counts { total &+= c }
-        totalCount = total
+        add(first: first, counts: counts)
+    }
+
+    public static func == (a: LatencyHistogram, b: LatencyHistogram) -> Bool {
+        guard a.totalCount == b.totalCount, a.low == b.low, a.high == b.high else { return false }
+        guard a.low <= a.high else { return true }
+        for index in a.low...a.high where a.counts[index - a.first] != b.counts[index - b.first] { return false }
+        return true
     }
 
     public struct LayoutError: Error, CustomStringConvertible {
@@ -100,37 +102,51 @@ public struct LatencyHistogram: Sendable, Equatable {
         self = c.counts.withUnsafeBufferPointer { LatencyHistogram(first: c.first, counts: $0) }
     }
 
+    /// The non-zero range's counts and the index of the first.
+    func withNonZero<R>(_ body: (UnsafeBufferPointer<UInt64>, Int) -> R) -> R {
+        guard low <= high else { return body(UnsafeBufferPointer(start: nil, count: 0), 0) }
+        return counts.withUnsafeBufferPointer {
+            body(UnsafeBufferPointer(rebasing: $0[(low - first)...(high - first)]), low)
+        }
+    }
+
     /// HdrHistogram's compressed V2 encoding (what interval logs carry).
     public func encodedCompressed() -> [UInt8] {
-        counts.withUnsafeBufferPointer {
+        withNonZero {
             HistogramCodec.encodeCompressed(
-                counts: $0, first: first, lowestDiscernibleValue: HdrLayout.lowestDiscernibleValue,
+                counts: $0, first: $1, lowestDiscernibleValue: HdrLayout.lowestDiscernibleValue,
                 highestTrackableValue: HdrLayout.highestTrackableValue, significantDigits: HdrLayout.significantDigits)
         }
     }
 
     /// The uncompressed V2 encoding.
     public func encoded() -> [UInt8] {
-        counts.withUnsafeBufferPointer {
+        withNonZero {
             HistogramCodec.encode(
-                counts: $0, first: first, lowestDiscernibleValue: HdrLayout.lowestDiscernibleValue,
+                counts: $0, first: $1, lowestDiscernibleValue: HdrLayout.lowestDiscernibleValue,
                 highestTrackableValue: HdrLayout.highestTrackableValue, significantDigits: HdrLayout.significantDigits)
         }
     }
 
     public var isEmpty: Bool { totalCount == 0 }
 
-    /// Makes room for `index` (not the hot path: workers record into `IntervalRecorder`).
-    private mutating func cover(_ index: Int) {
+    /// Makes room for indices `from...to`, growing the span at least twofold (not the hot path: workers
+    /// record into `IntervalRecorder`).
+    private mutating func cover(_ from: Int, _ to: Int) {
         if counts.isEmpty {
-            first = index
-            counts = [0]
-        } else if index < first {
-            counts.insert(contentsOf: repeatElement(0, count: first - index), at: 0)
-            first = index
-        } else if index >= first + counts.count {
-            counts.append(contentsOf: repeatElement(0, count: index - first - counts.count + 1))
+            let span = Swift.max(to - from + 1, 64)
+            first = Swift.max(0, Swift.min(from, HdrLayout.countsLength - span))
+            counts = Array(repeating: 0, count: Swift.min(span, HdrLayout.countsLength - first))
+            return
         }
+        let end = first + counts.count
+        guard from < first || to >= end else { return }
+        let grow = Swift.max(counts.count, 64)
+        let newFirst = from < first ? Swift.max(0, Swift.min(from, first - grow)) : first
+        let newEnd = to >= end ? Swift.min(HdrLayout.countsLength, Swift.max(to + 1, end + grow)) : end
+        if newFirst < first { counts.insert(contentsOf: repeatElement(0, count: first - newFirst), at: 0) }
+        if newEnd > end { counts.append(contentsOf: repeatElement(0, count: newEnd - end)) }
+        first = newFirst
     }
 
     /// Records `count` values (a value above one hour is recorded as one hour; `LatencyRecorder`
@@ -138,36 +154,43 @@ public struct LatencyHistogram: Sendable, Equatable {
     public mutating func record(_ value: UInt64, count: UInt64 = 1) {
         guard count > 0 else { return }
         let index = HdrLayout.index(of: Swift.min(value, HdrLayout.highestTrackableValue))
-        cover(index)
+        cover(index, index)
         counts[index - first] &+= count
         totalCount &+= count
+        low = Swift.min(low, index)
+        high = Swift.max(high, index)
     }
 
     /// Adds counts at indices from `first` on.
     public mutating func add(first other: Int, counts add: UnsafeBufferPointer<UInt64>) {
-        guard !add.isEmpty else { return }
-        cover(other)
-        cover(other + add.count - 1)
+        var lo = 0
+        var hi = add.count
+        while lo < hi && add[lo] == 0 { lo += 1 }
+        while hi > lo && add[hi - 1] == 0 { hi -= 1 }
+        guard lo < hi else { return }
+        cover(other + lo, other + hi - 1)
+        let offset = other - first
         counts.withUnsafeMutableBufferPointer { c in
-            let offset = other - first
-            for k in 0..<add.count {
+            for k in lo..<hi {
                 c[offset + k] &+= add[k]
                 totalCount &+= add[k]
             }
         }
+        low = Swift.min(low, other + lo)
+        high = Swift.max(high, other + hi - 1)
     }
 
     public mutating func add(_ other: LatencyHistogram) {
-        other.counts.withUnsafeBufferPointer { add(first: other.first, counts: $0) }
+        other.withNonZero { add(first: $1, counts: $0) }
     }
 
     public mutating func reset() { self = LatencyHistogram() }
 
     /// The lowest value recorded, as the bottom of its index's range (0 when empty).
-    public var min: UInt64 { counts.isEmpty ? 0 : HdrLayout.lowestValue(at: first) }
+    public var min: UInt64 { isEmpty ? 0 : HdrLayout.lowestValue(at: low) }
 
     /// The highest value recorded, as the top of its index's range (0 when empty).
-    public var max: UInt64 { counts.isEmpty ? 0 : HdrLayout.highestValue(at: first + counts.count - 1) }
+    public var max: UInt64 { isEmpty ? 0 : HdrLayout.highestValue(at: high) }
 
     /// The count at a value's index.
     public func count(at value: UInt64) -> UInt64 {
@@ -181,9 +204,9 @@ public struct LatencyHistogram: Sendable, Equatable {
         guard totalCount > 0 else { return (0, 0) }
         var sum = 0.0
         var sumSquares = 0.0
-        for k in counts.indices where counts[k] > 0 {
-            let v = Double(HdrLayout.medianValue(at: first + k))
-            let c = Double(counts[k])
+        for index in low...high where counts[index - first] > 0 {
+            let v = Double(HdrLayout.medianValue(at: index))
+            let c = Double(counts[index - first])
             sum += v * c
             sumSquares += v * v * c
         }
@@ -213,7 +236,7 @@ public struct LatencyHistogram: Sendable, Equatable {
         let order = percentiles.indices.sorted { percentiles[$0] < percentiles[$1] }
         var out = [UInt64](repeating: 0, count: percentiles.count)
         var cumulative: UInt64 = 0
-        var k = 0
+        var k = low
         for i in order {
             let p = percentiles[i]
             if p <= 0 {
@@ -225,12 +248,12 @@ public struct LatencyHistogram: Sendable, Equatable {
                 continue
             }
             let needed = LatencyHistogram.rank(p, of: totalCount)
-            while k < counts.count {
-                if cumulative &+ counts[k] >= needed { break }
-                cumulative &+= counts[k]
+            while k < high {
+                if cumulative &+ counts[k - first] >= needed { break }
+                cumulative &+= counts[k - first]
                 k += 1
             }
-            out[i] = HdrLayout.highestValue(at: first + Swift.min(k, counts.count - 1))
+            out[i] = HdrLayout.highestValue(at: k)
         }
         return out
     }
@@ -249,7 +272,8 @@ public struct LatencyHistogram: Sendable, Equatable {
         var steps: [PercentileStep] = []
         var level = 0.0
         var reachedLast = false
-        var k = 0
+        var k = low - first
+        let end = high - first + 1
         var fresh = true
         var cumulative: UInt64 = 0
         while true {
@@ -259,7 +283,7 @@ public struct LatencyHistogram: Sendable, Equatable {
                 reachedLast = true
             }
             var found = false
-            while k < counts.count {
+            while k < end {
                 if fresh {
                     cumulative &+= counts[k]
                     fresh = false

@@ -8,7 +8,12 @@ public enum ResourceUsage {
     /// larger of the mark and the current RSS, and the current VmRSS is included too.
     public static func peakResidentBytes() -> Int {
         var usage = rusage()
-        let maxrss = getrusage(RUSAGE_SELF, &usage) == 0 ? Int(usage.ru_maxrss) * 1024 : 0
+        #if os(Linux)
+            let who = RUSAGE_SELF.rawValue
+        #else
+            let who = RUSAGE_SELF
+        #endif
+        let maxrss = getrusage(who, &usage) == 0 ? Int(usage.ru_maxrss) * 1024 : 0
         return max(maxrss, status("VmHWM:"), status("VmRSS:"))
     }
 

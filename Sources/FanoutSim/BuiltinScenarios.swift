@@ -91,8 +91,8 @@ public enum BuiltinScenarios {
         "soak": gameNight(
             "soak",
             "30 minutes in real time at 80% of default's saturation on the 2-core reference machine "
-                + "(738 events/s; see README, Soak): resident memory and descriptors must stay flat.",
-            durationSeconds: 1800, arrival: #"{"process": "poisson", "ratePerSecond": 738}"#, stageSampleEvery: 16,
+                + "(1,561 events/s; see README, Soak): resident memory and descriptors must stay flat.",
+            durationSeconds: 1800, arrival: #"{"process": "poisson", "ratePerSecond": 1561}"#, stageSampleEvery: 16,
             // Stationary for 30 minutes: default's dismissal rate would end most hot activities within a
             // minute, and its source ends would come in the last third; here few are dismissed and the
             // ends (a fifth of the sources) come in the last tenth.

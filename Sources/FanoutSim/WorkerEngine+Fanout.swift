@@ -10,61 +10,55 @@ extension WorkerEngine {
         let app = world.sourceApp[event.source]
         let expiration: Int64 =
             expirationSeconds.map { world.epochSeconds + Int64(event.intendedNanos / 1_000_000_000) + $0 } ?? 0
-        let validateCost = validateStep
-        let routeCost = routeStep
-        let followerCount = followers[event.source].count
-        var k = 0
-        while k < followerCount {
-            let a = followers[event.source][k]
-            k += 1
-            prepareToken(a, event)
-            let sampled = !virtual && pushCounter % sampleEvery == 0
-            pushCounter &+= 1
-            pushType.withUnsafeBytes { pt in
-                topics[app].withUnsafeBytes { tp in
-                    token.withUnsafeBytes { tok in
-                        let headers = PushHeaders(
-                            pushType: .string(pt), topic: .string(tp), priority: .integer(priority),
-                            expiration: .integer(expiration))
-                        // Stage boundaries as in the benchmarks: the token lookup (`begin`) is route's.
-                        let t0 = sampled ? readClock() : 0
-                        var flight = pipeline.begin(kind: .token, target: tok)
-                        let tb = sampled ? readClock() : 0
-                        let rejected = pipeline.validate(&flight, headers: headers, payload: p) != nil
-                        let t1 = sampled ? readClock() : 0
-                        if virtual {
-                            t &+= validateCost
-                            recorder.record(.validate, nanos: validateCost)
-                        } else if sampled {
-                            recorder.record(.validate, nanos: t1 &- tb)
-                        }
-                        guard !rejected else { return }
-                        let verdict = pipeline.route(&flight)
-                        let t2 = sampled ? readClock() : 0
-                        if virtual {
-                            t &+= routeCost
-                            recorder.record(.route, nanos: routeCost)
-                        } else if sampled {
-                            recorder.record(.route, nanos: (tb &- t0) &+ (t2 &- t1))
-                        }
-                        guard case .routed = verdict, case .activity(let target) = flight.resolution else { return }
-                        if isOffline(target, event) {
-                            hold(target, event, headers: headers, payload: p, broadcast: false)
-                            return
-                        }
-                        pipeline.deliver(flight, to: target, nowMillis: nowMs)
-                        let end: UInt64
-                        if virtual {
-                            t &+= decodeStep &+ applyStep
-                            recorder.record(.apply, nanos: decodeStep &+ applyStep)
-                            end = t
-                        } else {
-                            payCost()
-                            end = realNow()
-                            if sampled { recorder.record(.apply, nanos: end &+ realStart &- t2) }
-                        }
-                        delivered(target, event, endNanos: end)
+        let list = followers[event.source]
+        let tok = UnsafeRawBufferPointer(start: tokenScratch, count: World.tokenBytes)
+        pushType.withUnsafeBytes { pt in
+            topics[app].withUnsafeBytes { tp in
+                let headers = PushHeaders(
+                    pushType: .string(pt), topic: .string(tp), priority: .integer(priority),
+                    expiration: .integer(expiration))
+                for a in list {
+                    prepareToken(a, event)
+                    let sampled = !virtual && pushCounter % sampleEvery == 0
+                    pushCounter &+= 1
+                    // Stage boundaries as in the benchmarks: the token lookup (`begin`) is route's.
+                    let t0 = sampled ? readClock() : 0
+                    var flight = pipeline.begin(kind: .token, target: tok)
+                    let tb = sampled ? readClock() : 0
+                    let rejected = pipeline.validate(&flight, headers: headers, payload: p) != nil
+                    let t1 = sampled ? readClock() : 0
+                    if virtual {
+                        t &+= validateStep
+                        recorder.record(.validate, nanos: validateStep)
+                    } else if sampled {
+                        recorder.record(.validate, nanos: t1 &- tb)
                     }
+                    if rejected { continue }
+                    let verdict = pipeline.route(&flight)
+                    let t2 = sampled ? readClock() : 0
+                    if virtual {
+                        t &+= routeStep
+                        recorder.record(.route, nanos: routeStep)
+                    } else if sampled {
+                        recorder.record(.route, nanos: (tb &- t0) &+ (t2 &- t1))
+                    }
+                    guard case .routed = verdict, case .activity(let target) = flight.resolution else { continue }
+                    if isOffline(target, event) {
+                        hold(target, event, headers: headers, payload: p, broadcast: false)
+                        continue
+                    }
+                    pipeline.deliver(flight, to: target, nowMillis: nowMs)
+                    let end: UInt64
+                    if virtual {
+                        t &+= decodeStep &+ applyStep
+                        recorder.record(.apply, nanos: decodeStep &+ applyStep)
+                        end = t
+                    } else {
+                        payCost()
+                        end = realNow()
+                        if sampled { recorder.record(.apply, nanos: end &+ realStart &- t2) }
+                    }
+                    delivered(target, event, endNanos: end)
                 }
             }
         }
@@ -80,13 +74,17 @@ extension WorkerEngine {
         var rotated = false
         if rotationShare > 0, Mix.unit(Mix.hash(seed, 0x40, UInt64(event.index), key)) < rotationShare {
             generation[Int(a)] &+= 1
-            token.removeAll(keepingCapacity: true)
-            world.appendToken(device: d, slot: k, generation: generation[Int(a)], to: &token)
-            token.withUnsafeBytes { pipeline.rotate(a, token: $0) }
+            writeToken(device: d, slot: k, generation: generation[Int(a)])
+            pipeline.rotate(a, token: UnsafeRawBufferPointer(start: tokenScratch, count: World.tokenBytes))
             rotated = true
         }
-        token.removeAll(keepingCapacity: true)
-        world.appendToken(device: d, slot: k, generation: generation[Int(a)] &- (rotated ? 1 : 0), to: &token)
+        writeToken(device: d, slot: k, generation: generation[Int(a)] &- (rotated ? 1 : 0))
+    }
+
+    /// The token scratch holds the given token.
+    @inline(__always)
+    func writeToken(device d: Int, slot k: Int, generation g: UInt32) {
+        world.writeToken(device: d, slot: k, generation: g, into: tokenScratch)
     }
 
     /// One push to the source's channel: validated (and decoded) once, applied by every local subscriber.

@@ -53,7 +53,9 @@ public final class WorkerEngine {
     var channelOfSource: [Int32]
     @exclusivity(unchecked) var subscriberCount: [Int]
 
-    // Scratch, reused for every push.
+    // Scratch, reused for every push: the token a push goes to (no array: the per-push path writes it in
+    // place), names while populating.
+    let tokenScratch = UnsafeMutablePointer<UInt8>.allocate(capacity: World.tokenBytes)
     @exclusivity(unchecked) var token: [UInt8] = []
     @exclusivity(unchecked) var channel: [UInt8] = []
     let topics: [[UInt8]]
@@ -175,10 +177,12 @@ public final class WorkerEngine {
         slicesPerSource = Array(repeating: 0, count: scenario.sources.count)
         topics = scenario.apps.map { Array(($0.bundle + ".push-type.liveactivity").utf8) }
         heldBytes.reserveCapacity(1 << 16)
-        token.reserveCapacity(64)
+        tokenScratch.initialize(repeating: 0, count: World.tokenBytes)
         channel.reserveCapacity(64)
         populate()
     }
+
+    deinit { tokenScratch.deallocate() }
 
     public var activityCount: Int { slot.count }
 

@@ -150,16 +150,30 @@ public final class World: Sendable {
 
     /// The update token of an activity after `generation` rotations: 64 hex digits.
     public func appendToken(device d: Int, slot k: Int, generation: UInt32, to out: inout [UInt8]) {
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: World.tokenBytes))
+        out.withUnsafeMutableBufferPointer { writeToken(device: d, slot: k, generation: generation, into: $0.baseAddress! + start) }
+    }
+
+    /// Update tokens are 64 lowercase hex digits.
+    public static let tokenBytes = 64
+
+    /// Writes the update token of (device, slot, generation) — `tokenBytes` hex digits — at `out`: the
+    /// per-push path, with no array growth or uniqueness check per digit.
+    @inline(__always)
+    public func writeToken(device d: Int, slot k: Int, generation: UInt32, into out: UnsafeMutablePointer<UInt8>) {
         let seed = scenario.seed ^ 0x70_6B
         let device = UInt64(truncatingIfNeeded: d)
         let slotAndGeneration = UInt64(truncatingIfNeeded: k) &<< 32 | UInt64(generation)
+        var p = out
         for part: UInt64 in 0..<4 {
             let h = Mix.hash(seed, device, slotAndGeneration, part)
             var shift: UInt64 = 64
             while shift > 0 {
                 shift &-= 4
                 let nibble = UInt8(truncatingIfNeeded: (h &>> shift) & 0xF)
-                out.append(nibble < 10 ? 0x30 &+ nibble : 0x57 &+ nibble)
+                p.pointee = nibble < 10 ? 0x30 &+ nibble : 0x57 &+ nibble
+                p += 1
             }
         }
     }
