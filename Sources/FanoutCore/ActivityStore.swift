@@ -38,7 +38,7 @@ public struct ActivityStore: Sendable {
     public var token: [Int32] = []
     /// The broadcast channel it is subscribed to, or `none`.
     public var channel: [Int32] = []
-    /// Next activity of the same device in relevance order (DOMAIN §5), or `none`.
+    /// Next activity of the same device (its membership list, in no particular order), or `none`.
     private var nextInOrder: [Int32] = []
     /// Outcome counts per activity, 16 bits each; a count that reaches the top moves to `outcomeSpill`.
     private var outcomeCounts: [UInt16] = []
@@ -57,7 +57,7 @@ public struct ActivityStore: Sendable {
     private var budgetBlock: [Int32] = []
 
     // MARK: Devices (index = device id)
-    /// First activity of the device in relevance order, or `none`.
+    /// First activity of the device's membership list, or `none`.
     private var orderHead: [Int32] = []
 
     public init() {}
@@ -135,7 +135,7 @@ public struct ActivityStore: Sendable {
         budgetBlock.append(-1)
         setStaleDate(activity, seconds: staleDate)
         storeContent(activity, content)
-        insertInOrder(activity)
+        link(activity)
         return activity
     }
 
@@ -240,7 +240,7 @@ public struct ActivityStore: Sendable {
             if !fractionalStaleSeconds.isEmpty { fractionalStaleSeconds[a] = nil }
             staleMillis[i] = ActivityStore.never
         }
-        if relevance[i] != r || (r == 0 && relevance[i].sign != r.sign) { reorder(a, relevance: r) }
+        relevance[i] = r
     }
 
     @inline(__always)
@@ -327,6 +327,12 @@ public struct ActivityStore: Sendable {
     }
 
     // MARK: Relevance order (DOMAIN §5)
+    //
+    // The order is a function of the activities' current relevance, start and id, so it is computed
+    // where it is read — the Lock Screen and the Dynamic Island, ten activities at most — rather than
+    // kept sorted through every apply: each read sees exactly the order DOMAIN §5 keeps current, and an
+    // apply that changes the relevance costs nothing more (moving the activity in a kept-sorted list was
+    // a third of a broadcast recipient's apply).
 
     /// True when `a` sorts before `b`: higher relevance, then earlier start, then activity id.
     @inline(__always)
@@ -338,52 +344,11 @@ public struct ActivityStore: Sendable {
         return activityIds.withBytes(a) { x in activityIds.withBytes(b) { y in compareBytes(x, y) < 0 } }
     }
 
-    private mutating func insertInOrder(_ a: Int32) {
+    /// Adds a new activity to its device's list (at the front: the list is not kept sorted).
+    private mutating func link(_ a: Int32) {
         let d = Int(device[Int(a)])
-        var previous = ActivityStore.none
-        var current = orderHead[d]
-        while current != ActivityStore.none && precedes(current, a) {
-            previous = current
-            current = nextInOrder[Int(current)]
-        }
-        nextInOrder[Int(a)] = current
-        if previous == ActivityStore.none { orderHead[d] = a } else { nextInOrder[Int(previous)] = a }
-    }
-
-    /// The activity's relevance changes: it moves to its new place in the device's order, in one walk of
-    /// the list — the same place that removing it and inserting it again would give (before the first
-    /// activity that does not precede it), and no relinking when that place is where it already is.
-    private mutating func reorder(_ a: Int32, relevance r: Double) {
-        relevance[Int(a)] = r
-        let d = Int(device[Int(a)])
-        var previous = ActivityStore.none
-        var beforeA = ActivityStore.none
-        var insertAfter = ActivityStore.none
-        var found = false
-        var searching = true
-        var current = orderHead[d]
-        while current != ActivityStore.none && (searching || !found) {
-            if current == a {
-                beforeA = previous
-                found = true
-            } else if searching {
-                if precedes(current, a) { insertAfter = current } else { searching = false }
-            }
-            previous = current
-            current = nextInOrder[Int(current)]
-        }
-        if found {
-            guard insertAfter != beforeA else { return }
-            let next = nextInOrder[Int(a)]
-            if beforeA == ActivityStore.none { orderHead[d] = next } else { nextInOrder[Int(beforeA)] = next }
-        }
-        if insertAfter == ActivityStore.none {
-            nextInOrder[Int(a)] = orderHead[d]
-            orderHead[d] = a
-        } else {
-            nextInOrder[Int(a)] = nextInOrder[Int(insertAfter)]
-            nextInOrder[Int(insertAfter)] = a
-        }
+        nextInOrder[Int(a)] = orderHead[d]
+        orderHead[d] = a
     }
 
     private mutating func removeFromOrder(_ a: Int32) {
@@ -436,6 +401,7 @@ public struct ActivityStore: Sendable {
             if state(current, nowMillis: nowMillis) != .dismissed { result.append(current) }
             current = nextInOrder[Int(current)]
         }
+        result.sort { precedes($0, $1) }
         return result
     }
 
@@ -443,10 +409,11 @@ public struct ActivityStore: Sendable {
     public func island(device d: Int32, nowMillis: Int64) -> [Int32] {
         var result: [Int32] = []
         var current = orderHead[Int(d)]
-        while current != ActivityStore.none && result.count < 2 {
+        while current != ActivityStore.none {
             if state(current, nowMillis: nowMillis).isLive { result.append(current) }
             current = nextInOrder[Int(current)]
         }
-        return result
+        result.sort { precedes($0, $1) }
+        return Array(result.prefix(2))
     }
 }
