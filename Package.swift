@@ -75,7 +75,9 @@ let package = Package(
         ),
         .testTarget(
             name: "FanoutMetricsTests",
-            dependencies: ["FanoutMetrics", "FanoutHistogramLog", .product(name: "Histogram", package: "hdrhistogram-swift")]
+            dependencies: [
+                "FanoutMetrics", "FanoutHistogramLog", .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ]
         ),
         .testTarget(
             name: "FanoutHistogramLogTests",

@@ -1,4 +1,3 @@
-
 /// The latency metrics fanout records, all in nanoseconds (DOMAIN §7).
 public enum Metric: Int, CaseIterable, Sendable, Codable {
     /// Service time of each stage.

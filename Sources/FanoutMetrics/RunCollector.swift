@@ -149,7 +149,8 @@ public final class IntervalSpool {
                 count: v[0], mean: Double(bitPattern: v[1]), p50: v[2], p90: v[3], p99: v[4], p999: v[5], p9999: v[6],
                 max: v[7])
             let length = Int(get(UInt32.self))
-            out.append(MergedInterval(index: index, metric: metric, bytes: Array(bytes[p..<p + length]), summary: summary))
+            out.append(
+                MergedInterval(index: index, metric: metric, bytes: Array(bytes[p..<p + length]), summary: summary))
             p += length
         }
         return out
@@ -206,7 +207,8 @@ public struct RunCollector {
         for i in intervals {
             guard i.index < intervalIndex || intervalIndex == .max, i.index >= workerInterval[worker] else {
                 throw MetricsError(
-                    "worker \(worker) handed over interval \(i.index) outside \(workerInterval[worker])..<\(intervalIndex)")
+                    "worker \(worker) handed over interval \(i.index) outside \(workerInterval[worker])..<\(intervalIndex)"
+                )
             }
             pending[i.index, default: LatencyRecorder()].add(i.histograms)
         }

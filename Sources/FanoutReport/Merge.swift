@@ -83,7 +83,8 @@ public enum RunMerge {
                 do {
                     h = try interval.histogram()
                 } catch {
-                    throw ReportReadError(file: "merge", "interval \(interval.index) of \(interval.metric.name): \(error)")
+                    throw ReportReadError(
+                        file: "merge", "interval \(interval.index) of \(interval.metric.name): \(error)")
                 }
                 let key = interval.index * Metric.allCases.count + interval.metric.rawValue
                 if keyed[key] == nil { keyed[key] = (interval.index, interval.metric, LatencyRecorder.makeHistogram()) }

@@ -188,7 +188,9 @@ extension SummaryMarkdown {
                 r.info.timerOverheadNanos),
         ])
         rows.append(["clamped samples", "\(m.clampedSamples) (above one hour, recorded as one hour)"])
-        rows.append(["events skipped", "\(Units.grouped(m.eventsSkipped)) (worker × event pairs with no local recipient)"])
+        rows.append([
+            "events skipped", "\(Units.grouped(m.eventsSkipped)) (worker × event pairs with no local recipient)",
+        ])
         if let model = m.costModel { rows.append(["cost model (ns)", "`\(model)`"]) }
         rows.append(["final merge", String(format: "%.3f s", m.finalMergeSeconds)])
         rows.append(["report files", String(format: "%.3f s to render", m.reportSeconds)])

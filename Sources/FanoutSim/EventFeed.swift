@@ -209,7 +209,8 @@ struct BatchProducer {
         let app = world.sourceApp[source]
         let e = UInt64(event.index)
         let seed = scenario.seed
-        world.makeContent(schema: world.appSchema[app], event: event.index, source: source,
+        world.makeContent(
+            schema: world.appSchema[app], event: event.index, source: source,
             final: event.kind == .end, into: &content)
         var timestamp = world.epochSeconds + Int64(event.index)
         if Mix.unit(Mix.hash(seed, 0x00, e)) < scenario.faults.outOfOrderShare { timestamp -= 10 }

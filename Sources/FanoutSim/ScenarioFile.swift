@@ -365,4 +365,3 @@ extension Scenario {
         return scenario
     }
 }
-

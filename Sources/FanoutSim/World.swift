@@ -152,7 +152,9 @@ public final class World: Sendable {
     public func appendToken(device d: Int, slot k: Int, generation: UInt32, to out: inout [UInt8]) {
         let start = out.count
         out.append(contentsOf: repeatElement(0, count: World.tokenBytes))
-        out.withUnsafeMutableBufferPointer { writeToken(device: d, slot: k, generation: generation, into: $0.baseAddress! + start) }
+        out.withUnsafeMutableBufferPointer {
+            writeToken(device: d, slot: k, generation: generation, into: $0.baseAddress! + start)
+        }
     }
 
     /// Update tokens are 64 lowercase hex digits.

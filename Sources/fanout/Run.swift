@@ -4,8 +4,8 @@ import FanoutHistogramLog
 import FanoutMetrics
 import FanoutReport
 import FanoutSim
-import UVLoop
 import Foundation
+import UVLoop
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(

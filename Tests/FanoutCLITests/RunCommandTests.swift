@@ -68,7 +68,8 @@ struct RunCommandTests {
 struct RunRepeatsTests {
     /// summary.json without what follows the wall clock or the machine.
     static func stable(_ dir: URL) throws -> [String: Any] {
-        var s = try JSONSerialization.jsonObject(with: Data(contentsOf: dir.appendingPathComponent("summary.json")))
+        var s =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: dir.appendingPathComponent("summary.json")))
             as! [String: Any]
         var run = s["run"] as! [String: Any]
         for key in ["wallSeconds", "startedAt", "machine", "timerOverheadNanos", "gitRevision"] { run[key] = nil }

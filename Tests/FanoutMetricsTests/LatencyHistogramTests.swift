@@ -111,7 +111,8 @@ struct LatencyHistogramTests {
 
     @Test("an encoding of another layout is an error, never re-bucketed")
     func otherLayout() {
-        var two = Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 1_000_000, numberOfSignificantValueDigits: .two)
+        var two = Histogram<UInt64>(
+            lowestDiscernibleValue: 1, highestTrackableValue: 1_000_000, numberOfSignificantValueDigits: .two)
         _ = two.record(500)
         #expect(throws: LatencyHistogram.LayoutError.self) {
             _ = try LatencyHistogram(decoding: HistogramCodec.encodeCompressed(two))
@@ -151,7 +152,8 @@ struct IntervalRecorderTests {
         let taken = recorder.takeInterval()
         #expect(taken.clamped == 3)
         #expect(taken[.scheduleLag].totalCount == 4)
-        #expect(taken[.scheduleLag].max == HdrLayout.highestValue(at: HdrLayout.index(of: HdrLayout.highestTrackableValue)))
+        #expect(
+            taken[.scheduleLag].max == HdrLayout.highestValue(at: HdrLayout.index(of: HdrLayout.highestTrackableValue)))
         #expect(recorder.takeInterval().clamped == 0)
     }
 }

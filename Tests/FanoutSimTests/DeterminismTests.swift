@@ -38,7 +38,8 @@ struct DeterminismTests {
     @Test("the stage histograms are the cost model's; a delivery costs decode once per push, then apply")
     func costModel() throws {
         var s = try smoke()
-        s.costModel = CostModel(encodeNanos: 1000, validateNanos: 300, routeNanos: 200, decodeNanos: 400, applyNanos: 50)
+        s.costModel = CostModel(
+            encodeNanos: 1000, validateNanos: 300, routeNanos: 200, decodeNanos: 400, applyNanos: 50)
         let r = try Simulation.run(s, workers: 1) { _ in }
         #expect(r.recorder[.encode].min == 1000 && r.recorder[.encode].max == 1000)
         #expect(r.recorder[.validate].max == 300 && r.recorder[.route].max == 200)
@@ -47,7 +48,8 @@ struct DeterminismTests {
         #expect(apply.min == 50 && HdrLayout.index(of: apply.max) == HdrLayout.index(of: 450))
         // Doubling every cost moves latencies, never counts.
         var slow = s
-        slow.costModel = CostModel(encodeNanos: 2000, validateNanos: 600, routeNanos: 400, decodeNanos: 800, applyNanos: 100)
+        slow.costModel = CostModel(
+            encodeNanos: 2000, validateNanos: 600, routeNanos: 400, decodeNanos: 800, applyNanos: 100)
         let q = try Simulation.run(slow, workers: 1) { _ in }
         #expect(q.accounting == r.accounting)
         #expect(q.recorder[.endToEnd].valueAtPercentile(99) > r.recorder[.endToEnd].valueAtPercentile(99))

@@ -46,7 +46,8 @@ public enum TraceFixture {
                 continue
             }
             timestamp += 1
-            let payload = #"{"aps":{"timestamp":\#(timestamp),"event":"update","content-state":"#
+            let payload =
+                #"{"aps":{"timestamp":\#(timestamp),"event":"update","content-state":"#
                 + json(Match.content(k)) + #","stale-date":\#(Match.staleDateSeconds),"relevance-score":50}}"#
             let target: String
             if roll < 25 {
