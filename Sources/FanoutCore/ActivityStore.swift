@@ -240,7 +240,8 @@ public struct ActivityStore: Sendable {
             if !fractionalStaleSeconds.isEmpty { fractionalStaleSeconds[a] = nil }
             staleMillis[i] = ActivityStore.never
         }
-        relevance[i] = r
+        // Written only when it changes (a write is a uniqueness check and a store per recipient).
+        if relevance[i] != r || (r == 0 && relevance[i].sign != r.sign) { relevance[i] = r }
     }
 
     @inline(__always)
