@@ -103,7 +103,9 @@ struct Run: ParsableCommand {
         let renderStart = EventLoop.hrtimeNanos
         var files = RunFiles.all(report)
         report.measurement.reportSeconds = Double(EventLoop.hrtimeNanos &- renderStart) / 1e9
+        // summary.json and summary.md state the time the files took (theirs rendered once more with it).
         files["summary.json"] = SummaryJSON.text(report)
+        files["summary.md"] = SummaryMarkdown.text(report)
         try RunFiles.write(folder: folder, files: files)
         print(SummaryTable.text(report, folder: folder))
         if !report.accounting.identitiesHold { throw CommandFailure("accounting identities are broken") }

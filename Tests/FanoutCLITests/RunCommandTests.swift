@@ -22,6 +22,11 @@ struct RunCommandTests {
             try JSONSerialization.jsonObject(with: Data(contentsOf: dir.appendingPathComponent("summary.json")))
             as! [String: Any]
         let latency = summary["latency"] as! [String: [String: Any]]
+        // Both summaries state how long the run folder took to render (summary.md once forgot it).
+        let measurement = summary["measurement"] as! [String: Any]
+        #expect((measurement["reportSeconds"] as? Double ?? 0) > 0)
+        let markdown = try String(contentsOf: dir.appendingPathComponent("summary.md"), encoding: .utf8)
+        #expect(markdown.contains("s to render") && !markdown.contains("| 0.000 s to render"))
         let hgrm = try String(contentsOf: dir.appendingPathComponent("endToEnd.hgrm"), encoding: .utf8)
         #expect(hgrm.hasPrefix("#[fanout endToEnd (smoke"))
         #expect(hgrm.contains("values in microseconds"))
