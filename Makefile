@@ -7,11 +7,18 @@ RUN_DIR = reports/runs
 
 .PHONY: run replay-example test deps build clean
 
-## Install what is missing: the C libraries the project links (libuv, zlib), by apt.
+## Install what is missing: the C libraries the project links (libuv, zlib, nghttp2, OpenSSL) and the real
+## HTTP/2 clients the wire tests drive (curl, h2load, nghttpd), by apt; the Python HTTP/2 clients by pip.
 deps:
 	@missing=""; \
 	pkg-config --exists libuv 2>/dev/null || missing="$$missing libuv1-dev"; \
 	pkg-config --exists zlib 2>/dev/null || missing="$$missing zlib1g-dev"; \
+	pkg-config --exists libnghttp2 2>/dev/null || missing="$$missing libnghttp2-dev"; \
+	pkg-config --exists openssl 2>/dev/null || missing="$$missing libssl-dev"; \
+	command -v h2load >/dev/null 2>&1 || missing="$$missing nghttp2-client"; \
+	command -v nghttpd >/dev/null 2>&1 || missing="$$missing nghttp2-server"; \
+	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
+	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
 	command -v pkg-config >/dev/null 2>&1 || missing="pkg-config $$missing"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
@@ -21,6 +28,10 @@ deps:
 	@# The reference HdrHistogram reader, for the histogram-log interop test (when Python is present).
 	@if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import hdrh' 2>/dev/null; then \
 	  echo "installing: hdrhistogram (PyPI)"; python3 -m pip install -q hdrhistogram; \
+	fi
+	@# Python HTTP/2 clients (h2, httpx) and P-256 keys (cryptography) for the serve tests.
+	@if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import h2, httpx, cryptography' 2>/dev/null; then \
+	  echo "installing: h2 httpx[http2] cryptography (PyPI)"; python3 -m pip install -q h2 'httpx[http2]' cryptography; \
 	fi
 
 build: deps

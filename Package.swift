@@ -27,8 +27,21 @@ let package = Package(
         // libuv (system library) and the only Swift code that touches it: event loop, timers, wakeups.
         .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
         .target(name: "UVLoop", dependencies: ["CLibUV"]),
+        // nghttp2 and OpenSSL (system libraries) and the only Swift that touches them: HTTP/2 server
+        // sessions over UVLoop TCP streams, TLS over memory BIOs, ES256 signatures.
+        .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .target(name: "FanoutWire", dependencies: ["UVLoop", "CNGHTTP2", "COpenSSL"]),
         // Scenarios, population, arrival processes, workers on event loops, virtual and real time.
         .target(name: "FanoutSim", dependencies: ["FanoutCore", "FanoutMetrics", "FanoutHistogramLog", "UVLoop"]),
+        // APNs semantics on the wire (docs/INGEST.md): checks in APNs's order, provider tokens, the channel API,
+        // the devices behind it, measurements, the server on libuv loops.
+        .target(
+            name: "FanoutServe",
+            dependencies: [
+                "FanoutWire", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutReport", "FanoutTrace", "UVLoop",
+            ]
+        ),
         // HdrHistogram's V2 compressed encoding and interval log (hlog 1.3), DEFLATE through zlib.
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .target(
@@ -63,6 +76,8 @@ let package = Package(
                 "FanoutSim",
                 "FanoutReport",
                 "FanoutPlan",
+                "FanoutServe",
+                "FanoutWire",
                 "UVLoop",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

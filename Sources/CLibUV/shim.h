@@ -17,4 +17,20 @@ static inline uv_handle_t *CLibUV_async_as_handle(uv_async_t *async) {
     return (uv_handle_t *)async;
 }
 
+static inline uv_handle_t *CLibUV_tcp_as_handle(uv_tcp_t *tcp) {
+    return (uv_handle_t *)tcp;
+}
+
+static inline uv_stream_t *CLibUV_tcp_as_stream(uv_tcp_t *tcp) {
+    return (uv_stream_t *)tcp;
+}
+
+static inline uv_tcp_t *CLibUV_stream_as_tcp(uv_stream_t *stream) {
+    return (uv_tcp_t *)stream;
+}
+
+static inline uv_handle_t *CLibUV_signal_as_handle(uv_signal_t *signal) {
+    return (uv_handle_t *)signal;
+}
+
 #endif // CLIBUV_SHIM_H

@@ -186,6 +186,30 @@ public final class WorkerEngine {
 
     public var activityCount: Int { slot.count }
 
+    /// The global device number and the slot on it of local activity `a` (names and tokens derive from them).
+    public func deviceAndSlot(of a: Int32) -> (device: Int, slot: Int) {
+        (Int(deviceOf[Int(a)]), Int(slot[Int(a)]))
+    }
+
+    /// The source local activity `a` follows.
+    public func source(of a: Int32) -> Int {
+        let (d, k) = deviceAndSlot(of: a)
+        return world.source(device: d, slot: k)
+    }
+
+    /// Rotates local activity `a`'s update token to its next generation (the old one stops routing at once)
+    /// and returns the old and the new token.
+    public func rotateToken(of a: Int32) -> (old: [UInt8], new: [UInt8]) {
+        let i = Int(a)
+        var old: [UInt8] = []
+        var new: [UInt8] = []
+        world.appendToken(device: Int(deviceOf[i]), slot: Int(slot[i]), generation: generation[i], to: &old)
+        generation[i] += 1
+        world.appendToken(device: Int(deviceOf[i]), slot: Int(slot[i]), generation: generation[i], to: &new)
+        new.withUnsafeBytes { pipeline.rotate(a, token: $0) }
+        return (old, new)
+    }
+
     /// Switches to real time: event times are nanoseconds after `start` on the monotonic clock.
     public func startRealClock(atHrtime start: UInt64) {
         virtual = false

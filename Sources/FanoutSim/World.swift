@@ -17,13 +17,16 @@ public final class World: Sendable {
     /// Schema id (in `schemas`) of each app.
     public let appSchema: [Int32]
     /// Unix seconds at the start of the run (the virtual epoch of payload dates).
-    public let epochSeconds: Int64 = 1_700_000_000
+    public let epochSeconds: Int64
+    /// The default virtual epoch (`fanout run`); `fanout serve` passes the real time of its start.
+    public static let defaultEpochSeconds: Int64 = 1_700_000_000
     /// The devices this process simulates (all of them unless the run is sharded).
     public let shard: Shard
 
-    public init(scenario: Scenario, shard: Shard = .whole) {
+    public init(scenario: Scenario, shard: Shard = .whole, epochSeconds: Int64 = World.defaultEpochSeconds) {
         precondition(scenario.apps.count <= 64, "at most 64 apps")
         self.scenario = scenario
+        self.epochSeconds = epochSeconds
         self.shard = shard
         schemas = scenario.schemaSet()
         let count = scenario.sources.count

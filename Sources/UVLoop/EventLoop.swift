@@ -31,6 +31,12 @@ public final class EventLoop {
     /// Whether the loop is inside `uv_run` (so callbacks are running or may run).
     public private(set) var isRunning = false
 
+    /// The read buffer every TCP stream on this loop reads into: libuv reads into it and calls the
+    /// read callback before it allocates again, and one thread runs the loop, so one buffer serves
+    /// every connection (thousands of idle connections cost no read buffers).
+    let readBuffer = UnsafeMutableRawPointer.allocate(byteCount: EventLoop.readBufferBytes, alignment: 16)
+    static let readBufferBytes = 64 * 1024
+
     /// Handles on this loop whose `uv_*_init` succeeded and whose close callback has not run yet.
     /// Each of them holds one retain on its owner. `uv_loop_close` succeeds only when this is 0.
     public private(set) var openHandles = 0
@@ -50,6 +56,7 @@ public final class EventLoop {
         } catch {
             pointer.deinitialize(count: 1)
             pointer.deallocate()
+            readBuffer.deallocate()
             throw error
         }
         self.pointer = pointer
@@ -65,6 +72,7 @@ public final class EventLoop {
             pointer.deinitialize(count: 1)
             pointer.deallocate()
         }
+        readBuffer.deallocate()
         ProcessCounts.shared.addLoops(-1)
     }
 
@@ -193,6 +201,10 @@ public final class EventLoop {
             Unmanaged<Timer>.fromOpaque(data).takeUnretainedValue().close()
         } else if type == UV_ASYNC {
             Unmanaged<Wakeup>.fromOpaque(data).takeUnretainedValue().close()
+        } else if type == UV_SIGNAL {
+            Unmanaged<SignalWatcher>.fromOpaque(data).takeUnretainedValue().close()
+        } else if type == UV_TCP {
+            Unmanaged<TCPHandle>.fromOpaque(data).takeUnretainedValue().close()
         } else {
             preconditionFailure("UVLoop does not own libuv handles of type \(type.rawValue)")
         }

@@ -88,6 +88,7 @@ struct Run: ParsableCommand {
         let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
         let folder = out ?? "reports/runs/\(Self.timestamp())-\(s.name)\(suffix)"
         let interactive = isatty(STDERR_FILENO) != 0
+        let width = ProgressWidth.columns()
         let banner =
             "fanout run \(s.name)\(slice.isWhole ? "" : " shard \(slice)"): \(s.population.devices) devices, "
             + "\(s.clock.rawValue) time, \(s.durationSeconds) s, seed \(s.seed), config \(s.configHash)\n"
@@ -95,7 +96,7 @@ struct Run: ParsableCommand {
         let result = try Simulation.run(
             s, workers: s.workers, shard: slice, keepEventCompletions: !slice.isWhole
         ) { line in
-            let text = ProgressText.line(line)
+            let text = ProgressWidth.fit(ProgressText.line(line), width)
             FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
         }
         if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
@@ -236,9 +237,11 @@ struct Scenarios: ParsableCommand {
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List the built-in scenarios.")
         func run() {
+            // The name column is as wide as the longest name, plus two spaces.
+            let column = (BuiltinScenarios.names.map(\.count).max() ?? 0) + 2
             for name in BuiltinScenarios.names {
                 let s = BuiltinScenarios.named(name)!
-                print(name.padding(toLength: 10, withPad: " ", startingAt: 0) + s.description)
+                print(name.padding(toLength: column, withPad: " ", startingAt: 0) + s.description)
             }
         }
     }

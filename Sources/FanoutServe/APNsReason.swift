@@ -1,0 +1,65 @@
+import FanoutCore
+
+/// Every answer of APNs's provider API that `fanout serve` gives (docs/INGEST.md §3): the `reason` string
+/// and its HTTP status.
+public enum APNsReason: String, CaseIterable, Sendable, Error {
+    // 400
+    case badCollapseId = "BadCollapseId"
+    case badDeviceToken = "BadDeviceToken"
+    case badExpirationDate = "BadExpirationDate"
+    case badMessageId = "BadMessageId"
+    case badPriority = "BadPriority"
+    case badTopic = "BadTopic"
+    case deviceTokenNotForTopic = "DeviceTokenNotForTopic"
+    case duplicateHeaders = "DuplicateHeaders"
+    case invalidPushType = "InvalidPushType"
+    case missingDeviceToken = "MissingDeviceToken"
+    case missingTopic = "MissingTopic"
+    case payloadEmpty = "PayloadEmpty"
+    case topicDisallowed = "TopicDisallowed"
+    case missingChannelId = "MissingChannelId"
+    case badChannelId = "BadChannelId"
+    case channelNotRegistered = "ChannelNotRegistered"
+    case missingPushType = "MissingPushType"
+    case badRequestParams = "BadRequestParams"
+    case badRequestPayload = "BadRequestPayload"
+    case cannotCreateChannelConfig = "CannotCreateChannelConfig"
+    // 403
+    case expiredProviderToken = "ExpiredProviderToken"
+    case invalidProviderToken = "InvalidProviderToken"
+    case missingProviderToken = "MissingProviderToken"
+    case unrelatedKeyIdInToken = "UnrelatedKeyIdInToken"
+    // 404, 405
+    case badPath = "BadPath"
+    case methodNotAllowed = "MethodNotAllowed"
+    // 410
+    case unregistered = "Unregistered"
+    // 413
+    case payloadTooLarge = "PayloadTooLarge"
+    // 429
+    case tooManyProviderTokenUpdates = "TooManyProviderTokenUpdates"
+    case tooManyRequests = "TooManyRequests"
+    // 500, 503
+    case internalServerError = "InternalServerError"
+    case serviceUnavailable = "ServiceUnavailable"
+    case shutdown = "Shutdown"
+
+    public var status: Int {
+        switch self {
+        case .expiredProviderToken, .invalidProviderToken, .missingProviderToken, .unrelatedKeyIdInToken: 403
+        case .badPath: 404
+        case .methodNotAllowed: 405
+        case .unregistered: 410
+        case .payloadTooLarge: 413
+        case .tooManyProviderTokenUpdates, .tooManyRequests: 429
+        case .internalServerError: 500
+        case .serviceUnavailable, .shutdown: 503
+        default: 400
+        }
+    }
+
+    /// The pipeline's rejection (DOMAIN §3.2) as APNs's answer.
+    init(_ reason: RejectReason) {
+        self = APNsReason(rawValue: reason.name)!
+    }
+}

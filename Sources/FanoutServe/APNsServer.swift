@@ -1,0 +1,215 @@
+import FanoutWire
+import Foundation
+import UVLoop
+
+/// How `fanout serve` listens and when it stops.
+public struct ServeOptions: Sendable {
+    public var host = "127.0.0.1"
+    public var port = 2197
+    public var certificateFile: String?
+    public var keyFile: String?
+    /// Stop after this many seconds (nil: on SIGINT or SIGTERM).
+    public var durationSeconds: Double?
+    public var maxConcurrentStreams: UInt32 = 1000
+    /// A connection that sent no HTTP/2 preface within this long is closed.
+    public var prefaceTimeoutSeconds = 10.0
+    /// A connection idle this long gets GOAWAY `IdleTimeout`.
+    public var idleTimeoutSeconds = 3600.0
+    /// In-flight streams get this long to finish after GOAWAY at shutdown.
+    public var drainSeconds = 5.0
+    public init() {}
+}
+
+/// Connection-level counts.
+public struct ConnectionStats: Sendable {
+    public var accepted = 0
+    public var closed = 0
+    public var peakOpen = 0
+    public var bytesIn = 0
+    public var bytesOut = 0
+    public var streamsReset = 0
+    public var tlsConnections = 0
+    /// Why connections ended (closed by the client, protocol error, no preface, IdleTimeout, Shutdown, TLS…).
+    public var endReasons: [String: Int] = [:]
+}
+
+/// `fanout serve` on one libuv loop: a TCP listener, HTTP/2 (nghttp2) over cleartext or TLS (OpenSSL), every
+/// request judged and applied by the `APNsService`, a sweep once a second (progress, timeouts, the end).
+public final class APNsServer: H2ServerDelegate {
+    public let loop: EventLoop
+    public let service: APNsService
+    public let options: ServeOptions
+    private let tls: TLSContext?
+    private var listener: TCPListener?
+    private var sweep: UVLoop.Timer?
+    private var signals: [SignalWatcher] = []
+    private var connections: [ObjectIdentifier: H2ServerConnection] = [:]
+    private var authStates: [ObjectIdentifier: ProviderAuth.ConnectionState] = [:]
+    public private(set) var connectionStats = ConnectionStats()
+    public private(set) var startNanos: UInt64 = 0
+    public private(set) var endNanos: UInt64 = 0
+    private var stoppingSinceNanos: UInt64?
+    /// The port bound (useful with port 0).
+    public private(set) var port = 0
+    /// Once a second: (seconds since start, this server) for a progress line.
+    public var onProgress: ((Double, APNsServer) -> Void)?
+    private var lastRequests = 0
+    public private(set) var lastRatePerSecond = 0.0
+
+    public init(loop: EventLoop, service: APNsService, options: ServeOptions) throws {
+        self.loop = loop
+        self.service = service
+        self.options = options
+        if let cert = options.certificateFile, let key = options.keyFile {
+            tls = try TLSContext(certificateFile: cert, keyFile: key)
+        } else {
+            tls = nil
+        }
+    }
+
+    /// Binds and listens; returns the port.
+    @discardableResult
+    public func listen() throws -> Int {
+        let listener = try TCPListener(loop: loop, host: options.host, port: options.port) { [weak self] stream in
+            self?.accept(stream)
+        }
+        self.listener = listener
+        port = listener.localPort
+        return port
+    }
+
+    /// Serves until the duration passes or SIGINT/SIGTERM, then shuts down gracefully: stop accepting, GOAWAY
+    /// `Shutdown`, let in-flight streams finish (at most `drainSeconds`), close everything.
+    public func run() throws {
+        if listener == nil { try listen() }
+        startNanos = EventLoop.hrtimeNanos
+        for signal in [SIGINT, SIGTERM] {
+            signals.append(try SignalWatcher(loop: loop, signal: signal) { [weak self] _, _ in self?.beginShutdown() })
+        }
+        let sweep = UVLoop.Timer(loop: loop) { [weak self] _ in self?.tick() }
+        sweep.start(afterMillis: 1000, repeatMillis: 1000)
+        self.sweep = sweep
+        loop.run()
+        endNanos = EventLoop.hrtimeNanos
+    }
+
+    public var elapsedSeconds: Double {
+        Double((endNanos > 0 ? endNanos : EventLoop.hrtimeNanos) &- startNanos) / 1e9
+    }
+    public var openConnections: Int { connections.count }
+
+    /// Stops accepting and sends GOAWAY to every connection (idempotent).
+    public func beginShutdown() {
+        guard stoppingSinceNanos == nil else { return }
+        stoppingSinceNanos = EventLoop.hrtimeNanos
+        listener?.close()
+        for s in signals { s.close() }
+        for c in Array(connections.values) { c.goAway(reason: "Shutdown") }
+        finishIfDrained()
+    }
+
+    private func finishIfDrained() {
+        guard let since = stoppingSinceNanos else { return }
+        let late = Double(EventLoop.hrtimeNanos &- since) / 1e9 > options.drainSeconds
+        if late {
+            for c in Array(connections.values) { c.abort(reason: "Shutdown (drain time over)") }
+        }
+        if connections.isEmpty {
+            sweep?.close()
+            sweep = nil
+        }
+    }
+
+    private func tick() {
+        let now = EventLoop.hrtimeNanos
+        if let d = options.durationSeconds, Double(now &- startNanos) / 1e9 >= d { beginShutdown() }
+        for c in Array(connections.values) {
+            let idle = Double(now &- c.lastActivityNanos) / 1e9
+            if !c.prefaceReceived && Double(now &- c.openedNanos) / 1e9 >= options.prefaceTimeoutSeconds {
+                c.abort(reason: "no HTTP/2 preface in time")
+            } else if idle >= options.idleTimeoutSeconds {
+                c.goAway(reason: "IdleTimeout")
+            }
+        }
+        let requests = service.stats.requests
+        lastRatePerSecond = Double(requests - lastRequests)
+        lastRequests = requests
+        onProgress?(Double(now &- startNanos) / 1e9, self)
+        finishIfDrained()
+    }
+
+    private func accept(_ stream: TCPStream) {
+        guard stoppingSinceNanos == nil else {
+            stream.close()
+            return
+        }
+        var settings = H2ServerSettings()
+        settings.maxConcurrentStreams = options.maxConcurrentStreams
+        // Under token authentication one stream until the first valid provider token, as APNs does.
+        settings.initialMaxStreams = service.auth == nil ? options.maxConcurrentStreams : 1
+        settings.bodyLimit = 5120
+        do {
+            let connection = try H2ServerConnection(stream: stream, tls: tls, settings: settings)
+            connection.delegate = self
+            let key = ObjectIdentifier(connection)
+            connections[key] = connection
+            authStates[key] = ProviderAuth.ConnectionState()
+            connectionStats.accepted += 1
+            if tls != nil { connectionStats.tlsConnections += 1 }
+            connectionStats.peakOpen = max(connectionStats.peakOpen, connections.count)
+            try connection.start()
+        } catch {
+            connectionStats.endReasons["\(error)", default: 0] += 1
+            stream.close()
+        }
+    }
+
+    // MARK: H2ServerDelegate
+
+    public func connection(_ connection: H2ServerConnection, received request: H2Request) {
+        guard let state = authStates[ObjectIdentifier(connection)] else { return }
+        let input = RequestInput(
+            method: request.method, path: request.path, headers: request.headers, body: request.body,
+            arrivalNanos: request.arrivalNanos)
+        var became = false
+        let wallMillis = Int64(Date().timeIntervalSince1970 * 1000)
+        var response = service.handle(input, auth: state, wallMillis: wallMillis, becameAuthenticated: &became)
+        if request.duplicatePseudoHeader {
+            response = H2Response(
+                status: 400, headers: [(name: "content-type", value: "application/json")],
+                body: Array("{\"reason\":\"DuplicateHeaders\"}".utf8))
+        }
+        if became { connection.raiseStreamLimit() }
+        connection.respond(to: request, with: response)
+        service.recordService(max(EventLoop.hrtimeNanos &- request.completeNanos, 1))
+    }
+
+    public func connectionDidProcessInput(_ connection: H2ServerConnection) {
+        if service.pendingFanouts > 0 {
+            service.runPendingFanouts(wallMillis: Int64(Date().timeIntervalSince1970 * 1000))
+        }
+    }
+
+    public func connectionClosed(_ connection: H2ServerConnection) {
+        let key = ObjectIdentifier(connection)
+        guard connections.removeValue(forKey: key) != nil else { return }
+        authStates[key] = nil
+        connectionStats.closed += 1
+        connectionStats.bytesIn += connection.stream.bytesRead
+        connectionStats.bytesOut += connection.stream.bytesWritten + connection.stream.pendingWriteBytes
+        connectionStats.streamsReset += connection.streamsReset
+        connectionStats.endReasons[connection.endReason ?? "closed", default: 0] += 1
+        if stoppingSinceNanos != nil { finishIfDrained() }
+    }
+
+    /// Bytes in and out so far, open connections included.
+    public var bytes: (read: Int, written: Int) {
+        var r = connectionStats.bytesIn
+        var w = connectionStats.bytesOut
+        for c in connections.values {
+            r += c.stream.bytesRead
+            w += c.stream.bytesWritten
+        }
+        return (r, w)
+    }
+}

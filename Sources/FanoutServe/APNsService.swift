@@ -1,0 +1,530 @@
+import FanoutCore
+import FanoutSim
+import FanoutWire
+import Foundation
+
+/// A request as the service judges it (copied out of the HTTP/2 stream).
+public struct RequestInput: Sendable {
+    public var method: [UInt8]
+    public var path: [UInt8]
+    public var headers: [(name: [UInt8], value: [UInt8])]
+    /// At most the body limit + 1 bytes.
+    public var body: [UInt8]
+    /// Monotonic nanoseconds: first HEADERS frame.
+    public var arrivalNanos: UInt64
+
+    public init(
+        method: String, path: String, headers: [(String, String)], body: [UInt8], arrivalNanos: UInt64 = 0
+    ) {
+        self.method = Array(method.utf8)
+        self.path = Array(path.utf8)
+        self.headers = headers.map { (Array($0.0.utf8), Array($0.1.utf8)) }
+        self.body = body
+        self.arrivalNanos = arrivalNanos
+    }
+
+    public init(
+        method: [UInt8], path: [UInt8], headers: [(name: [UInt8], value: [UInt8])], body: [UInt8],
+        arrivalNanos: UInt64
+    ) {
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.body = body
+        self.arrivalNanos = arrivalNanos
+    }
+
+    func header(_ name: String) -> [UInt8]? {
+        let key = Array(name.utf8)
+        return headers.first { $0.name == key }?.value
+    }
+}
+
+/// The APNs side of `fanout serve`, without sockets: judges each request by docs/INGEST.md §3 in its check
+/// order, applies accepted pushes on the simulated devices (DOMAIN.md, through the same pipeline as
+/// `fanout run`), serves the channel-management API and keeps the measurements. One thread owns it.
+public final class APNsService {
+    public let engine: WorkerEngine
+    public var pipeline: Pipeline { engine.pipeline }
+    public let auth: ProviderAuth?
+    public private(set) var stats = ServeStats()
+    /// UNIX milliseconds when the population was built (its activities started then).
+    public let startMillis: Int64
+    let clock: @Sendable () -> UInt64
+
+    /// Update tokens rotated away, with the UNIX milliseconds they stopped being valid (410's timestamp).
+    private var retired: [[UInt8]: Int64] = [:]
+    /// Broadcast channels by raw id: their app's bundle, storage policy, and whether deleted.
+    struct Channel {
+        var bundle: [UInt8]
+        var storagePolicy: Int
+        var deleted = false
+    }
+    private var channels: [[UInt8]: Channel] = [:]
+    private var channelOrder: [[UInt8]: [[UInt8]]] = [:]
+    private var channelsCreated = 0
+    public static let channelsPerApp = 10_000
+    /// Push-to-start tokens of the population, by (device, app) as written to population.jsonl.
+    private var startTokenOf: [Int64: [UInt8]] = [:]
+    private var startedActivities = 0
+
+    /// Broadcasts answered and waiting for their fan-out (run after the connection's input is processed,
+    /// so the answer goes out first, as APNs answers before delivery).
+    struct PendingFanout {
+        var headers: CheckedHeaders
+        var payload: [UInt8]
+        var channel: Int32
+        var arrivalNanos: UInt64
+    }
+    private var pending: [PendingFanout] = []
+
+    /// Builds the scenario's whole population at UNIX time `nowSeconds`, rotates the scenario's
+    /// `rotationShare` of the update tokens once (the old ones answer 410), and gives each device a
+    /// push-to-start token for the app of its first activity.
+    public init(
+        scenario: Scenario, auth: ProviderAuth?, nowSeconds: Int64,
+        clock: @escaping @Sendable () -> UInt64
+    ) {
+        let world = World(scenario: scenario, epochSeconds: nowSeconds)
+        engine = WorkerEngine(world: world, index: 0, count: 1, hrtime: clock)
+        self.auth = auth
+        self.clock = clock
+        startMillis = nowSeconds * 1000
+        let store = engine.pipeline.store
+        for s in 0..<scenario.sources.count where world.sourceIsBroadcast[s] {
+            var id: [UInt8] = []
+            world.appendChannelId(source: s, to: &id)
+            let bundle = Array(scenario.apps[world.sourceApp[s]].bundle.utf8)
+            channels[id] = Channel(bundle: bundle, storagePolicy: 1)
+            channelOrder[bundle, default: []].append(id)
+        }
+        let share = scenario.faults.rotationShare
+        var firstOfDevice = Set<Int32>()
+        for a in 0..<Int32(store.activityCount) {
+            let device = store.device[Int(a)]
+            if firstOfDevice.insert(device).inserted {
+                let (d, _) = engine.deviceAndSlot(of: a)
+                var token: [UInt8] = []
+                world.appendToken(device: d, slot: 0xFFFF, generation: 0, to: &token)
+                let app = store.app[Int(a)]
+                let deviceId = store.deviceIds.withBytes(device) { Array($0) }
+                let bundle = store.appIds.withBytes(app) { Array($0) }
+                deviceId.withUnsafeBytes { dev in
+                    bundle.withUnsafeBytes { b in
+                        token.withUnsafeBytes { engine.pipeline.setStartToken(device: dev, app: b, token: $0) }
+                    }
+                }
+                startTokenOf[Int64(device) << 32 | Int64(app)] = token
+            }
+            let (d, k) = engine.deviceAndSlot(of: a)
+            if share > 0, Mix.unit(Mix.hash(scenario.seed, 0x5E, UInt64(d), UInt64(k))) < share {
+                let (old, _) = engine.rotateToken(of: a)
+                retired[old] = startMillis
+            }
+        }
+    }
+
+    // MARK: population.jsonl
+
+    /// One line per activity, with the fields of docs/INGEST.md §5: what an app would have registered with
+    /// its server.
+    public func populationLines() -> [UInt8] {
+        var out: [UInt8] = []
+        let store = pipeline.store
+        let world = engine.world
+        var token: [UInt8] = []
+        for a in 0..<Int32(store.activityCount) {
+            let i = Int(a)
+            func text(_ interner: ByteInterner, _ id: Int32) -> String { interner.withBytes(id) { JSON.quote($0) } }
+            let (d, k) = engine.deviceAndSlot(of: a)
+            let source = world.source(device: d, slot: k)
+            token.removeAll(keepingCapacity: true)
+            pipeline.router.updateTokens.withBytes(store.token[i]) { token.append(contentsOf: $0) }
+            var line = "{\"device\": \(text(store.deviceIds, store.device[i])), "
+            line += "\"app\": \(text(store.appIds, store.app[i])), "
+            line += "\"activity\": \(text(store.activityIds, a)), "
+            line += "\"attributes-type\": \"\(pipeline.schemas[store.schema[i]].name)\", "
+            line += "\"token\": \"\(APNsService.tokenText(token))\", "
+            if let start = startTokenOf[Int64(store.device[i]) << 32 | Int64(store.app[i])] {
+                line += "\"push-to-start-token\": \"\(String(decoding: start, as: UTF8.self))\", "
+            } else {
+                line += "\"push-to-start-token\": null, "
+            }
+            if world.sourceIsBroadcast[source] {
+                var id: [UInt8] = []
+                world.appendChannelId(source: source, to: &id)
+                line += "\"channel\": \"\(Base64.encode(id))\", "
+            } else {
+                line += "\"channel\": null, "
+            }
+            var sourceId: [UInt8] = []
+            world.appendChannelId(source: source, to: &sourceId)
+            line += "\"source\": \"\(String(decoding: sourceId, as: UTF8.self))\"}\n"
+            out.append(contentsOf: line.utf8)
+        }
+        return out
+    }
+
+    /// The router keeps canonical tokens as bytes behind a tag (see `Router.withTokenKey`): back to hex.
+    static func tokenText(_ key: [UInt8]) -> String {
+        guard let tag = key.first else { return "" }
+        if tag == 1 { return String(decoding: key.dropFirst(), as: UTF8.self) }
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        for byte in key.dropFirst() {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    // MARK: Requests
+
+    /// Judges one request and, when accepted, applies it (a broadcast's fan-out waits for
+    /// `runPendingFanouts`). `becameAuthenticated` is set on a connection's first valid provider token.
+    public func handle(
+        _ request: RequestInput, auth state: ProviderAuth.ConnectionState, wallMillis: Int64,
+        becameAuthenticated: inout Bool
+    ) -> H2Response {
+        let (response, reason) = judge(request, state, wallMillis, &becameAuthenticated)
+        stats.answered(response.status, reason)
+        if let reason, Self.payloadOrHeaderReasons.contains(reason) {
+            stats.note(.rejectedPayload, "\(reason.rawValue): \(Self.describe(request))")
+        }
+        return response
+    }
+
+    static let payloadOrHeaderReasons: Set<APNsReason> = [
+        .payloadEmpty, .payloadTooLarge, .invalidPushType, .missingPushType, .missingTopic, .topicDisallowed,
+        .badTopic, .badPriority, .badCollapseId, .badMessageId, .badExpirationDate, .badRequestPayload,
+        .duplicateHeaders,
+    ]
+
+    static func describe(_ r: RequestInput) -> String {
+        let path = String(decoding: r.path, as: UTF8.self)
+        let id = r.header("apns-id").map { " apns-id " + String(decoding: $0, as: UTF8.self) } ?? ""
+        return String(path.prefix(120)) + id
+    }
+
+    private func failure(_ reason: APNsReason, id: (name: String, value: String)?, timestamp: Int64? = nil)
+        -> (H2Response, APNsReason?)
+    {
+        var body = "{\"reason\":\"\(reason.rawValue)\""
+        if let timestamp { body += ",\"timestamp\":\(timestamp)" }
+        body += "}"
+        var headers = [(name: "content-type", value: "application/json")]
+        if let id { headers.insert(id, at: 0) }
+        return (H2Response(status: reason.status, headers: headers, body: Array(body.utf8)), reason)
+    }
+
+    private func judge(
+        _ r: RequestInput, _ state: ProviderAuth.ConnectionState, _ wallMillis: Int64, _ became: inout Bool
+    ) -> (H2Response, APNsReason?) {
+        // The id echoed on errors: apns-id (token pushes) or apns-request-id (broadcast, channel), when valid.
+        let route: APNsRoute
+        switch RequestCheck.route(method: r.method, path: r.path) {
+        case .failure(let reason):
+            return failure(reason, id: echoedId(r, broadcast: !r.path.starts(with: Array("/3/".utf8))))
+        case .success(let found): route = found
+        }
+        let isPush: Bool
+        if case .push = route { isPush = true } else { isPush = false }
+        let id = echoedId(r, broadcast: !isPush)
+        if RequestCheck.hasDuplicates(r.headers) { return failure(.duplicateHeaders, id: id) }
+        if let auth, let reason = auth.check(
+            authorization: r.header("authorization"), state: state, nowSeconds: wallMillis / 1000, becameValid: &became)
+        {
+            return failure(reason, id: id)
+        }
+        switch route {
+        case .push, .broadcast:
+            let checked: CheckedHeaders
+            switch RequestCheck.headers(route: route, headers: r.headers, bodyCount: r.body.count) {
+            case .failure(let reason): return failure(reason, id: id)
+            case .success(let h): checked = h
+            }
+            let messageId = checked.messageId ?? UUID().uuidString
+            if case .push(let token) = route {
+                return push(token: token, checked, messageId: messageId, r, wallMillis)
+            }
+            if case .broadcast(let bundle) = route {
+                return broadcast(bundle: bundle, checked, requestId: messageId, r)
+            }
+            preconditionFailure()
+        default:
+            stats.channelRequests += 1
+            return channelRequest(route, r)
+        }
+    }
+
+    private func echoedId(_ r: RequestInput, broadcast: Bool) -> (name: String, value: String)? {
+        let name = broadcast ? "apns-request-id" : "apns-id"
+        guard let value = r.header(name), RequestCheck.isCanonicalUUID(value) else { return nil }
+        return (name, String(decoding: value, as: UTF8.self))
+    }
+
+    // MARK: Token pushes
+
+    private func push(
+        token: [UInt8], _ h: CheckedHeaders, messageId: String, _ r: RequestInput, _ wallMillis: Int64
+    ) -> (H2Response, APNsReason?) {
+        let idHeader = (name: "apns-id", value: messageId)
+        let tokenText = String(decoding: token, as: UTF8.self)
+        // 16–18: who holds the token.
+        var kind = TargetKind.token
+        var resolution = token.withUnsafeBytes { pipeline.router.resolve(.token, $0) }
+        if case .unknownToken = resolution {
+            let start = token.withUnsafeBytes { pipeline.router.resolve(.startToken, $0) }
+            if case .startToken = start {
+                kind = .startToken
+                resolution = start
+            }
+        }
+        let bundle: Int32
+        switch resolution {
+        case .activity(let a): bundle = pipeline.store.app[Int(a)]
+        case .startToken(_, let app): bundle = app
+        default:
+            if let at = retired[token] {
+                stats.note(.rotatedToken, "token \(tokenText.prefix(16))… apns-id \(messageId)")
+                return failure(.unregistered, id: idHeader, timestamp: at)
+            }
+            stats.note(.unknownToken, "token \(tokenText.prefix(16))… apns-id \(messageId)")
+            return failure(.badDeviceToken, id: idHeader)
+        }
+        guard h.isLiveActivity else {
+            stats.acceptedOtherPushTypes += 1
+            return (H2Response(status: 200, headers: [idHeader]), nil)
+        }
+        let topicBundle = Array(h.topic!.dropLast(".push-type.liveactivity".utf8.count))
+        let matches = pipeline.store.appIds.withBytes(bundle) { Array($0) == topicBundle }
+        guard matches else {
+            stats.note(.wrongTopic, "token \(tokenText.prefix(16))… topic \(String(decoding: h.topic!, as: UTF8.self))")
+            return failure(.deviceTokenNotForTopic, id: idHeader)
+        }
+        // 20, then route and apply (the pipeline judges the payload and counts every verdict and outcome).
+        let t0 = clock()
+        if kind == .startToken {
+            let n = startedActivities
+            startedActivities += 1
+            guard case .startToken(let device, _) = resolution else { preconditionFailure() }
+            var newId = pipeline.store.deviceIds.withBytes(device) { Array($0) }
+            newId.append(contentsOf: Array("-started-\(n)".utf8))
+            var newToken: [UInt8] = []
+            engine.world.appendToken(device: Int(device), slot: 0x10000 + n, generation: 0, to: &newToken)
+            let verdict = withHeaders(h, broadcast: false) { headers in
+                r.body.withUnsafeBytes { payload in
+                    token.withUnsafeBytes { target in
+                        newId.withUnsafeBytes { id in
+                            newToken.withUnsafeBytes { nt in
+                                pipeline.push(
+                                    kind: .startToken, target: target, headers: headers, payload: payload,
+                                    nowMillis: wallMillis, newActivity: id, newToken: nt)
+                            }
+                        }
+                    }
+                }
+            }
+            let t1 = clock()
+            stats.validateNanos.record(max(t1 &- t0, 1))
+            switch verdict {
+            case .rejected(let reason): return failure(APNsReason(reason), id: idHeader)
+            case .unroutable(let reason): return failure(APNsReason(rawValue: reason.name)!, id: idHeader)
+            case .routed:
+                if pipeline.store.activityIds.lookup(newId.withUnsafeBytes { $0 }) == nil {
+                    stats.note(.limitExceeded, "push-to-start token \(tokenText.prefix(16))… apns-id \(messageId)")
+                }
+                stats.deliveryNanos.record(max(t1 &- r.arrivalNanos, 1))
+                stats.acceptedPushes += 1
+                return (H2Response(status: 200, headers: [idHeader]), nil)
+            }
+        }
+        var flight = token.withUnsafeBytes { pipeline.begin(kind: .token, target: $0) }
+        let rejected = withHeaders(h, broadcast: false) { headers in
+            r.body.withUnsafeBytes { pipeline.validate(&flight, headers: headers, payload: $0) }
+        }
+        let t1 = clock()
+        stats.validateNanos.record(max(t1 &- t0, 1))
+        if let rejected { return failure(APNsReason(rejected), id: idHeader) }
+        guard case .routed = pipeline.route(&flight), case .activity(let a) = flight.resolution else {
+            preconditionFailure("a resolved token routes")
+        }
+        let t2 = clock()
+        stats.routeNanos.record(max(t2 &- t1, 1))
+        let outcome = pipeline.deliver(flight, to: a, nowMillis: wallMillis)
+        let t3 = clock()
+        stats.deliveryNanos.record(max(t3 &- r.arrivalNanos, 1))
+        stats.acceptedPushes += 1
+        noteOutcome(outcome, a, messageId)
+        return (H2Response(status: 200, headers: [idHeader]), nil)
+    }
+
+    private func noteOutcome(_ outcome: Outcome, _ a: Int32, _ messageId: String) {
+        let finding: ServeStats.Finding
+        switch outcome {
+        case .ignoredStaleTimestamp: finding = .staleTimestamp
+        case .ignoredEnded: finding = .afterEnd
+        case .throttled: finding = .budget
+        default: return
+        }
+        let activity = pipeline.store.activityIds.string(a)
+        stats.note(finding, "activity \(activity) apns-id \(messageId)")
+    }
+
+    /// The pipeline's header view of a checked request (the values it re-checks pass by construction; a
+    /// broadcast's expiration, judged against its channel's storage policy here, is passed as 0).
+    private func withHeaders<R>(_ h: CheckedHeaders, broadcast: Bool, _ body: (PushHeaders) -> R) -> R {
+        let topic = h.topic ?? Array("x.push-type.liveactivity".utf8)
+        return h.pushType.withUnsafeBytes { pushType in
+            topic.withUnsafeBytes { topicBytes in
+                (h.collapseId ?? []).withUnsafeBytes { collapse in
+                    body(
+                        PushHeaders(
+                            pushType: .string(pushType), topic: .string(topicBytes), priority: .integer(Int64(h.priority)),
+                            expiration: .integer(broadcast ? 0 : h.expiration),
+                            collapseId: h.collapseId == nil ? .null : .string(collapse)))
+                }
+            }
+        }
+    }
+
+    // MARK: Broadcasts
+
+    private func broadcast(bundle: [UInt8], _ h: CheckedHeaders, requestId: String, _ r: RequestInput)
+        -> (H2Response, APNsReason?)
+    {
+        let idHeader = (name: "apns-request-id", value: requestId)
+        guard let raw = h.channelId, let channel = channels[raw], !channel.deleted, channel.bundle == bundle else {
+            return failure(.channelNotRegistered, id: idHeader)
+        }
+        if channel.storagePolicy == 0 && h.expiration != 0 { return failure(.badExpirationDate, id: idHeader) }
+        let t0 = clock()
+        var topic = bundle
+        topic.append(contentsOf: Array(".push-type.liveactivity".utf8))
+        var withTopic = h
+        withTopic.topic = topic
+        var flight = raw.withUnsafeBytes { pipeline.begin(kind: .channel, target: $0) }
+        guard case .channel(let c) = flight.resolution else {
+            return failure(.channelNotRegistered, id: idHeader)
+        }
+        let rejected = withHeaders(withTopic, broadcast: true) { headers in
+            r.body.withUnsafeBytes { pipeline.validate(&flight, headers: headers, payload: $0) }
+        }
+        let t1 = clock()
+        stats.validateNanos.record(max(t1 &- t0, 1))
+        if let rejected { return failure(APNsReason(rejected), id: idHeader) }
+        _ = pipeline.route(&flight)
+        stats.routeNanos.record(max(clock() &- t1, 1))
+        stats.acceptedBroadcasts += 1
+        pending.append(PendingFanout(headers: withTopic, payload: r.body, channel: c, arrivalNanos: r.arrivalNanos))
+        let unique = UUID().uuidString.lowercased()
+        return (H2Response(status: 200, headers: [idHeader, (name: "apns-unique-id", value: unique)]), nil)
+    }
+
+    /// One request's service time: headers complete → response submitted.
+    public func recordService(_ nanos: UInt64) {
+        stats.serviceNanos.record(nanos)
+    }
+
+    /// Broadcasts waiting for their fan-out.
+    public var pendingFanouts: Int { pending.count }
+
+    /// Applies the answered broadcasts to their subscribers (in arrival order).
+    public func runPendingFanouts(wallMillis: Int64) {
+        guard !pending.isEmpty else { return }
+        let batch = pending
+        pending.removeAll(keepingCapacity: true)
+        for f in batch {
+            let flight = withHeaders(f.headers, broadcast: true) { headers in
+                f.payload.withUnsafeBytes {
+                    pipeline.resume(kind: .channel, resolution: .channel(f.channel), headers: headers, payload: $0)
+                }
+            }
+            let subscribers = pipeline.router.subscribers[Int(f.channel)]
+            for a in subscribers {
+                let outcome = pipeline.deliver(flight, to: a, nowMillis: wallMillis)
+                stats.deliveryNanos.record(max(clock() &- f.arrivalNanos, 1))
+                if outcome != .applied { noteOutcome(outcome, a, "(broadcast)") }
+            }
+            stats.fanoutNanos.record(max(clock() &- f.arrivalNanos, 1))
+        }
+    }
+
+    // MARK: Channel management
+
+    private func channelRequest(_ route: APNsRoute, _ r: RequestInput) -> (H2Response, APNsReason?) {
+        let requestId: String
+        switch RequestCheck.requestId(r.headers) {
+        case .failure(let reason): return failure(reason, id: nil)
+        case .success(let id): requestId = id ?? UUID().uuidString
+        }
+        let idHeader = (name: "apns-request-id", value: requestId)
+        func json(_ status: Int, _ text: String, extra: [(name: String, value: String)] = []) -> (H2Response, APNsReason?) {
+            let headers = [idHeader] + extra + (text.isEmpty ? [] : [(name: "content-type", value: "application/json")])
+            return (H2Response(status: status, headers: headers, body: Array(text.utf8)), nil)
+        }
+        switch route {
+        case .createChannel(let bundle):
+            if r.body.isEmpty { return failure(.payloadEmpty, id: idHeader) }
+            guard let object = try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any] else {
+                return failure(.badRequestPayload, id: idHeader)
+            }
+            guard object.keys.allSatisfy({ $0 == "message-storage-policy" || $0 == "push-type" }) else {
+                return failure(.badRequestParams, id: idHeader)
+            }
+            guard let type = object["push-type"] as? String else { return failure(.missingPushType, id: idHeader) }
+            guard type.lowercased() == "liveactivity" else { return failure(.invalidPushType, id: idHeader) }
+            let policy = object["message-storage-policy"] as? Int ?? 0
+            guard policy == 0 || policy == 1 else { return failure(.badRequestParams, id: idHeader) }
+            let live = channelOrder[bundle, default: []].filter { channels[$0]?.deleted == false }.count
+            guard live < APNsService.channelsPerApp else { return failure(.cannotCreateChannelConfig, id: idHeader) }
+            channelsCreated += 1
+            let raw = Array("fanout-channel-\(channelsCreated)".utf8)
+            channels[raw] = Channel(bundle: bundle, storagePolicy: policy)
+            channelOrder[bundle, default: []].append(raw)
+            let app = bundle.withUnsafeBytes { pipeline.store.internApp($0) }
+            _ = raw.withUnsafeBytes { pipeline.router.registerChannel($0, app: app) }
+            return json(201, "", extra: [(name: "apns-channel-id", value: Base64.encode(raw))])
+        case .readChannel(let bundle), .deleteChannel(let bundle):
+            let raw: [UInt8]
+            switch RequestCheck.channelId(r.headers) {
+            case .failure(let reason): return failure(reason, id: idHeader)
+            case .success(let (decoded, _)): raw = decoded
+            }
+            guard let channel = channels[raw], !channel.deleted, channel.bundle == bundle else {
+                return failure(.channelNotRegistered, id: idHeader)
+            }
+            if case .deleteChannel = route {
+                channels[raw]!.deleted = true
+                return json(204, "")
+            }
+            return json(200, "{\"message-storage-policy\":\(channel.storagePolicy),\"push-type\":\"LiveActivity\"}")
+        case .listChannels(let bundle):
+            let ids = channelOrder[bundle, default: []].filter { channels[$0]?.deleted == false }
+            return json(200, "{\"channels\":[" + ids.map { "\"\(Base64.encode($0))\"" }.joined(separator: ",") + "]}")
+        default:
+            preconditionFailure()
+        }
+    }
+}
+
+/// JSON string quoting for the population file.
+enum JSON {
+    static func quote(_ bytes: UnsafeRawBufferPointer) -> String {
+        var out = "\""
+        for scalar in String(decoding: bytes, as: UTF8.self).unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            default:
+                if scalar.value < 0x20 {
+                    out += String(format: "\\u%04x", scalar.value)
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+}

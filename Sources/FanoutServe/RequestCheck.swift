@@ -1,0 +1,273 @@
+/// What a request asks for, once its method and path are known.
+public enum APNsRoute: Equatable, Sendable {
+    case push(token: [UInt8])
+    case broadcast(bundle: [UInt8])
+    case createChannel(bundle: [UInt8])
+    case readChannel(bundle: [UInt8])
+    case deleteChannel(bundle: [UInt8])
+    case listChannels(bundle: [UInt8])
+
+    var isBroadcastOrChannel: Bool {
+        if case .push = self { return false }
+        return true
+    }
+}
+
+/// The headers of a push or broadcast, checked (rows 4 and 6–15 of docs/INGEST.md §3) and parsed.
+public struct CheckedHeaders: Sendable {
+    public var pushType: [UInt8] = []
+    public var isLiveActivity = false
+    public var topic: [UInt8]?
+    public var priority = 10
+    public var expiration: Int64 = 0
+    public var expirationGiven = false
+    public var collapseId: [UInt8]?
+    /// `apns-id` (token pushes) or `apns-request-id` (broadcast, channel): the request's, if valid.
+    public var messageId: String?
+    /// The decoded `apns-channel-id`.
+    public var channelId: [UInt8]?
+    public var channelIdText: String?
+}
+
+/// The checks of docs/INGEST.md §3 that need no device state, in its order. Pure functions of the request.
+public enum RequestCheck {
+    /// The push types APNs knows (`apns-push-type`).
+    static let pushTypes: Set<String> = [
+        "alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity",
+        "pushtotalk", "widgets", "controls",
+    ]
+
+    /// Rows 1–3: method and path.
+    public static func route(method: [UInt8], path: [UInt8]) -> Result<APNsRoute, APNsReason> {
+        let m = String(decoding: method, as: UTF8.self)
+        guard m == "POST" || m == "GET" || m == "DELETE" else { return .failure(.methodNotAllowed) }
+        let p = String(decoding: path, as: UTF8.self)
+        let device = "/3/device/"
+        if p.hasPrefix(device) {
+            guard m == "POST" else { return .failure(.methodNotAllowed) }
+            let token = Array(p.utf8.dropFirst(device.utf8.count))
+            guard !token.isEmpty else { return .failure(.missingDeviceToken) }
+            return .success(.push(token: token))
+        }
+        if p == "/3/device" { return m == "POST" ? .failure(.missingDeviceToken) : .failure(.methodNotAllowed) }
+        let parts = p.split(separator: "/", omittingEmptySubsequences: false)
+        // "/4/broadcasts/apps/<bundle>" → ["", "4", "broadcasts", "apps", bundle]
+        if parts.count == 5, parts[1] == "4", parts[2] == "broadcasts", parts[3] == "apps", !parts[4].isEmpty {
+            guard m == "POST" else { return .failure(.methodNotAllowed) }
+            return .success(.broadcast(bundle: Array(parts[4].utf8)))
+        }
+        // "/1/apps/<bundle>/channels" and "/1/apps/<bundle>/all-channels"
+        if parts.count == 5, parts[1] == "1", parts[2] == "apps", !parts[3].isEmpty {
+            let bundle = Array(parts[3].utf8)
+            if parts[4] == "channels" {
+                switch m {
+                case "POST": return .success(.createChannel(bundle: bundle))
+                case "GET": return .success(.readChannel(bundle: bundle))
+                default: return .success(.deleteChannel(bundle: bundle))
+                }
+            }
+            if parts[4] == "all-channels" {
+                guard m == "GET" else { return .failure(.methodNotAllowed) }
+                return .success(.listChannels(bundle: bundle))
+            }
+        }
+        return .failure(.badPath)
+    }
+
+    /// Row 4: a header sent twice.
+    public static func hasDuplicates(_ headers: [(name: [UInt8], value: [UInt8])]) -> Bool {
+        var seen = Set<[UInt8]>()
+        for header in headers where !seen.insert(header.name).inserted { return true }
+        return false
+    }
+
+    /// Rows 6–15 for a push or a broadcast (`body` is what was kept: at most the limit + 1 bytes).
+    public static func headers(
+        route: APNsRoute, headers: [(name: [UInt8], value: [UInt8])], bodyCount: Int
+    ) -> Result<CheckedHeaders, APNsReason> {
+        let broadcast: Bool
+        switch route {
+        case .push: broadcast = false
+        case .broadcast: broadcast = true
+        default: preconditionFailure("headers() is for pushes and broadcasts")
+        }
+        func value(_ name: String) -> [UInt8]? {
+            let key = Array(name.utf8)
+            return headers.first { $0.name == key }?.value
+        }
+        var out = CheckedHeaders()
+        // 6, 7
+        if bodyCount == 0 { return .failure(.payloadEmpty) }
+        if bodyCount > (broadcast ? 5120 : 4096) { return .failure(.payloadTooLarge) }
+        // 8
+        guard let pushType = value("apns-push-type") else {
+            return .failure(broadcast ? .missingPushType : .invalidPushType)
+        }
+        let type = String(decoding: pushType, as: UTF8.self).lowercased()
+        out.pushType = Array(type.utf8)
+        out.isLiveActivity = type == "liveactivity"
+        if broadcast ? !out.isLiveActivity : !pushTypes.contains(type) { return .failure(.invalidPushType) }
+        // 9, 10
+        if !broadcast {
+            guard let topic = value("apns-topic"), !topic.isEmpty else { return .failure(.missingTopic) }
+            out.topic = topic
+            if out.isLiveActivity && !String(decoding: topic, as: UTF8.self).hasSuffix(".push-type.liveactivity") {
+                return .failure(.topicDisallowed)
+            }
+        }
+        // 11
+        if let priority = value("apns-priority") {
+            let text = String(decoding: priority, as: UTF8.self)
+            guard let p = Int(text), text.allSatisfy(\.isASCII), p == 5 || p == 10 || (broadcast && p == 1) else {
+                return .failure(.badPriority)
+            }
+            out.priority = p
+        } else if broadcast {
+            return .failure(.badPriority)
+        }
+        // 12
+        if let collapse = value("apns-collapse-id") {
+            guard collapse.count <= 64 else { return .failure(.badCollapseId) }
+            out.collapseId = collapse
+        }
+        // 13
+        if let id = value(broadcast ? "apns-request-id" : "apns-id") {
+            guard isCanonicalUUID(id) else { return .failure(.badMessageId) }
+            out.messageId = String(decoding: id, as: UTF8.self)
+        }
+        // 14 (a channel's storage policy is checked once the channel is known)
+        if let expiration = value("apns-expiration") {
+            guard let e = parseNonNegative(expiration) else { return .failure(.badExpirationDate) }
+            out.expiration = e
+            out.expirationGiven = true
+        } else if broadcast {
+            return .failure(.badExpirationDate)
+        }
+        // 15
+        switch route {
+        case .push(let token):
+            guard token.count % 2 == 0, token.allSatisfy(isHexDigit) else { return .failure(.badDeviceToken) }
+        default:
+            switch channelId(headers) {
+            case .failure(let reason): return .failure(reason)
+            case .success(let (raw, text)):
+                out.channelId = raw
+                out.channelIdText = text
+            }
+        }
+        return .success(out)
+    }
+
+    /// Row 15 for broadcasts and channel requests: `apns-channel-id`, base64.
+    public static func channelId(_ headers: [(name: [UInt8], value: [UInt8])]) -> Result<([UInt8], String), APNsReason> {
+        let key = Array("apns-channel-id".utf8)
+        guard let value = headers.first(where: { $0.name == key })?.value, !value.isEmpty else {
+            return .failure(.missingChannelId)
+        }
+        guard let raw = Base64.decode(value), !raw.isEmpty else { return .failure(.badChannelId) }
+        return .success((raw, String(decoding: value, as: UTF8.self)))
+    }
+
+    /// `apns-request-id` of a channel request: canonical UUID or absent.
+    public static func requestId(_ headers: [(name: [UInt8], value: [UInt8])]) -> Result<String?, APNsReason> {
+        let key = Array("apns-request-id".utf8)
+        guard let value = headers.first(where: { $0.name == key })?.value else { return .success(nil) }
+        guard isCanonicalUUID(value) else { return .failure(.badMessageId) }
+        return .success(String(decoding: value, as: UTF8.self))
+    }
+
+    static func isHexDigit(_ c: UInt8) -> Bool {
+        (c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66) || (c >= 0x41 && c <= 0x46)
+    }
+
+    /// 8-4-4-4-12 hex digits (either case).
+    public static func isCanonicalUUID(_ bytes: [UInt8]) -> Bool {
+        guard bytes.count == 36 else { return false }
+        for (i, c) in bytes.enumerated() {
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                if c != UInt8(ascii: "-") { return false }
+            } else if !isHexDigit(c) {
+                return false
+            }
+        }
+        return true
+    }
+
+    static func parseNonNegative(_ bytes: [UInt8]) -> Int64? {
+        guard !bytes.isEmpty, bytes.count <= 18, bytes.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return bytes.reduce(Int64(0)) { $0 * 10 + Int64($1 - 0x30) }
+    }
+}
+
+/// Standard base64 (RFC 4648 §4, padding optional) and base64url (§5, for JWTs).
+public enum Base64 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var i = 0
+        while i < bytes.count {
+            let b0 = UInt32(bytes[i])
+            let b1 = i + 1 < bytes.count ? UInt32(bytes[i + 1]) : 0
+            let b2 = i + 2 < bytes.count ? UInt32(bytes[i + 2]) : 0
+            let n = b0 << 16 | b1 << 8 | b2
+            out.append(alphabet[Int(n >> 18 & 63)])
+            out.append(alphabet[Int(n >> 12 & 63)])
+            out.append(i + 1 < bytes.count ? alphabet[Int(n >> 6 & 63)] : UInt8(ascii: "="))
+            out.append(i + 2 < bytes.count ? alphabet[Int(n & 63)] : UInt8(ascii: "="))
+            i += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Decodes base64 (`url`: base64url); nil for anything else (a character outside the alphabet, a bad
+    /// length, misplaced padding, non-zero trailing bits).
+    public static func decode<C: Collection<UInt8>>(_ text: C, url: Bool = false) -> [UInt8]? {
+        var values: [UInt8] = []
+        values.reserveCapacity(text.count)
+        var padding = 0
+        for c in text {
+            if c == UInt8(ascii: "=") {
+                padding += 1
+                continue
+            }
+            guard padding == 0 else { return nil }
+            let v: UInt8
+            switch c {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): v = c - 65
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): v = c - 97 + 26
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): v = c - 48 + 52
+            case UInt8(ascii: "+") where !url: v = 62
+            case UInt8(ascii: "/") where !url: v = 63
+            case UInt8(ascii: "-") where url: v = 62
+            case UInt8(ascii: "_") where url: v = 63
+            default: return nil
+            }
+            values.append(v)
+        }
+        if padding > 2 || values.count % 4 == 1 { return nil }
+        if padding > 0 && (values.count + padding) % 4 != 0 { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(values.count * 3 / 4)
+        var i = 0
+        while i + 4 <= values.count {
+            let n = UInt32(values[i]) << 18 | UInt32(values[i + 1]) << 12 | UInt32(values[i + 2]) << 6 | UInt32(values[i + 3])
+            out.append(UInt8(n >> 16 & 0xFF))
+            out.append(UInt8(n >> 8 & 0xFF))
+            out.append(UInt8(n & 0xFF))
+            i += 4
+        }
+        let rest = values.count - i
+        if rest == 2 {
+            guard values[i + 1] & 0x0F == 0 else { return nil }
+            out.append(values[i] << 2 | values[i + 1] >> 4)
+        } else if rest == 3 {
+            guard values[i + 2] & 0x03 == 0 else { return nil }
+            let n = UInt32(values[i]) << 10 | UInt32(values[i + 1]) << 4 | UInt32(values[i + 2]) >> 2
+            out.append(UInt8(n >> 8 & 0xFF))
+            out.append(UInt8(n & 0xFF))
+        }
+        return out
+    }
+}

@@ -1,0 +1,175 @@
+import FanoutCore
+import FanoutMetrics
+import FanoutReport
+import FanoutTrace
+import Foundation
+
+/// The run folder of `fanout serve`: summary.json and summary.md (answers, device-side accounting with its
+/// identities, latency percentiles, connections, findings with examples), one `.hgrm` per latency metric,
+/// population.jsonl (written at start) and state.jsonl (what a user would see at the end, in the trace
+/// state-dump format). Every file is renamed into place; summary.json last.
+public enum ServeReport {
+    public struct Info: Sendable {
+        public var scenario: String
+        public var seed: UInt64
+        public var listen: String
+        public var transport: String
+        public var auth: String
+        public var startedAt: String
+        public var gitRevision: String
+        public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
+                    startedAt: String, gitRevision: String) {
+            self.scenario = scenario
+            self.seed = seed
+            self.listen = listen
+            self.transport = transport
+            self.auth = auth
+            self.startedAt = startedAt
+            self.gitRevision = gitRevision
+        }
+    }
+
+    static let metrics: [(name: String, about: String, get: @Sendable (ServeStats) -> LatencyHistogram)] = [
+        ("service", "request headers complete → response submitted", { $0.serviceNanos }),
+        ("delivery", "request arrival → applied on the device, per delivery", { $0.deliveryNanos }),
+        ("fanout", "broadcast arrival → its last subscriber applied", { $0.fanoutNanos }),
+        ("validate", "stage: headers and payload checked (accepted pushes)", { $0.validateNanos }),
+        ("route", "stage: recipients found (accepted pushes)", { $0.routeNanos }),
+    ]
+
+    public static func files(
+        _ info: Info, service: APNsService, connections: ConnectionStats, bytes: (read: Int, written: Int),
+        elapsedSeconds: Double, nowMillis: Int64
+    ) -> [String: String] {
+        var files: [String: String] = [:]
+        let stats = service.stats
+        for m in metrics {
+            files["\(m.name).hgrm"] =
+                "#[fanout serve \(m.name): \(m.about); values in microseconds (us), recorded in nanoseconds]\n"
+                + PercentileText.distribution(m.get(stats), scale: 1000)
+        }
+        files["state.jsonl"] = String(decoding: StateDump.render(service.pipeline, nowMillis: nowMillis), as: UTF8.self)
+        files["summary.json"] = summaryJSON(info, stats, service.pipeline.accounting, connections, bytes, elapsedSeconds)
+        files["summary.md"] = summaryMarkdown(info, stats, service.pipeline.accounting, connections, bytes, elapsedSeconds)
+        return files
+    }
+
+    static func percentiles(_ h: LatencyHistogram) -> [String: Any] {
+        let v = h.values(atPercentiles: [50, 90, 99, 99.9])
+        return [
+            "count": h.totalCount, "p50Nanos": v[0], "p90Nanos": v[1], "p99Nanos": v[2], "p999Nanos": v[3],
+            "maxNanos": h.max, "meanNanos": h.isEmpty ? 0 : Int(h.mean.rounded()),
+        ]
+    }
+
+    static func accountingJSON(_ a: Accounting) -> [String: Any] {
+        var rejected: [String: Int] = [:]
+        for r in RejectReason.allCases where a[r] > 0 { rejected[r.name] = a[r] }
+        var unroutable: [String: Int] = [:]
+        for r in UnroutableReason.allCases where a[r] > 0 { unroutable[r.name] = a[r] }
+        var outcomes: [String: Int] = [:]
+        for o in Outcome.allCases { outcomes[o.name] = a[o] }
+        return [
+            "pushes": a.pushes, "rejected": rejected, "unroutable": unroutable, "routed": a.routed,
+            "deliveries": a.deliveries, "outcomes": outcomes, "identitiesHold": a.identitiesHold,
+        ]
+    }
+
+    static func summaryJSON(
+        _ info: Info, _ s: ServeStats, _ a: Accounting, _ c: ConnectionStats, _ bytes: (read: Int, written: Int),
+        _ elapsed: Double
+    ) -> String {
+        var latency: [String: Any] = [:]
+        for m in metrics { latency[m.name] = percentiles(m.get(s)) }
+        var findings: [String: Any] = [:]
+        for f in ServeStats.Finding.allCases {
+            findings["\(f)"] = ["about": f.rawValue, "count": s.findings[f] ?? 0, "examples": s.examples[f] ?? []]
+        }
+        var reasons: [String: Int] = [:]
+        for (r, n) in s.byReason { reasons[r.rawValue] = n }
+        var statuses: [String: Int] = [:]
+        for (k, n) in s.byStatus { statuses[String(k)] = n }
+        let object: [String: Any] = [
+            "kind": "serve",
+            "scenario": info.scenario, "seed": info.seed, "listen": info.listen, "transport": info.transport,
+            "auth": info.auth, "startedAt": info.startedAt, "gitRevision": info.gitRevision,
+            "elapsedSeconds": (elapsed * 1000).rounded() / 1000,
+            "requests": [
+                "total": s.requests, "byStatus": statuses, "byReason": reasons, "acceptedPushes": s.acceptedPushes,
+                "acceptedBroadcasts": s.acceptedBroadcasts, "acceptedOtherPushTypes": s.acceptedOtherPushTypes,
+                "channelRequests": s.channelRequests, "identitiesHold": s.identitiesHold,
+                "ratePerSecond": elapsed > 0 ? (Double(s.requests) / elapsed * 10).rounded() / 10 : 0,
+            ],
+            "accounting": accountingJSON(a),
+            "latency": latency,
+            "connections": [
+                "accepted": c.accepted, "closed": c.closed, "peakOpen": c.peakOpen, "tls": c.tlsConnections,
+                "bytesIn": bytes.read, "bytesOut": bytes.written, "streamsReset": c.streamsReset,
+                "endReasons": c.endReasons,
+            ],
+            "findings": findings,
+        ]
+        let data = try! JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+        return String(decoding: data, as: UTF8.self) + "\n"
+    }
+
+    static func micros(_ nanos: UInt64) -> String { String(format: "%.1f", Double(nanos) / 1000) }
+
+    static func summaryMarkdown(
+        _ info: Info, _ s: ServeStats, _ a: Accounting, _ c: ConnectionStats, _ bytes: (read: Int, written: Int),
+        _ elapsed: Double
+    ) -> String {
+        var md = "# fanout serve — \(info.scenario)\n\n"
+        md += "Listening on \(info.listen) (\(info.transport), auth \(info.auth)), started \(info.startedAt), "
+        md += String(format: "served %.1f s", elapsed) + ", revision \(info.gitRevision), seed \(info.seed).\n\n"
+        md += "## Requests\n\n| answer | count |\n|---|---:|\n"
+        for (status, n) in s.byStatus.sorted(by: { $0.key < $1.key }) { md += "| \(status) | \(n) |\n" }
+        md += "| **total** | **\(s.requests)** |\n\n"
+        if !s.byReason.isEmpty {
+            md += "| reason | status | count |\n|---|---:|---:|\n"
+            for (r, n) in s.byReason.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                md += "| \(r.rawValue) | \(r.status) | \(n) |\n"
+            }
+            md += "\n"
+        }
+        md += "Accepted: \(s.acceptedPushes) token pushes, \(s.acceptedBroadcasts) broadcasts, "
+        md += "\(s.acceptedOtherPushTypes) of other push types (reaching no activity); \(s.channelRequests) "
+        md += "channel-management requests. Identities (requests = Σ statuses, failures = Σ reasons): "
+        md += s.identitiesHold ? "hold.\n\n" : "**BROKEN**.\n\n"
+        md += "## Devices\n\n"
+        md += "Pushes judged by the devices' pipeline \(a.pushes): routed \(a.routed), rejected \(a.rejectedTotal), "
+        md += "unroutable \(a.unroutableTotal); deliveries \(a.deliveries). "
+        md += "Identities (pushes = rejected + unroutable + routed, deliveries = Σ outcomes): "
+        md += a.identitiesHold ? "hold.\n\n" : "**BROKEN**.\n\n"
+        md += "| outcome | count |\n|---|---:|\n"
+        for o in Outcome.allCases { md += "| \(o.name) | \(a[o]) |\n" }
+        md += "\n## Latency (µs)\n\n| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
+        for m in metrics {
+            let h = m.get(s)
+            let v = h.values(atPercentiles: [50, 90, 99, 99.9])
+            md += "| \(m.name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
+            md += "\(micros(v[3])) | \(micros(h.max)) |\n"
+        }
+        md += "\nservice: \(metrics[0].about); delivery: \(metrics[1].about); fanout: \(metrics[2].about).\n\n"
+        md += "## Connections\n\n"
+        md += "\(c.accepted) accepted (\(c.tlsConnections) over TLS), peak \(c.peakOpen) open, \(bytes.read) bytes in, "
+        md += "\(bytes.written) bytes out, \(c.streamsReset) streams reset.\n\n"
+        if !c.endReasons.isEmpty {
+            md += "| how connections ended | count |\n|---|---:|\n"
+            for (r, n) in c.endReasons.sorted(by: { $0.key < $1.key }) { md += "| \(r) | \(n) |\n" }
+            md += "\n"
+        }
+        md += "## Findings for the backend\n\n"
+        var any = false
+        for f in ServeStats.Finding.allCases {
+            guard let n = s.findings[f], n > 0 else { continue }
+            any = true
+            md += "- **\(f.rawValue)**: \(n)\n"
+            for e in s.examples[f] ?? [] { md += "  - `\(e)`\n" }
+        }
+        if !any { md += "None: no push went to a rotated or unknown token, none was stale, late, rejected or throttled.\n" }
+        md += "\nFiles: population.jsonl (the subscribers, written at start), state.jsonl (what users see at the end), "
+        md += metrics.map { "\($0.name).hgrm" }.joined(separator: ", ") + ".\n"
+        return md
+    }
+}

@@ -1,0 +1,60 @@
+import FanoutCore
+import FanoutMetrics
+
+/// What `fanout serve` measures: every request's answer, the device side's accounting, latency
+/// histograms (each sample recorded once) and the correctness findings a backend team wants, with examples.
+public struct ServeStats: Sendable {
+    public var requests = 0
+    /// Answers by status, and failures by reason.
+    public var byStatus: [Int: Int] = [:]
+    public var byReason: [APNsReason: Int] = [:]
+    /// Accepted token pushes, broadcasts, and pushes of another push type (answered, reaching no activity).
+    public var acceptedPushes = 0
+    public var acceptedBroadcasts = 0
+    public var acceptedOtherPushTypes = 0
+    public var channelRequests = 0
+    /// Headers complete → response submitted.
+    public var serviceNanos = LatencyHistogram()
+    /// Request arrival → applied on the device, per delivery.
+    public var deliveryNanos = LatencyHistogram()
+    /// Broadcast request arrival → its last subscriber applied.
+    public var fanoutNanos = LatencyHistogram()
+    /// Stage times of accepted pushes: validate (headers and payload), route.
+    public var validateNanos = LatencyHistogram()
+    public var routeNanos = LatencyHistogram()
+
+    public enum Finding: String, CaseIterable, Sendable {
+        case rotatedToken = "pushes to tokens that were rotated away (410 Unregistered)"
+        case unknownToken = "pushes to tokens never issued (400 BadDeviceToken)"
+        case wrongTopic = "pushes to a token of another app (400 DeviceTokenNotForTopic)"
+        case staleTimestamp = "stale or duplicate timestamps (reordered or retried; ignored by the device)"
+        case afterEnd = "updates after the activity ended (ignored by the device)"
+        case rejectedPayload = "payloads or headers APNs would reject"
+        case budget = "priority-10 budget overruns (throttled)"
+        case limitExceeded = "push-to-start refused by the device's limits"
+    }
+    public var findings: [Finding: Int] = [:]
+    public var examples: [Finding: [String]] = [:]
+    public static let examplesPerFinding = 5
+
+    public init() {}
+
+    mutating func note(_ finding: Finding, _ example: @autoclosure () -> String) {
+        findings[finding, default: 0] += 1
+        if examples[finding, default: []].count < ServeStats.examplesPerFinding {
+            examples[finding, default: []].append(example())
+        }
+    }
+
+    mutating func answered(_ status: Int, _ reason: APNsReason?) {
+        requests += 1
+        byStatus[status, default: 0] += 1
+        if let reason { byReason[reason, default: 0] += 1 }
+    }
+
+    /// requests = Σ answers by status, and failures = Σ reasons.
+    public var identitiesHold: Bool {
+        requests == byStatus.values.reduce(0, +)
+            && byReason.values.reduce(0, +) == byStatus.filter { $0.key >= 400 }.values.reduce(0, +)
+    }
+}

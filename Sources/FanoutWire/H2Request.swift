@@ -1,0 +1,63 @@
+/// One HTTP/2 request stream as the server sees it: pseudo-headers, regular headers (names lowercase, as
+/// HTTP/2 requires), at most `bodyLimit + 1` bytes of body, and when it arrived. The bytes are kept as
+/// received; the layer above judges them.
+public final class H2Request {
+    public let streamId: Int32
+    /// The stream's first HEADERS frame arrived (monotonic nanoseconds, `uv_hrtime`).
+    public let arrivalNanos: UInt64
+    /// The request was complete: headers, and the body up to END_STREAM.
+    public internal(set) var completeNanos: UInt64 = 0
+    public internal(set) var method: [UInt8] = []
+    public internal(set) var path: [UInt8] = []
+    public internal(set) var authority: [UInt8] = []
+    public internal(set) var scheme: [UInt8] = []
+    /// Regular headers in arrival order.
+    public internal(set) var headers: [(name: [UInt8], value: [UInt8])] = []
+    /// A pseudo-header sent twice (HTTP/2 forbids it; nghttp2 already resets most malformed ones).
+    public internal(set) var duplicatePseudoHeader = false
+    /// The body's first `bodyLimit + 1` bytes.
+    public internal(set) var body: [UInt8] = []
+    /// Body bytes the client sent in all (may exceed what was kept).
+    public internal(set) var bodyBytesReceived = 0
+    public let bodyLimit: Int
+    /// Bytes of the header list (name + value + 32 per field, as SETTINGS_MAX_HEADER_LIST_SIZE counts).
+    var headerListBytes = 0
+
+    var response: [UInt8] = []
+    var responseOffset = 0
+    public internal(set) var answered = false
+
+    init(streamId: Int32, arrivalNanos: UInt64, bodyLimit: Int) {
+        self.streamId = streamId
+        self.arrivalNanos = arrivalNanos
+        self.bodyLimit = bodyLimit
+    }
+
+    /// The body exceeded `bodyLimit` (only `bodyLimit + 1` bytes were kept).
+    public var bodyTooLarge: Bool { bodyBytesReceived > bodyLimit }
+
+    /// The values of the regular header `name` (lowercase), in order.
+    public func values(of name: String) -> [[UInt8]] {
+        let key = Array(name.utf8)
+        return headers.filter { $0.name == key }.map(\.value)
+    }
+
+    func appendBody(_ bytes: UnsafeRawBufferPointer) {
+        let room = bodyLimit + 1 - body.count
+        if room > 0 { body.append(contentsOf: bytes.prefix(room)) }
+        bodyBytesReceived += bytes.count
+    }
+}
+
+/// A response to submit: status, headers (lowercase names), body.
+public struct H2Response: Sendable {
+    public var status: Int
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}

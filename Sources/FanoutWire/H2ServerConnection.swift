@@ -1,0 +1,375 @@
+internal import CNGHTTP2
+import UVLoop
+
+/// What the server side of a connection tells its owner.
+public protocol H2ServerDelegate: AnyObject {
+    /// A request is complete (headers and body up to END_STREAM). Answer it with
+    /// ``H2ServerConnection/respond(to:with:)``, now or later.
+    func connection(_ connection: H2ServerConnection, received request: H2Request)
+    /// The connection is gone (closed by either side); its counts are final.
+    func connectionClosed(_ connection: H2ServerConnection)
+    /// A chunk of input was processed and the answers to it were flushed.
+    func connectionDidProcessInput(_ connection: H2ServerConnection)
+}
+
+extension H2ServerDelegate {
+    public func connectionDidProcessInput(_ connection: H2ServerConnection) {}
+}
+
+/// Limits and settings of a server connection.
+public struct H2ServerSettings: Sendable {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS advertised once the connection may send (see `initialMaxStreams`).
+    public var maxConcurrentStreams: UInt32 = 1000
+    /// Advertised at first (1 under token authentication, as APNs does, raised by `raiseStreamLimit`).
+    public var initialMaxStreams: UInt32 = 1000
+    /// SETTINGS_MAX_HEADER_LIST_SIZE; a stream whose header list is larger is reset.
+    public var maxHeaderListBytes = 16 * 1024
+    /// Body bytes kept per request (the answer to a larger body is the caller's, e.g. 413).
+    public var bodyLimit = 5120
+    /// Stop reading from a client while this many response bytes wait for it (a slow reader).
+    public var maxPendingWriteBytes = 1 << 20
+
+    public init() {}
+}
+
+/// The server side of one HTTP/2 connection: nghttp2 driven through its memory interface
+/// (`nghttp2_session_mem_recv` / `mem_send`) from the loop's read callback, optionally under TLS over memory
+/// BIOs. Every request is handed to the delegate once complete; responses are submitted from the loop
+/// thread. Confined to its loop's thread.
+public final class H2ServerConnection {
+    public let stream: TCPStream
+    public let settings: H2ServerSettings
+    public weak var delegate: H2ServerDelegate?
+    private var session: OpaquePointer?
+    private let tls: TLSSession?
+    private var streams: [Int32: H2Request] = [:]
+    private var inFlush = false
+    /// Inside `nghttp2_session_mem_recv` (its callbacks may submit, but must not send).
+    private var inReceive = false
+    private var finished = false
+
+    /// Monotonic nanoseconds of the last bytes read (idle and preface timeouts read it).
+    public private(set) var lastActivityNanos: UInt64
+    public let openedNanos: UInt64
+    /// Whether a valid HTTP/2 preface and SETTINGS arrived.
+    public private(set) var prefaceReceived = false
+    public private(set) var requestsReceived = 0
+    public private(set) var streamsReset = 0
+    /// Why the connection ended (a protocol error, a TLS failure, a timeout, shutdown), if it did.
+    public private(set) var endReason: String?
+    /// The ALPN protocol negotiated under TLS ("" without TLS or when none was offered).
+    public var alpn: String { tls?.alpn ?? "" }
+    /// Anything the owner wants to keep with the connection (e.g. its authentication state).
+    public var context: AnyObject?
+
+    public init(stream: TCPStream, tls context: TLSContext?, settings: H2ServerSettings) throws(TLSError) {
+        self.stream = stream
+        self.settings = settings
+        tls = try context.map { c throws(TLSError) in try TLSSession(context: c) }
+        openedNanos = EventLoop.hrtimeNanos
+        lastActivityNanos = openedNanos
+    }
+
+    deinit {
+        if let session { nghttp2_session_del(session) }
+    }
+
+    /// Creates the nghttp2 session, sends the server's SETTINGS and starts reading.
+    public func start() throws(UVError) {
+        var callbacks: OpaquePointer?
+        nghttp2_session_callbacks_new(&callbacks)
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
+            H2ServerConnection.from(user).beginHeaders(frame!)
+        }
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
+            H2ServerConnection.from(user).header(
+                frame!, UnsafeRawBufferPointer(start: name, count: nameLength),
+                UnsafeRawBufferPointer(start: value, count: valueLength))
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamId, data, length, user in
+            H2ServerConnection.from(user).data(streamId, UnsafeRawBufferPointer(start: data, count: length))
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
+            H2ServerConnection.from(user).frameReceived(frame!)
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamId, _, user in
+            H2ServerConnection.from(user).streamClosed(streamId)
+        }
+        var option: OpaquePointer?
+        nghttp2_option_new(&option)
+        defer { nghttp2_option_del(option) }
+        // Keep up to 1000 streams' worth of closed-stream state; answer a flood with GOAWAY (nghttp2's own
+        // protections against SETTINGS/PING floods stay on).
+        nghttp2_option_set_max_settings(option, 64)
+        var created: OpaquePointer?
+        let status = nghttp2_session_server_new2(
+            &created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
+        precondition(status == 0 && created != nil, "nghttp2_session_server_new2 failed: \(status)")
+        session = created
+        var entries = [
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: settings.initialMaxStreams),
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
+                value: UInt32(settings.maxHeaderListBytes)),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20),
+        ]
+        nghttp2_submit_settings(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
+        stream.onDrain = { [weak self] s in
+            guard let self, !self.finished else { return }
+            try? s.resumeReading()
+        }
+        try stream.startReading(
+            onRead: { [weak self] _, bytes in self?.received(bytes) },
+            onEnd: { [weak self] _, error in self?.end(error.map { "\($0)" } ?? "closed by the client") })
+        if tls == nil { flush() }
+    }
+
+    /// Advertises `maxConcurrentStreams` (after the first valid provider token, as APNs does).
+    public func raiseStreamLimit() {
+        guard let session else { return }
+        var entry = nghttp2_settings_entry(
+            settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: settings.maxConcurrentStreams)
+        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entry, 1)
+    }
+
+    /// Submits the response of a request that has not been answered; bytes go out at the next flush (at the
+    /// end of the current read callback, or now when called outside one).
+    public func respond(to request: H2Request, with response: H2Response) {
+        guard let session, !request.answered, streams[request.streamId] === request else { return }
+        request.answered = true
+        request.response = response.body
+        var names: [[UInt8]] = [Array(":status".utf8)]
+        var values: [[UInt8]] = [Array(String(response.status).utf8)]
+        for header in response.headers {
+            names.append(Array(header.name.utf8))
+            values.append(Array(header.value.utf8))
+        }
+        if !response.body.isEmpty {
+            names.append(Array("content-length".utf8))
+            values.append(Array(String(response.body.count).utf8))
+        }
+        // nghttp2 copies the pairs into its own frame on submit.
+        let status: Int32 = withPinned(names) { namePointers in
+            withPinned(values) { valuePointers in
+                var pairs: [nghttp2_nv] = (0..<names.count).map { i in
+                    nghttp2_nv(
+                        name: namePointers[i], value: valuePointers[i], namelen: names[i].count,
+                        valuelen: values[i].count, flags: 0)
+                }
+                if response.body.isEmpty {
+                    return nghttp2_submit_response(session, request.streamId, &pairs, pairs.count, nil)
+                }
+                var provider = CNGHTTP2_data_provider(nil) { session, streamId, buffer, length, dataFlags, _, user in
+                    H2ServerConnection.from(user).readBody(streamId, buffer!, length, dataFlags!)
+                }
+                return nghttp2_submit_response(session, request.streamId, &pairs, pairs.count, &provider)
+            }
+        }
+        if status != 0 { streamsReset += 1 }
+        if !inFlush && !inReceive { flush() }
+    }
+
+    /// Graceful end: GOAWAY with NO_ERROR and `{"reason": reason}` as debug data; streams already opened
+    /// finish; the connection closes when nothing is left to send or receive.
+    public func goAway(reason: String, errorCode: UInt32 = 0) {
+        guard let session, !finished else { return }
+        endReason = endReason ?? reason
+        let debug = Array("{\"reason\":\"\(reason)\"}".utf8)
+        let last = nghttp2_session_get_last_proc_stream_id(session)
+        _ = debug.withUnsafeBufferPointer {
+            nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), last, errorCode, $0.baseAddress, $0.count)
+        }
+        flush()
+    }
+
+    /// Closes at once, without GOAWAY (a client that never spoke HTTP/2).
+    public func abort(reason: String) {
+        endReason = endReason ?? reason
+        finish()
+    }
+
+    public var isFinished: Bool { finished }
+    /// Requests received but not answered yet.
+    public var openStreams: Int { streams.count }
+
+    // MARK: Input
+
+    private func received(_ bytes: UnsafeRawBufferPointer) {
+        guard !finished else { return }
+        lastActivityNanos = EventLoop.hrtimeNanos
+        if let tls {
+            do {
+                try tls.feed(bytes)
+                try tls.readPlaintext { plain in self.process(plain) }
+            } catch {
+                tls.takeCiphertext { stream.write($0) }
+                end("TLS: \(error)")
+                return
+            }
+        } else {
+            process(bytes)
+        }
+        flush()
+        delegate?.connectionDidProcessInput(self)
+    }
+
+    private func process(_ bytes: UnsafeRawBufferPointer) {
+        guard let session, !finished, bytes.count > 0 else { return }
+        inReceive = true
+        defer { inReceive = false }
+        let consumed = nghttp2_session_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
+        if consumed < 0 {
+            let code = Int32(consumed)
+            if code == NGHTTP2_ERR_BAD_CLIENT_MAGIC.rawValue {
+                abort(reason: "no HTTP/2 preface")
+                return
+            }
+            // nghttp2 has queued a GOAWAY for protocol errors it detected; send it, then close.
+            endReason = endReason ?? "protocol error: " + String(cString: nghttp2_strerror(code))
+            nghttp2_session_terminate_session(session, UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue))
+        }
+    }
+
+    // MARK: nghttp2 callbacks (capture-free, forwarded here)
+
+    private static func from(_ user: UnsafeMutableRawPointer?) -> H2ServerConnection {
+        Unmanaged<H2ServerConnection>.fromOpaque(user!).takeUnretainedValue()
+    }
+
+    private func beginHeaders(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+        guard frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
+            frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
+        else { return 0 }
+        let id = frame.pointee.hd.stream_id
+        streams[id] = H2Request(streamId: id, arrivalNanos: EventLoop.hrtimeNanos, bodyLimit: settings.bodyLimit)
+        return 0
+    }
+
+    private func header(
+        _ frame: UnsafePointer<nghttp2_frame>, _ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer
+    ) -> Int32 {
+        guard let request = streams[frame.pointee.hd.stream_id] else { return 0 }
+        request.headerListBytes += name.count + value.count + 32
+        if request.headerListBytes > settings.maxHeaderListBytes {
+            // Reset the stream (RST_STREAM); the connection goes on.
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
+        }
+        if name.first == UInt8(ascii: ":") {
+            func set(_ field: inout [UInt8]) {
+                if !field.isEmpty { request.duplicatePseudoHeader = true }
+                field = Array(value)
+            }
+            switch String(decoding: name, as: UTF8.self) {
+            case ":method": set(&request.method)
+            case ":path": set(&request.path)
+            case ":authority": set(&request.authority)
+            case ":scheme": set(&request.scheme)
+            default: break
+            }
+        } else {
+            request.headers.append((Array(name), Array(value)))
+        }
+        return 0
+    }
+
+    private func data(_ streamId: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
+        streams[streamId]?.appendBody(bytes)
+        return 0
+    }
+
+    private func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+        let type = UInt32(frame.pointee.hd.type)
+        if type == NGHTTP2_SETTINGS.rawValue { prefaceReceived = true }
+        guard type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue,
+            frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0,
+            let request = streams[frame.pointee.hd.stream_id]
+        else { return 0 }
+        request.completeNanos = EventLoop.hrtimeNanos
+        requestsReceived += 1
+        delegate?.connection(self, received: request)
+        return 0
+    }
+
+    private func streamClosed(_ streamId: Int32) -> Int32 {
+        if let request = streams.removeValue(forKey: streamId), !request.answered { streamsReset += 1 }
+        return 0
+    }
+
+    private func readBody(
+        _ streamId: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ length: Int, _ flags: UnsafeMutablePointer<UInt32>
+    ) -> Int {
+        guard let request = streams[streamId] else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        let n = min(length, request.response.count - request.responseOffset)
+        request.response.withUnsafeBytes { bytes in
+            UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + request.responseOffset, byteCount: n)
+        }
+        request.responseOffset += n
+        if request.responseOffset == request.response.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+        return n
+    }
+
+    // MARK: Output
+
+    /// Sends what nghttp2 has queued (through TLS when on); closes once neither side has more to say.
+    public func flush() {
+        guard let session, !finished, !inFlush, !inReceive else { return }
+        inFlush = true
+        defer { inFlush = false }
+        if let tls, !tls.handshakeDone {
+            tls.takeCiphertext { stream.write($0) }
+            return
+        }
+        while true {
+            var data: UnsafePointer<UInt8>?
+            let n = nghttp2_session_mem_send(session, &data)
+            if n < 0 {
+                endReason = endReason ?? "nghttp2: " + String(cString: nghttp2_strerror(Int32(n)))
+                break
+            }
+            if n == 0 { break }
+            let bytes = UnsafeRawBufferPointer(start: data, count: n)
+            if let tls {
+                do { try tls.writePlaintext(bytes) } catch {
+                    endReason = endReason ?? "TLS: \(error)"
+                    break
+                }
+            } else {
+                stream.write(bytes)
+            }
+        }
+        tls?.takeCiphertext { stream.write($0) }
+        if stream.pendingWriteBytes > settings.maxPendingWriteBytes { stream.pauseReading() }
+        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
+            inFlush = false
+            finish()
+        }
+    }
+
+    private func end(_ reason: String) {
+        endReason = endReason ?? reason
+        finish()
+    }
+
+    private func finish() {
+        guard !finished else { return }
+        finished = true
+        stream.closeWhenDrained()
+        streams.removeAll()
+        delegate?.connectionClosed(self)
+    }
+}
+
+/// Calls `body` with a stable pointer to each array's bytes.
+private func withPinned<R>(_ arrays: [[UInt8]], _ body: ([UnsafeMutablePointer<UInt8>]) -> R) -> R {
+    var copies: [UnsafeMutablePointer<UInt8>] = []
+    copies.reserveCapacity(arrays.count)
+    for a in arrays {
+        let p = UnsafeMutablePointer<UInt8>.allocate(capacity: max(a.count, 1))
+        p.initialize(from: a, count: a.count)
+        copies.append(p)
+    }
+    defer { for p in copies { p.deallocate() } }
+    return body(copies)
+}

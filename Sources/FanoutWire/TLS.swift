@@ -1,0 +1,137 @@
+internal import COpenSSL
+
+/// A TLS failure: what was being done and OpenSSL's error queue, as text.
+public struct TLSError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+
+    init(_ what: String) {
+        var text = what
+        while true {
+            let code = ERR_get_error()
+            if code == 0 { break }
+            var buffer = [CChar](repeating: 0, count: 256)
+            ERR_error_string_n(code, &buffer, buffer.count)
+            text += ": " + String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+        description = text
+    }
+}
+
+/// A server's TLS configuration (`SSL_CTX`): its certificate chain and key, TLS 1.2 or later, ALPN `h2`.
+/// One per serving thread (OpenSSL contexts may be shared, but shared-nothing costs nothing here).
+public final class TLSContext {
+    let context: OpaquePointer
+
+    /// Loads a PEM certificate chain and its PEM private key; throws with OpenSSL's reason when either
+    /// cannot be read or they do not match.
+    public init(certificateFile: String, keyFile: String) throws(TLSError) {
+        guard let context = SSL_CTX_new(TLS_server_method()) else { throw TLSError("SSL_CTX_new") }
+        self.context = context
+        guard COpenSSL_CTX_set_min_proto_version_tls12(context) == 1 else { throw TLSError("TLS 1.2 minimum") }
+        _ = COpenSSL_CTX_set_options(context, COpenSSL_no_renegotiation_option())
+        guard SSL_CTX_use_certificate_chain_file(context, certificateFile) == 1 else {
+            throw TLSError("cannot read the certificate \(certificateFile)")
+        }
+        guard SSL_CTX_use_PrivateKey_file(context, keyFile, SSL_FILETYPE_PEM) == 1 else {
+            throw TLSError("cannot read the private key \(keyFile)")
+        }
+        guard SSL_CTX_check_private_key(context) == 1 else {
+            throw TLSError("the key \(keyFile) does not match the certificate \(certificateFile)")
+        }
+        COpenSSL_CTX_select_h2(context)
+    }
+
+    deinit { SSL_CTX_free(context) }
+}
+
+/// One connection's TLS state over memory BIOs: ciphertext from the socket goes in with `feed`, plaintext
+/// comes out of `readPlaintext`; plaintext to send goes in with `writePlaintext` and ciphertext to put on
+/// the socket comes out of `takeCiphertext`. No socket is touched here: the event loop owns I/O.
+final class TLSSession {
+    private let ssl: OpaquePointer
+    private let incoming: OpaquePointer
+    private let outgoing: OpaquePointer
+    private(set) var handshakeDone = false
+
+    init(context: TLSContext) throws(TLSError) {
+        guard let ssl = SSL_new(context.context) else { throw TLSError("SSL_new") }
+        guard let incoming = BIO_new(BIO_s_mem()), let outgoing = BIO_new(BIO_s_mem()) else {
+            SSL_free(ssl)
+            throw TLSError("BIO_new")
+        }
+        self.ssl = ssl
+        self.incoming = incoming
+        self.outgoing = outgoing
+        SSL_set_bio(ssl, incoming, outgoing)  // the SSL owns both BIOs from here on
+        SSL_set_accept_state(ssl)
+    }
+
+    deinit { SSL_free(ssl) }
+
+    /// The protocol ALPN selected ("" when the client offered none).
+    var alpn: String {
+        var data: UnsafePointer<UInt8>?
+        var length: UInt32 = 0
+        COpenSSL_alpn_selected(ssl, &data, &length)
+        guard let data, length > 0 else { return "" }
+        return String(decoding: UnsafeBufferPointer(start: data, count: Int(length)), as: UTF8.self)
+    }
+
+    /// Hands ciphertext from the socket to OpenSSL.
+    func feed(_ bytes: UnsafeRawBufferPointer) throws(TLSError) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = BIO_write(incoming, bytes.baseAddress! + offset, Int32(bytes.count - offset))
+            guard n > 0 else { throw TLSError("BIO_write") }
+            offset += Int(n)
+        }
+    }
+
+    /// Advances the handshake and decrypts what is available into `sink`. Throws on a TLS failure (the
+    /// alert, if any, is waiting in `takeCiphertext`).
+    func readPlaintext(into sink: (UnsafeRawBufferPointer) -> Void) throws(TLSError) {
+        if !handshakeDone {
+            let status = SSL_do_handshake(ssl)
+            if status != 1 {
+                let error = SSL_get_error(ssl, status)
+                if error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE { return }
+                throw TLSError("TLS handshake failed")
+            }
+            handshakeDone = true
+        }
+        try withUnsafeTemporaryAllocation(byteCount: 16 * 1024, alignment: 16) { buffer throws(TLSError) in
+            while true {
+                let n = SSL_read(ssl, buffer.baseAddress, Int32(buffer.count))
+                if n > 0 {
+                    sink(UnsafeRawBufferPointer(start: buffer.baseAddress, count: Int(n)))
+                    continue
+                }
+                let error = SSL_get_error(ssl, n)
+                if error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE || error == SSL_ERROR_ZERO_RETURN {
+                    return
+                }
+                throw TLSError("TLS read failed")
+            }
+        }
+    }
+
+    /// Encrypts plaintext to send (after the handshake).
+    func writePlaintext(_ bytes: UnsafeRawBufferPointer) throws(TLSError) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = SSL_write(ssl, bytes.baseAddress! + offset, Int32(bytes.count - offset))
+            guard n > 0 else { throw TLSError("TLS write failed") }
+            offset += Int(n)
+        }
+    }
+
+    /// Ciphertext waiting for the socket (handshake records, alerts, encrypted frames).
+    func takeCiphertext(_ sink: (UnsafeRawBufferPointer) -> Void) {
+        while COpenSSL_BIO_pending(outgoing) > 0 {
+            withUnsafeTemporaryAllocation(byteCount: 16 * 1024, alignment: 16) { buffer in
+                let n = BIO_read(outgoing, buffer.baseAddress, Int32(buffer.count))
+                if n > 0 { sink(UnsafeRawBufferPointer(start: buffer.baseAddress, count: Int(n))) }
+            }
+        }
+    }
+}

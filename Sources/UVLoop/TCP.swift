@@ -1,0 +1,289 @@
+internal import CLibUV
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a TCP listener and a TCP stream share: one `uv_tcp_t` owned by a Swift object, retained by
+/// libuv from `uv_tcp_init` until the close callback (see ``EventLoop``).
+public class TCPHandle {
+    /// The loop this handle belongs to (kept alive by the handle).
+    public let loop: EventLoop
+    let handle: UnsafeMutablePointer<uv_tcp_t>
+    var state: HandleState
+
+    init(loop: EventLoop) {
+        loop.preconditionUsable("TCP init")
+        self.loop = loop
+        handle = .allocate(capacity: 1)
+        handle.initialize(to: uv_tcp_t())
+        state = .open
+        // uv_tcp_init fails only on an unsupported address family (AF_UNSPEC here: never).
+        checkInvariant(uv_tcp_init(loop.pointer, handle), "uv_tcp_init")
+        uv_handle_set_data(CLibUV_tcp_as_handle(handle), Unmanaged.passRetained(self).toOpaque())
+        loop.ownerCreated()
+        loop.handleOpened()
+    }
+
+    deinit {
+        precondition(state == .closed, "TCP handle deinitialised before its close callback ran")
+        loop.ownerDestroyed()
+    }
+
+    /// Whether ``close()`` has been called (the close callback may still be pending).
+    public var isClosed: Bool { state != .open }
+
+    /// Closes the handle (`uv_close`): pending writes complete with a cancellation, no read
+    /// callback runs any more, and the memory goes in the close callback. Safe in any callback.
+    /// A second call does nothing.
+    public func close() {
+        guard state == .open else { return }
+        state = .closing
+        loop.handleClosing()
+        willClose()
+        uv_close(CLibUV_tcp_as_handle(handle)) { handle in TCPHandle.handleClosed(handle) }
+    }
+
+    /// Subclasses stop what they started before the handle goes (called once, from ``close()``).
+    func willClose() {}
+
+    /// Subclasses drop their callbacks here (breaking reference cycles through them).
+    func didClose() {}
+
+    private static func handleClosed(_ handle: UnsafeMutablePointer<uv_handle_t>?) {
+        guard let handle, let data = uv_handle_get_data(handle) else {
+            preconditionFailure("tcp close callback without an owner")
+        }
+        let owner = Unmanaged<TCPHandle>.fromOpaque(data).takeRetainedValue()
+        precondition(owner.state == .closing, "close callback for a tcp handle that is not closing")
+        owner.handle.deinitialize(count: 1)
+        owner.handle.deallocate()
+        owner.state = .closed
+        owner.loop.handleClosed()
+        owner.didClose()
+    }
+
+    /// The local port the handle is bound to (`uv_tcp_getsockname`); 0 when unknown.
+    public var localPort: Int {
+        guard state == .open else { return 0 }
+        var storage = sockaddr_storage()
+        var length = Int32(MemoryLayout<sockaddr_storage>.size)
+        let status = withUnsafeMutablePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_getsockname(handle, $0, &length) }
+        }
+        guard status == 0 else { return 0 }
+        return withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+        }
+    }
+
+    static func owner(_ stream: UnsafeMutablePointer<uv_stream_t>?) -> TCPHandle {
+        guard let stream, let data = uv_handle_get_data(UnsafeMutableRawPointer(stream).assumingMemoryBound(
+            to: uv_handle_t.self))
+        else { preconditionFailure("tcp callback without an owner") }
+        return Unmanaged<TCPHandle>.fromOpaque(data).takeUnretainedValue()
+    }
+}
+
+/// A listening TCP socket (`uv_listen`). Each accepted connection becomes a ``TCPStream`` handed
+/// to the callback, which owns it from then on (it must close it).
+public final class TCPListener: TCPHandle {
+    public typealias Callback = (TCPStream) -> Void
+    private var callback: Callback?
+    /// Connections that failed before they could be accepted (`uv_accept` or the listen status).
+    public private(set) var acceptErrors = 0
+
+    /// Binds `host:port` (IPv4 or IPv6 literal; port 0 picks a free one, see ``localPort``) and
+    /// listens. On failure the handle is closed and the error thrown.
+    public init(loop: EventLoop, host: String, port: Int, backlog: Int32 = 1024, _ callback: @escaping Callback)
+        throws(UVError)
+    {
+        self.callback = callback
+        super.init(loop: loop)
+        do {
+            var storage = sockaddr_storage()
+            try withUnsafeMutablePointer(to: &storage) { pointer throws(UVError) in
+                let address = UnsafeMutableRawPointer(pointer)
+                if host.contains(":") {
+                    try check(uv_ip6_addr(host, Int32(port), address.assumingMemoryBound(to: sockaddr_in6.self)),
+                        "uv_ip6_addr")
+                } else {
+                    try check(uv_ip4_addr(host, Int32(port), address.assumingMemoryBound(to: sockaddr_in.self)),
+                        "uv_ip4_addr")
+                }
+                try check(uv_tcp_bind(handle, address.assumingMemoryBound(to: sockaddr.self), 0), "uv_tcp_bind")
+            }
+            try check(
+                uv_listen(CLibUV_tcp_as_stream(handle), backlog) { server, status in
+                    TCPListener.connection(server, status)
+                }, "uv_listen")
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    override func didClose() { callback = nil }
+
+    private static func connection(_ server: UnsafeMutablePointer<uv_stream_t>?, _ status: Int32) {
+        guard let listener = TCPHandle.owner(server) as? TCPListener else { return }
+        listener.accept(status)
+    }
+
+    private func accept(_ status: Int32) {
+        guard state == .open else { return }
+        guard status == 0 else {
+            acceptErrors += 1
+            return
+        }
+        let stream = TCPStream(loop: loop)
+        guard uv_accept(CLibUV_tcp_as_stream(handle), CLibUV_tcp_as_stream(stream.handle)) == 0 else {
+            acceptErrors += 1
+            stream.close()
+            return
+        }
+        uv_tcp_nodelay(stream.handle, 1)
+        callback?(stream)
+    }
+}
+
+/// A connected TCP stream: reads into the loop's shared buffer and hands each chunk to the read
+/// callback; writes copy their bytes (the caller's buffer may be reused at once) and free the copy in
+/// the write callback.
+public final class TCPStream: TCPHandle {
+    /// A chunk that arrived, valid during the call only.
+    public typealias ReadCallback = (TCPStream, UnsafeRawBufferPointer) -> Void
+    /// The peer closed its side (`nil`) or the connection failed (the error).
+    public typealias EndCallback = (TCPStream, UVError?) -> Void
+    /// All queued writes have been handed to the kernel.
+    public typealias DrainCallback = (TCPStream) -> Void
+
+    private var onRead: ReadCallback?
+    private var onEnd: EndCallback?
+    /// Called when ``pendingWriteBytes`` drops to 0.
+    public var onDrain: DrainCallback?
+    /// Bytes queued with ``write(_:)`` whose write callback has not run yet.
+    public private(set) var pendingWriteBytes = 0
+    /// Bytes read and written over the stream's life.
+    public private(set) var bytesRead = 0
+    public private(set) var bytesWritten = 0
+    public private(set) var isReading = false
+
+    override init(loop: EventLoop) {
+        super.init(loop: loop)
+    }
+
+    override func willClose() { isReading = false }
+
+    override func didClose() {
+        onRead = nil
+        onEnd = nil
+        onDrain = nil
+    }
+
+    /// Starts reading (`uv_read_start`). The callbacks are kept until the stream is closed.
+    public func startReading(onRead: @escaping ReadCallback, onEnd: @escaping EndCallback) throws(UVError) {
+        precondition(state == .open, "TCPStream.startReading after close()")
+        self.onRead = onRead
+        self.onEnd = onEnd
+        try resumeReading()
+    }
+
+    /// Starts reading again after ``pauseReading()`` (backpressure).
+    public func resumeReading() throws(UVError) {
+        guard state == .open, !isReading else { return }
+        try check(
+            uv_read_start(
+                CLibUV_tcp_as_stream(handle),
+                { handle, _, buffer in TCPStream.allocate(handle, buffer) },
+                { stream, count, buffer in TCPStream.read(stream, count) }), "uv_read_start")
+        isReading = true
+    }
+
+    /// Stops reading until ``resumeReading()`` (`uv_read_stop`).
+    public func pauseReading() {
+        guard state == .open, isReading else { return }
+        uv_read_stop(CLibUV_tcp_as_stream(handle))
+        isReading = false
+    }
+
+    /// Queues `bytes` for writing (`uv_write`); the bytes are copied. A failed write closes nothing by
+    /// itself: the end callback reports it.
+    public func write(_ bytes: UnsafeRawBufferPointer) {
+        guard state == .open, bytes.count > 0 else { return }
+        // One block: the request, then the bytes.
+        let header = (MemoryLayout<uv_write_t>.size + 15) & ~15
+        let block = UnsafeMutableRawPointer.allocate(byteCount: header + bytes.count, alignment: 16)
+        let request = block.bindMemory(to: uv_write_t.self, capacity: 1)
+        request.initialize(to: uv_write_t())
+        (block + header).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+        var buffer = uv_buf_init((block + header).assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
+        uv_req_set_data(UnsafeMutableRawPointer(request).assumingMemoryBound(to: uv_req_t.self),
+            UnsafeMutableRawPointer(bitPattern: bytes.count))
+        let status = uv_write(request, CLibUV_tcp_as_stream(handle), &buffer, 1) { request, status in
+            TCPStream.written(request, status)
+        }
+        if status != 0 {
+            request.deinitialize(count: 1)
+            block.deallocate()
+            fail(UVError(code: status, operation: "uv_write"))
+            return
+        }
+        pendingWriteBytes += bytes.count
+    }
+
+    /// Stops both directions and closes once queued writes are flushed (`uv_shutdown` is not needed
+    /// for HTTP/2: a GOAWAY is written first, then the stream closes when drained).
+    public func closeWhenDrained() {
+        guard state == .open else { return }
+        pauseReading()
+        if pendingWriteBytes == 0 {
+            close()
+        } else {
+            onDrain = { $0.close() }
+        }
+    }
+
+    private func fail(_ error: UVError?) {
+        guard state == .open else { return }
+        let end = onEnd
+        pauseReading()
+        end?(self, error)
+    }
+
+    private static func allocate(
+        _ handle: UnsafeMutablePointer<uv_handle_t>?, _ buffer: UnsafeMutablePointer<uv_buf_t>?
+    ) {
+        guard let handle, let buffer, let data = uv_handle_get_data(handle) else { return }
+        let owner = Unmanaged<TCPHandle>.fromOpaque(data).takeUnretainedValue()
+        buffer.pointee = uv_buf_init(
+            owner.loop.readBuffer.assumingMemoryBound(to: CChar.self), UInt32(EventLoop.readBufferBytes))
+    }
+
+    private static func read(_ stream: UnsafeMutablePointer<uv_stream_t>?, _ count: Int) {
+        guard let owner = TCPHandle.owner(stream) as? TCPStream else { return }
+        if count > 0 {
+            owner.bytesRead += count
+            owner.onRead?(owner, UnsafeRawBufferPointer(start: owner.loop.readBuffer, count: count))
+        } else if count < 0 {
+            owner.fail(count == Int(UV_EOF.rawValue) ? nil : UVError(code: Int32(count), operation: "uv_read"))
+        }
+    }
+
+    private static func written(_ request: UnsafeMutablePointer<uv_write_t>?, _ status: Int32) {
+        guard let request else { return }
+        let count = Int(bitPattern: uv_req_get_data(
+            UnsafeMutableRawPointer(request).assumingMemoryBound(to: uv_req_t.self)))
+        let stream = request.pointee.handle
+        request.deinitialize(count: 1)
+        UnsafeMutableRawPointer(request).deallocate()
+        guard let owner = TCPHandle.owner(stream) as? TCPStream else { return }
+        owner.pendingWriteBytes -= count
+        owner.bytesWritten += status == 0 ? count : 0
+        if status != 0 && status != UV_ECANCELED.rawValue {
+            owner.fail(UVError(code: status, operation: "uv_write"))
+        } else if owner.pendingWriteBytes == 0, owner.state == .open, let drain = owner.onDrain {
+            drain(owner)
+        }
+    }
+}

@@ -1,0 +1,213 @@
+import ArgumentParser
+import FanoutReport
+import FanoutServe
+import FanoutSim
+import FanoutWire
+import Foundation
+import UVLoop
+
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve an APNs-compatible HTTP/2 endpoint with the scenario's simulated devices behind it.",
+        discussion: """
+            Point a backend's APNs client at --listen. Every request is answered as APNs answers it \
+            (docs/INGEST.md) and every accepted push is applied by the devices it reaches. population.jsonl \
+            (the subscribers, to load into the backend) is written to the run folder at start; on SIGINT, \
+            SIGTERM or --duration the server sends GOAWAY, lets in-flight streams finish and writes the rest \
+            of the folder (summary.json/md, .hgrm, state.jsonl).
+            """
+    )
+
+    @Argument(help: "A built-in scenario name or a scenario file: the population behind the endpoint.")
+    var scenario: String = "default"
+
+    @Option(help: "Address to listen on, HOST:PORT (port 0: any free port, printed at start).")
+    var listen = "127.0.0.1:2197"
+
+    @Flag(help: "Cleartext HTTP/2 with prior knowledge (no TLS).")
+    var h2c = false
+
+    @Option(name: .customLong("tls-cert"), help: "PEM certificate chain for TLS (with --tls-key).")
+    var tlsCert: String?
+
+    @Option(name: .customLong("tls-key"), help: "PEM private key for TLS.")
+    var tlsKey: String?
+
+    @Option(help: "Provider authentication: none (any or no token) or jwt (ES256 tokens, checked as APNs does).")
+    var auth = "none"
+
+    @Option(
+        name: .customLong("auth-key"),
+        help: ArgumentHelp("A signing key's id and its PEM file (public or private P-256); repeatable.",
+            valueName: "KEYID=FILE"))
+    var authKeys: [String] = []
+
+    @Option(help: "The team id the tokens must name (iss).")
+    var team: String?
+
+    @Option(help: "Stop after this many seconds (default: on SIGINT or SIGTERM).")
+    var duration: Double?
+
+    @Option(help: "Override the scenario's device count.")
+    var devices: Int?
+
+    @Option(name: .customLong("max-streams"), help: "Concurrent streams per connection (after authentication).")
+    var maxStreams: UInt32 = 1000
+
+    @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection gets GOAWAY IdleTimeout.")
+    var idleTimeout: Double = 3600
+
+    @Option(help: "Run folder (default reports/runs/<UTC time>-serve-<scenario>/).")
+    var out: String?
+
+    func validate() throws {
+        if h2c && (tlsCert != nil || tlsKey != nil) { throw ValidationError("--h2c and --tls-cert/--tls-key exclude each other") }
+        if !h2c && (tlsCert == nil || tlsKey == nil) {
+            throw ValidationError("choose --h2c, or TLS with both --tls-cert FILE and --tls-key FILE")
+        }
+        guard auth == "none" || auth == "jwt" else { throw ValidationError("--auth: expected none or jwt, got \(auth)") }
+        if auth == "jwt" && (authKeys.isEmpty || team == nil) {
+            throw ValidationError("--auth jwt needs --team TEAMID and at least one --auth-key KEYID=FILE")
+        }
+        if auth == "none" && (!authKeys.isEmpty || team != nil) {
+            throw ValidationError("--auth-key and --team need --auth jwt")
+        }
+        if let duration, !(duration > 0 && duration <= 30 * 86_400) {
+            throw ValidationError("--duration: expected seconds from 0 to 2592000, got \(duration)")
+        }
+        if let devices, !(1...50_000_000).contains(devices) {
+            throw ValidationError("--devices: expected 1 to 50000000, got \(devices)")
+        }
+        guard (1...100_000).contains(maxStreams) else { throw ValidationError("--max-streams: expected 1 to 100000") }
+        guard idleTimeout > 0 else { throw ValidationError("--idle-timeout: expected seconds above 0") }
+        _ = try Self.parseListen(listen)
+    }
+
+    static func parseListen(_ text: String) throws -> (host: String, port: Int) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port)
+        else { throw ValidationError("--listen: expected HOST:PORT, got \(text)") }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { throw ValidationError("--listen: expected HOST:PORT, got \(text)") }
+        return (host, port)
+    }
+
+    func run() throws {
+        var s = try ScenarioSource.load(scenario)
+        if let devices { s.population.devices = devices }
+        var providerAuth: ProviderAuth?
+        if auth == "jwt", let team {
+            var keys: [String: ES256Key] = [:]
+            for entry in authKeys {
+                guard let eq = entry.firstIndex(of: "="), eq != entry.startIndex else {
+                    throw ValidationError("--auth-key: expected KEYID=FILE, got \(entry)")
+                }
+                let id = String(entry[..<eq])
+                let file = String(entry[entry.index(after: eq)...])
+                guard let data = FileManager.default.contents(atPath: file) else {
+                    throw CommandFailure("--auth-key \(id): cannot read \(file)")
+                }
+                do { keys[id] = try ES256Key(pem: Array(data), name: file) } catch { throw CommandFailure("\(error)") }
+            }
+            providerAuth = ProviderAuth(team: team, keys: keys)
+        }
+        let (host, port) = try Self.parseListen(listen)
+        var options = ServeOptions()
+        options.host = host
+        options.port = port
+        options.certificateFile = tlsCert
+        options.keyFile = tlsKey
+        options.durationSeconds = duration
+        options.maxConcurrentStreams = maxStreams
+        options.idleTimeoutSeconds = idleTimeout
+
+        let startedAt = Date()
+        let folder = out ?? "reports/runs/\(Run.timestamp())-serve-\(s.name)"
+        let buildStart = EventLoop.hrtimeNanos
+        let service = APNsService(
+            scenario: s, auth: providerAuth, nowSeconds: Int64(startedAt.timeIntervalSince1970),
+            clock: { EventLoop.hrtimeNanos })
+        let buildSeconds = Double(EventLoop.hrtimeNanos &- buildStart) / 1e9
+        let loop = try EventLoop()
+        let server: APNsServer
+        do {
+            server = try APNsServer(loop: loop, service: service, options: options)
+            try server.listen()
+        } catch {
+            loop.closeRemainingHandles()
+            try? loop.close()
+            throw CommandFailure("cannot serve on \(listen): \(error)")
+        }
+        // The subscribers, for the backend to load, before the first request can arrive.
+        do {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            try Data(service.populationLines()).write(
+                to: URL(fileURLWithPath: folder).appendingPathComponent("population.jsonl"), options: .atomic)
+        } catch {
+            loop.closeRemainingHandles()
+            try? loop.close()
+            throw CommandFailure("cannot write \(folder)/population.jsonl: \(error)")
+        }
+        let transport = h2c ? "h2c" : "TLS"
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        FileHandle.standardError.write(Data((
+            "fanout serve: listening on \(shownHost):\(server.port) (\(transport), auth \(auth)); "
+            + "\(service.pipeline.store.activityCount) activities on \(service.pipeline.store.deviceCount) devices "
+            + String(format: "built in %.2f s", buildSeconds) + "; population: \(folder)/population.jsonl\n").utf8))
+        let interactive = isatty(STDERR_FILENO) != 0
+        let width = ProgressWidth.columns()
+        server.onProgress = { seconds, server in
+            let text = ProgressWidth.fit(ServeProgress.line(seconds, server), width)
+            FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
+        }
+        try server.run()
+        if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
+        try loop.close()
+        let info = ServeReport.Info(
+            scenario: s.name, seed: s.seed, listen: "\(shownHost):\(server.port)", transport: transport, auth: auth,
+            startedAt: ISO8601DateFormatter().string(from: startedAt), gitRevision: Machine.gitRevision())
+        let files = ServeReport.files(
+            info, service: service, connections: server.connectionStats, bytes: server.bytes,
+            elapsedSeconds: server.elapsedSeconds, nowMillis: Int64(Date().timeIntervalSince1970 * 1000))
+        try RunFiles.write(folder: folder, files: files)
+        let st = service.stats
+        print(
+            "fanout serve: \(st.requests) requests (\(st.acceptedPushes) pushes, \(st.acceptedBroadcasts) broadcasts "
+                + "accepted), \(service.pipeline.accounting.deliveries) deliveries, "
+                + "\(server.connectionStats.accepted) connections; run folder \(folder)")
+        if !st.identitiesHold || !service.pipeline.accounting.identitiesHold {
+            throw CommandFailure("accounting identities are broken")
+        }
+    }
+}
+
+enum ServeProgress {
+    static func line(_ seconds: Double, _ server: APNsServer) -> String {
+        let st = server.service.stats
+        let errors = st.byStatus.filter { $0.key >= 400 }.values.reduce(0, +)
+        let svc = st.serviceNanos.isEmpty ? "-" : DurationText.text(st.serviceNanos.valueAtPercentile(99))
+        return String(format: "%6.1fs  %d conns  %d req  %.0f req/s  ", seconds, server.openConnections, st.requests,
+            server.lastRatePerSecond)
+            + "4xx/5xx \(errors)  deliveries \(server.service.pipeline.accounting.deliveries)  svc p99 \(svc)"
+    }
+}
+
+/// Progress lines fit the terminal: `COLUMNS` when set, else the terminal's width, else 80.
+enum ProgressWidth {
+    static func columns() -> Int {
+        if let text = ProcessInfo.processInfo.environment["COLUMNS"], let n = Int(text), n > 0 { return n }
+        var size = winsize()
+        if isatty(STDERR_FILENO) != 0, ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 {
+            return Int(size.ws_col)
+        }
+        return 80
+    }
+
+    /// At most `width - 1` characters (a line of exactly the width wraps on some terminals).
+    static func fit(_ line: String, _ width: Int) -> String {
+        let limit = max(width - 1, 10)
+        guard line.count > limit else { return line }
+        return String(line.prefix(limit - 1)) + "…"
+    }
+}
