@@ -42,6 +42,7 @@ public final class APNsServer: H2ServerDelegate {
     private let tls: TLSContext?
     private var listener: TCPListener?
     private var sweep: UVLoop.Timer?
+    private var deadline: UVLoop.Timer?
     private var signals: [SignalWatcher] = []
     private var connections: [ObjectIdentifier: H2ServerConnection] = [:]
     private var authStates: [ObjectIdentifier: ProviderAuth.ConnectionState] = [:]
@@ -89,6 +90,15 @@ public final class APNsServer: H2ServerDelegate {
         let sweep = UVLoop.Timer(loop: loop) { [weak self] _ in self?.tick() }
         sweep.start(afterMillis: 1000, repeatMillis: 1000)
         self.sweep = sweep
+        if let d = options.durationSeconds {
+            let deadline = UVLoop.Timer(loop: loop) { [weak self] timer in
+                timer.close()
+                self?.deadline = nil
+                self?.beginShutdown()
+            }
+            deadline.start(afterMillis: UInt64((d * 1000).rounded()))
+            self.deadline = deadline
+        }
         loop.run()
         endNanos = EventLoop.hrtimeNanos
     }
@@ -103,6 +113,8 @@ public final class APNsServer: H2ServerDelegate {
         guard stoppingSinceNanos == nil else { return }
         stoppingSinceNanos = EventLoop.hrtimeNanos
         listener?.close()
+        deadline?.close()
+        deadline = nil
         for s in signals { s.close() }
         for c in Array(connections.values) { c.goAway(reason: "Shutdown") }
         finishIfDrained()
@@ -122,7 +134,6 @@ public final class APNsServer: H2ServerDelegate {
 
     private func tick() {
         let now = EventLoop.hrtimeNanos
-        if let d = options.durationSeconds, Double(now &- startNanos) / 1e9 >= d { beginShutdown() }
         for c in Array(connections.values) {
             let idle = Double(now &- c.lastActivityNanos) / 1e9
             if !c.prefaceReceived && Double(now &- c.openedNanos) / 1e9 >= options.prefaceTimeoutSeconds {

@@ -54,6 +54,8 @@ public final class APNsService {
 
     /// Update tokens rotated away, with the UNIX milliseconds they stopped being valid (410's timestamp).
     private var retired: [[UInt8]: Int64] = [:]
+    /// The same, in rotation order, with their activities (rotated-tokens.jsonl).
+    private var retiredList: [(token: [UInt8], activity: Int32)] = []
     /// Broadcast channels by raw id: their app's bundle, storage policy, and whether deleted.
     struct Channel {
         var bundle: [UInt8]
@@ -120,6 +122,7 @@ public final class APNsService {
             if share > 0, Mix.unit(Mix.hash(scenario.seed, 0x5E, UInt64(d), UInt64(k))) < share {
                 let (old, _) = engine.rotateToken(of: a)
                 retired[old] = startMillis
+                retiredList.append((old, a))
             }
         }
     }
@@ -160,6 +163,19 @@ public final class APNsService {
             var sourceId: [UInt8] = []
             world.appendChannelId(source: source, to: &sourceId)
             line += "\"source\": \"\(String(decoding: sourceId, as: UTF8.self))\"}\n"
+            out.append(contentsOf: line.utf8)
+        }
+        return out
+    }
+
+    /// One line per update token rotated away at start: the token a backend that missed the rotation would
+    /// still push to (answered 410 Unregistered), its activity, and when it stopped being valid.
+    public func rotatedTokenLines() -> [UInt8] {
+        var out: [UInt8] = []
+        for (token, a) in retiredList {
+            let activity = pipeline.store.activityIds.withBytes(a) { JSON.quote($0) }
+            let line = "{\"token\": \"\(String(decoding: token, as: UTF8.self))\", \"activity\": \(activity), "
+                + "\"retiredAt\": \(retired[token] ?? startMillis)}\n"
             out.append(contentsOf: line.utf8)
         }
         return out

@@ -116,6 +116,8 @@ public final class H2ServerConnection {
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20),
         ]
         nghttp2_submit_settings(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
+        // The connection's receive window as large as a stream's (a WINDOW_UPDATE on stream 0).
+        nghttp2_session_set_local_window_size(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, 1 << 20)
         stream.onDrain = { [weak self] s in
             guard let self, !self.finished else { return }
             try? s.resumeReading()
@@ -343,6 +345,7 @@ public final class H2ServerConnection {
         if stream.pendingWriteBytes > settings.maxPendingWriteBytes { stream.pauseReading() }
         if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
             inFlush = false
+            endReason = endReason ?? "HTTP/2 session ended (GOAWAY)"
             finish()
         }
     }

@@ -57,6 +57,11 @@ struct Serve: ParsableCommand {
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection gets GOAWAY IdleTimeout.")
     var idleTimeout: Double = 3600
 
+    @Option(
+        name: .customLong("preface-timeout"),
+        help: "Seconds a new connection has to send the HTTP/2 preface before it is closed.")
+    var prefaceTimeout: Double = 10
+
     @Option(help: "Run folder (default reports/runs/<UTC time>-serve-<scenario>/).")
     var out: String?
 
@@ -79,6 +84,7 @@ struct Serve: ParsableCommand {
             throw ValidationError("--devices: expected 1 to 50000000, got \(devices)")
         }
         guard (1...100_000).contains(maxStreams) else { throw ValidationError("--max-streams: expected 1 to 100000") }
+        guard prefaceTimeout > 0 else { throw ValidationError("--preface-timeout: expected seconds above 0") }
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout: expected seconds above 0") }
         _ = try Self.parseListen(listen)
     }
@@ -121,6 +127,7 @@ struct Serve: ParsableCommand {
         options.durationSeconds = duration
         options.maxConcurrentStreams = maxStreams
         options.idleTimeoutSeconds = idleTimeout
+        options.prefaceTimeoutSeconds = prefaceTimeout
 
         let startedAt = Date()
         let folder = out ?? "reports/runs/\(Run.timestamp())-serve-\(s.name)"
@@ -144,6 +151,8 @@ struct Serve: ParsableCommand {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             try Data(service.populationLines()).write(
                 to: URL(fileURLWithPath: folder).appendingPathComponent("population.jsonl"), options: .atomic)
+            try Data(service.rotatedTokenLines()).write(
+                to: URL(fileURLWithPath: folder).appendingPathComponent("rotated-tokens.jsonl"), options: .atomic)
         } catch {
             loop.closeRemainingHandles()
             try? loop.close()
