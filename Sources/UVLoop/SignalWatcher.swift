@@ -1,5 +1,9 @@
 internal import CLibUV
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A libuv signal handle (`uv_signal_t`): the callback runs on the loop's thread when the process receives
 /// the signal (libuv turns the signal into loop I/O, so the callback may do anything a callback may).
 /// Lifecycle and loop affinity as ``Timer``.
@@ -23,6 +27,12 @@ public final class SignalWatcher {
         uv_handle_set_data(CLibUV_signal_as_handle(handle), Unmanaged.passRetained(self).toOpaque())
         loop.ownerCreated()
         loop.handleOpened()
+        // A process inherits its parent's signal mask (a test runner or a supervisor may block SIGTERM); a
+        // blocked signal would never reach libuv, so the calling thread, which runs the loop, unblocks it.
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, signal)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
         do {
             try check(uv_signal_start(handle, { h, signal in SignalWatcher.fired(h, signal) }, signal), "uv_signal_start")
         } catch {
