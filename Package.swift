@@ -99,6 +99,7 @@ let package = Package(
             dependencies: ["FanoutHistogramLog", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
         .testTarget(name: "UVLoopTests", dependencies: ["UVLoop"]),
+        .testTarget(name: "FanoutServeTests", dependencies: ["FanoutServe", "FanoutWire", "FanoutSim", "FanoutCore"]),
         .testTarget(name: "FanoutSimTests", dependencies: ["FanoutSim", "FanoutCore", "FanoutMetrics"]),
         .testTarget(
             name: "FanoutReportTests",

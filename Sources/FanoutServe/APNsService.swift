@@ -64,6 +64,8 @@ public final class APNsService {
     }
     private var channels: [[UInt8]: Channel] = [:]
     private var channelOrder: [[UInt8]: [[UInt8]]] = [:]
+    /// Channels not deleted, per app (the 10,000 limit).
+    private var liveChannels: [[UInt8]: Int] = [:]
     private var channelsCreated = 0
     public static let channelsPerApp = 10_000
     /// Push-to-start tokens of the population, by (device, app) as written to population.jsonl.
@@ -99,6 +101,7 @@ public final class APNsService {
             let bundle = Array(scenario.apps[world.sourceApp[s]].bundle.utf8)
             channels[id] = Channel(bundle: bundle, storagePolicy: 1)
             channelOrder[bundle, default: []].append(id)
+            liveChannels[bundle, default: 0] += 1
         }
         let share = scenario.faults.rotationShare
         var firstOfDevice = Set<Int32>()
@@ -328,6 +331,7 @@ public final class APNsService {
             newId.append(contentsOf: Array("-started-\(n)".utf8))
             var newToken: [UInt8] = []
             engine.world.appendToken(device: Int(device), slot: 0x10000 + n, generation: 0, to: &newToken)
+            let refusedBefore = pipeline.accounting[.limitExceeded]
             let verdict = withHeaders(h, broadcast: false) { headers in
                 r.body.withUnsafeBytes { payload in
                     token.withUnsafeBytes { target in
@@ -347,7 +351,7 @@ public final class APNsService {
             case .rejected(let reason): return failure(APNsReason(reason), id: idHeader)
             case .unroutable(let reason): return failure(APNsReason(rawValue: reason.name)!, id: idHeader)
             case .routed:
-                if pipeline.store.activityIds.lookup(newId.withUnsafeBytes { $0 }) == nil {
+                if pipeline.accounting[.limitExceeded] > refusedBefore {
                     stats.note(.limitExceeded, "push-to-start token \(tokenText.prefix(16))… apns-id \(messageId)")
                 }
                 stats.deliveryNanos.record(max(t1 &- r.arrivalNanos, 1))
@@ -492,12 +496,12 @@ public final class APNsService {
             guard type.lowercased() == "liveactivity" else { return failure(.invalidPushType, id: idHeader) }
             let policy = object["message-storage-policy"] as? Int ?? 0
             guard policy == 0 || policy == 1 else { return failure(.badRequestParams, id: idHeader) }
-            let live = channelOrder[bundle, default: []].filter { channels[$0]?.deleted == false }.count
-            guard live < APNsService.channelsPerApp else { return failure(.cannotCreateChannelConfig, id: idHeader) }
+            guard liveChannels[bundle, default: 0] < APNsService.channelsPerApp else { return failure(.cannotCreateChannelConfig, id: idHeader) }
             channelsCreated += 1
             let raw = Array("fanout-channel-\(channelsCreated)".utf8)
             channels[raw] = Channel(bundle: bundle, storagePolicy: policy)
             channelOrder[bundle, default: []].append(raw)
+            liveChannels[bundle, default: 0] += 1
             let app = bundle.withUnsafeBytes { pipeline.store.internApp($0) }
             _ = raw.withUnsafeBytes { pipeline.router.registerChannel($0, app: app) }
             return json(201, "", extra: [(name: "apns-channel-id", value: Base64.encode(raw))])
@@ -512,6 +516,7 @@ public final class APNsService {
             }
             if case .deleteChannel = route {
                 channels[raw]!.deleted = true
+                liveChannels[bundle, default: 1] -= 1
                 return json(204, "")
             }
             return json(200, "{\"message-storage-policy\":\(channel.storagePolicy),\"push-type\":\"LiveActivity\"}")
