@@ -144,6 +144,12 @@ scale-million: build
 	@$(BIN) run million --clock virtual --workers 2 --out .build/scale-million 2>/dev/null \
 	  | grep -aE '^(deliveries|identities|throughput|memory)'
 
+## h2load against fanout serve and against nghttpd (nghttp2's C server), h2c and TLS, alternating rounds:
+## medians, the ratio, reports/benchmarks/serve-<date>.md; fails below half of nghttpd's rate.
+.PHONY: serve-bench
+serve-bench: build
+	python3 scripts/serve-bench.py --binary $(BIN)
+
 clean:
 	rm -rf .build $(RUN_DIR) Benchmarks/.build
 
