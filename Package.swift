@@ -14,6 +14,9 @@ let package = Package(
         .library(name: "UVLoop", targets: ["UVLoop"]),
         // For the nested fuzz package (Fuzz/), whose scenario target reads scenario files.
         .library(name: "FanoutSim", targets: ["FanoutSim"]),
+        // For the fuzz package's serve target (the server side of `fanout serve`, in memory).
+        .library(name: "FanoutServe", targets: ["FanoutServe"]),
+        .library(name: "FanoutWire", targets: ["FanoutWire"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

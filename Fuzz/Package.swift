@@ -39,6 +39,16 @@ let package = Package(
             name: "FuzzScenario",
             dependencies: ["CLibFuzzer", .product(name: "FanoutSim", package: "fanout")]
         ),
+        // Arbitrary bytes after a valid HTTP/2 preface into the server side of `fanout serve` (in memory).
+        .executableTarget(
+            name: "FuzzServe",
+            dependencies: [
+                "CLibFuzzer",
+                .product(name: "FanoutServe", package: "fanout"),
+                .product(name: "FanoutWire", package: "fanout"),
+                .product(name: "FanoutSim", package: "fanout"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

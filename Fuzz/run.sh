@@ -9,7 +9,7 @@
 # Fuzz/.build/fuzz/TARGET/corpus (kept between runs, never committed), a crashing input to
 # Fuzz/.build/fuzz/TARGET/crash-* (reproduce: Fuzz/.build/release/FuzzTARGET FILE).
 set -u
-target=${1:?target: payload, trace or scenario}
+target=${1:?target: payload, trace, scenario or serve}
 seconds=${2:?seconds}
 shift 2
 fuzz=$(cd "$(dirname "$0")" && pwd)
@@ -17,7 +17,8 @@ case $target in
     payload) binary=FuzzPayload; max_len=6000 ;;  # 4096/5120-byte limits + 2 selector bytes
     trace) binary=FuzzTrace; max_len=16384 ;;
     scenario) binary=FuzzScenario; max_len=8192 ;;
-    *) echo "unknown fuzz target $target (payload, trace, scenario)" >&2; exit 2 ;;
+    serve) binary=FuzzServe; max_len=16384 ;;
+    *) echo "unknown fuzz target $target (payload, trace, scenario, serve)" >&2; exit 2 ;;
 esac
 work=$fuzz/.build/fuzz/$target
 mkdir -p "$work/corpus"

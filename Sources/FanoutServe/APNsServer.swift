@@ -206,8 +206,8 @@ public final class APNsServer: H2ServerDelegate {
         guard connections.removeValue(forKey: key) != nil else { return }
         authStates[key] = nil
         connectionStats.closed += 1
-        connectionStats.bytesIn += connection.stream.bytesRead
-        connectionStats.bytesOut += connection.stream.bytesWritten + connection.stream.pendingWriteBytes
+        connectionStats.bytesIn += connection.bytesRead
+        connectionStats.bytesOut += connection.bytesWritten
         connectionStats.streamsReset += connection.streamsReset
         connectionStats.endReasons[connection.endReason ?? "closed", default: 0] += 1
         if stoppingSinceNanos != nil { finishIfDrained() }
@@ -218,8 +218,8 @@ public final class APNsServer: H2ServerDelegate {
         var r = connectionStats.bytesIn
         var w = connectionStats.bytesOut
         for c in connections.values {
-            r += c.stream.bytesRead
-            w += c.stream.bytesWritten
+            r += c.bytesRead
+            w += c.bytesWritten
         }
         return (r, w)
     }

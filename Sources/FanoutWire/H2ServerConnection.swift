@@ -37,7 +37,9 @@ public struct H2ServerSettings: Sendable {
 /// BIOs. Every request is handed to the delegate once complete; responses are submitted from the loop
 /// thread. Confined to its loop's thread.
 public final class H2ServerConnection {
-    public let stream: TCPStream
+    /// The socket; nil for an in-memory connection (`init(output:settings:)`), whose bytes go to `output`.
+    public let stream: TCPStream?
+    private let output: ((UnsafeRawBufferPointer) -> Void)?
     public let settings: H2ServerSettings
     public weak var delegate: H2ServerDelegate?
     private var session: OpaquePointer?
@@ -64,10 +66,35 @@ public final class H2ServerConnection {
 
     public init(stream: TCPStream, tls context: TLSContext?, settings: H2ServerSettings) throws(TLSError) {
         self.stream = stream
+        output = nil
         self.settings = settings
         tls = try context.map { c throws(TLSError) in try TLSSession(context: c) }
         openedNanos = EventLoop.hrtimeNanos
         lastActivityNanos = openedNanos
+    }
+
+    /// A cleartext connection without a socket: input comes from ``receive(_:)``, output goes to `output` (the
+    /// fuzz target and tests drive the server side this way).
+    public init(output: @escaping (UnsafeRawBufferPointer) -> Void, settings: H2ServerSettings) {
+        stream = nil
+        self.output = output
+        self.settings = settings
+        tls = nil
+        openedNanos = EventLoop.hrtimeNanos
+        lastActivityNanos = openedNanos
+    }
+
+    /// Bytes read and written over the connection's life (socket connections).
+    public var bytesRead: Int { stream?.bytesRead ?? 0 }
+    public var bytesWritten: Int { (stream?.bytesWritten ?? 0) + (stream?.pendingWriteBytes ?? 0) }
+
+    /// Input for an in-memory connection, as if read from a socket.
+    public func receive(_ bytes: UnsafeRawBufferPointer) {
+        received(bytes)
+    }
+
+    private func emit(_ bytes: UnsafeRawBufferPointer) {
+        if let stream { stream.write(bytes) } else { output?(bytes) }
     }
 
     deinit {
@@ -118,13 +145,15 @@ public final class H2ServerConnection {
         nghttp2_submit_settings(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
         // The connection's receive window as large as a stream's (a WINDOW_UPDATE on stream 0).
         nghttp2_session_set_local_window_size(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, 1 << 20)
-        stream.onDrain = { [weak self] s in
-            guard let self, !self.finished else { return }
-            try? s.resumeReading()
+        if let stream {
+            stream.onDrain = { [weak self] s in
+                guard let self, !self.finished else { return }
+                try? s.resumeReading()
+            }
+            try stream.startReading(
+                onRead: { [weak self] _, bytes in self?.received(bytes) },
+                onEnd: { [weak self] _, error in self?.end(error.map { "\($0)" } ?? "closed by the client") })
         }
-        try stream.startReading(
-            onRead: { [weak self] _, bytes in self?.received(bytes) },
-            onEnd: { [weak self] _, error in self?.end(error.map { "\($0)" } ?? "closed by the client") })
         if tls == nil { flush() }
     }
 
@@ -206,7 +235,7 @@ public final class H2ServerConnection {
                 try tls.feed(bytes)
                 try tls.readPlaintext { plain in self.process(plain) }
             } catch {
-                tls.takeCiphertext { stream.write($0) }
+                tls.takeCiphertext { emit($0) }
                 end("TLS: \(error)")
                 return
             }
@@ -320,7 +349,7 @@ public final class H2ServerConnection {
         inFlush = true
         defer { inFlush = false }
         if let tls, !tls.handshakeDone {
-            tls.takeCiphertext { stream.write($0) }
+            tls.takeCiphertext { emit($0) }
             return
         }
         while true {
@@ -338,11 +367,11 @@ public final class H2ServerConnection {
                     break
                 }
             } else {
-                stream.write(bytes)
+                emit(bytes)
             }
         }
-        tls?.takeCiphertext { stream.write($0) }
-        if stream.pendingWriteBytes > settings.maxPendingWriteBytes { stream.pauseReading() }
+        tls?.takeCiphertext { emit($0) }
+        if let stream, stream.pendingWriteBytes > settings.maxPendingWriteBytes { stream.pauseReading() }
         if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
             inFlush = false
             endReason = endReason ?? "HTTP/2 session ended (GOAWAY)"
@@ -358,7 +387,7 @@ public final class H2ServerConnection {
     private func finish() {
         guard !finished else { return }
         finished = true
-        stream.closeWhenDrained()
+        stream?.closeWhenDrained()
         streams.removeAll()
         delegate?.connectionClosed(self)
     }
