@@ -183,7 +183,7 @@ public final class APNsServer: H2ServerDelegate {
             method: request.method, path: request.path, headers: request.headers, body: request.body,
             arrivalNanos: request.arrivalNanos)
         var became = false
-        let wallMillis = Int64(Date().timeIntervalSince1970 * 1000)
+        let wallMillis = WallClock.millis
         var response = service.handle(input, auth: state, wallMillis: wallMillis, becameAuthenticated: &became)
         if request.duplicatePseudoHeader {
             response = H2Response(
@@ -197,7 +197,7 @@ public final class APNsServer: H2ServerDelegate {
 
     public func connectionDidProcessInput(_ connection: H2ServerConnection) {
         if service.pendingFanouts > 0 {
-            service.runPendingFanouts(wallMillis: Int64(Date().timeIntervalSince1970 * 1000))
+            service.runPendingFanouts(wallMillis: WallClock.millis)
         }
     }
 

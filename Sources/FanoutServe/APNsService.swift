@@ -2,6 +2,9 @@ import FanoutCore
 import FanoutSim
 import FanoutWire
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A request as the service judges it (copied out of the HTTP/2 stream).
 public struct RequestInput: Sendable {
@@ -34,9 +37,8 @@ public struct RequestInput: Sendable {
         self.arrivalNanos = arrivalNanos
     }
 
-    func header(_ name: String) -> [UInt8]? {
-        let key = Array(name.utf8)
-        return headers.first { $0.name == key }?.value
+    func header(_ name: StaticString) -> [UInt8]? {
+        headerValue(headers, name)
     }
 }
 
@@ -47,7 +49,8 @@ public final class APNsService {
     public let engine: WorkerEngine
     public var pipeline: Pipeline { engine.pipeline }
     public let auth: ProviderAuth?
-    public private(set) var stats = ServeStats()
+    @exclusivity(unchecked) public private(set) var stats = ServeStats()
+    private var ids = UUIDGenerator()
     /// UNIX milliseconds when the population was built (its activities started then).
     public let startMillis: Int64
     let clock: @Sendable () -> UInt64
@@ -80,7 +83,7 @@ public final class APNsService {
         var channel: Int32
         var arrivalNanos: UInt64
     }
-    private var pending: [PendingFanout] = []
+    @exclusivity(unchecked) private var pending: [PendingFanout] = []
 
     /// Builds the scenario's whole population at UNIX time `nowSeconds`, rotates the scenario's
     /// `rotationShare` of the update tokens once (the old ones answer 410), and gives each device a
@@ -243,7 +246,7 @@ public final class APNsService {
         let route: APNsRoute
         switch RequestCheck.route(method: r.method, path: r.path) {
         case .failure(let reason):
-            return failure(reason, id: echoedId(r, broadcast: !r.path.starts(with: Array("/3/".utf8))))
+            return failure(reason, id: echoedId(r, broadcast: !(r.path.count >= 3 && r.path[1] == UInt8(ascii: "3"))))
         case .success(let found): route = found
         }
         let isPush: Bool
@@ -262,7 +265,7 @@ public final class APNsService {
             case .failure(let reason): return failure(reason, id: id)
             case .success(let h): checked = h
             }
-            let messageId = checked.messageId ?? UUID().uuidString
+            let messageId = checked.messageId ?? ids.make()
             if case .push(let token) = route {
                 return push(token: token, checked, messageId: messageId, r, wallMillis)
             }
@@ -277,9 +280,10 @@ public final class APNsService {
     }
 
     private func echoedId(_ r: RequestInput, broadcast: Bool) -> (name: String, value: String)? {
-        let name = broadcast ? "apns-request-id" : "apns-id"
-        guard let value = r.header(name), RequestCheck.isCanonicalUUID(value) else { return nil }
-        return (name, String(decoding: value, as: UTF8.self))
+        guard let value = broadcast ? r.header("apns-request-id") : r.header("apns-id"),
+            RequestCheck.isCanonicalUUID(value)
+        else { return nil }
+        return (broadcast ? "apns-request-id" : "apns-id", String(decoding: value, as: UTF8.self))
     }
 
     // MARK: Token pushes
@@ -315,8 +319,11 @@ public final class APNsService {
             stats.acceptedOtherPushTypes += 1
             return (H2Response(status: 200, headers: [idHeader]), nil)
         }
-        let topicBundle = Array(h.topic!.dropLast(".push-type.liveactivity".utf8.count))
-        let matches = pipeline.store.appIds.withBytes(bundle) { Array($0) == topicBundle }
+        let topic = h.topic!
+        let bundleCount = topic.count - ".push-type.liveactivity".utf8.count
+        let matches = pipeline.store.appIds.withBytes(bundle) { app in
+            app.count == bundleCount && topic.withUnsafeBytes { t in memcmp(app.baseAddress!, t.baseAddress!, bundleCount) == 0 }
+        }
         guard matches else {
             stats.note(.wrongTopic, "token \(tokenText.prefix(16))… topic \(String(decoding: h.topic!, as: UTF8.self))")
             return failure(.deviceTokenNotForTopic, id: idHeader)
@@ -437,7 +444,7 @@ public final class APNsService {
         stats.routeNanos.record(max(clock() &- t1, 1))
         stats.acceptedBroadcasts += 1
         pending.append(PendingFanout(headers: withTopic, payload: r.body, channel: c, arrivalNanos: r.arrivalNanos))
-        let unique = UUID().uuidString.lowercased()
+        let unique = ids.make()
         return (H2Response(status: 200, headers: [idHeader, (name: "apns-unique-id", value: unique)]), nil)
     }
 
@@ -476,7 +483,7 @@ public final class APNsService {
         let requestId: String
         switch RequestCheck.requestId(r.headers) {
         case .failure(let reason): return failure(reason, id: nil)
-        case .success(let id): requestId = id ?? UUID().uuidString
+        case .success(let id): requestId = id ?? ids.make()
         }
         let idHeader = (name: "apns-request-id", value: requestId)
         func json(_ status: Int, _ text: String, extra: [(name: String, value: String)] = []) -> (H2Response, APNsReason?) {

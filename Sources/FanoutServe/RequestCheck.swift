@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What a request asks for, once its method and path are known.
 public enum APNsRoute: Equatable, Sendable {
     case push(token: [UInt8])
@@ -37,47 +41,62 @@ public enum RequestCheck {
         "pushtotalk", "widgets", "controls",
     ]
 
-    /// Rows 1–3: method and path.
+    /// Rows 1–3: method and path (compared as bytes: no string is built per request).
     public static func route(method: [UInt8], path: [UInt8]) -> Result<APNsRoute, APNsReason> {
-        let m = String(decoding: method, as: UTF8.self)
-        guard m == "POST" || m == "GET" || m == "DELETE" else { return .failure(.methodNotAllowed) }
-        let p = String(decoding: path, as: UTF8.self)
-        let device = "/3/device/"
-        if p.hasPrefix(device) {
-            guard m == "POST" else { return .failure(.methodNotAllowed) }
-            let token = Array(p.utf8.dropFirst(device.utf8.count))
-            guard !token.isEmpty else { return .failure(.missingDeviceToken) }
-            return .success(.push(token: token))
+        enum Method { case post, get, delete }
+        let m: Method
+        if bytesEqual(method, "POST") {
+            m = .post
+        } else if bytesEqual(method, "GET") {
+            m = .get
+        } else if bytesEqual(method, "DELETE") {
+            m = .delete
+        } else {
+            return .failure(.methodNotAllowed)
         }
-        if p == "/3/device" { return m == "POST" ? .failure(.missingDeviceToken) : .failure(.methodNotAllowed) }
-        let parts = p.split(separator: "/", omittingEmptySubsequences: false)
+        let device = 10  // "/3/device/"
+        if path.withUnsafeBytes({ bytesEqual($0, "/3/device/", whole: false) }) {
+            guard m == .post else { return .failure(.methodNotAllowed) }
+            guard path.count > device else { return .failure(.missingDeviceToken) }
+            return .success(.push(token: Array(path[device...])))
+        }
+        if bytesEqual(path, "/3/device") { return m == .post ? .failure(.missingDeviceToken) : .failure(.methodNotAllowed) }
+        let parts = path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+        func part(_ i: Int, _ text: StaticString) -> Bool { bytesEqual(parts[i], text) }
         // "/4/broadcasts/apps/<bundle>" → ["", "4", "broadcasts", "apps", bundle]
-        if parts.count == 5, parts[1] == "4", parts[2] == "broadcasts", parts[3] == "apps", !parts[4].isEmpty {
-            guard m == "POST" else { return .failure(.methodNotAllowed) }
-            return .success(.broadcast(bundle: Array(parts[4].utf8)))
+        if parts.count == 5, part(1, "4"), part(2, "broadcasts"), part(3, "apps"), !parts[4].isEmpty {
+            guard m == .post else { return .failure(.methodNotAllowed) }
+            return .success(.broadcast(bundle: Array(parts[4])))
         }
         // "/1/apps/<bundle>/channels" and "/1/apps/<bundle>/all-channels"
-        if parts.count == 5, parts[1] == "1", parts[2] == "apps", !parts[3].isEmpty {
-            let bundle = Array(parts[3].utf8)
-            if parts[4] == "channels" {
+        if parts.count == 5, part(1, "1"), part(2, "apps"), !parts[3].isEmpty {
+            let bundle = Array(parts[3])
+            if part(4, "channels") {
                 switch m {
-                case "POST": return .success(.createChannel(bundle: bundle))
-                case "GET": return .success(.readChannel(bundle: bundle))
-                default: return .success(.deleteChannel(bundle: bundle))
+                case .post: return .success(.createChannel(bundle: bundle))
+                case .get: return .success(.readChannel(bundle: bundle))
+                case .delete: return .success(.deleteChannel(bundle: bundle))
                 }
             }
-            if parts[4] == "all-channels" {
-                guard m == "GET" else { return .failure(.methodNotAllowed) }
+            if part(4, "all-channels") {
+                guard m == .get else { return .failure(.methodNotAllowed) }
                 return .success(.listChannels(bundle: bundle))
             }
         }
         return .failure(.badPath)
     }
 
-    /// Row 4: a header sent twice.
+    /// Row 4: a header sent twice (pairwise: a request has a handful of headers).
     public static func hasDuplicates(_ headers: [(name: [UInt8], value: [UInt8])]) -> Bool {
-        var seen = Set<[UInt8]>()
-        for header in headers where !seen.insert(header.name).inserted { return true }
+        var i = 1
+        while i < headers.count {
+            var j = 0
+            while j < i {
+                if headers[i].name == headers[j].name { return true }
+                j += 1
+            }
+            i += 1
+        }
         return false
     }
 
@@ -91,10 +110,7 @@ public enum RequestCheck {
         case .broadcast: broadcast = true
         default: preconditionFailure("headers() is for pushes and broadcasts")
         }
-        func value(_ name: String) -> [UInt8]? {
-            let key = Array(name.utf8)
-            return headers.first { $0.name == key }?.value
-        }
+        func value(_ name: StaticString) -> [UInt8]? { headerValue(headers, name) }
         var out = CheckedHeaders()
         // 6, 7
         if bodyCount == 0 { return .failure(.payloadEmpty) }
@@ -103,25 +119,29 @@ public enum RequestCheck {
         guard let pushType = value("apns-push-type") else {
             return .failure(broadcast ? .missingPushType : .invalidPushType)
         }
-        let type = String(decoding: pushType, as: UTF8.self).lowercased()
-        out.pushType = Array(type.utf8)
-        out.isLiveActivity = type == "liveactivity"
-        if broadcast ? !out.isLiveActivity : !pushTypes.contains(type) { return .failure(.invalidPushType) }
+        let lower = pushType.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+        out.pushType = lower
+        out.isLiveActivity = bytesEqual(lower, "liveactivity")
+        if broadcast ? !out.isLiveActivity : !(out.isLiveActivity || pushTypes.contains(String(decoding: lower, as: UTF8.self))) {
+            return .failure(.invalidPushType)
+        }
         // 9, 10
         if !broadcast {
             guard let topic = value("apns-topic"), !topic.isEmpty else { return .failure(.missingTopic) }
             out.topic = topic
-            if out.isLiveActivity && !String(decoding: topic, as: UTF8.self).hasSuffix(".push-type.liveactivity") {
+            let suffix = 23  // ".push-type.liveactivity"
+            if out.isLiveActivity
+                && !(topic.count > suffix
+                    && topic.withUnsafeBytes { bytesEqual($0, ".push-type.liveactivity", at: topic.count - suffix) })
+            {
                 return .failure(.topicDisallowed)
             }
         }
         // 11
         if let priority = value("apns-priority") {
-            let text = String(decoding: priority, as: UTF8.self)
-            guard let p = Int(text), text.allSatisfy(\.isASCII), p == 5 || p == 10 || (broadcast && p == 1) else {
-                return .failure(.badPriority)
-            }
-            out.priority = p
+            let p = priority.count <= 2 ? parseNonNegative(priority) : nil
+            guard let p, p == 5 || p == 10 || (broadcast && p == 1) else { return .failure(.badPriority) }
+            out.priority = Int(p)
         } else if broadcast {
             return .failure(.badPriority)
         }
@@ -131,7 +151,7 @@ public enum RequestCheck {
             out.collapseId = collapse
         }
         // 13
-        if let id = value(broadcast ? "apns-request-id" : "apns-id") {
+        if let id = broadcast ? value("apns-request-id") : value("apns-id") {
             guard isCanonicalUUID(id) else { return .failure(.badMessageId) }
             out.messageId = String(decoding: id, as: UTF8.self)
         }
@@ -160,8 +180,7 @@ public enum RequestCheck {
 
     /// Row 15 for broadcasts and channel requests: `apns-channel-id`, base64.
     public static func channelId(_ headers: [(name: [UInt8], value: [UInt8])]) -> Result<([UInt8], String), APNsReason> {
-        let key = Array("apns-channel-id".utf8)
-        guard let value = headers.first(where: { $0.name == key })?.value, !value.isEmpty else {
+        guard let value = headerValue(headers, "apns-channel-id"), !value.isEmpty else {
             return .failure(.missingChannelId)
         }
         guard let raw = Base64.decode(value), !raw.isEmpty else { return .failure(.badChannelId) }
@@ -170,8 +189,7 @@ public enum RequestCheck {
 
     /// `apns-request-id` of a channel request: canonical UUID or absent.
     public static func requestId(_ headers: [(name: [UInt8], value: [UInt8])]) -> Result<String?, APNsReason> {
-        let key = Array("apns-request-id".utf8)
-        guard let value = headers.first(where: { $0.name == key })?.value else { return .success(nil) }
+        guard let value = headerValue(headers, "apns-request-id") else { return .success(nil) }
         guard isCanonicalUUID(value) else { return .failure(.badMessageId) }
         return .success(String(decoding: value, as: UTF8.self))
     }

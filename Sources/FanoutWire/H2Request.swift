@@ -6,26 +6,26 @@ public final class H2Request {
     /// The stream's first HEADERS frame arrived (monotonic nanoseconds, `uv_hrtime`).
     public let arrivalNanos: UInt64
     /// The request was complete: headers, and the body up to END_STREAM.
-    public internal(set) var completeNanos: UInt64 = 0
-    public internal(set) var method: [UInt8] = []
-    public internal(set) var path: [UInt8] = []
-    public internal(set) var authority: [UInt8] = []
-    public internal(set) var scheme: [UInt8] = []
+    @exclusivity(unchecked) public internal(set) var completeNanos: UInt64 = 0
+    @exclusivity(unchecked) public internal(set) var method: [UInt8] = []
+    @exclusivity(unchecked) public internal(set) var path: [UInt8] = []
+    @exclusivity(unchecked) public internal(set) var authority: [UInt8] = []
+    @exclusivity(unchecked) public internal(set) var scheme: [UInt8] = []
     /// Regular headers in arrival order.
-    public internal(set) var headers: [(name: [UInt8], value: [UInt8])] = []
+    @exclusivity(unchecked) public internal(set) var headers: [(name: [UInt8], value: [UInt8])] = []
     /// A pseudo-header sent twice (HTTP/2 forbids it; nghttp2 already resets most malformed ones).
-    public internal(set) var duplicatePseudoHeader = false
+    @exclusivity(unchecked) public internal(set) var duplicatePseudoHeader = false
     /// The body's first `bodyLimit + 1` bytes.
-    public internal(set) var body: [UInt8] = []
+    @exclusivity(unchecked) public internal(set) var body: [UInt8] = []
     /// Body bytes the client sent in all (may exceed what was kept).
-    public internal(set) var bodyBytesReceived = 0
+    @exclusivity(unchecked) public internal(set) var bodyBytesReceived = 0
     public let bodyLimit: Int
     /// Bytes of the header list (name + value + 32 per field, as SETTINGS_MAX_HEADER_LIST_SIZE counts).
-    var headerListBytes = 0
+    @exclusivity(unchecked) var headerListBytes = 0
 
-    var response: [UInt8] = []
-    var responseOffset = 0
-    public internal(set) var answered = false
+    @exclusivity(unchecked) var response: [UInt8] = []
+    @exclusivity(unchecked) var responseOffset = 0
+    @exclusivity(unchecked) public internal(set) var answered = false
 
     init(streamId: Int32, arrivalNanos: UInt64, bodyLimit: Int) {
         self.streamId = streamId

@@ -1,6 +1,10 @@
 internal import CNGHTTP2
 import UVLoop
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What the server side of a connection tells its owner.
 public protocol H2ServerDelegate: AnyObject {
     /// A request is complete (headers and body up to END_STREAM). Answer it with
@@ -44,7 +48,18 @@ public final class H2ServerConnection {
     public weak var delegate: H2ServerDelegate?
     private var session: OpaquePointer?
     private let tls: TLSSession?
-    private var streams: [Int32: H2Request] = [:]
+    @exclusivity(unchecked) private var streams: [Int32: H2Request] = [:]
+    /// The stream the last callback was about: nghttp2 calls back several times per frame for one stream
+    /// (each header, each data chunk), so most lookups skip the dictionary.
+    @exclusivity(unchecked) private var lastStream: H2Request?
+
+    @inline(__always)
+    private func stream(_ id: Int32) -> H2Request? {
+        if let last = lastStream, last.streamId == id { return last }
+        let found = streams[id]
+        lastStream = found
+        return found
+    }
     private var inFlush = false
     /// Inside `nghttp2_session_mem_recv` (its callbacks may submit, but must not send).
     private var inReceive = false
@@ -168,35 +183,38 @@ public final class H2ServerConnection {
     /// Submits the response of a request that has not been answered; bytes go out at the next flush (at the
     /// end of the current read callback, or now when called outside one).
     public func respond(to request: H2Request, with response: H2Response) {
-        guard let session, !request.answered, streams[request.streamId] === request else { return }
+        guard let session, !request.answered, stream(request.streamId) === request else { return }
         request.answered = true
         request.response = response.body
-        var names: [[UInt8]] = [Array(":status".utf8)]
-        var values: [[UInt8]] = [Array(String(response.status).utf8)]
-        for header in response.headers {
-            names.append(Array(header.name.utf8))
-            values.append(Array(header.value.utf8))
+        // Every name and value in one buffer; nghttp2 copies the pairs into its frame on submit.
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(128)
+        var ranges: [(name: Range<Int>, value: Range<Int>)] = []
+        ranges.reserveCapacity(response.headers.count + 2)
+        func add(_ name: String, _ value: String) {
+            let n = bytes.count
+            bytes.append(contentsOf: name.utf8)
+            let v = bytes.count
+            bytes.append(contentsOf: value.utf8)
+            ranges.append((n..<v, v..<bytes.count))
         }
-        if !response.body.isEmpty {
-            names.append(Array("content-length".utf8))
-            values.append(Array(String(response.body.count).utf8))
-        }
-        // nghttp2 copies the pairs into its own frame on submit.
-        let status: Int32 = withPinned(names) { namePointers in
-            withPinned(values) { valuePointers in
-                var pairs: [nghttp2_nv] = (0..<names.count).map { i in
-                    nghttp2_nv(
-                        name: namePointers[i], value: valuePointers[i], namelen: names[i].count,
-                        valuelen: values[i].count, flags: 0)
-                }
-                if response.body.isEmpty {
-                    return nghttp2_submit_response(session, request.streamId, &pairs, pairs.count, nil)
-                }
-                var provider = CNGHTTP2_data_provider(nil) { session, streamId, buffer, length, dataFlags, _, user in
-                    H2ServerConnection.from(user).readBody(streamId, buffer!, length, dataFlags!)
-                }
-                return nghttp2_submit_response(session, request.streamId, &pairs, pairs.count, &provider)
+        add(":status", String(response.status))
+        for header in response.headers { add(header.name, header.value) }
+        if !response.body.isEmpty { add("content-length", String(response.body.count)) }
+        let status: Int32 = bytes.withUnsafeMutableBufferPointer { buffer in
+            let base = buffer.baseAddress!
+            var pairs: [nghttp2_nv] = ranges.map { r in
+                nghttp2_nv(
+                    name: base + r.name.lowerBound, value: base + r.value.lowerBound, namelen: r.name.count,
+                    valuelen: r.value.count, flags: 0)
             }
+            if response.body.isEmpty {
+                return nghttp2_submit_response(session, request.streamId, &pairs, pairs.count, nil)
+            }
+            var provider = CNGHTTP2_data_provider(nil) { session, streamId, buffer, length, dataFlags, _, user in
+                H2ServerConnection.from(user).readBody(streamId, buffer!, length, dataFlags!)
+            }
+            return nghttp2_submit_response(session, request.streamId, &pairs, pairs.count, &provider)
         }
         if status != 0 { streamsReset += 1 }
         if !inFlush && !inReceive { flush() }
@@ -274,14 +292,16 @@ public final class H2ServerConnection {
             frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
         else { return 0 }
         let id = frame.pointee.hd.stream_id
-        streams[id] = H2Request(streamId: id, arrivalNanos: EventLoop.hrtimeNanos, bodyLimit: settings.bodyLimit)
+        let request = H2Request(streamId: id, arrivalNanos: EventLoop.hrtimeNanos, bodyLimit: settings.bodyLimit)
+        streams[id] = request
+        lastStream = request
         return 0
     }
 
     private func header(
         _ frame: UnsafePointer<nghttp2_frame>, _ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer
     ) -> Int32 {
-        guard let request = streams[frame.pointee.hd.stream_id] else { return 0 }
+        guard let request = stream(frame.pointee.hd.stream_id) else { return 0 }
         request.headerListBytes += name.count + value.count + 32
         if request.headerListBytes > settings.maxHeaderListBytes {
             // Reset the stream (RST_STREAM); the connection goes on.
@@ -292,12 +312,17 @@ public final class H2ServerConnection {
                 if !field.isEmpty { request.duplicatePseudoHeader = true }
                 field = Array(value)
             }
-            switch String(decoding: name, as: UTF8.self) {
-            case ":method": set(&request.method)
-            case ":path": set(&request.path)
-            case ":authority": set(&request.authority)
-            case ":scheme": set(&request.scheme)
-            default: break
+            func named(_ text: StaticString) -> Bool {
+                name.count == text.utf8CodeUnitCount && memcmp(name.baseAddress!, text.utf8Start, name.count) == 0
+            }
+            if named(":method") {
+                set(&request.method)
+            } else if named(":path") {
+                set(&request.path)
+            } else if named(":authority") {
+                set(&request.authority)
+            } else if named(":scheme") {
+                set(&request.scheme)
             }
         } else {
             request.headers.append((Array(name), Array(value)))
@@ -306,7 +331,7 @@ public final class H2ServerConnection {
     }
 
     private func data(_ streamId: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
-        streams[streamId]?.appendBody(bytes)
+        stream(streamId)?.appendBody(bytes)
         return 0
     }
 
@@ -315,7 +340,7 @@ public final class H2ServerConnection {
         if type == NGHTTP2_SETTINGS.rawValue { prefaceReceived = true }
         guard type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue,
             frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0,
-            let request = streams[frame.pointee.hd.stream_id]
+            let request = stream(frame.pointee.hd.stream_id)
         else { return 0 }
         request.completeNanos = EventLoop.hrtimeNanos
         requestsReceived += 1
@@ -324,6 +349,7 @@ public final class H2ServerConnection {
     }
 
     private func streamClosed(_ streamId: Int32) -> Int32 {
+        if lastStream?.streamId == streamId { lastStream = nil }
         if let request = streams.removeValue(forKey: streamId), !request.answered { streamsReset += 1 }
         return 0
     }
@@ -331,7 +357,7 @@ public final class H2ServerConnection {
     private func readBody(
         _ streamId: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ length: Int, _ flags: UnsafeMutablePointer<UInt32>
     ) -> Int {
-        guard let request = streams[streamId] else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        guard let request = stream(streamId) else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
         let n = min(length, request.response.count - request.responseOffset)
         request.response.withUnsafeBytes { bytes in
             UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + request.responseOffset, byteCount: n)
@@ -389,19 +415,7 @@ public final class H2ServerConnection {
         finished = true
         stream?.closeWhenDrained()
         streams.removeAll()
+        lastStream = nil
         delegate?.connectionClosed(self)
     }
-}
-
-/// Calls `body` with a stable pointer to each array's bytes.
-private func withPinned<R>(_ arrays: [[UInt8]], _ body: ([UnsafeMutablePointer<UInt8>]) -> R) -> R {
-    var copies: [UnsafeMutablePointer<UInt8>] = []
-    copies.reserveCapacity(arrays.count)
-    for a in arrays {
-        let p = UnsafeMutablePointer<UInt8>.allocate(capacity: max(a.count, 1))
-        p.initialize(from: a, count: a.count)
-        copies.append(p)
-    }
-    defer { for p in copies { p.deallocate() } }
-    return body(copies)
 }
