@@ -49,6 +49,8 @@ public final class H2ServerConnection {
     private var session: OpaquePointer?
     private let tls: TLSSession?
     @exclusivity(unchecked) private var streams: [Int32: H2Request] = [:]
+    /// Bytes of one flush, written at once.
+    @exclusivity(unchecked) private var outgoing: [UInt8] = []
     /// The stream the last callback was about: nghttp2 calls back several times per frame for one stream
     /// (each header, each data chunk), so most lookups skip the dictionary.
     @exclusivity(unchecked) private var lastStream: H2Request?
@@ -378,6 +380,9 @@ public final class H2ServerConnection {
             tls.takeCiphertext { emit($0) }
             return
         }
+        // Everything nghttp2 has queued goes out in one write (one TLS record run, one syscall), not one per
+        // frame: at 64 streams a read, per-frame writes cost more than the requests.
+        outgoing.removeAll(keepingCapacity: true)
         while true {
             var data: UnsafePointer<UInt8>?
             let n = nghttp2_session_mem_send(session, &data)
@@ -386,17 +391,27 @@ public final class H2ServerConnection {
                 break
             }
             if n == 0 { break }
-            let bytes = UnsafeRawBufferPointer(start: data, count: n)
-            if let tls {
-                do { try tls.writePlaintext(bytes) } catch {
-                    endReason = endReason ?? "TLS: \(error)"
-                    break
-                }
-            } else {
-                emit(bytes)
-            }
+            outgoing.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n))
         }
-        tls?.takeCiphertext { emit($0) }
+        if !outgoing.isEmpty {
+            if let tls {
+                let failure: TLSError? = outgoing.withUnsafeBytes { bytes -> TLSError? in
+                    do {
+                        try tls.writePlaintext(bytes)
+                        return nil
+                    } catch {
+                        return (error as? TLSError) ?? TLSError("TLS write failed")
+                    }
+                }
+                if let failure { endReason = endReason ?? "TLS: \(failure)" }
+                outgoing.removeAll(keepingCapacity: true)
+                tls.takeCiphertext { outgoing.append(contentsOf: $0) }
+            }
+            outgoing.withUnsafeBytes { emit($0) }
+        } else {
+            tls?.takeCiphertext { emit($0) }
+        }
+        if outgoing.capacity > 1 << 20 { outgoing = [] }  // a burst's buffer is not kept forever
         if let stream, stream.pendingWriteBytes > settings.maxPendingWriteBytes { stream.pauseReading() }
         if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
             inFlush = false
