@@ -84,7 +84,7 @@ def main():
         err = f"{work}/serve-{transport}.err"
         flags = ["--tls-cert", cert, "--tls-key", key] if tls else ["--h2c"]
         with open(err, "w") as e:
-            fanout = subprocess.Popen([args.binary, "serve", "default", "--listen", "127.0.0.1:0", "--out", folder]
+            fanout = subprocess.Popen([args.binary, "serve", "default", "--workers", "1", "--listen", "127.0.0.1:0", "--out", folder]
                                       + flags, stderr=e, stdout=subprocess.DEVNULL)
         port = wait_for_port(err, fanout)
         with open(f"{folder}/population.jsonl") as f:

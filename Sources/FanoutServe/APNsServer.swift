@@ -56,11 +56,26 @@ public final class APNsServer: H2ServerDelegate {
     public var onProgress: ((Double, APNsServer) -> Void)?
     private var lastRequests = 0
     public private(set) var lastRatePerSecond = 0.0
+    /// Several workers: the cluster, this worker's number, its inbox, a socket bound for it, and the requests
+    /// forwarded to other workers, waiting for their answers.
+    private let cluster: ServeCluster?
+    public let index: Int
+    private var inbox: Wakeup?
+    private let socket: Int32?
+    private var forwarded: [Int: (connection: H2ServerConnection, request: H2Request)] = [:]
+    private var nextForward = 0
+    private var drainedReported = false
 
-    public init(loop: EventLoop, service: APNsService, options: ServeOptions) throws {
+    public init(
+        loop: EventLoop, service: APNsService, options: ServeOptions, cluster: ServeCluster? = nil, index: Int = 0,
+        socket: Int32? = nil
+    ) throws {
         self.loop = loop
         self.service = service
         self.options = options
+        self.cluster = cluster
+        self.index = index
+        self.socket = socket
         if let cert = options.certificateFile, let key = options.keyFile {
             tls = try TLSContext(certificateFile: cert, keyFile: key)
         } else {
@@ -71,8 +86,13 @@ public final class APNsServer: H2ServerDelegate {
     /// Binds and listens; returns the port.
     @discardableResult
     public func listen() throws -> Int {
-        let listener = try TCPListener(loop: loop, host: options.host, port: options.port) { [weak self] stream in
-            self?.accept(stream)
+        let listener: TCPListener
+        if let socket {
+            listener = try TCPListener(loop: loop, socket: socket) { [weak self] stream in self?.accept(stream) }
+        } else {
+            listener = try TCPListener(loop: loop, host: options.host, port: options.port) { [weak self] stream in
+                self?.accept(stream)
+            }
         }
         self.listener = listener
         port = listener.localPort
@@ -86,6 +106,11 @@ public final class APNsServer: H2ServerDelegate {
         startNanos = EventLoop.hrtimeNanos
         for signal in [SIGINT, SIGTERM] {
             signals.append(try SignalWatcher(loop: loop, signal: signal) { [weak self] _, _ in self?.beginShutdown() })
+        }
+        if let cluster {
+            let inbox = try Wakeup(loop: loop) { [weak self] _ in self?.drainInbox() }
+            self.inbox = inbox
+            cluster.attach(index, inbox.sender)
         }
         let sweep = UVLoop.Timer(loop: loop) { [weak self] _ in self?.tick() }
         sweep.start(afterMillis: 1000, repeatMillis: 1000)
@@ -126,9 +151,67 @@ public final class APNsServer: H2ServerDelegate {
         if late {
             for c in Array(connections.values) { c.abort(reason: "Shutdown (drain time over)") }
         }
-        if connections.isEmpty {
-            sweep?.close()
-            sweep = nil
+        guard connections.isEmpty else { return }
+        if let cluster {
+            // Peers may still forward requests here until every worker has drained.
+            if !drainedReported {
+                drainedReported = true
+                cluster.markDrained(index)
+            }
+            return
+        }
+        sweep?.close()
+        sweep = nil
+    }
+
+    private func closeUp() {
+        sweep?.close()
+        sweep = nil
+        inbox?.close()
+        inbox = nil
+    }
+
+    // MARK: Several workers
+
+    private func drainInbox() {
+        guard let cluster else { return }
+        for message in cluster.take(index) {
+            switch message {
+            case .request(let id, let origin, let input):
+                var became = false
+                let response = service.handle(
+                    input, auth: nil, wallMillis: WallClock.millis, becameAuthenticated: &became)
+                sendOutgoing()  // channel changes reach the peers before the answer does
+                cluster.send(.response(id: id, response: response), to: origin)
+            case .response(let id, let response):
+                guard let (connection, request) = forwarded.removeValue(forKey: id) else { continue }
+                connection.respond(to: request, with: response)
+                service.recordService(max(EventLoop.hrtimeNanos &- request.completeNanos, 1))
+            case .peer(let peer):
+                switch peer {
+                case .broadcast(let b): service.acceptRemoteBroadcast(b)
+                case .fanoutPart(_, let id, let end): service.fanoutPart(id: id, endNanos: end)
+                case .channel(let raw, let bundle, let policy, let deleted):
+                    service.channelChanged(raw, bundle: bundle, storagePolicy: policy, deleted: deleted)
+                }
+            case .allDrained:
+                closeUp()
+                return
+            }
+        }
+        if service.pendingFanouts > 0 { service.runPendingFanouts(wallMillis: WallClock.millis) }
+        sendOutgoing()
+    }
+
+    private func sendOutgoing() {
+        guard let cluster else { return }
+        for message in service.takeOutgoing() {
+            switch message {
+            case .fanoutPart(let origin, _, _):
+                cluster.send(.peer(message), to: origin)
+            default:
+                for k in 0..<cluster.count where k != index { cluster.send(.peer(message), to: k) }
+            }
         }
     }
 
@@ -184,6 +267,24 @@ public final class APNsServer: H2ServerDelegate {
             arrivalNanos: request.arrivalNanos)
         var became = false
         let wallMillis = WallClock.millis
+        if let cluster {
+            let placement = service.place(
+                input, auth: state, wallMillis: wallMillis, becameAuthenticated: &became,
+                owner: cluster.directory.owner)
+            if became { connection.raiseStreamLimit() }
+            became = false
+            switch placement {
+            case .local: break
+            case .answered(let response):
+                connection.respond(to: request, with: response)
+                return
+            case .worker(let k):
+                nextForward += 1
+                forwarded[nextForward] = (connection, request)
+                cluster.send(.request(id: nextForward, origin: index, input: input), to: k)
+                return
+            }
+        }
         var response = service.handle(input, auth: state, wallMillis: wallMillis, becameAuthenticated: &became)
         if request.duplicatePseudoHeader {
             response = H2Response(
@@ -196,15 +297,18 @@ public final class APNsServer: H2ServerDelegate {
     }
 
     public func connectionDidProcessInput(_ connection: H2ServerConnection) {
+        sendOutgoing()  // peers hear of a broadcast before this worker's own fan-out
         if service.pendingFanouts > 0 {
             service.runPendingFanouts(wallMillis: WallClock.millis)
         }
+        sendOutgoing()
     }
 
     public func connectionClosed(_ connection: H2ServerConnection) {
         let key = ObjectIdentifier(connection)
         guard connections.removeValue(forKey: key) != nil else { return }
         authStates[key] = nil
+        if !forwarded.isEmpty { forwarded = forwarded.filter { $0.value.connection !== connection } }
         connectionStats.closed += 1
         connectionStats.bytesIn += connection.bytesRead
         connectionStats.bytesOut += connection.bytesWritten

@@ -53,6 +53,9 @@ public final class APNsService {
     private var ids = UUIDGenerator()
     /// UNIX milliseconds when the population was built (its activities started then).
     public let startMillis: Int64
+    /// This service's slice of the devices (device `d` belongs to worker `d % workers`).
+    public let worker: Int
+    public let workers: Int
     let clock: @Sendable () -> UInt64
 
     /// Update tokens rotated away, with the UNIX milliseconds they stopped being valid (410's timestamp).
@@ -82,18 +85,31 @@ public final class APNsService {
         var payload: [UInt8]
         var channel: Int32
         var arrivalNanos: UInt64
+        /// The worker that answered the broadcast, and its number for it (several workers: completion is
+        /// the last worker's).
+        var origin: Int
+        var id: Int
     }
     @exclusivity(unchecked) private var pending: [PendingFanout] = []
+
+    /// Several workers: what the other workers must hear of (broadcasts to fan out, channels created or
+    /// deleted) and the fan-out parts finished here for broadcasts answered elsewhere. The server takes them.
+    public private(set) var outgoing: [PeerMessage] = []
+    private var broadcastsAnswered = 0
+    /// Broadcasts answered here, waiting for the other workers' parts: parts left, latest end, arrival.
+    private var outstanding: [Int: (left: Int, end: UInt64, arrival: UInt64)] = [:]
 
     /// Builds the scenario's whole population at UNIX time `nowSeconds`, rotates the scenario's
     /// `rotationShare` of the update tokens once (the old ones answer 410), and gives each device a
     /// push-to-start token for the app of its first activity.
     public init(
-        scenario: Scenario, auth: ProviderAuth?, nowSeconds: Int64,
+        scenario: Scenario, auth: ProviderAuth?, nowSeconds: Int64, worker: Int = 0, of workers: Int = 1,
         clock: @escaping @Sendable () -> UInt64
     ) {
         let world = World(scenario: scenario, epochSeconds: nowSeconds)
-        engine = WorkerEngine(world: world, index: 0, count: 1, hrtime: clock)
+        engine = WorkerEngine(world: world, index: worker, count: workers, hrtime: clock)
+        self.worker = worker
+        self.workers = workers
         self.auth = auth
         self.clock = clock
         startMillis = nowSeconds * 1000
@@ -205,7 +221,7 @@ public final class APNsService {
     /// Judges one request and, when accepted, applies it (a broadcast's fan-out waits for
     /// `runPendingFanouts`). `becameAuthenticated` is set on a connection's first valid provider token.
     public func handle(
-        _ request: RequestInput, auth state: ProviderAuth.ConnectionState, wallMillis: Int64,
+        _ request: RequestInput, auth state: ProviderAuth.ConnectionState?, wallMillis: Int64,
         becameAuthenticated: inout Bool
     ) -> H2Response {
         let (response, reason) = judge(request, state, wallMillis, &becameAuthenticated)
@@ -214,6 +230,43 @@ public final class APNsService {
             stats.note(.rejectedPayload, "\(reason.rawValue): \(Self.describe(request))")
         }
         return response
+    }
+
+    /// Where a request is judged when several workers serve: rows 1–5 here (the connection's provider token
+    /// lives with the connection); then `.local`, `.worker(k)` (the worker owning the token's device, or the
+    /// one serving channel management), or an answer at once.
+    public enum Placement {
+        case local
+        case worker(Int)
+        case answered(H2Response)
+    }
+
+    public func place(
+        _ r: RequestInput, auth state: ProviderAuth.ConnectionState, wallMillis: Int64, becameAuthenticated: inout Bool,
+        owner: (ArraySlice<UInt8>) -> Int?
+    ) -> Placement {
+        guard workers > 1 else { return .local }
+        let route: APNsRoute
+        switch RequestCheck.route(method: r.method, path: r.path) {
+        case .failure: return .local
+        case .success(let found): route = found
+        }
+        if RequestCheck.hasDuplicates(r.headers) { return .local }
+        if let auth,
+            auth.check(
+                authorization: r.header("authorization"), state: state, nowSeconds: wallMillis / 1000,
+                becameValid: &becameAuthenticated) != nil
+        {
+            // Judged here again (the token's verdict is cached per connection), so the answer is counted once.
+            return .local
+        }
+        switch route {
+        case .push(let token):
+            guard let k = owner(token[...]), k != worker else { return .local }
+            return .worker(k)
+        case .broadcast: return .local
+        default: return worker == 0 ? .local : .worker(0)
+        }
     }
 
     static let payloadOrHeaderReasons: Set<APNsReason> = [
@@ -240,7 +293,7 @@ public final class APNsService {
     }
 
     private func judge(
-        _ r: RequestInput, _ state: ProviderAuth.ConnectionState, _ wallMillis: Int64, _ became: inout Bool
+        _ r: RequestInput, _ state: ProviderAuth.ConnectionState?, _ wallMillis: Int64, _ became: inout Bool
     ) -> (H2Response, APNsReason?) {
         // The id echoed on errors: apns-id (token pushes) or apns-request-id (broadcast, channel), when valid.
         let route: APNsRoute
@@ -253,7 +306,7 @@ public final class APNsService {
         if case .push = route { isPush = true } else { isPush = false }
         let id = echoedId(r, broadcast: !isPush)
         if RequestCheck.hasDuplicates(r.headers) { return failure(.duplicateHeaders, id: id) }
-        if let auth, let reason = auth.check(
+        if let auth, let state, let reason = auth.check(
             authorization: r.header("authorization"), state: state, nowSeconds: wallMillis / 1000, becameValid: &became)
         {
             return failure(reason, id: id)
@@ -443,7 +496,19 @@ public final class APNsService {
         _ = pipeline.route(&flight)
         stats.routeNanos.record(max(clock() &- t1, 1))
         stats.acceptedBroadcasts += 1
-        pending.append(PendingFanout(headers: withTopic, payload: r.body, channel: c, arrivalNanos: r.arrivalNanos))
+        broadcastsAnswered += 1
+        pending.append(
+            PendingFanout(
+                headers: withTopic, payload: r.body, channel: c, arrivalNanos: r.arrivalNanos, origin: worker,
+                id: broadcastsAnswered))
+        if workers > 1 {
+            outstanding[broadcastsAnswered] = (workers, 0, r.arrivalNanos)
+            outgoing.append(
+                .broadcast(
+                    RemoteBroadcast(
+                        channel: raw, headers: withTopic, payload: r.body, arrivalNanos: r.arrivalNanos, origin: worker,
+                        id: broadcastsAnswered)))
+        }
         let unique = ids.make()
         return (H2Response(status: 200, headers: [idHeader, (name: "apns-unique-id", value: unique)]), nil)
     }
@@ -473,8 +538,86 @@ public final class APNsService {
                 stats.deliveryNanos.record(max(clock() &- f.arrivalNanos, 1))
                 if outcome != .applied { noteOutcome(outcome, a, "(broadcast)") }
             }
-            stats.fanoutNanos.record(max(clock() &- f.arrivalNanos, 1))
+            finishedPart(origin: f.origin, id: f.id, end: clock(), arrival: f.arrivalNanos)
         }
+    }
+
+    private func finishedPart(origin: Int, id: Int, end: UInt64, arrival: UInt64) {
+        guard workers > 1 else {
+            stats.fanoutNanos.record(max(end &- arrival, 1))
+            return
+        }
+        if origin != worker {
+            outgoing.append(.fanoutPart(origin: origin, id: id, endNanos: end))
+            return
+        }
+        fanoutPart(id: id, endNanos: end)
+    }
+
+    /// Another worker finished its part of a broadcast answered here; the last part records the completion.
+    public func fanoutPart(id: Int, endNanos: UInt64) {
+        guard var o = outstanding[id] else { return }
+        o.left -= 1
+        o.end = max(o.end, endNanos)
+        if o.left == 0 {
+            outstanding[id] = nil
+            stats.fanoutNanos.record(max(o.end &- o.arrival, 1))
+        } else {
+            outstanding[id] = o
+        }
+    }
+
+    /// A broadcast answered by another worker: this worker's subscribers get it (counted as deliveries here;
+    /// the verdict was counted where it was answered).
+    public func acceptRemoteBroadcast(_ b: RemoteBroadcast) {
+        var flight = b.channel.withUnsafeBytes { pipeline.begin(kind: .channel, target: $0) }
+        guard case .channel(let c) = flight.resolution else {
+            finishedPart(origin: b.origin, id: b.id, end: clock(), arrival: b.arrivalNanos)
+            return
+        }
+        let rejected = withHeaders(b.headers, broadcast: true) { headers in
+            b.payload.withUnsafeBytes { pipeline.validate(&flight, headers: headers, payload: $0, countsVerdict: false) }
+        }
+        precondition(rejected == nil, "a broadcast accepted by one worker is accepted by all")
+        _ = pipeline.route(&flight, countsVerdict: false)
+        pending.append(
+            PendingFanout(
+                headers: b.headers, payload: b.payload, channel: c, arrivalNanos: b.arrivalNanos, origin: b.origin,
+                id: b.id))
+    }
+
+    /// Takes what the other workers must hear of.
+    public func takeOutgoing() -> [PeerMessage] {
+        defer { outgoing.removeAll(keepingCapacity: true) }
+        return outgoing
+    }
+
+    /// A channel created or deleted on the worker that serves channel management.
+    public func channelChanged(_ raw: [UInt8], bundle: [UInt8], storagePolicy: Int, deleted: Bool) {
+        if deleted {
+            channels[raw]?.deleted = true
+            return
+        }
+        channels[raw] = Channel(bundle: bundle, storagePolicy: storagePolicy)
+        channelOrder[bundle, default: []].append(raw)
+        let app = bundle.withUnsafeBytes { pipeline.store.internApp($0) }
+        _ = raw.withUnsafeBytes { pipeline.router.registerChannel($0, app: app) }
+    }
+
+    /// Every token this worker answers for (update tokens now and rotated away, push-to-start tokens): the
+    /// directory that sends a push to the worker owning its device.
+    public func ownedTokens() -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        let store = pipeline.store
+        out.reserveCapacity(store.activityCount + retiredList.count + startTokenOf.count)
+        for a in 0..<store.activityCount {
+            var key: [UInt8] = []
+            pipeline.router.updateTokens.withBytes(store.token[a]) { key.append(contentsOf: $0) }
+            out.append(Array(APNsService.tokenText(key).utf8))
+        }
+        for (token, _) in retiredList { out.append(token) }
+        for token in startTokenOf.values { out.append(token) }
+        return out
     }
 
     // MARK: Channel management
@@ -511,6 +654,7 @@ public final class APNsService {
             liveChannels[bundle, default: 0] += 1
             let app = bundle.withUnsafeBytes { pipeline.store.internApp($0) }
             _ = raw.withUnsafeBytes { pipeline.router.registerChannel($0, app: app) }
+            if workers > 1 { outgoing.append(.channel(raw: raw, bundle: bundle, storagePolicy: policy, deleted: false)) }
             return json(201, "", extra: [(name: "apns-channel-id", value: Base64.encode(raw))])
         case .readChannel(let bundle), .deleteChannel(let bundle):
             let raw: [UInt8]
@@ -524,6 +668,7 @@ public final class APNsService {
             if case .deleteChannel = route {
                 channels[raw]!.deleted = true
                 liveChannels[bundle, default: 1] -= 1
+                if workers > 1 { outgoing.append(.channel(raw: raw, bundle: bundle, storagePolicy: 0, deleted: true)) }
                 return json(204, "")
             }
             return json(200, "{\"message-storage-policy\":\(channel.storagePolicy),\"push-type\":\"LiveActivity\"}")
@@ -555,4 +700,21 @@ enum JSON {
         }
         return out + "\""
     }
+}
+
+/// What one serving worker tells another (several workers).
+public enum PeerMessage: Sendable {
+    case broadcast(RemoteBroadcast)
+    case fanoutPart(origin: Int, id: Int, endNanos: UInt64)
+    case channel(raw: [UInt8], bundle: [UInt8], storagePolicy: Int, deleted: Bool)
+}
+
+/// A broadcast answered by one worker, for the others' subscribers.
+public struct RemoteBroadcast: Sendable {
+    public var channel: [UInt8]
+    public var headers: CheckedHeaders
+    public var payload: [UInt8]
+    public var arrivalNanos: UInt64
+    public var origin: Int
+    public var id: Int
 }

@@ -17,6 +17,7 @@ public enum ServeReport {
         public var auth: String
         public var startedAt: String
         public var gitRevision: String
+        public var workers = 1
         public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
                     startedAt: String, gitRevision: String) {
             self.scenario = scenario
@@ -41,16 +42,52 @@ public enum ServeReport {
         _ info: Info, service: APNsService, connections: ConnectionStats, bytes: (read: Int, written: Int),
         elapsedSeconds: Double, nowMillis: Int64
     ) -> [String: String] {
+        files(info, services: [service], connections: connections, bytes: bytes, elapsedSeconds: elapsedSeconds,
+            nowMillis: nowMillis)
+    }
+
+    /// The files of a run served by several workers: their measurements added, their state dumps merged (lines
+    /// sorted as one dump sorts them, one totals line).
+    public static func files(
+        _ info: Info, services: [APNsService], connections: ConnectionStats, bytes: (read: Int, written: Int),
+        elapsedSeconds: Double, nowMillis: Int64
+    ) -> [String: String] {
         var files: [String: String] = [:]
-        let stats = service.stats
+        var stats = ServeStats()
+        var accounting = Accounting()
+        for s in services {
+            stats.add(s.stats)
+            accounting.add(s.pipeline.accounting)
+        }
         for m in metrics {
             files["\(m.name).hgrm"] =
                 "#[fanout serve \(m.name): \(m.about); values in microseconds (us), recorded in nanoseconds]\n"
                 + PercentileText.distribution(m.get(stats), scale: 1000)
         }
-        files["state.jsonl"] = String(decoding: StateDump.render(service.pipeline, nowMillis: nowMillis), as: UTF8.self)
-        files["summary.json"] = summaryJSON(info, stats, service.pipeline.accounting, connections, bytes, elapsedSeconds)
-        files["summary.md"] = summaryMarkdown(info, stats, service.pipeline.accounting, connections, bytes, elapsedSeconds)
+        if services.count == 1 {
+            files["state.jsonl"] = String(
+                decoding: StateDump.render(services[0].pipeline, nowMillis: nowMillis), as: UTF8.self)
+        } else {
+            var activities: [Substring] = []
+            var devices: [Substring] = []
+            var texts: [String] = []
+            for s in services {
+                texts.append(String(decoding: StateDump.render(s.pipeline, nowMillis: nowMillis), as: UTF8.self))
+            }
+            for text in texts {
+                for line in text.split(separator: "\n") {
+                    if line.hasPrefix("{\"activity\"") { activities.append(line) }
+                    else if line.hasPrefix("{\"device\"") { devices.append(line) }
+                }
+            }
+            activities.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            devices.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            var dump = (activities + devices).joined(separator: "\n") + "\n"
+            dump += String(decoding: StateDump.totalsLine(accounting), as: UTF8.self)
+            files["state.jsonl"] = dump
+        }
+        files["summary.json"] = summaryJSON(info, stats, accounting, connections, bytes, elapsedSeconds)
+        files["summary.md"] = summaryMarkdown(info, stats, accounting, connections, bytes, elapsedSeconds)
         return files
     }
 
@@ -92,7 +129,7 @@ public enum ServeReport {
         let object: [String: Any] = [
             "kind": "serve",
             "scenario": info.scenario, "seed": info.seed, "listen": info.listen, "transport": info.transport,
-            "auth": info.auth, "startedAt": info.startedAt, "gitRevision": info.gitRevision,
+            "auth": info.auth, "startedAt": info.startedAt, "gitRevision": info.gitRevision, "workers": info.workers,
             "elapsedSeconds": (elapsed * 1000).rounded() / 1000,
             "requests": [
                 "total": s.requests, "byStatus": statuses, "byReason": reasons, "acceptedPushes": s.acceptedPushes,
@@ -120,7 +157,9 @@ public enum ServeReport {
         _ elapsed: Double
     ) -> String {
         var md = "# fanout serve — \(info.scenario)\n\n"
-        md += "Listening on \(info.listen) (\(info.transport), auth \(info.auth)), started \(info.startedAt), "
+        md += "Listening on \(info.listen) (\(info.transport), auth \(info.auth), \(info.workers) event loop"
+        md += info.workers == 1 ? "), " : "s), "
+        md += "started \(info.startedAt), "
         md += String(format: "served %.1f s", elapsed) + ", revision \(info.gitRevision), seed \(info.seed).\n\n"
         md += "## Requests\n\n| answer | count |\n|---|---:|\n"
         for (status, n) in s.byStatus.sorted(by: { $0.key < $1.key }) { md += "| \(status) | \(n) |\n" }

@@ -52,6 +52,26 @@ public struct ServeStats: Sendable {
         if let reason { byReason[reason, default: 0] += 1 }
     }
 
+    /// Adds another worker's measurements (histograms added, never percentiles averaged).
+    public mutating func add(_ o: ServeStats) {
+        requests += o.requests
+        for (k, v) in o.byStatus { byStatus[k, default: 0] += v }
+        for (k, v) in o.byReason { byReason[k, default: 0] += v }
+        acceptedPushes += o.acceptedPushes
+        acceptedBroadcasts += o.acceptedBroadcasts
+        acceptedOtherPushTypes += o.acceptedOtherPushTypes
+        channelRequests += o.channelRequests
+        serviceNanos.add(o.serviceNanos)
+        deliveryNanos.add(o.deliveryNanos)
+        fanoutNanos.add(o.fanoutNanos)
+        validateNanos.add(o.validateNanos)
+        routeNanos.add(o.routeNanos)
+        for (k, v) in o.findings { findings[k, default: 0] += v }
+        for (k, v) in o.examples {
+            examples[k, default: []] += v.prefix(ServeStats.examplesPerFinding - examples[k, default: []].count)
+        }
+    }
+
     /// requests = Σ answers by status, and failures = Σ reasons.
     public var identitiesHold: Bool {
         requests == byStatus.values.reduce(0, +)

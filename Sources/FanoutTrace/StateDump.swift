@@ -57,6 +57,13 @@ public enum StateDump {
         JSONWriter.append("}}\n", to: &out)
     }
 
+    /// The totals line alone (several pipelines' dumps merged: their lines sorted, one totals line).
+    public static func totalsLine(_ totals: Accounting) -> [UInt8] {
+        var out: [UInt8] = []
+        appendTotals(totals, to: &out)
+        return out
+    }
+
     private static func appendTotals(_ totals: Accounting, to out: inout [UInt8]) {
         JSONWriter.append("{\"totals\": {\"pushes\": ", to: &out)
         JSONWriter.appendInt(Int64(totals.pushes), to: &out)

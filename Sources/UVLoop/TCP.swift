@@ -123,6 +123,24 @@ public final class TCPListener: TCPHandle {
         }
     }
 
+    /// Listens on a socket bound by ``ReusePortSockets`` (`uv_tcp_open`, then `uv_listen`): one per loop, so
+    /// the kernel spreads new connections over the loops (`SO_REUSEPORT`). The handle owns the socket from
+    /// here on (closing it closes the socket); on failure it is closed and the error thrown.
+    public init(loop: EventLoop, socket fd: Int32, backlog: Int32 = 1024, _ callback: @escaping Callback) throws(UVError) {
+        self.callback = callback
+        super.init(loop: loop)
+        do {
+            try check(uv_tcp_open(handle, uv_os_sock_t(fd)), "uv_tcp_open")
+            try check(
+                uv_listen(CLibUV_tcp_as_stream(handle), backlog) { server, status in
+                    TCPListener.connection(server, status)
+                }, "uv_listen")
+        } catch {
+            close()
+            throw error
+        }
+    }
+
     override func didClose() { callback = nil }
 
     private static func connection(_ server: UnsafeMutablePointer<uv_stream_t>?, _ status: Int32) {
@@ -285,5 +303,72 @@ public final class TCPStream: TCPHandle {
         } else if owner.pendingWriteBytes == 0, owner.state == .open, let drain = owner.onDrain {
             drain(owner)
         }
+    }
+}
+
+/// Sockets bound to one address with `SO_REUSEPORT`, one per event loop (libuv 1.44 has no flag for it, so they
+/// are made here and handed to ``TCPListener/init(loop:socket:backlog:_:)``). With port 0 the first one picks a
+/// free port and the others bind the same.
+public enum ReusePortSockets {
+    public static func bind(host: String, port: Int, count: Int) throws(UVError) -> (sockets: [Int32], port: Int) {
+        precondition(count >= 1)
+        var storage = sockaddr_storage()
+        let family: Int32
+        let length: socklen_t
+        if host.contains(":") {
+            family = AF_INET6
+            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+            _ = try withUnsafeMutablePointer(to: &storage) { p throws(UVError) in
+                try check(uv_ip6_addr(host, Int32(port), UnsafeMutableRawPointer(p).assumingMemoryBound(to: sockaddr_in6.self)),
+                    "uv_ip6_addr")
+            }
+        } else {
+            family = AF_INET
+            length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = try withUnsafeMutablePointer(to: &storage) { p throws(UVError) in
+                try check(uv_ip4_addr(host, Int32(port), UnsafeMutableRawPointer(p).assumingMemoryBound(to: sockaddr_in.self)),
+                    "uv_ip4_addr")
+            }
+        }
+        var sockets: [Int32] = []
+        var bound = port
+        do throws(UVError) {
+            for _ in 0..<count {
+                let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                guard fd >= 0 else { throw UVError(code: -errno, operation: "socket") }
+                sockets.append(fd)
+                var one: Int32 = 1
+                setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+                guard setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
+                    throw UVError(code: -errno, operation: "setsockopt(SO_REUSEPORT)")
+                }
+                withUnsafeMutablePointer(to: &storage) { p in
+                    let port = UInt16(bound).bigEndian
+                    if family == AF_INET6 {
+                        UnsafeMutableRawPointer(p).assumingMemoryBound(to: sockaddr_in6.self).pointee.sin6_port = port
+                    } else {
+                        UnsafeMutableRawPointer(p).assumingMemoryBound(to: sockaddr_in.self).pointee.sin_port = port
+                    }
+                }
+                let status = withUnsafePointer(to: &storage) { p in
+                    p.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) }
+                }
+                guard status == 0 else { throw UVError(code: -errno, operation: "bind") }
+                if bound == 0 {
+                    var local = sockaddr_storage()
+                    var size = socklen_t(MemoryLayout<sockaddr_storage>.size)
+                    _ = withUnsafeMutablePointer(to: &local) { p in
+                        p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &size) }
+                    }
+                    bound = withUnsafePointer(to: &local) { p in
+                        p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+                    }
+                }
+            }
+        } catch {
+            for fd in sockets { Glibc.close(fd) }
+            throw error
+        }
+        return (sockets, bound)
     }
 }

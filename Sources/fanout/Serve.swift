@@ -1,4 +1,5 @@
 import ArgumentParser
+import FanoutCore
 import FanoutReport
 import FanoutServe
 import FanoutSim
@@ -48,6 +49,9 @@ struct Serve: ParsableCommand {
     @Option(help: "Stop after this many seconds (default: on SIGINT or SIGTERM).")
     var duration: Double?
 
+    @Option(help: "Event loops (threads), each with its own listening socket, connections and slice of the devices; 0 = one per core.")
+    var workers: Int = 0
+
     @Option(help: "Override the scenario's device count.")
     var devices: Int?
 
@@ -83,6 +87,7 @@ struct Serve: ParsableCommand {
         if let devices, !(1...50_000_000).contains(devices) {
             throw ValidationError("--devices: expected 1 to 50000000, got \(devices)")
         }
+        guard (0...256).contains(workers) else { throw ValidationError("--workers: expected 0 to 256, got \(workers)") }
         guard (1...100_000).contains(maxStreams) else { throw ValidationError("--max-streams: expected 1 to 100000") }
         guard prefaceTimeout > 0 else { throw ValidationError("--preface-timeout: expected seconds above 0") }
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout: expected seconds above 0") }
@@ -118,10 +123,10 @@ struct Serve: ParsableCommand {
             }
             providerAuth = ProviderAuth(team: team, keys: keys)
         }
-        let (host, port) = try Self.parseListen(listen)
+        let (host, requestedPort) = try Self.parseListen(listen)
         var options = ServeOptions()
         options.host = host
-        options.port = port
+        options.port = requestedPort
         options.certificateFile = tlsCert
         options.keyFile = tlsKey
         options.durationSeconds = duration
@@ -131,74 +136,92 @@ struct Serve: ParsableCommand {
 
         let startedAt = Date()
         let folder = out ?? "reports/runs/\(Run.timestamp())-serve-\(s.name)"
+        let count = workers == 0 ? max(1, ProcessInfo.processInfo.activeProcessorCount) : workers
         let buildStart = EventLoop.hrtimeNanos
-        let service = APNsService(
-            scenario: s, auth: providerAuth, nowSeconds: Int64(startedAt.timeIntervalSince1970),
-            clock: { EventLoop.hrtimeNanos })
+        let services = (0..<count).map { k in
+            APNsService(
+                scenario: s, auth: providerAuth, nowSeconds: Int64(startedAt.timeIntervalSince1970), worker: k,
+                of: count, clock: { EventLoop.hrtimeNanos })
+        }
+        let cluster = count > 1 ? ServeCluster(count: count, directory: TokenDirectory(services.map { $0.ownedTokens() })) : nil
         let buildSeconds = Double(EventLoop.hrtimeNanos &- buildStart) / 1e9
-        let loop = try EventLoop()
-        let server: APNsServer
+        let sockets: [Int32]
+        let port: Int
         do {
-            server = try APNsServer(loop: loop, service: service, options: options)
-            try server.listen()
+            (sockets, port) = try ReusePortSockets.bind(host: host, port: options.port, count: count)
         } catch {
-            loop.closeRemainingHandles()
-            try? loop.close()
             throw CommandFailure("cannot serve on \(listen): \(error)")
+        }
+        options.port = port
+        // TLS files are read before anything is written.
+        var tlsFailure: Error?
+        if !h2c {
+            do { _ = try TLSContext(certificateFile: tlsCert!, keyFile: tlsKey!) } catch { tlsFailure = error }
+        }
+        if let tlsFailure {
+            for fd in sockets { close(fd) }
+            throw CommandFailure("cannot serve on \(listen): \(tlsFailure)")
         }
         // The subscribers, for the backend to load, before the first request can arrive.
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            try Data(service.populationLines()).write(
+            try Data(services.flatMap { $0.populationLines() }).write(
                 to: URL(fileURLWithPath: folder).appendingPathComponent("population.jsonl"), options: .atomic)
-            try Data(service.rotatedTokenLines()).write(
+            try Data(services.flatMap { $0.rotatedTokenLines() }).write(
                 to: URL(fileURLWithPath: folder).appendingPathComponent("rotated-tokens.jsonl"), options: .atomic)
         } catch {
-            loop.closeRemainingHandles()
-            try? loop.close()
+            for fd in sockets { close(fd) }
             throw CommandFailure("cannot write \(folder)/population.jsonl: \(error)")
         }
         let transport = h2c ? "h2c" : "TLS"
         let shownHost = host.contains(":") ? "[\(host)]" : host
+        let activities = services.reduce(0) { $0 + $1.pipeline.store.activityCount }
+        let devices = services.reduce(0) { $0 + $1.pipeline.store.deviceCount }
         FileHandle.standardError.write(Data((
-            "fanout serve: listening on \(shownHost):\(server.port) (\(transport), auth \(auth)); "
-            + "\(service.pipeline.store.activityCount) activities on \(service.pipeline.store.deviceCount) devices "
+            "fanout serve: listening on \(shownHost):\(port) (\(transport), auth \(auth), \(count) event loop"
+            + (count == 1 ? "" : "s") + "); \(activities) activities on \(devices) devices "
             + String(format: "built in %.2f s", buildSeconds) + "; population: \(folder)/population.jsonl\n").utf8))
         let interactive = isatty(STDERR_FILENO) != 0
         let width = ProgressWidth.columns()
-        server.onProgress = { seconds, server in
-            let text = ProgressWidth.fit(ServeProgress.line(seconds, server), width)
+        let board = ProgressBoard(count: count)
+        let results = ServeWorkers.run(
+            services: services, options: options, cluster: cluster, sockets: sockets, board: board
+        ) { seconds in
+            let text = ProgressWidth.fit(ServeProgress.line(seconds, board.total()), width)
             FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
         }
-        try server.run()
         if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
-        try loop.close()
-        let info = ServeReport.Info(
-            scenario: s.name, seed: s.seed, listen: "\(shownHost):\(server.port)", transport: transport, auth: auth,
+        if let failure = results.failure { throw CommandFailure("fanout serve: \(failure)") }
+        var info = ServeReport.Info(
+            scenario: s.name, seed: s.seed, listen: "\(shownHost):\(port)", transport: transport, auth: auth,
             startedAt: ISO8601DateFormatter().string(from: startedAt), gitRevision: Machine.gitRevision())
+        info.workers = count
         let files = ServeReport.files(
-            info, service: service, connections: server.connectionStats, bytes: server.bytes,
-            elapsedSeconds: server.elapsedSeconds, nowMillis: Int64(Date().timeIntervalSince1970 * 1000))
+            info, services: services, connections: results.connections, bytes: results.bytes,
+            elapsedSeconds: results.elapsedSeconds, nowMillis: Int64(Date().timeIntervalSince1970 * 1000))
         try RunFiles.write(folder: folder, files: files)
-        let st = service.stats
+        var st = ServeStats()
+        var accounting = Accounting()
+        for service in services {
+            st.add(service.stats)
+            accounting.add(service.pipeline.accounting)
+        }
         print(
             "fanout serve: \(st.requests) requests (\(st.acceptedPushes) pushes, \(st.acceptedBroadcasts) broadcasts "
-                + "accepted), \(service.pipeline.accounting.deliveries) deliveries, "
-                + "\(server.connectionStats.accepted) connections; run folder \(folder)")
-        if !st.identitiesHold || !service.pipeline.accounting.identitiesHold {
+                + "accepted), \(accounting.deliveries) deliveries, "
+                + "\(results.connections.accepted) connections; run folder \(folder)")
+        if !st.identitiesHold || !accounting.identitiesHold {
             throw CommandFailure("accounting identities are broken")
         }
     }
 }
 
 enum ServeProgress {
-    static func line(_ seconds: Double, _ server: APNsServer) -> String {
-        let st = server.service.stats
-        let errors = st.byStatus.filter { $0.key >= 400 }.values.reduce(0, +)
-        let svc = st.serviceNanos.isEmpty ? "-" : DurationText.text(st.serviceNanos.valueAtPercentile(99))
-        return String(format: "%6.1fs  %d conns  %d req  %.0f req/s  ", seconds, server.openConnections, st.requests,
-            server.lastRatePerSecond)
-            + "4xx/5xx \(errors)  deliveries \(server.service.pipeline.accounting.deliveries)  svc p99 \(svc)"
+    static func line(_ seconds: Double, _ p: ProgressBoard.Snapshot) -> String {
+        let svc = p.serviceP99Nanos == 0 ? "-" : DurationText.text(p.serviceP99Nanos)
+        return String(format: "%6.1fs  %d conns  %d req  %.0f req/s  ", seconds, p.connections, p.requests,
+            p.ratePerSecond)
+            + "4xx/5xx \(p.errors)  deliveries \(p.deliveries)  svc p99 \(svc)"
     }
 }
 

@@ -139,7 +139,7 @@ func livePayload(timestamp: Int, event: String = "update") -> String {
 struct ServeCommandTests {
     @Test("curl h2c: a valid update is answered 200 with its apns-id and applied by the device")
     func validUpdate() throws {
-        let serve = try ServeProcess(["--h2c"])
+        let serve = try ServeProcess(["--h2c", "--workers", "1"])
         let p = try serve.population().first { ($0["app"] as! String) == "com.example.scores" }!
         let now = Int(Date().timeIntervalSince1970)
         let id = "123e4567-e89b-12d3-a456-426614174000"
@@ -326,6 +326,45 @@ struct ServeCommandTests {
         #expect(latency["service"]?["count"] as? Int == 20000)
         let findings = summary["findings"] as! [String: [String: Any]]
         #expect(findings["staleTimestamp"]?["count"] as? Int == 19_999)
+    }
+
+    @Test("two event loops: pushes to every token reach the loop owning the device; counts add up across loops")
+    func twoLoops() throws {
+        let serve = try ServeProcess(["--h2c", "--workers", "2"])
+        let population = try serve.population()
+        let scores = population.filter { ($0["app"] as! String) == "com.example.scores" }
+        let uris = serve.directory.appendingPathComponent("uris.txt")
+        try scores.map { "http://127.0.0.1:\(serve.port)/3/device/\($0["token"] as! String)\n" }.joined()
+            .write(to: uris, atomically: true, encoding: .utf8)
+        let body = serve.directory.appendingPathComponent("payload.json")
+        try livePayload(timestamp: Int(Date().timeIntervalSince1970)).write(to: body, atomically: true, encoding: .utf8)
+        let n = scores.count * 3
+        let result = try Tool.run(
+            "h2load",
+            [
+                // h2load's clients each walk the URI list from the start: 3 clients × every token once.
+                "-n", String(n), "-c", "3", "-m", "32", "-d", body.path, "-H", "apns-push-type: liveactivity",
+                "-H", "apns-topic: com.example.scores.push-type.liveactivity", "-i", uris.path,
+            ])
+        #expect(result.stdout.contains("\(n) succeeded"), "\(result.stdout)")
+        #expect(serve.stop() == 0, "\(serve.stderr)")
+        let summary = try serve.summary()
+        #expect(summary["workers"] as? Int == 2)
+        let requests = summary["requests"] as! [String: Any]
+        #expect(requests["total"] as? Int == n && requests["identitiesHold"] as? Bool == true)
+        let accounting = summary["accounting"] as! [String: Any]
+        let outcomes = accounting["outcomes"] as! [String: Int]
+        // Every token three times: the first push applies on the device's own loop, the other two are duplicates.
+        #expect(outcomes["applied"] == scores.count && outcomes["ignoredStaleTimestamp"] == 2 * scores.count, "\(outcomes)")
+        #expect(accounting["identitiesHold"] as? Bool == true)
+        #expect((summary["connections"] as! [String: Any])["accepted"] as? Int == 3)
+        // The two loops' dumps merged: every activity once, sorted, one totals line.
+        let state = try String(contentsOf: serve.folder.appendingPathComponent("state.jsonl"), encoding: .utf8)
+        let lines = state.split(separator: "\n")
+        let activities = lines.filter { $0.hasPrefix("{\"activity\"") }
+        #expect(activities.count == population.count)
+        #expect(activities == activities.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        #expect(lines.last?.hasPrefix("{\"totals\"") == true && lines.filter { $0.hasPrefix("{\"totals\"") }.count == 1)
     }
 
     @Test("Python h2: broadcast and the channel-management API")

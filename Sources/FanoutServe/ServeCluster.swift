@@ -1,0 +1,99 @@
+import FanoutWire
+import Foundation
+import UVLoop
+
+/// Which worker owns each token the population was built with (read-only once built, shared by the
+/// workers): a 64-bit FNV-1a hash of the token's bytes → the worker. Tokens made later (an activity started
+/// by push-to-start) are not in it; a push to one is judged where it arrives.
+public struct TokenDirectory: Sendable {
+    private var owners: [UInt64: UInt8] = [:]
+
+    public init() {}
+
+    public init(_ tokensByWorker: [[[UInt8]]]) {
+        owners.reserveCapacity(tokensByWorker.reduce(0) { $0 + $1.count })
+        for (worker, tokens) in tokensByWorker.enumerated() {
+            for t in tokens { owners[TokenDirectory.hash(t[...])] = UInt8(worker) }
+        }
+    }
+
+    static func hash(_ bytes: ArraySlice<UInt8>) -> UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in bytes {
+            h ^= UInt64(b)
+            h = h &* 0x100_0000_01b3
+        }
+        return h
+    }
+
+    public func owner(_ token: ArraySlice<UInt8>) -> Int? {
+        owners[TokenDirectory.hash(token)].map(Int.init)
+    }
+
+    public var count: Int { owners.count }
+}
+
+/// What the serving workers send each other: requests judged by the worker owning the device, their answers,
+/// and the service's peer messages (broadcast fan-outs, channel changes, fan-out parts).
+public enum ClusterMessage: Sendable {
+    case request(id: Int, origin: Int, input: RequestInput)
+    case response(id: Int, response: H2Response)
+    case peer(PeerMessage)
+    /// Every worker has drained its connections: close up.
+    case allDrained
+}
+
+/// The workers of one `fanout serve` (one loop each, shared-nothing): their inboxes (a lock and a wakeup each;
+/// a wakeup's callback drains the inbox in one batch), the token directory, and the shutdown count.
+public final class ServeCluster: @unchecked Sendable {
+    // @unchecked: `inboxes`, `senders` and `drained` are touched only under `lock`; `directory` and `count`
+    // are immutable.
+    public let count: Int
+    public let directory: TokenDirectory
+    private let lock = NSLock()
+    private var inboxes: [[ClusterMessage]]
+    private var senders: [Wakeup.Sender?]
+    private var drained = Set<Int>()
+
+    public init(count: Int, directory: TokenDirectory) {
+        self.count = count
+        self.directory = directory
+        inboxes = Array(repeating: [], count: count)
+        senders = Array(repeating: nil, count: count)
+    }
+
+    func attach(_ worker: Int, _ sender: Wakeup.Sender) {
+        lock.lock()
+        senders[worker] = sender
+        let pending = !inboxes[worker].isEmpty
+        lock.unlock()
+        if pending { sender.send() }
+    }
+
+    func send(_ message: ClusterMessage, to worker: Int) {
+        lock.lock()
+        inboxes[worker].append(message)
+        let sender = senders[worker]
+        lock.unlock()
+        sender?.send()
+    }
+
+    func take(_ worker: Int) -> [ClusterMessage] {
+        lock.lock()
+        defer { lock.unlock() }
+        let messages = inboxes[worker]
+        inboxes[worker].removeAll(keepingCapacity: true)
+        return messages
+    }
+
+    /// A worker has no connection left; once all have, every worker is told to close up.
+    func markDrained(_ worker: Int) {
+        lock.lock()
+        let first = drained.insert(worker).inserted
+        let all = drained.count == count
+        lock.unlock()
+        if first && all {
+            for k in 0..<count { send(.allDrained, to: k) }
+        }
+    }
+}

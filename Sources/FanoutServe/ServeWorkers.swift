@@ -1,0 +1,129 @@
+import FanoutMetrics
+import Foundation
+import UVLoop
+
+/// Each worker's last progress figures, added up for the one progress line (worker 0 prints it).
+public final class ProgressBoard: @unchecked Sendable {
+    // @unchecked: `snapshots` is touched only under `lock`.
+    public struct Snapshot: Sendable {
+        public var connections = 0
+        public var requests = 0
+        public var ratePerSecond = 0.0
+        public var errors = 0
+        public var deliveries = 0
+        /// The highest of the workers' p99 service times so far.
+        public var serviceP99Nanos: UInt64 = 0
+    }
+
+    private let lock = NSLock()
+    private var snapshots: [Snapshot]
+
+    public init(count: Int) { snapshots = Array(repeating: Snapshot(), count: count) }
+
+    func post(_ worker: Int, _ s: Snapshot) {
+        lock.lock()
+        snapshots[worker] = s
+        lock.unlock()
+    }
+
+    public func total() -> Snapshot {
+        lock.lock()
+        defer { lock.unlock() }
+        var t = Snapshot()
+        for s in snapshots {
+            t.connections += s.connections
+            t.requests += s.requests
+            t.ratePerSecond += s.ratePerSecond
+            t.errors += s.errors
+            t.deliveries += s.deliveries
+            t.serviceP99Nanos = max(t.serviceP99Nanos, s.serviceP99Nanos)
+        }
+        return t
+    }
+}
+
+/// Runs the serving workers, one thread and one event loop each (shared-nothing: each has its listening
+/// socket, its connections, its `APNsService` with its slice of the devices), until they have all shut down.
+public enum ServeWorkers {
+    public struct Results {
+        public var connections = ConnectionStats()
+        public var bytes = (read: 0, written: 0)
+        public var elapsedSeconds = 0.0
+        public var failure: String?
+    }
+
+    final class Box<T>: @unchecked Sendable {
+        // @unchecked: written by one worker thread before it signals `done`, read after the wait.
+        var value: T
+        init(_ value: T) { self.value = value }
+    }
+
+    public static func run(
+        services: [APNsService], options: ServeOptions, cluster: ServeCluster?, sockets: [Int32], board: ProgressBoard,
+        progress: @escaping @Sendable (Double) -> Void
+    ) -> Results {
+        let count = services.count
+        let done = DispatchSemaphore(value: 0)
+        let outcomes = (0..<count).map { _ in Box<(ConnectionStats, (Int, Int), Double, String?)>((ConnectionStats(), (0, 0), 0, nil)) }
+        let handed = services.map { Box($0) }
+        for k in 0..<count {
+            let service = handed[k]
+            let outcome = outcomes[k]
+            let socket = sockets[k]
+            let thread = Thread {
+                defer { done.signal() }
+                do {
+                    let loop = try EventLoop()
+                    let server: APNsServer
+                    do {
+                        server = try APNsServer(
+                            loop: loop, service: service.value, options: options, cluster: cluster, index: k,
+                            socket: socket)
+                        try server.listen()
+                    } catch {
+                        loop.closeRemainingHandles()
+                        try? loop.close()
+                        throw error
+                    }
+                    server.onProgress = { seconds, server in
+                        let st = server.service.stats
+                        board.post(
+                            k,
+                            ProgressBoard.Snapshot(
+                                connections: server.openConnections, requests: st.requests,
+                                ratePerSecond: server.lastRatePerSecond,
+                                errors: st.byStatus.filter { $0.key >= 400 }.values.reduce(0, +),
+                                deliveries: server.service.pipeline.accounting.deliveries,
+                                serviceP99Nanos: st.serviceNanos.isEmpty ? 0 : st.serviceNanos.valueAtPercentile(99)))
+                        if k == 0 { progress(seconds) }
+                    }
+                    try server.run()
+                    try loop.close()
+                    outcome.value = (server.connectionStats, server.bytes, server.elapsedSeconds, nil)
+                } catch {
+                    outcome.value.3 = "worker \(k): \(error)"
+                    if let cluster { cluster.markDrained(k) }
+                }
+            }
+            thread.start()
+        }
+        for _ in 0..<count { done.wait() }
+        var results = Results()
+        for o in outcomes {
+            let (c, b, e, f) = o.value
+            results.connections.accepted += c.accepted
+            results.connections.closed += c.closed
+            results.connections.peakOpen += c.peakOpen
+            results.connections.bytesIn += c.bytesIn
+            results.connections.bytesOut += c.bytesOut
+            results.connections.streamsReset += c.streamsReset
+            results.connections.tlsConnections += c.tlsConnections
+            for (r, n) in c.endReasons { results.connections.endReasons[r, default: 0] += n }
+            results.bytes.read += b.0
+            results.bytes.written += b.1
+            results.elapsedSeconds = max(results.elapsedSeconds, e)
+            if let f { results.failure = results.failure.map { $0 + "; " + f } ?? f }
+        }
+        return results
+    }
+}
