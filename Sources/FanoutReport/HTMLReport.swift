@@ -166,7 +166,7 @@ public enum HTMLReport {
         return out
     }
 
-    static func spectrum(
+    public static func spectrum(
         title: String, series: [(name: String, color: String, histogram: LatencyHistogram)]
     )
         -> String
@@ -326,7 +326,7 @@ public enum HTMLReport {
 
     // MARK: Style
 
-    static let css = """
+    public static let css = """
         :root { color-scheme: light; }
         body { margin: 0; background: #f4f5f7; color: #1d2330;
           font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }

@@ -1,4 +1,5 @@
 import FanoutCore
+import FanoutMetrics
 import FanoutSim
 import FanoutWire
 import Foundation
@@ -406,7 +407,7 @@ public final class APNsService {
                 }
             }
             let t1 = clock()
-            stats.validateNanos.record(max(t1 &- t0, 1))
+            record(.validate, max(t1 &- t0, 1))
             switch verdict {
             case .rejected(let reason): return failure(APNsReason(reason), id: idHeader)
             case .unroutable(let reason): return failure(APNsReason(rawValue: reason.name)!, id: idHeader)
@@ -414,7 +415,7 @@ public final class APNsService {
                 if pipeline.accounting[.limitExceeded] > refusedBefore {
                     stats.note(.limitExceeded, "push-to-start token \(tokenText.prefix(16))… apns-id \(messageId)")
                 }
-                stats.deliveryNanos.record(max(t1 &- r.arrivalNanos, 1))
+                record(.delivery, max(t1 &- r.arrivalNanos, 1))
                 stats.acceptedPushes += 1
                 return (H2Response(status: 200, headers: [idHeader]), nil)
             }
@@ -424,16 +425,16 @@ public final class APNsService {
             r.body.withUnsafeBytes { pipeline.validate(&flight, headers: headers, payload: $0) }
         }
         let t1 = clock()
-        stats.validateNanos.record(max(t1 &- t0, 1))
+        record(.validate, max(t1 &- t0, 1))
         if let rejected { return failure(APNsReason(rejected), id: idHeader) }
         guard case .routed = pipeline.route(&flight), case .activity(let a) = flight.resolution else {
             preconditionFailure("a resolved token routes")
         }
         let t2 = clock()
-        stats.routeNanos.record(max(t2 &- t1, 1))
+        record(.route, max(t2 &- t1, 1))
         let outcome = pipeline.deliver(flight, to: a, nowMillis: wallMillis)
         let t3 = clock()
-        stats.deliveryNanos.record(max(t3 &- r.arrivalNanos, 1))
+        record(.delivery, max(t3 &- r.arrivalNanos, 1))
         stats.acceptedPushes += 1
         noteOutcome(outcome, a, messageId)
         return (H2Response(status: 200, headers: [idHeader]), nil)
@@ -491,10 +492,10 @@ public final class APNsService {
             r.body.withUnsafeBytes { pipeline.validate(&flight, headers: headers, payload: $0) }
         }
         let t1 = clock()
-        stats.validateNanos.record(max(t1 &- t0, 1))
+        record(.validate, max(t1 &- t0, 1))
         if let rejected { return failure(APNsReason(rejected), id: idHeader) }
         _ = pipeline.route(&flight)
-        stats.routeNanos.record(max(clock() &- t1, 1))
+        record(.route, max(clock() &- t1, 1))
         stats.acceptedBroadcasts += 1
         broadcastsAnswered += 1
         pending.append(
@@ -513,9 +514,40 @@ public final class APNsService {
         return (H2Response(status: 200, headers: [idHeader, (name: "apns-unique-id", value: unique)]), nil)
     }
 
+    // MARK: Measurements
+
+    /// Every sample goes into the run's histogram and the current second's (latency.hlog, over time).
+    @exclusivity(unchecked) private var current = [LatencyHistogram](repeating: LatencyHistogram(), count: 5)
+    @exclusivity(unchecked) private var currentRequests = 0
+    /// The finished seconds of this worker.
+    public private(set) var intervals: [ServeInterval] = []
+
+    @inline(__always)
+    func record(_ metric: ServeMetric, _ nanos: UInt64) {
+        switch metric {
+        case .service: stats.serviceNanos.record(nanos)
+        case .delivery: stats.deliveryNanos.record(nanos)
+        case .fanout: stats.fanoutNanos.record(nanos)
+        case .validate: stats.validateNanos.record(nanos)
+        case .route: stats.routeNanos.record(nanos)
+        }
+        current[metric.rawValue].record(nanos)
+    }
+
+    /// Ends second `index` of the run: its histograms are kept encoded (a few hundred bytes each).
+    public func closeInterval(_ index: Int) {
+        let requests = stats.requests - currentRequests
+        currentRequests = stats.requests
+        intervals.append(
+            ServeInterval(
+                index: index, requests: requests,
+                encoded: current.map { $0.isEmpty ? [] : $0.encodedCompressed() }))
+        for k in current.indices where !current[k].isEmpty { current[k].reset() }
+    }
+
     /// One request's service time: headers complete → response submitted.
     public func recordService(_ nanos: UInt64) {
-        stats.serviceNanos.record(nanos)
+        record(.service, nanos)
     }
 
     /// Broadcasts waiting for their fan-out.
@@ -535,7 +567,7 @@ public final class APNsService {
             let subscribers = pipeline.router.subscribers[Int(f.channel)]
             for a in subscribers {
                 let outcome = pipeline.deliver(flight, to: a, nowMillis: wallMillis)
-                stats.deliveryNanos.record(max(clock() &- f.arrivalNanos, 1))
+                record(.delivery, max(clock() &- f.arrivalNanos, 1))
                 if outcome != .applied { noteOutcome(outcome, a, "(broadcast)") }
             }
             finishedPart(origin: f.origin, id: f.id, end: clock(), arrival: f.arrivalNanos)
@@ -544,7 +576,7 @@ public final class APNsService {
 
     private func finishedPart(origin: Int, id: Int, end: UInt64, arrival: UInt64) {
         guard workers > 1 else {
-            stats.fanoutNanos.record(max(end &- arrival, 1))
+            record(.fanout, max(end &- arrival, 1))
             return
         }
         if origin != worker {
@@ -561,7 +593,7 @@ public final class APNsService {
         o.end = max(o.end, endNanos)
         if o.left == 0 {
             outstanding[id] = nil
-            stats.fanoutNanos.record(max(o.end &- o.arrival, 1))
+            record(.fanout, max(o.end &- o.arrival, 1))
         } else {
             outstanding[id] = o
         }
@@ -717,4 +749,27 @@ public struct RemoteBroadcast: Sendable {
     public var arrivalNanos: UInt64
     public var origin: Int
     public var id: Int
+}
+
+/// The latency metrics of `fanout serve`, in report order.
+public enum ServeMetric: Int, CaseIterable, Sendable {
+    case service, delivery, fanout, validate, route
+
+    public var name: String {
+        switch self {
+        case .service: "service"
+        case .delivery: "delivery"
+        case .fanout: "fanout"
+        case .validate: "validate"
+        case .route: "route"
+        }
+    }
+}
+
+/// One second of one worker: requests answered and each metric's histogram (compressed V2 encoding, empty
+/// when no value was recorded).
+public struct ServeInterval: Sendable {
+    public var index: Int
+    public var requests: Int
+    public var encoded: [[UInt8]]
 }

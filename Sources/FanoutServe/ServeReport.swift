@@ -1,4 +1,5 @@
 import FanoutCore
+import FanoutHistogramLog
 import FanoutMetrics
 import FanoutReport
 import FanoutTrace
@@ -18,6 +19,8 @@ public enum ServeReport {
         public var startedAt: String
         public var gitRevision: String
         public var workers = 1
+        /// UNIX seconds of the start (the histogram log's StartTime).
+        public var startedAtSeconds = 0.0
         public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
                     startedAt: String, gitRevision: String) {
             self.scenario = scenario
@@ -86,9 +89,62 @@ public enum ServeReport {
             dump += String(decoding: StateDump.totalsLine(accounting), as: UTF8.self)
             files["state.jsonl"] = dump
         }
+        let seconds = overTime(services)
+        files["latency.hlog"] = histogramLog(info, seconds)
+        files["report.html"] = ServeHTML.render(
+            info, stats, accounting, connections, bytes, elapsedSeconds, seconds: seconds.map(\.row))
         files["summary.json"] = summaryJSON(info, stats, accounting, connections, bytes, elapsedSeconds)
         files["summary.md"] = summaryMarkdown(info, stats, accounting, connections, bytes, elapsedSeconds)
         return files
+    }
+
+    /// One second of the run, all workers added: requests, and each metric's histogram log line (compressed).
+    struct Second {
+        var row: ServeHTML.SecondRow
+        var encoded: [(tag: String, bytes: [UInt8], max: UInt64)]
+    }
+
+    /// The workers' seconds merged one second at a time (never more than one second's histograms in memory).
+    static func overTime(_ services: [APNsService]) -> [Second] {
+        var byIndex: [Int: [ServeInterval]] = [:]
+        for s in services { for i in s.intervals { byIndex[i.index, default: []].append(i) } }
+        var out: [Second] = []
+        for index in byIndex.keys.sorted() {
+            let parts = byIndex[index]!
+            var merged = [LatencyHistogram](repeating: LatencyHistogram(), count: ServeMetric.allCases.count)
+            for part in parts {
+                for (k, bytes) in part.encoded.enumerated() where !bytes.isEmpty {
+                    // Encoded by this process a moment ago: a failure would be a bug, never a dropped sample.
+                    merged[k].add(try! LatencyHistogram(decoding: bytes))
+                }
+            }
+            let service = merged[ServeMetric.service.rawValue]
+            let delivery = merged[ServeMetric.delivery.rawValue]
+            let row = ServeHTML.SecondRow(
+                index: index, requests: parts.reduce(0) { $0 + $1.requests },
+                serviceP50: service.isEmpty ? 0 : service.valueAtPercentile(50),
+                serviceP99: service.isEmpty ? 0 : service.valueAtPercentile(99),
+                deliveryP99: delivery.isEmpty ? 0 : delivery.valueAtPercentile(99))
+            var encoded: [(tag: String, bytes: [UInt8], max: UInt64)] = []
+            for m in ServeMetric.allCases where !merged[m.rawValue].isEmpty {
+                encoded.append((m.name, merged[m.rawValue].encodedCompressed(), merged[m.rawValue].max))
+            }
+            out.append(Second(row: row, encoded: encoded))
+        }
+        return out
+    }
+
+    /// HdrHistogram interval log 1.3: every metric tagged, one interval per second.
+    static func histogramLog(_ info: Info, _ seconds: [Second]) -> String {
+        var writer = HistogramLogWriter(startTimeSeconds: (info.startedAtSeconds * 1000).rounded() / 1000)
+        for second in seconds {
+            for e in second.encoded {
+                writer.append(
+                    tag: e.tag, startSeconds: Double(second.row.index), lengthSeconds: 1, compressed: e.bytes,
+                    maxValue: e.max)
+            }
+        }
+        return writer.text
     }
 
     static func percentiles(_ h: LatencyHistogram) -> [String: Any] {
@@ -207,7 +263,8 @@ public enum ServeReport {
             for e in s.examples[f] ?? [] { md += "  - `\(e)`\n" }
         }
         if !any { md += "None: no push went to a rotated or unknown token, none was stale, late, rejected or throttled.\n" }
-        md += "\nFiles: population.jsonl (the subscribers, written at start), state.jsonl (what users see at the end), "
+        md += "\nFiles: report.html, latency.hlog (every metric, one interval per second), "
+        md += "population.jsonl (the subscribers, written at start), state.jsonl (what users see at the end), "
         md += metrics.map { "\($0.name).hgrm" }.joined(separator: ", ") + ".\n"
         return md
     }

@@ -196,6 +196,7 @@ struct Serve: ParsableCommand {
             scenario: s.name, seed: s.seed, listen: "\(shownHost):\(port)", transport: transport, auth: auth,
             startedAt: ISO8601DateFormatter().string(from: startedAt), gitRevision: Machine.gitRevision())
         info.workers = count
+        info.startedAtSeconds = startedAt.timeIntervalSince1970
         let files = ServeReport.files(
             info, services: services, connections: results.connections, bytes: results.bytes,
             elapsedSeconds: results.elapsedSeconds, nowMillis: Int64(Date().timeIntervalSince1970 * 1000))

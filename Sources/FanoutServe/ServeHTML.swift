@@ -1,0 +1,127 @@
+import FanoutCore
+import FanoutMetrics
+import FanoutReport
+
+/// `report.html` of `fanout serve`: one self-contained page (inline CSS and SVG, no script, nothing loaded):
+/// the endpoint, the answers, percentile spectra of the latencies and the stages, requests and p99 over time,
+/// the devices' outcomes, connections, and the findings for the backend.
+public enum ServeHTML {
+    public struct SecondRow: Sendable {
+        public var index: Int
+        public var requests: Int
+        public var serviceP50: UInt64
+        public var serviceP99: UInt64
+        public var deliveryP99: UInt64
+    }
+
+    static func e(_ s: String) -> String { HTMLText.escape(s) }
+
+    static func micros(_ n: UInt64) -> String { Units.duration(n) }
+
+    public static func render(
+        _ info: ServeReport.Info, _ s: ServeStats, _ a: Accounting, _ c: ConnectionStats,
+        _ bytes: (read: Int, written: Int), _ elapsed: Double, seconds: [SecondRow]
+    ) -> String {
+        let title = "fanout serve: \(info.scenario)"
+        var out = """
+            <!DOCTYPE html>
+            <html lang="en">
+            <head>
+            <meta charset="utf-8">
+            <meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>\(e(title))</title>
+            <style>
+            \(HTMLReport.css)
+            </style>
+            </head>
+            <body>
+            <main>
+            <header><h1>\(e(title))</h1>
+            <p>\(e(info.listen)) · \(e(info.transport)) · auth \(e(info.auth)) · \(info.workers) event loop\(info.workers == 1 ? "" : "s") · started \(e(info.startedAt)) · served \(String(format: "%.1f", elapsed)) s · seed \(info.seed) · git \(e(info.gitRevision))</p>
+            <p>\(Units.grouped(s.requests)) requests (\(Units.grouped(s.acceptedPushes)) pushes and \(Units.grouped(s.acceptedBroadcasts)) broadcasts accepted), \(Units.grouped(a.deliveries)) deliveries, \(Units.grouped(c.accepted)) connections, \(Units.grouped(bytes.read)) bytes in, \(Units.grouped(bytes.written)) bytes out. Identities: requests \(s.identitiesHold ? "hold" : "BROKEN"), devices \(a.identitiesHold ? "hold" : "BROKEN").</p>
+            </header>
+
+            """
+        out += "<section>\n<h2>Latency</h2>\n"
+        out += HTMLReport.spectrum(
+            title: "Request and delivery latency percentile spectrum",
+            series: [
+                ("service", "#E69F00", s.serviceNanos), ("delivery", "#D55E00", s.deliveryNanos),
+                ("fanout", "#56B4E9", s.fanoutNanos),
+            ])
+        out += HTMLReport.spectrum(
+            title: "Stage percentile spectrum (accepted pushes)",
+            series: [("validate", "#0072B2", s.validateNanos), ("route", "#009E73", s.routeNanos)])
+        out += "<p>service: request headers complete → response submitted; delivery: request arrival → applied on "
+        out += "the device, per delivery; fanout: broadcast arrival → its last subscriber applied.</p>\n</section>\n"
+        out += overTime(seconds)
+        out += "<section>\n<h2>Answers</h2>\n<table>\n<tr><th>status</th><th>count</th></tr>\n"
+        for (status, n) in s.byStatus.sorted(by: { $0.key < $1.key }) {
+            out += "<tr><td>\(status)</td><td>\(Units.grouped(n))</td></tr>\n"
+        }
+        out += "</table>\n"
+        if !s.byReason.isEmpty {
+            out += "<table>\n<tr><th>reason</th><th>status</th><th>count</th></tr>\n"
+            for (r, n) in s.byReason.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                out += "<tr><td>\(r.rawValue)</td><td>\(r.status)</td><td>\(Units.grouped(n))</td></tr>\n"
+            }
+            out += "</table>\n"
+        }
+        out += "</section>\n<section>\n<h2>Devices</h2>\n<table>\n<tr><th>outcome</th><th>count</th></tr>\n"
+        for o in Outcome.allCases { out += "<tr><td>\(o.name)</td><td>\(Units.grouped(a[o]))</td></tr>\n" }
+        out += "</table>\n</section>\n<section>\n<h2>Findings for the backend</h2>\n<ul>\n"
+        var any = false
+        for f in ServeStats.Finding.allCases {
+            guard let n = s.findings[f], n > 0 else { continue }
+            any = true
+            out += "<li><b>\(e(f.rawValue))</b>: \(Units.grouped(n))<ul>"
+            for example in s.examples[f] ?? [] { out += "<li><code>\(e(example))</code></li>" }
+            out += "</ul></li>\n"
+        }
+        if !any { out += "<li>None.</li>\n" }
+        out += "</ul>\n</section>\n<section>\n<h2>Connections</h2>\n<table>\n<tr><th>how they ended</th><th>count</th></tr>\n"
+        for (r, n) in c.endReasons.sorted(by: { $0.key < $1.key }) {
+            out += "<tr><td>\(e(r))</td><td>\(Units.grouped(n))</td></tr>\n"
+        }
+        out += "</table>\n<p>peak \(c.peakOpen) open (summed over loops), \(c.tlsConnections) over TLS, "
+        out += "\(c.streamsReset) streams reset.</p>\n</section>\n"
+        out += "<footer>fanout serve · HdrHistogram, 3 significant digits, values recorded in nanoseconds · this page "
+        out += "has no script and loads nothing.</footer>\n</main>\n</body>\n</html>\n"
+        return out
+    }
+
+    /// Requests per second as bars, service p99 per second as a line (its own scale, right).
+    static func overTime(_ rows: [SecondRow]) -> String {
+        var out = "<section>\n<h2>Over time</h2>\n"
+        guard !rows.isEmpty else { return out + "<p class=\"empty\">No second was recorded.</p>\n</section>\n" }
+        let width = 960.0
+        let height = 260.0
+        let left = 70.0
+        let right = width - 70
+        let top = 14.0
+        let bottom = height - 40
+        let maxRequests = Double(max(rows.map(\.requests).max() ?? 1, 1))
+        let maxP99 = Double(max(rows.map(\.serviceP99).max() ?? 1, 1))
+        let step = (right - left) / Double(rows.count)
+        var svg = "<svg viewBox=\"0 0 \(Int(width)) \(Int(height))\" width=\"100%\" role=\"img\">"
+        svg += "<title>Requests per second and service p99 per second</title>"
+        svg += "<rect x=\"\(left)\" y=\"\(top)\" width=\"\(right - left)\" height=\"\(bottom - top)\" fill=\"#fbfbfc\"/>"
+        var line = ""
+        for (i, r) in rows.enumerated() {
+            let h = (bottom - top) * Double(r.requests) / maxRequests
+            let x = left + Double(i) * step
+            svg += String(format: "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#9ecae1\">", x,
+                bottom - h, max(step - 1, 0.5), h)
+            svg += "<title>second \(r.index): \(r.requests) requests, service p99 \(micros(r.serviceP99))</title></rect>"
+            let y = bottom - (bottom - top) * Double(r.serviceP99) / maxP99
+            line += String(format: "%@%.1f,%.1f", line.isEmpty ? "" : " ", x + step / 2, y)
+        }
+        svg += "<polyline points=\"\(line)\" fill=\"none\" stroke=\"#D55E00\" stroke-width=\"2\"/>"
+        svg += "<text x=\"\(left - 6)\" y=\"\(top + 10)\" text-anchor=\"end\" font-size=\"12\">\(Units.grouped(Int(maxRequests)))/s</text>"
+        svg += "<text x=\"\(right + 6)\" y=\"\(top + 10)\" font-size=\"12\" fill=\"#D55E00\">\(micros(UInt64(maxP99)))</text>"
+        svg += "<text x=\"\((left + right) / 2)\" y=\"\(height - 10)\" text-anchor=\"middle\" font-size=\"13\">seconds 0–\(rows.count - 1): requests answered (bars), service p99 (line)</text>"
+        svg += "</svg>"
+        out += "<figure>\n\(svg)\n</figure>\n</section>\n"
+        return out
+    }
+}
