@@ -162,7 +162,9 @@ struct ServeCommandTests {
         #expect((accounting["outcomes"] as! [String: Int])["applied"] == 1)
         #expect(accounting["identitiesHold"] as? Bool == true)
         #expect((summary["requests"] as! [String: Any])["identitiesHold"] as? Bool == true)
-        for file in ["summary.md", "service.hgrm", "delivery.hgrm", "fanout.hgrm", "rotated-tokens.jsonl"] {
+        let html = try String(contentsOf: serve.folder.appendingPathComponent("report.html"), encoding: .utf8)
+        #expect(html.contains("<title>fanout serve: smoke</title>") && !html.contains("<script"))
+        for file in ["summary.md", "service.hgrm", "delivery.hgrm", "fanout.hgrm", "rotated-tokens.jsonl", "latency.hlog"] {
             #expect(FileManager.default.fileExists(atPath: serve.folder.appendingPathComponent(file).path), "\(file)")
         }
     }
@@ -365,6 +367,19 @@ struct ServeCommandTests {
         #expect(activities.count == population.count)
         #expect(activities == activities.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
         #expect(lines.last?.hasPrefix("{\"totals\"") == true && lines.filter { $0.hasPrefix("{\"totals\"") }.count == 1)
+        // latency.hlog, read by HdrHistogram's Python reader: every sample of every metric, once.
+        let script = [
+            "import sys", "from hdrh.log import HistogramLogReader", "from hdrh.histogram import HdrHistogram",
+            "reader = HistogramLogReader(sys.argv[1], HdrHistogram(1, 3600 * 10**9, 3))", "total = 0",
+            "while True:", "    h = reader.get_next_interval_histogram()", "    if h is None:", "        break",
+            "    total += h.get_total_count()", "print(total)",
+        ].joined(separator: "\n")
+        let read = try Tool.run("python3", ["-c", script, serve.folder.appendingPathComponent("latency.hlog").path])
+        let latency = summary["latency"] as! [String: [String: Any]]
+        let expected = ["service", "delivery", "fanout", "validate", "route"].reduce(0) {
+            $0 + (latency[$1]?["count"] as? Int ?? -1)
+        }
+        #expect(Int(read.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == expected, "\(read.stderr)")
     }
 
     @Test("Python h2: broadcast and the channel-management API")
