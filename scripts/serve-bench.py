@@ -37,15 +37,20 @@ def wait_for_port(err_path, process):
     sys.exit("fanout serve did not start: " + open(err_path).read())
 
 
-def h2load(uri_file, body, connections, streams, requests, tls):
+def h2load(uri_file, body, connections, streams, requests, tls, log):
     command = ["h2load", "-n", str(requests), "-c", str(connections), "-m", str(streams), "-t", "1",
+               "--log-file", log,
                "-d", body, "-H", "apns-push-type: liveactivity", "-H", "apns-priority: 10",
                "-H", "apns-topic: com.example.scores.push-type.liveactivity", "-i", uri_file]
     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     rate = float(re.search(r"finished in [^,]+, ([0-9.]+) req/s", out).group(1))
     done = re.search(r"requests: .* (\d+) succeeded, (\d+) failed, (\d+) errored", out)
     statuses = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
-    return {"rate": rate, "succeeded": int(done.group(1)), "failed": int(done.group(2)),
+    # h2load's per-request log: start (µs since the epoch), status, µs until the end of the response.
+    latencies = sorted(int(line.split("\t")[2]) for line in open(log) if line.strip())
+    p50 = latencies[len(latencies) // 2]
+    p99 = latencies[min(len(latencies) - 1, (len(latencies) * 99) // 100)]
+    return {"rate": rate, "p50": p50, "p99": p99, "succeeded": int(done.group(1)), "failed": int(done.group(2)),
             "errored": int(done.group(3)), "2xx": int(statuses.group(1)), "4xx": int(statuses.group(3)),
             "command": " ".join(command)}
 
@@ -69,8 +74,12 @@ def main():
     root = f"{work}/root"
     os.makedirs(root)
     open(f"{root}/ok", "w").close()
-    payload = json.dumps({"aps": {"event": "update", "timestamp": int(time.time()) + 60, "content-state": {
-        "home": 2, "away": 1, "clock": "81:00", "winProbability": 0.71, "final": False, "lastEvent": "goal"}}})
+    # A ~250-byte Live Activity update, as a score push is.
+    now = int(time.time())
+    payload = json.dumps({"aps": {"event": "update", "timestamp": now + 60, "relevance-score": 75,
+                                  "stale-date": now + 3600, "content-state": {
+        "home": 2, "away": 1, "clock": "81:00", "period": "2nd half", "winProbability": 0.71, "final": False,
+        "lastEvent": "Goal! 81' header from a corner, assisted by the captain"}}})
     body = f"{work}/payload.json"
     with open(body, "w") as f:
         f.write(payload)
@@ -104,7 +113,7 @@ def main():
                 f.write(f"{scheme}://127.0.0.1:{nport}/ok\n")
         for _ in range(args.rounds):
             for name, uris in [(f"fanout {transport}", fanout_uris), (f"nghttpd {transport}", nghttpd_uris)]:
-                r = h2load(uris, body, args.connections, args.streams, args.requests, tls)
+                r = h2load(uris, body, args.connections, args.streams, args.requests, tls, f"{work}/h2load.log")
                 if r["succeeded"] + r["4xx"] != args.requests or r["errored"]:
                     sys.exit(f"{name}: not every request was answered: {r}")
                 results[name].append(r)
@@ -127,7 +136,8 @@ def main():
              f"{len(payload)}-byte Live Activity update with APNs headers. fanout serve: the `default` scenario "
              f"({len(tokens)} `com.example.scores` tokens in turn), every request checked, routed and applied. "
              "nghttpd (nghttp2's C server, one thread): 200 with an empty file.", "",
-             "| server | transport | median req/s | rounds (req/s) | fanout / nghttpd |", "|---|---|---:|---|---:|"]
+             "| server | transport | median req/s | rounds (req/s) | response p50 / p99 (µs, median round) | fanout / nghttpd |",
+             "|---|---|---:|---|---:|---:|"]
     failed = False
     for transport in ["h2c", "TLS"]:
         f = statistics.median(r["rate"] for r in results[f"fanout {transport}"])
@@ -137,7 +147,8 @@ def main():
         for name, median in [("fanout serve", f), ("nghttpd", n)]:
             key = f"{'fanout' if name == 'fanout serve' else 'nghttpd'} {transport}"
             rounds = ", ".join(f"{r['rate']:,.0f}" for r in results[key])
-            lines.append(f"| {name} | {transport} | {median:,.0f} | {rounds} | "
+            middle = sorted(results[key], key=lambda r: r["rate"])[len(results[key]) // 2]
+            lines.append(f"| {name} | {transport} | {median:,.0f} | {rounds} | {middle['p50']:,} / {middle['p99']:,} | "
                          f"{f'{ratio:.2f}' if name == 'fanout serve' else ''} |")
     lines += ["", "What fanout serve measured itself in those runs (all rounds of one transport together):", "",
               "| transport | requests | 200 | deliveries | applied | service p50 / p99 (µs) | delivery p99 (µs) |",

@@ -11,7 +11,7 @@ import Glibc
 public struct RequestInput: Sendable {
     public var method: [UInt8]
     public var path: [UInt8]
-    public var headers: [(name: [UInt8], value: [UInt8])]
+    public var headers: HeaderList
     /// At most the body limit + 1 bytes.
     public var body: [UInt8]
     /// Monotonic nanoseconds: first HEADERS frame.
@@ -22,13 +22,13 @@ public struct RequestInput: Sendable {
     ) {
         self.method = Array(method.utf8)
         self.path = Array(path.utf8)
-        self.headers = headers.map { (Array($0.0.utf8), Array($0.1.utf8)) }
+        self.headers = HeaderList(headers)
         self.body = body
         self.arrivalNanos = arrivalNanos
     }
 
     public init(
-        method: [UInt8], path: [UInt8], headers: [(name: [UInt8], value: [UInt8])], body: [UInt8],
+        method: [UInt8], path: [UInt8], headers: HeaderList, body: [UInt8],
         arrivalNanos: UInt64
     ) {
         self.method = method
@@ -38,8 +38,8 @@ public struct RequestInput: Sendable {
         self.arrivalNanos = arrivalNanos
     }
 
-    func header(_ name: StaticString) -> [UInt8]? {
-        headerValue(headers, name)
+    func header(_ name: StaticString) -> ArraySlice<UInt8>? {
+        headers.value(name)
     }
 }
 
@@ -252,10 +252,10 @@ public final class APNsService {
         case .failure: return .local
         case .success(let found): route = found
         }
-        if RequestCheck.hasDuplicates(r.headers) { return .local }
+        if r.headers.hasDuplicates { return .local }
         if let auth,
             auth.check(
-                authorization: r.header("authorization"), state: state, nowSeconds: wallMillis / 1000,
+                authorization: r.header("authorization").map(Array.init), state: state, nowSeconds: wallMillis / 1000,
                 becameValid: &becameAuthenticated) != nil
         {
             // Judged here again (the token's verdict is cached per connection), so the answer is counted once.
@@ -306,9 +306,10 @@ public final class APNsService {
         let isPush: Bool
         if case .push = route { isPush = true } else { isPush = false }
         let id = echoedId(r, broadcast: !isPush)
-        if RequestCheck.hasDuplicates(r.headers) { return failure(.duplicateHeaders, id: id) }
+        if r.headers.hasDuplicates { return failure(.duplicateHeaders, id: id) }
         if let auth, let state, let reason = auth.check(
-            authorization: r.header("authorization"), state: state, nowSeconds: wallMillis / 1000, becameValid: &became)
+            authorization: r.header("authorization").map(Array.init), state: state, nowSeconds: wallMillis / 1000,
+            becameValid: &became)
         {
             return failure(reason, id: id)
         }

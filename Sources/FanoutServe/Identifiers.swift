@@ -61,16 +61,6 @@ public enum WallClock {
     }
 }
 
-/// Header lookup by a static name, without building an array per lookup.
-@inline(__always)
-func headerValue(_ headers: [(name: [UInt8], value: [UInt8])], _ name: StaticString) -> [UInt8]? {
-    let key = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
-    for h in headers where h.name.count == key.count && h.name.withUnsafeBytes({ memcmp($0.baseAddress!, key.baseAddress!, key.count) == 0 }) {
-        return h.value
-    }
-    return nil
-}
-
 /// Whether `bytes` (at `offset`) equal `text` exactly, by memcmp.
 @inline(__always)
 func bytesEqual(_ bytes: UnsafeRawBufferPointer, _ text: StaticString, at offset: Int = 0, whole: Bool = true) -> Bool {

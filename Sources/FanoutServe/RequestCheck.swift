@@ -1,3 +1,5 @@
+import FanoutWire
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -88,21 +90,18 @@ public enum RequestCheck {
 
     /// Row 4: a header sent twice (pairwise: a request has a handful of headers).
     public static func hasDuplicates(_ headers: [(name: [UInt8], value: [UInt8])]) -> Bool {
-        var i = 1
-        while i < headers.count {
-            var j = 0
-            while j < i {
-                if headers[i].name == headers[j].name { return true }
-                j += 1
-            }
-            i += 1
-        }
-        return false
+        HeaderList(headers).hasDuplicates
     }
 
     /// Rows 6–15 for a push or a broadcast (`body` is what was kept: at most the limit + 1 bytes).
     public static func headers(
         route: APNsRoute, headers: [(name: [UInt8], value: [UInt8])], bodyCount: Int
+    ) -> Result<CheckedHeaders, APNsReason> {
+        self.headers(route: route, headers: HeaderList(headers), bodyCount: bodyCount)
+    }
+
+    public static func headers(
+        route: APNsRoute, headers: HeaderList, bodyCount: Int
     ) -> Result<CheckedHeaders, APNsReason> {
         let broadcast: Bool
         switch route {
@@ -110,7 +109,7 @@ public enum RequestCheck {
         case .broadcast: broadcast = true
         default: preconditionFailure("headers() is for pushes and broadcasts")
         }
-        func value(_ name: StaticString) -> [UInt8]? { headerValue(headers, name) }
+        func value(_ name: StaticString) -> ArraySlice<UInt8>? { headers.value(name) }
         var out = CheckedHeaders()
         // 6, 7
         if bodyCount == 0 { return .failure(.payloadEmpty) }
@@ -128,7 +127,7 @@ public enum RequestCheck {
         // 9, 10
         if !broadcast {
             guard let topic = value("apns-topic"), !topic.isEmpty else { return .failure(.missingTopic) }
-            out.topic = topic
+            out.topic = Array(topic)
             let suffix = 23  // ".push-type.liveactivity"
             if out.isLiveActivity
                 && !(topic.count > suffix
@@ -148,7 +147,7 @@ public enum RequestCheck {
         // 12
         if let collapse = value("apns-collapse-id") {
             guard collapse.count <= 64 else { return .failure(.badCollapseId) }
-            out.collapseId = collapse
+            out.collapseId = Array(collapse)
         }
         // 13
         if let id = broadcast ? value("apns-request-id") : value("apns-id") {
@@ -180,7 +179,11 @@ public enum RequestCheck {
 
     /// Row 15 for broadcasts and channel requests: `apns-channel-id`, base64.
     public static func channelId(_ headers: [(name: [UInt8], value: [UInt8])]) -> Result<([UInt8], String), APNsReason> {
-        guard let value = headerValue(headers, "apns-channel-id"), !value.isEmpty else {
+        channelId(HeaderList(headers))
+    }
+
+    public static func channelId(_ headers: HeaderList) -> Result<([UInt8], String), APNsReason> {
+        guard let value = headers.value("apns-channel-id"), !value.isEmpty else {
             return .failure(.missingChannelId)
         }
         guard let raw = Base64.decode(value), !raw.isEmpty else { return .failure(.badChannelId) }
@@ -188,8 +191,8 @@ public enum RequestCheck {
     }
 
     /// `apns-request-id` of a channel request: canonical UUID or absent.
-    public static func requestId(_ headers: [(name: [UInt8], value: [UInt8])]) -> Result<String?, APNsReason> {
-        guard let value = headerValue(headers, "apns-request-id") else { return .success(nil) }
+    public static func requestId(_ headers: HeaderList) -> Result<String?, APNsReason> {
+        guard let value = headers.value("apns-request-id") else { return .success(nil) }
         guard isCanonicalUUID(value) else { return .failure(.badMessageId) }
         return .success(String(decoding: value, as: UTF8.self))
     }
@@ -199,7 +202,7 @@ public enum RequestCheck {
     }
 
     /// 8-4-4-4-12 hex digits (either case).
-    public static func isCanonicalUUID(_ bytes: [UInt8]) -> Bool {
+    public static func isCanonicalUUID<C: Collection<UInt8>>(_ bytes: C) -> Bool {
         guard bytes.count == 36 else { return false }
         for (i, c) in bytes.enumerated() {
             if i == 8 || i == 13 || i == 18 || i == 23 {
@@ -211,7 +214,7 @@ public enum RequestCheck {
         return true
     }
 
-    static func parseNonNegative(_ bytes: [UInt8]) -> Int64? {
+    static func parseNonNegative<C: Collection<UInt8>>(_ bytes: C) -> Int64? {
         guard !bytes.isEmpty, bytes.count <= 18, bytes.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
         return bytes.reduce(Int64(0)) { $0 * 10 + Int64($1 - 0x30) }
     }

@@ -9,10 +9,11 @@ public final class H2Request {
     @exclusivity(unchecked) public internal(set) var completeNanos: UInt64 = 0
     @exclusivity(unchecked) public internal(set) var method: [UInt8] = []
     @exclusivity(unchecked) public internal(set) var path: [UInt8] = []
-    @exclusivity(unchecked) public internal(set) var authority: [UInt8] = []
-    @exclusivity(unchecked) public internal(set) var scheme: [UInt8] = []
-    /// Regular headers in arrival order.
-    @exclusivity(unchecked) public internal(set) var headers: [(name: [UInt8], value: [UInt8])] = []
+    /// Regular headers in arrival order, in one buffer.
+    @exclusivity(unchecked) public internal(set) var headers = HeaderList()
+    /// Pseudo-headers seen (`:authority`, `:scheme`): checked by nghttp2, not kept.
+    @exclusivity(unchecked) var seenAuthority = false
+    @exclusivity(unchecked) var seenScheme = false
     /// A pseudo-header sent twice (HTTP/2 forbids it; nghttp2 already resets most malformed ones).
     @exclusivity(unchecked) public internal(set) var duplicatePseudoHeader = false
     /// The body's first `bodyLimit + 1` bytes.
@@ -36,11 +37,6 @@ public final class H2Request {
     /// The body exceeded `bodyLimit` (only `bodyLimit + 1` bytes were kept).
     public var bodyTooLarge: Bool { bodyBytesReceived > bodyLimit }
 
-    /// The values of the regular header `name` (lowercase), in order.
-    public func values(of name: String) -> [[UInt8]] {
-        let key = Array(name.utf8)
-        return headers.filter { $0.name == key }.map(\.value)
-    }
 
     func appendBody(_ bytes: UnsafeRawBufferPointer) {
         let room = bodyLimit + 1 - body.count

@@ -322,12 +322,14 @@ public final class H2ServerConnection {
             } else if named(":path") {
                 set(&request.path)
             } else if named(":authority") {
-                set(&request.authority)
+                if request.seenAuthority { request.duplicatePseudoHeader = true }
+                request.seenAuthority = true
             } else if named(":scheme") {
-                set(&request.scheme)
+                if request.seenScheme { request.duplicatePseudoHeader = true }
+                request.seenScheme = true
             }
         } else {
-            request.headers.append((Array(name), Array(value)))
+            request.headers.append(name: name, value: value)
         }
         return 0
     }
