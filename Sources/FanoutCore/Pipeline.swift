@@ -47,6 +47,16 @@ public final class Pipeline {
         }
     }
 
+    /// The app of activity `a`, read in place (a read through `store` from another module copies the store).
+    @inline(__always)
+    public func app(of a: Int32) -> Int32 { core.store.app[Int(a)] }
+
+    /// The bundle id of app `app`, read in place.
+    @inline(__always)
+    public func withBundle<R>(of app: Int32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        core.store.appIds.withBytes(app, body)
+    }
+
     /// Starts a push: resolves its target once (shared by validate and route).
     @inline(__always)
     public func begin(kind: TargetKind, target: UnsafeRawBufferPointer) -> InFlight {

@@ -350,9 +350,9 @@ public final class APNsService {
         let tokenText = String(decoding: token, as: UTF8.self)
         // 16–18: who holds the token.
         var kind = TargetKind.token
-        var resolution = token.withUnsafeBytes { pipeline.router.resolve(.token, $0) }
+        var resolution = token.withUnsafeBytes { pipeline.begin(kind: .token, target: $0).resolution }
         if case .unknownToken = resolution {
-            let start = token.withUnsafeBytes { pipeline.router.resolve(.startToken, $0) }
+            let start = token.withUnsafeBytes { pipeline.begin(kind: .startToken, target: $0).resolution }
             if case .startToken = start {
                 kind = .startToken
                 resolution = start
@@ -360,7 +360,7 @@ public final class APNsService {
         }
         let bundle: Int32
         switch resolution {
-        case .activity(let a): bundle = pipeline.store.app[Int(a)]
+        case .activity(let a): bundle = pipeline.app(of: a)
         case .startToken(_, let app): bundle = app
         default:
             if let at = retired[token] {
@@ -376,7 +376,7 @@ public final class APNsService {
         }
         let topic = h.topic!
         let bundleCount = topic.count - ".push-type.liveactivity".utf8.count
-        let matches = pipeline.store.appIds.withBytes(bundle) { app in
+        let matches = pipeline.withBundle(of: bundle) { app in
             app.count == bundleCount && topic.withUnsafeBytes { t in memcmp(app.baseAddress!, t.baseAddress!, bundleCount) == 0 }
         }
         guard matches else {
@@ -449,8 +449,8 @@ public final class APNsService {
         case .throttled: finding = .budget
         default: return
         }
-        let activity = pipeline.store.activityIds.string(a)
-        stats.note(finding, "activity \(activity) apns-id \(messageId)")
+        let pipeline = self.pipeline
+        stats.note(finding, "activity \(pipeline.store.activityIds.string(a)) apns-id \(messageId)")
     }
 
     /// The pipeline's header view of a checked request (the values it re-checks pass by construction; a
