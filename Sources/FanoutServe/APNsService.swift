@@ -270,6 +270,9 @@ public final class APNsService {
         }
     }
 
+    /// What the pipeline reads as the push type of a Live Activity push (checked here without regard to case).
+    static let liveActivityType = Array("liveactivity".utf8)
+
     static let payloadOrHeaderReasons: Set<APNsReason> = [
         .payloadEmpty, .payloadTooLarge, .invalidPushType, .missingPushType, .missingTopic, .topicDisallowed,
         .badTopic, .badPriority, .badCollapseId, .badMessageId, .badExpirationDate, .badRequestPayload,
@@ -456,8 +459,8 @@ public final class APNsService {
     /// The pipeline's header view of a checked request (the values it re-checks pass by construction; a
     /// broadcast's expiration, judged against its channel's storage policy here, is passed as 0).
     private func withHeaders<R>(_ h: CheckedHeaders, broadcast: Bool, _ body: (PushHeaders) -> R) -> R {
-        let topic = h.topic ?? Array("x.push-type.liveactivity".utf8)
-        return h.pushType.withUnsafeBytes { pushType in
+        let topic = h.topic ?? Array("x.push-type.liveactivity".utf8)[...]
+        return APNsService.liveActivityType.withUnsafeBytes { pushType in
             topic.withUnsafeBytes { topicBytes in
                 (h.collapseId ?? []).withUnsafeBytes { collapse in
                     body(
@@ -484,7 +487,7 @@ public final class APNsService {
         var topic = bundle
         topic.append(contentsOf: Array(".push-type.liveactivity".utf8))
         var withTopic = h
-        withTopic.topic = topic
+        withTopic.topic = topic[...]
         var flight = raw.withUnsafeBytes { pipeline.begin(kind: .channel, target: $0) }
         guard case .channel(let c) = flight.resolution else {
             return failure(.channelNotRegistered, id: idHeader)

@@ -21,9 +21,10 @@ public enum APNsRoute: Equatable, Sendable {
 
 /// The headers of a push or broadcast, checked (rows 4 and 6–15 of docs/INGEST.md §3) and parsed.
 public struct CheckedHeaders: Sendable {
+    /// `apns-push-type` lowercased (its bytes are only kept for another push type than `liveactivity`).
     public var pushType: [UInt8] = []
     public var isLiveActivity = false
-    public var topic: [UInt8]?
+    public var topic: ArraySlice<UInt8>?
     public var priority = 10
     public var expiration: Int64 = 0
     public var expirationGiven = false
@@ -118,16 +119,20 @@ public enum RequestCheck {
         guard let pushType = value("apns-push-type") else {
             return .failure(broadcast ? .missingPushType : .invalidPushType)
         }
-        let lower = pushType.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
-        out.pushType = lower
-        out.isLiveActivity = bytesEqual(lower, "liveactivity")
-        if broadcast ? !out.isLiveActivity : !(out.isLiveActivity || pushTypes.contains(String(decoding: lower, as: UTF8.self))) {
-            return .failure(.invalidPushType)
+        out.isLiveActivity = pushType.count == 12 && pushType.withUnsafeBytes { p in
+            let expected: StaticString = "liveactivity"
+            for i in 0..<12 where (p[i] | 0x20) != expected.utf8Start[i] { return false }
+            return true
+        }
+        if !out.isLiveActivity {
+            let lower = pushType.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+            out.pushType = lower
+            if broadcast || !pushTypes.contains(String(decoding: lower, as: UTF8.self)) { return .failure(.invalidPushType) }
         }
         // 9, 10
         if !broadcast {
             guard let topic = value("apns-topic"), !topic.isEmpty else { return .failure(.missingTopic) }
-            out.topic = Array(topic)
+            out.topic = topic
             let suffix = 23  // ".push-type.liveactivity"
             if out.isLiveActivity
                 && !(topic.count > suffix

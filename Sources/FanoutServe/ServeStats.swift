@@ -6,7 +6,18 @@ import FanoutMetrics
 public struct ServeStats: Sendable {
     public var requests = 0
     /// Answers by status, and failures by reason.
-    public var byStatus: [Int: Int] = [:]
+    public var byStatus: [Int: Int] {
+        get {
+            var all = otherStatuses
+            if ok > 0 { all[200, default: 0] += ok }
+            return all
+        }
+        set {
+            ok = newValue[200] ?? 0
+            otherStatuses = newValue.filter { $0.key != 200 }
+        }
+    }
+    private var otherStatuses: [Int: Int] = [:]
     public var byReason: [APNsReason: Int] = [:]
     /// Accepted token pushes, broadcasts, and pushes of another push type (answered, reaching no activity).
     public var acceptedPushes = 0
@@ -48,14 +59,22 @@ public struct ServeStats: Sendable {
 
     mutating func answered(_ status: Int, _ reason: APNsReason?) {
         requests += 1
-        byStatus[status, default: 0] += 1
+        if status == 200 {
+            ok += 1  // the common answer, counted without hashing
+        } else {
+            otherStatuses[status, default: 0] += 1
+        }
         if let reason { byReason[reason, default: 0] += 1 }
     }
+
+    /// 200 answers (folded into `byStatus` when read).
+    private var ok = 0
 
     /// Adds another worker's measurements (histograms added, never percentiles averaged).
     public mutating func add(_ o: ServeStats) {
         requests += o.requests
-        for (k, v) in o.byStatus { byStatus[k, default: 0] += v }
+        ok += o.ok
+        for (k, v) in o.otherStatuses { otherStatuses[k, default: 0] += v }
         for (k, v) in o.byReason { byReason[k, default: 0] += v }
         acceptedPushes += o.acceptedPushes
         acceptedBroadcasts += o.acceptedBroadcasts

@@ -49,6 +49,18 @@ public final class H2ServerConnection {
     private var session: OpaquePointer?
     private let tls: TLSSession?
     @exclusivity(unchecked) private var streams: [Int32: H2Request] = [:]
+    /// A response's header names and values, and where each is (reused).
+    @exclusivity(unchecked) private var headerBytes: [UInt8] = []
+    @exclusivity(unchecked) private var headerRanges: [(name: Int32, value: Int32, end: Int32)] = []
+
+    static func statusText(_ status: Int) -> String {
+        switch status {
+        case 200: "200"
+        case 400: "400"
+        default: String(status)
+        }
+    }
+
     /// Bytes of one flush, written at once.
     @exclusivity(unchecked) private var outgoing: [UInt8] = []
     /// The stream the last callback was about: nghttp2 calls back several times per frame for one stream
@@ -188,35 +200,37 @@ public final class H2ServerConnection {
         guard let session, !request.answered, stream(request.streamId) === request else { return }
         request.answered = true
         request.response = response.body
-        // Every name and value in one buffer; nghttp2 copies the pairs into its frame on submit.
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(128)
-        var ranges: [(name: Range<Int>, value: Range<Int>)] = []
-        ranges.reserveCapacity(response.headers.count + 2)
+        // Every name and value in one buffer, reused from response to response; nghttp2 copies the pairs into
+        // its frame on submit.
+        headerBytes.removeAll(keepingCapacity: true)
+        headerRanges.removeAll(keepingCapacity: true)
         func add(_ name: String, _ value: String) {
-            let n = bytes.count
-            bytes.append(contentsOf: name.utf8)
-            let v = bytes.count
-            bytes.append(contentsOf: value.utf8)
-            ranges.append((n..<v, v..<bytes.count))
+            let n = headerBytes.count
+            headerBytes.append(contentsOf: name.utf8)
+            let v = headerBytes.count
+            headerBytes.append(contentsOf: value.utf8)
+            headerRanges.append((Int32(n), Int32(v), Int32(headerBytes.count)))
         }
-        add(":status", String(response.status))
+        add(":status", H2ServerConnection.statusText(response.status))
         for header in response.headers { add(header.name, header.value) }
         if !response.body.isEmpty { add("content-length", String(response.body.count)) }
-        let status: Int32 = bytes.withUnsafeMutableBufferPointer { buffer in
+        let ranges = headerRanges
+        let status: Int32 = headerBytes.withUnsafeMutableBufferPointer { buffer in
             let base = buffer.baseAddress!
-            var pairs: [nghttp2_nv] = ranges.map { r in
-                nghttp2_nv(
-                    name: base + r.name.lowerBound, value: base + r.value.lowerBound, namelen: r.name.count,
-                    valuelen: r.value.count, flags: 0)
+            return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: ranges.count) { pairs in
+                for (i, r) in ranges.enumerated() {
+                    pairs[i] = nghttp2_nv(
+                        name: base + Int(r.name), value: base + Int(r.value), namelen: Int(r.value - r.name),
+                        valuelen: Int(r.end - r.value), flags: 0)
+                }
+                if response.body.isEmpty {
+                    return nghttp2_submit_response(session, request.streamId, pairs.baseAddress, ranges.count, nil)
+                }
+                var provider = CNGHTTP2_data_provider(nil) { session, streamId, buffer, length, dataFlags, _, user in
+                    H2ServerConnection.from(user).readBody(streamId, buffer!, length, dataFlags!)
+                }
+                return nghttp2_submit_response(session, request.streamId, pairs.baseAddress, ranges.count, &provider)
             }
-            if response.body.isEmpty {
-                return nghttp2_submit_response(session, request.streamId, &pairs, pairs.count, nil)
-            }
-            var provider = CNGHTTP2_data_provider(nil) { session, streamId, buffer, length, dataFlags, _, user in
-                H2ServerConnection.from(user).readBody(streamId, buffer!, length, dataFlags!)
-            }
-            return nghttp2_submit_response(session, request.streamId, &pairs, pairs.count, &provider)
         }
         if status != 0 { streamsReset += 1 }
         if !inFlush && !inReceive { flush() }

@@ -47,10 +47,13 @@ public struct HeaderList: Sendable {
     public func value(_ name: StaticString) -> ArraySlice<UInt8>? {
         let n = name.utf8CodeUnitCount
         return bytes.withUnsafeBytes { buffer -> ArraySlice<UInt8>? in
+            let key = name.utf8Start
             for s in spans where Int(s.value - s.name) == n {
-                if memcmp(buffer.baseAddress! + Int(s.name), name.utf8Start, n) == 0 {
-                    return bytes[Int(s.value)..<Int(s.end)]
-                }
+                // Inline: the names are short, a call to memcmp costs more than the comparison.
+                let field = buffer.baseAddress!.assumingMemoryBound(to: UInt8.self) + Int(s.name)
+                var i = n - 1
+                while i >= 0 && field[i] == key[i] { i -= 1 }
+                if i < 0 { return bytes[Int(s.value)..<Int(s.end)] }
             }
             return nil
         }
