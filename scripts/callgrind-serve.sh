@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Instructions per request of `fanout serve` (one loop, h2c, the smoke scenario) under callgrind: the server
+# starts with instrumentation off, h2load sends N token pushes (every com.example.scores activity in turn),
+# instrumentation covers exactly those requests; prints the total per request, the share inside libnghttp2's
+# own code and the top functions. Release build first (make build).
+#
+#   scripts/callgrind-serve.sh [REQUESTS]   # default 20000
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-20000}
+work=$(mktemp -d)
+valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/cg.out" \
+    .build/release/fanout serve smoke --workers 1 --h2c --listen 127.0.0.1:0 --out "$work/run" 2> "$work/err" &
+for _ in $(seq 1 300); do grep -q "listening on" "$work/err" 2>/dev/null && break; sleep 0.2; done
+port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$work/err" | cut -d: -f2)
+python3 - "$work" "$port" <<'PY'
+import json, sys
+work, port = sys.argv[1], sys.argv[2]
+tokens = [json.loads(l)["token"] for l in open(f"{work}/run/population.jsonl") if json.loads(l)["app"] == "com.example.scores"]
+open(f"{work}/uris", "w").write("".join(f"http://127.0.0.1:{port}/3/device/{t}\n" for t in tokens))
+open(f"{work}/body", "w").write(json.dumps({"aps": {"event": "update", "timestamp": 1900000000, "content-state": {
+    "home": 2, "away": 1, "clock": "81:00", "winProbability": 0.71, "final": False, "lastEvent": "goal"}}}))
+PY
+callgrind_control -i on > /dev/null
+h2load -n "$n" -c 4 -m 64 -t 1 -d "$work/body" -H "apns-push-type: liveactivity" \
+    -H "apns-topic: com.example.scores.push-type.liveactivity" -i "$work/uris" | grep -E "requests:"
+callgrind_control -i off > /dev/null
+pid=$(pgrep -f "callgrind.*fanout serve smoke --workers 1" | head -1)
+kill -INT "$pid"
+while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+total=$(callgrind_annotate "$work/cg.out" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+nghttp2=$(callgrind_annotate "$work/cg.out" | awk '/libnghttp2/ {gsub(",", "", $1); s += $1} END {print s}')
+echo "instructions per request: $((total / n)) (libnghttp2's own code: $((nghttp2 / n)))"
+callgrind_annotate "$work/cg.out" | sed -n '/file:function/,$p' | sed -n 3,17p | cut -c1-160
+rm -rf "$work"
