@@ -32,4 +32,5 @@ total=$(callgrind_annotate "$work/cg.out" | awk '/PROGRAM TOTALS/ {gsub(",", "",
 nghttp2=$(callgrind_annotate "$work/cg.out" | awk '/libnghttp2/ {gsub(",", "", $1); s += $1} END {print s}')
 echo "instructions per request: $((total / n)) (libnghttp2's own code: $((nghttp2 / n)))"
 callgrind_annotate "$work/cg.out" | sed -n '/file:function/,$p' | sed -n 3,17p | cut -c1-160
+cp "$work/cg.out" /tmp/cg-last.out 2>/dev/null || true
 rm -rf "$work"

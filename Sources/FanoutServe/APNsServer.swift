@@ -285,6 +285,7 @@ public final class APNsServer: H2ServerDelegate {
                 return
             case .worker(let k):
                 nextForward += 1
+                request.retained = true
                 forwarded[nextForward] = (connection, request)
                 cluster.send(.request(id: nextForward, origin: index, input: input), to: k)
                 return

@@ -353,7 +353,9 @@ public final class APNsService {
         let tokenText = String(decoding: token, as: UTF8.self)
         // 16–18: who holds the token.
         var kind = TargetKind.token
-        var resolution = token.withUnsafeBytes { pipeline.begin(kind: .token, target: $0).resolution }
+        // The token is looked up once: this flight carries the resolution to validate, route and deliver.
+        let tokenFlight = token.withUnsafeBytes { pipeline.begin(kind: .token, target: $0) }
+        var resolution = tokenFlight.resolution
         if case .unknownToken = resolution {
             let start = token.withUnsafeBytes { pipeline.begin(kind: .startToken, target: $0).resolution }
             if case .startToken = start {
@@ -424,7 +426,7 @@ public final class APNsService {
                 return (H2Response(status: 200, headers: [idHeader]), nil)
             }
         }
-        var flight = token.withUnsafeBytes { pipeline.begin(kind: .token, target: $0) }
+        var flight = tokenFlight
         let rejected = withHeaders(h, broadcast: false) { headers in
             r.body.withUnsafeBytes { pipeline.validate(&flight, headers: headers, payload: $0) }
         }

@@ -2,9 +2,12 @@
 /// HTTP/2 requires), at most `bodyLimit + 1` bytes of body, and when it arrived. The bytes are kept as
 /// received; the layer above judges them.
 public final class H2Request {
-    public let streamId: Int32
+    public internal(set) var streamId: Int32
     /// The stream's first HEADERS frame arrived (monotonic nanoseconds, `uv_hrtime`).
-    public let arrivalNanos: UInt64
+    public internal(set) var arrivalNanos: UInt64
+    /// Set by the owner when it keeps the request past its stream's close (e.g. answered by another loop):
+    /// such a request is not reused for a later stream.
+    public var retained = false
     /// The request was complete: headers, and the body up to END_STREAM.
     @exclusivity(unchecked) public internal(set) var completeNanos: UInt64 = 0
     @exclusivity(unchecked) public internal(set) var method: [UInt8] = []
@@ -32,6 +35,25 @@ public final class H2Request {
         self.streamId = streamId
         self.arrivalNanos = arrivalNanos
         self.bodyLimit = bodyLimit
+    }
+
+    /// Makes a finished request ready for another stream, keeping its buffers' capacity.
+    func reuse(streamId: Int32, arrivalNanos: UInt64) {
+        self.streamId = streamId
+        self.arrivalNanos = arrivalNanos
+        completeNanos = 0
+        method.removeAll(keepingCapacity: true)
+        path.removeAll(keepingCapacity: true)
+        headers.removeAll()
+        seenAuthority = false
+        seenScheme = false
+        duplicatePseudoHeader = false
+        body.removeAll(keepingCapacity: true)
+        bodyBytesReceived = 0
+        headerListBytes = 0
+        response = []
+        responseOffset = 0
+        answered = false
     }
 
     /// The body exceeded `bodyLimit` (only `bodyLimit + 1` bytes were kept).

@@ -49,6 +49,9 @@ public final class H2ServerConnection {
     private var session: OpaquePointer?
     private let tls: TLSSession?
     @exclusivity(unchecked) private var streams: [Int32: H2Request] = [:]
+    /// Finished requests, reused for new streams (their buffers keep their capacity).
+    @exclusivity(unchecked) private var pool: [H2Request] = []
+
     /// A response's header names and values, and where each is (reused).
     @exclusivity(unchecked) private var headerBytes: [UInt8] = []
     @exclusivity(unchecked) private var headerRanges: [(name: Int32, value: Int32, end: Int32)] = []
@@ -308,7 +311,13 @@ public final class H2ServerConnection {
             frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
         else { return 0 }
         let id = frame.pointee.hd.stream_id
-        let request = H2Request(streamId: id, arrivalNanos: EventLoop.hrtimeNanos, bodyLimit: settings.bodyLimit)
+        let request: H2Request
+        if let pooled = pool.popLast() {
+            pooled.reuse(streamId: id, arrivalNanos: EventLoop.hrtimeNanos)
+            request = pooled
+        } else {
+            request = H2Request(streamId: id, arrivalNanos: EventLoop.hrtimeNanos, bodyLimit: settings.bodyLimit)
+        }
         streams[id] = request
         lastStream = request
         return 0
@@ -368,7 +377,11 @@ public final class H2ServerConnection {
 
     private func streamClosed(_ streamId: Int32) -> Int32 {
         if lastStream?.streamId == streamId { lastStream = nil }
-        if let request = streams.removeValue(forKey: streamId), !request.answered { streamsReset += 1 }
+        if let request = streams.removeValue(forKey: streamId) {
+            if !request.answered { streamsReset += 1 }
+            // Reused for a later stream unless its owner keeps it, or it holds a large body.
+            if !request.retained && pool.count < 64 && request.body.capacity <= 8192 { pool.append(request) }
+        }
         return 0
     }
 
@@ -446,6 +459,7 @@ public final class H2ServerConnection {
         finished = true
         stream?.closeWhenDrained()
         streams.removeAll()
+        pool.removeAll()
         lastStream = nil
         delegate?.connectionClosed(self)
     }

@@ -39,6 +39,12 @@ public struct HeaderList: Sendable {
 
     public var count: Int { spans.count }
 
+    /// Empties the list, keeping its capacity.
+    public mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        spans.removeAll(keepingCapacity: true)
+    }
+
     public func name(_ i: Int) -> ArraySlice<UInt8> { bytes[Int(spans[i].name)..<Int(spans[i].value)] }
     public func value(_ i: Int) -> ArraySlice<UInt8> { bytes[Int(spans[i].value)..<Int(spans[i].end)] }
 
