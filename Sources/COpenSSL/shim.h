@@ -56,9 +56,4 @@ static inline void COpenSSL_CTX_select_h2(SSL_CTX *ctx) {
     SSL_CTX_set_alpn_select_cb(ctx, COpenSSL_select_h2, NULL);
 }
 
-// The protocol ALPN selected on a connection ("" when none), as a NUL-free pointer and length.
-static inline void COpenSSL_alpn_selected(const SSL *ssl, const unsigned char **data, unsigned int *length) {
-    SSL_get0_alpn_selected(ssl, data, length);
-}
-
 #endif // COPENSSL_SHIM_H

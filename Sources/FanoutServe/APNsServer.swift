@@ -31,6 +31,18 @@ public struct ConnectionStats: Sendable {
     public var tlsConnections = 0
     /// Why connections ended (closed by the client, protocol error, no preface, IdleTimeout, Shutdown, TLS…).
     public var endReasons: [String: Int] = [:]
+
+    /// Adds another loop's counts (peak open: the sum of the loops' peaks, an upper bound).
+    public mutating func add(_ o: ConnectionStats) {
+        accepted += o.accepted
+        closed += o.closed
+        peakOpen += o.peakOpen
+        bytesIn += o.bytesIn
+        bytesOut += o.bytesOut
+        streamsReset += o.streamsReset
+        tlsConnections += o.tlsConnections
+        for (r, n) in o.endReasons { endReasons[r, default: 0] += n }
+    }
 }
 
 /// `fanout serve` on one libuv loop: a TCP listener, HTTP/2 (nghttp2) over cleartext or TLS (OpenSSL), every

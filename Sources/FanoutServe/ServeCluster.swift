@@ -97,3 +97,20 @@ public final class ServeCluster: @unchecked Sendable {
         }
     }
 }
+
+/// What one serving worker tells another (several workers).
+public enum PeerMessage: Sendable {
+    case broadcast(RemoteBroadcast)
+    case fanoutPart(origin: Int, id: Int, endNanos: UInt64)
+    case channel(raw: [UInt8], bundle: [UInt8], storagePolicy: Int, deleted: Bool)
+}
+
+/// A broadcast answered by one worker, for the others' subscribers.
+public struct RemoteBroadcast: Sendable {
+    public var channel: [UInt8]
+    public var headers: CheckedHeaders
+    public var payload: [UInt8]
+    public var arrivalNanos: UInt64
+    public var origin: Int
+    public var id: Int
+}

@@ -23,19 +23,8 @@ public enum ServeHTML {
         _ bytes: (read: Int, written: Int), _ elapsed: Double, seconds: [SecondRow]
     ) -> String {
         let title = "fanout serve: \(info.scenario)"
-        var out = """
-            <!DOCTYPE html>
-            <html lang="en">
-            <head>
-            <meta charset="utf-8">
-            <meta name="viewport" content="width=device-width, initial-scale=1">
-            <title>\(e(title))</title>
-            <style>
-            \(HTMLReport.css)
-            </style>
-            </head>
-            <body>
-            <main>
+        var out = HTMLReport.pageStart(title: title)
+        out += """
             <header><h1>\(e(title))</h1>
             <p>\(e(info.listen)) · \(e(info.transport)) · auth \(e(info.auth)) · \(info.workers) event loop\(info.workers == 1 ? "" : "s") · started \(e(info.startedAt)) · served \(String(format: "%.1f", elapsed)) s · seed \(info.seed) · git \(e(info.gitRevision))</p>
             <p>\(Units.grouped(s.requests)) requests (\(Units.grouped(s.acceptedPushes)) pushes and \(Units.grouped(s.acceptedBroadcasts)) broadcasts accepted), \(Units.grouped(a.deliveries)) deliveries, \(Units.grouped(c.accepted)) connections, \(Units.grouped(bytes.read)) bytes in, \(Units.grouped(bytes.written)) bytes out. Identities: requests \(s.identitiesHold ? "hold" : "BROKEN"), devices \(a.identitiesHold ? "hold" : "BROKEN").</p>

@@ -33,14 +33,6 @@ public enum ServeReport {
         }
     }
 
-    static let metrics: [(name: String, about: String, get: @Sendable (ServeStats) -> LatencyHistogram)] = [
-        ("service", "request headers complete → response submitted", { $0.serviceNanos }),
-        ("delivery", "request arrival → applied on the device, per delivery", { $0.deliveryNanos }),
-        ("fanout", "broadcast arrival → its last subscriber applied", { $0.fanoutNanos }),
-        ("validate", "stage: headers and payload checked (accepted pushes)", { $0.validateNanos }),
-        ("route", "stage: recipients found (accepted pushes)", { $0.routeNanos }),
-    ]
-
     public static func files(
         _ info: Info, service: APNsService, connections: ConnectionStats, bytes: (read: Int, written: Int),
         elapsedSeconds: Double, nowMillis: Int64
@@ -62,10 +54,10 @@ public enum ServeReport {
             stats.add(s.stats)
             accounting.add(s.pipeline.accounting)
         }
-        for m in metrics {
+        for m in ServeMetric.allCases {
             files["\(m.name).hgrm"] =
                 "#[fanout serve \(m.name): \(m.about); values in microseconds (us), recorded in nanoseconds]\n"
-                + PercentileText.distribution(m.get(stats), scale: 1000)
+                + PercentileText.distribution(stats[m], scale: 1000)
         }
         if services.count == 1 {
             files["state.jsonl"] = String(
@@ -173,7 +165,7 @@ public enum ServeReport {
         _ elapsed: Double
     ) -> String {
         var latency: [String: Any] = [:]
-        for m in metrics { latency[m.name] = percentiles(m.get(s)) }
+        for m in ServeMetric.allCases { latency[m.name] = percentiles(s[m]) }
         var findings: [String: Any] = [:]
         for f in ServeStats.Finding.allCases {
             findings["\(f)"] = ["about": f.rawValue, "count": s.findings[f] ?? 0, "examples": s.examples[f] ?? []]
@@ -239,13 +231,14 @@ public enum ServeReport {
         md += "| outcome | count |\n|---|---:|\n"
         for o in Outcome.allCases { md += "| \(o.name) | \(a[o]) |\n" }
         md += "\n## Latency (µs)\n\n| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
-        for m in metrics {
-            let h = m.get(s)
+        for m in ServeMetric.allCases {
+            let h = s[m]
             let v = h.values(atPercentiles: [50, 90, 99, 99.9])
             md += "| \(m.name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
             md += "\(micros(v[3])) | \(micros(h.max)) |\n"
         }
-        md += "\nservice: \(metrics[0].about); delivery: \(metrics[1].about); fanout: \(metrics[2].about).\n\n"
+        md += "\nservice: \(ServeMetric.service.about); delivery: \(ServeMetric.delivery.about); "
+        md += "fanout: \(ServeMetric.fanout.about).\n\n"
         md += "## Connections\n\n"
         md += "\(c.accepted) accepted (\(c.tlsConnections) over TLS), peak \(c.peakOpen) open, \(bytes.read) bytes in, "
         md += "\(bytes.written) bytes out, \(c.streamsReset) streams reset.\n\n"
@@ -265,7 +258,7 @@ public enum ServeReport {
         if !any { md += "None: no push went to a rotated or unknown token, none was stale, late, rejected or throttled.\n" }
         md += "\nFiles: report.html, latency.hlog (every metric, one interval per second), "
         md += "population.jsonl (the subscribers, written at start), state.jsonl (what users see at the end), "
-        md += metrics.map { "\($0.name).hgrm" }.joined(separator: ", ") + ".\n"
+        md += ServeMetric.allCases.map { "\($0.name).hgrm" }.joined(separator: ", ") + ".\n"
         return md
     }
 }

@@ -7,15 +7,9 @@ public struct ServeStats: Sendable {
     public var requests = 0
     /// Answers by status, and failures by reason.
     public var byStatus: [Int: Int] {
-        get {
-            var all = otherStatuses
-            if ok > 0 { all[200, default: 0] += ok }
-            return all
-        }
-        set {
-            ok = newValue[200] ?? 0
-            otherStatuses = newValue.filter { $0.key != 200 }
-        }
+        var all = otherStatuses
+        if ok > 0 { all[200, default: 0] += ok }
+        return all
     }
     private var otherStatuses: [Int: Int] = [:]
     public var byReason: [APNsReason: Int] = [:]
@@ -33,6 +27,28 @@ public struct ServeStats: Sendable {
     /// Stage times of accepted pushes: validate (headers and payload), route.
     public var validateNanos = LatencyHistogram()
     public var routeNanos = LatencyHistogram()
+
+    /// The histogram of `metric`.
+    public subscript(metric: ServeMetric) -> LatencyHistogram {
+        get {
+            switch metric {
+            case .service: serviceNanos
+            case .delivery: deliveryNanos
+            case .fanout: fanoutNanos
+            case .validate: validateNanos
+            case .route: routeNanos
+            }
+        }
+        _modify {
+            switch metric {
+            case .service: yield &serviceNanos
+            case .delivery: yield &deliveryNanos
+            case .fanout: yield &fanoutNanos
+            case .validate: yield &validateNanos
+            case .route: yield &routeNanos
+            }
+        }
+    }
 
     public enum Finding: String, CaseIterable, Sendable {
         case rotatedToken = "pushes to tokens that were rotated away (410 Unregistered)"
@@ -80,11 +96,7 @@ public struct ServeStats: Sendable {
         acceptedBroadcasts += o.acceptedBroadcasts
         acceptedOtherPushTypes += o.acceptedOtherPushTypes
         channelRequests += o.channelRequests
-        serviceNanos.add(o.serviceNanos)
-        deliveryNanos.add(o.deliveryNanos)
-        fanoutNanos.add(o.fanoutNanos)
-        validateNanos.add(o.validateNanos)
-        routeNanos.add(o.routeNanos)
+        for m in ServeMetric.allCases { self[m].add(o[m]) }
         for (k, v) in o.findings { findings[k, default: 0] += v }
         for (k, v) in o.examples {
             examples[k, default: []] += v.prefix(ServeStats.examplesPerFinding - examples[k, default: []].count)

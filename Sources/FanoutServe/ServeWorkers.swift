@@ -111,14 +111,7 @@ public enum ServeWorkers {
         var results = Results()
         for o in outcomes {
             let (c, b, e, f) = o.value
-            results.connections.accepted += c.accepted
-            results.connections.closed += c.closed
-            results.connections.peakOpen += c.peakOpen
-            results.connections.bytesIn += c.bytesIn
-            results.connections.bytesOut += c.bytesOut
-            results.connections.streamsReset += c.streamsReset
-            results.connections.tlsConnections += c.tlsConnections
-            for (r, n) in c.endReasons { results.connections.endReasons[r, default: 0] += n }
+            results.connections.add(c)
             results.bytes.read += b.0
             results.bytes.written += b.1
             results.elapsedSeconds = max(results.elapsedSeconds, e)

@@ -91,10 +91,6 @@ public final class H2ServerConnection {
     public private(set) var streamsReset = 0
     /// Why the connection ended (a protocol error, a TLS failure, a timeout, shutdown), if it did.
     public private(set) var endReason: String?
-    /// The ALPN protocol negotiated under TLS ("" without TLS or when none was offered).
-    public var alpn: String { tls?.alpn ?? "" }
-    /// Anything the owner wants to keep with the connection (e.g. its authentication state).
-    public var context: AnyObject?
 
     public init(stream: TCPStream, tls context: TLSContext?, settings: H2ServerSettings) throws(TLSError) {
         self.stream = stream
@@ -258,9 +254,6 @@ public final class H2ServerConnection {
         finish()
     }
 
-    public var isFinished: Bool { finished }
-    /// Requests received but not answered yet.
-    public var openStreams: Int { streams.count }
 
     // MARK: Input
 

@@ -68,15 +68,6 @@ final class TLSSession {
 
     deinit { SSL_free(ssl) }
 
-    /// The protocol ALPN selected ("" when the client offered none).
-    var alpn: String {
-        var data: UnsafePointer<UInt8>?
-        var length: UInt32 = 0
-        COpenSSL_alpn_selected(ssl, &data, &length)
-        guard let data, length > 0 else { return "" }
-        return String(decoding: UnsafeBufferPointer(start: data, count: Int(length)), as: UTF8.self)
-    }
-
     /// Hands ciphertext from the socket to OpenSSL.
     func feed(_ bytes: UnsafeRawBufferPointer) throws(TLSError) {
         var offset = 0

@@ -225,22 +225,3 @@ enum ServeProgress {
             + "4xx/5xx \(p.errors)  deliveries \(p.deliveries)  svc p99 \(svc)"
     }
 }
-
-/// Progress lines fit the terminal: `COLUMNS` when set, else the terminal's width, else 80.
-enum ProgressWidth {
-    static func columns() -> Int {
-        if let text = ProcessInfo.processInfo.environment["COLUMNS"], let n = Int(text), n > 0 { return n }
-        var size = winsize()
-        if isatty(STDERR_FILENO) != 0, ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 {
-            return Int(size.ws_col)
-        }
-        return 80
-    }
-
-    /// At most `width - 1` characters (a line of exactly the width wraps on some terminals).
-    static func fit(_ line: String, _ width: Int) -> String {
-        let limit = max(width - 1, 10)
-        guard line.count > limit else { return line }
-        return String(line.prefix(limit - 1)) + "…"
-    }
-}

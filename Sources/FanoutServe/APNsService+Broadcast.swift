@@ -1,0 +1,129 @@
+import FanoutCore
+import FanoutMetrics
+import FanoutSim
+import FanoutWire
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Broadcasts: answered where they arrive, fanned out after the answer, on every loop.
+extension APNsService {
+
+    func broadcast(bundle: [UInt8], _ h: CheckedHeaders, requestId: String, _ r: RequestInput)
+        -> (H2Response, APNsReason?)
+    {
+        let idHeader = (name: "apns-request-id", value: requestId)
+        guard let raw = h.channelId, let channel = channels[raw], !channel.deleted, channel.bundle == bundle else {
+            return failure(.channelNotRegistered, id: idHeader)
+        }
+        if channel.storagePolicy == 0 && h.expiration != 0 { return failure(.badExpirationDate, id: idHeader) }
+        let t0 = clock()
+        var topic = bundle
+        topic.append(contentsOf: Array(".push-type.liveactivity".utf8))
+        var withTopic = h
+        withTopic.topic = topic[...]
+        var flight = raw.withUnsafeBytes { pipeline.begin(kind: .channel, target: $0) }
+        guard case .channel(let c) = flight.resolution else {
+            return failure(.channelNotRegistered, id: idHeader)
+        }
+        let rejected = withHeaders(withTopic, broadcast: true) { headers in
+            r.body.withUnsafeBytes { pipeline.validate(&flight, headers: headers, payload: $0) }
+        }
+        let t1 = clock()
+        record(.validate, max(t1 &- t0, 1))
+        if let rejected { return failure(APNsReason(rejected), id: idHeader) }
+        _ = pipeline.route(&flight)
+        record(.route, max(clock() &- t1, 1))
+        stats.acceptedBroadcasts += 1
+        broadcastsAnswered += 1
+        pending.append(
+            PendingFanout(
+                headers: withTopic, payload: r.body, channel: c, arrivalNanos: r.arrivalNanos, origin: worker,
+                id: broadcastsAnswered))
+        if workers > 1 {
+            outstanding[broadcastsAnswered] = (workers, 0, r.arrivalNanos)
+            outgoing.append(
+                .broadcast(
+                    RemoteBroadcast(
+                        channel: raw, headers: withTopic, payload: r.body, arrivalNanos: r.arrivalNanos, origin: worker,
+                        id: broadcastsAnswered)))
+        }
+        let unique = ids.make()
+        return (H2Response(status: 200, headers: [idHeader, (name: "apns-unique-id", value: unique)]), nil)
+    }
+
+    /// Broadcasts waiting for their fan-out.
+    public var pendingFanouts: Int { pending.count }
+
+    /// Applies the answered broadcasts to their subscribers (in arrival order).
+    public func runPendingFanouts(wallMillis: Int64) {
+        guard !pending.isEmpty else { return }
+        let batch = pending
+        pending.removeAll(keepingCapacity: true)
+        for f in batch {
+            let flight = withHeaders(f.headers, broadcast: true) { headers in
+                f.payload.withUnsafeBytes {
+                    pipeline.resume(kind: .channel, resolution: .channel(f.channel), headers: headers, payload: $0)
+                }
+            }
+            let subscribers = pipeline.router.subscribers[Int(f.channel)]
+            for a in subscribers {
+                let outcome = pipeline.deliver(flight, to: a, nowMillis: wallMillis)
+                record(.delivery, max(clock() &- f.arrivalNanos, 1))
+                if outcome != .applied { noteOutcome(outcome, a, "(broadcast)") }
+            }
+            finishedPart(origin: f.origin, id: f.id, end: clock(), arrival: f.arrivalNanos)
+        }
+    }
+
+    func finishedPart(origin: Int, id: Int, end: UInt64, arrival: UInt64) {
+        guard workers > 1 else {
+            record(.fanout, max(end &- arrival, 1))
+            return
+        }
+        if origin != worker {
+            outgoing.append(.fanoutPart(origin: origin, id: id, endNanos: end))
+            return
+        }
+        fanoutPart(id: id, endNanos: end)
+    }
+
+    /// Another worker finished its part of a broadcast answered here; the last part records the completion.
+    public func fanoutPart(id: Int, endNanos: UInt64) {
+        guard var o = outstanding[id] else { return }
+        o.left -= 1
+        o.end = max(o.end, endNanos)
+        if o.left == 0 {
+            outstanding[id] = nil
+            record(.fanout, max(o.end &- o.arrival, 1))
+        } else {
+            outstanding[id] = o
+        }
+    }
+
+    /// A broadcast answered by another worker: this worker's subscribers get it (counted as deliveries here;
+    /// the verdict was counted where it was answered).
+    public func acceptRemoteBroadcast(_ b: RemoteBroadcast) {
+        var flight = b.channel.withUnsafeBytes { pipeline.begin(kind: .channel, target: $0) }
+        guard case .channel(let c) = flight.resolution else {
+            finishedPart(origin: b.origin, id: b.id, end: clock(), arrival: b.arrivalNanos)
+            return
+        }
+        let rejected = withHeaders(b.headers, broadcast: true) { headers in
+            b.payload.withUnsafeBytes { pipeline.validate(&flight, headers: headers, payload: $0, countsVerdict: false) }
+        }
+        precondition(rejected == nil, "a broadcast accepted by one worker is accepted by all")
+        _ = pipeline.route(&flight, countsVerdict: false)
+        pending.append(
+            PendingFanout(
+                headers: b.headers, payload: b.payload, channel: c, arrivalNanos: b.arrivalNanos, origin: b.origin,
+                id: b.id))
+    }
+
+    /// Takes what the other workers must hear of.
+    public func takeOutgoing() -> [PeerMessage] {
+        defer { outgoing.removeAll(keepingCapacity: true) }
+        return outgoing
+    }
+}

@@ -1,0 +1,141 @@
+import FanoutCore
+import FanoutMetrics
+import FanoutSim
+import FanoutWire
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Token pushes: rows 16–20 of docs/INGEST.md §3, then route and apply on the device.
+extension APNsService {
+
+    func push(
+        token: [UInt8], _ h: CheckedHeaders, messageId: String, _ r: RequestInput, _ wallMillis: Int64
+    ) -> (H2Response, APNsReason?) {
+        let idHeader = (name: "apns-id", value: messageId)
+        let tokenText = String(decoding: token, as: UTF8.self)
+        // 16–18: who holds the token.
+        var kind = TargetKind.token
+        // The token is looked up once: this flight carries the resolution to validate, route and deliver.
+        let tokenFlight = token.withUnsafeBytes { pipeline.begin(kind: .token, target: $0) }
+        var resolution = tokenFlight.resolution
+        if case .unknownToken = resolution {
+            let start = token.withUnsafeBytes { pipeline.begin(kind: .startToken, target: $0).resolution }
+            if case .startToken = start {
+                kind = .startToken
+                resolution = start
+            }
+        }
+        let bundle: Int32
+        switch resolution {
+        case .activity(let a): bundle = pipeline.app(of: a)
+        case .startToken(_, let app): bundle = app
+        default:
+            if let at = retired[token] {
+                stats.note(.rotatedToken, "token \(tokenText.prefix(16))… apns-id \(messageId)")
+                return failure(.unregistered, id: idHeader, timestamp: at)
+            }
+            stats.note(.unknownToken, "token \(tokenText.prefix(16))… apns-id \(messageId)")
+            return failure(.badDeviceToken, id: idHeader)
+        }
+        guard h.isLiveActivity else {
+            stats.acceptedOtherPushTypes += 1
+            return (H2Response(status: 200, headers: [idHeader]), nil)
+        }
+        let topic = h.topic!
+        let bundleCount = topic.count - ".push-type.liveactivity".utf8.count
+        let matches = pipeline.withBundle(of: bundle) { app in
+            app.count == bundleCount && topic.withUnsafeBytes { t in memcmp(app.baseAddress!, t.baseAddress!, bundleCount) == 0 }
+        }
+        guard matches else {
+            stats.note(.wrongTopic, "token \(tokenText.prefix(16))… topic \(String(decoding: h.topic!, as: UTF8.self))")
+            return failure(.deviceTokenNotForTopic, id: idHeader)
+        }
+        // 20, then route and apply (the pipeline judges the payload and counts every verdict and outcome).
+        let t0 = clock()
+        if kind == .startToken {
+            let n = startedActivities
+            startedActivities += 1
+            guard case .startToken(let device, _) = resolution else { preconditionFailure() }
+            var newId = pipeline.store.deviceIds.withBytes(device) { Array($0) }
+            newId.append(contentsOf: Array("-started-\(n)".utf8))
+            var newToken: [UInt8] = []
+            engine.world.appendToken(device: Int(device), slot: 0x10000 + n, generation: 0, to: &newToken)
+            let refusedBefore = pipeline.accounting[.limitExceeded]
+            let verdict = withHeaders(h, broadcast: false) { headers in
+                r.body.withUnsafeBytes { payload in
+                    token.withUnsafeBytes { target in
+                        newId.withUnsafeBytes { id in
+                            newToken.withUnsafeBytes { nt in
+                                pipeline.push(
+                                    kind: .startToken, target: target, headers: headers, payload: payload,
+                                    nowMillis: wallMillis, newActivity: id, newToken: nt)
+                            }
+                        }
+                    }
+                }
+            }
+            let t1 = clock()
+            record(.validate, max(t1 &- t0, 1))
+            switch verdict {
+            case .rejected(let reason): return failure(APNsReason(reason), id: idHeader)
+            case .unroutable(let reason): return failure(APNsReason(rawValue: reason.name)!, id: idHeader)
+            case .routed:
+                if pipeline.accounting[.limitExceeded] > refusedBefore {
+                    stats.note(.limitExceeded, "push-to-start token \(tokenText.prefix(16))… apns-id \(messageId)")
+                }
+                record(.delivery, max(t1 &- r.arrivalNanos, 1))
+                stats.acceptedPushes += 1
+                return (H2Response(status: 200, headers: [idHeader]), nil)
+            }
+        }
+        var flight = tokenFlight
+        let rejected = withHeaders(h, broadcast: false) { headers in
+            r.body.withUnsafeBytes { pipeline.validate(&flight, headers: headers, payload: $0) }
+        }
+        let t1 = clock()
+        record(.validate, max(t1 &- t0, 1))
+        if let rejected { return failure(APNsReason(rejected), id: idHeader) }
+        guard case .routed = pipeline.route(&flight), case .activity(let a) = flight.resolution else {
+            preconditionFailure("a resolved token routes")
+        }
+        let t2 = clock()
+        record(.route, max(t2 &- t1, 1))
+        let outcome = pipeline.deliver(flight, to: a, nowMillis: wallMillis)
+        let t3 = clock()
+        record(.delivery, max(t3 &- r.arrivalNanos, 1))
+        stats.acceptedPushes += 1
+        noteOutcome(outcome, a, messageId)
+        return (H2Response(status: 200, headers: [idHeader]), nil)
+    }
+
+    func noteOutcome(_ outcome: Outcome, _ a: Int32, _ messageId: String) {
+        let finding: ServeStats.Finding
+        switch outcome {
+        case .ignoredStaleTimestamp: finding = .staleTimestamp
+        case .ignoredEnded: finding = .afterEnd
+        case .throttled: finding = .budget
+        default: return
+        }
+        let pipeline = self.pipeline
+        stats.note(finding, "activity \(pipeline.store.activityIds.string(a)) apns-id \(messageId)")
+    }
+
+    /// The pipeline's header view of a checked request (the values it re-checks pass by construction; a
+    /// broadcast's expiration, judged against its channel's storage policy here, is passed as 0).
+    func withHeaders<R>(_ h: CheckedHeaders, broadcast: Bool, _ body: (PushHeaders) -> R) -> R {
+        let topic = h.topic ?? Array("x.push-type.liveactivity".utf8)[...]
+        return APNsService.liveActivityType.withUnsafeBytes { pushType in
+            topic.withUnsafeBytes { topicBytes in
+                (h.collapseId ?? []).withUnsafeBytes { collapse in
+                    body(
+                        PushHeaders(
+                            pushType: .string(pushType), topic: .string(topicBytes), priority: .integer(Int64(h.priority)),
+                            expiration: .integer(broadcast ? 0 : h.expiration),
+                            collapseId: h.collapseId == nil ? .null : .string(collapse)))
+                }
+            }
+        }
+    }
+}
