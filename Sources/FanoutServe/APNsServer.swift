@@ -48,6 +48,9 @@ public struct ConnectionStats: Sendable {
 /// `fanout serve` on one libuv loop: a TCP listener, HTTP/2 (nghttp2) over cleartext or TLS (OpenSSL), every
 /// request judged and applied by the `APNsService`, a sweep once a second (progress, timeouts, the end).
 public final class APNsServer: H2ServerDelegate {
+    // Confined to its loop's thread; the callbacks below capture it `unowned`, not weak (a weak reference gives
+    // an object a side table, and every retain and release of it the runtime's slow path: it is the delegate of
+    // every connection, retained per request). Its handles are closed before it goes.
     public let loop: EventLoop
     public let service: APNsService
     public let options: ServeOptions
@@ -56,8 +59,8 @@ public final class APNsServer: H2ServerDelegate {
     private var sweep: UVLoop.Timer?
     private var deadline: UVLoop.Timer?
     private var signals: [SignalWatcher] = []
-    private var connections: [ObjectIdentifier: H2ServerConnection] = [:]
-    private var authStates: [ObjectIdentifier: ProviderAuth.ConnectionState] = [:]
+    @exclusivity(unchecked) private var connections: [ObjectIdentifier: H2ServerConnection] = [:]
+    @exclusivity(unchecked) private var authStates: [ObjectIdentifier: ProviderAuth.ConnectionState] = [:]
     public private(set) var connectionStats = ConnectionStats()
     public private(set) var startNanos: UInt64 = 0
     public private(set) var endNanos: UInt64 = 0
@@ -74,8 +77,8 @@ public final class APNsServer: H2ServerDelegate {
     public let index: Int
     private var inbox: Wakeup?
     private let socket: Int32?
-    private var forwarded: [Int: (connection: H2ServerConnection, request: H2Request)] = [:]
-    private var nextForward = 0
+    @exclusivity(unchecked) private var forwarded: [Int: (connection: H2ServerConnection, request: H2Request)] = [:]
+    @exclusivity(unchecked) private var nextForward = 0
     private var drainedReported = false
 
     public init(
@@ -100,10 +103,10 @@ public final class APNsServer: H2ServerDelegate {
     public func listen() throws -> Int {
         let listener: TCPListener
         if let socket {
-            listener = try TCPListener(loop: loop, socket: socket) { [weak self] stream in self?.accept(stream) }
+            listener = try TCPListener(loop: loop, socket: socket) { [unowned self] stream in self.accept(stream) }
         } else {
-            listener = try TCPListener(loop: loop, host: options.host, port: options.port) { [weak self] stream in
-                self?.accept(stream)
+            listener = try TCPListener(loop: loop, host: options.host, port: options.port) { [unowned self] stream in
+                self.accept(stream)
             }
         }
         self.listener = listener
@@ -117,21 +120,21 @@ public final class APNsServer: H2ServerDelegate {
         if listener == nil { try listen() }
         startNanos = EventLoop.hrtimeNanos
         for signal in [SIGINT, SIGTERM] {
-            signals.append(try SignalWatcher(loop: loop, signal: signal) { [weak self] _, _ in self?.beginShutdown() })
+            signals.append(try SignalWatcher(loop: loop, signal: signal) { [unowned self] _, _ in self.beginShutdown() })
         }
         if let cluster {
-            let inbox = try Wakeup(loop: loop) { [weak self] _ in self?.drainInbox() }
+            let inbox = try Wakeup(loop: loop) { [unowned self] _ in self.drainInbox() }
             self.inbox = inbox
             cluster.attach(index, inbox.sender)
         }
-        let sweep = UVLoop.Timer(loop: loop) { [weak self] _ in self?.tick() }
+        let sweep = UVLoop.Timer(loop: loop) { [unowned self] _ in self.tick() }
         sweep.start(afterMillis: 1000, repeatMillis: 1000)
         self.sweep = sweep
         if let d = options.durationSeconds {
-            let deadline = UVLoop.Timer(loop: loop) { [weak self] timer in
+            let deadline = UVLoop.Timer(loop: loop) { [unowned self] timer in
                 timer.close()
-                self?.deadline = nil
-                self?.beginShutdown()
+                self.deadline = nil
+                self.beginShutdown()
             }
             deadline.start(afterMillis: UInt64((d * 1000).rounded()))
             self.deadline = deadline

@@ -10,10 +10,9 @@ import Glibc
 /// Broadcasts: answered where they arrive, fanned out after the answer, on every loop.
 extension APNsService {
 
-    func broadcast(bundle: [UInt8], _ h: CheckedHeaders, requestId: String, _ r: RequestInput)
+    func broadcast(bundle: [UInt8], _ h: CheckedHeaders, requestId idHeader: H2UniqueHeader, _ r: RequestInput)
         -> (H2Response, APNsReason?)
     {
-        let idHeader = (name: "apns-request-id", value: requestId)
         guard let raw = h.channelId, let channel = channels[raw], !channel.deleted, channel.bundle == bundle else {
             return failure(.channelNotRegistered, id: idHeader)
         }
@@ -49,8 +48,7 @@ extension APNsService {
                         channel: raw, headers: withTopic, payload: r.body, arrivalNanos: r.arrivalNanos, origin: worker,
                         id: broadcastsAnswered)))
         }
-        let unique = ids.make()
-        return (H2Response(status: 200, headers: [idHeader, (name: "apns-unique-id", value: unique)]), nil)
+        return (H2Response(status: 200, id: idHeader, extraId: ids.make("apns-unique-id")), nil)
     }
 
     /// Broadcasts waiting for their fan-out.

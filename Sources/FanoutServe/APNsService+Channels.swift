@@ -11,15 +11,14 @@ import Glibc
 extension APNsService {
 
     func channelRequest(_ route: APNsRoute, _ r: RequestInput) -> (H2Response, APNsReason?) {
-        let requestId: String
+        let idHeader: H2UniqueHeader
         switch RequestCheck.requestId(r.headers) {
         case .failure(let reason): return failure(reason, id: nil)
-        case .success(let id): requestId = id ?? ids.make()
+        case .success(let id): idHeader = id ?? ids.make("apns-request-id")
         }
-        let idHeader = (name: "apns-request-id", value: requestId)
         func json(_ status: Int, _ text: String, extra: [(name: String, value: String)] = []) -> (H2Response, APNsReason?) {
-            let headers = [idHeader] + extra + (text.isEmpty ? [] : [(name: "content-type", value: "application/json")])
-            return (H2Response(status: status, headers: headers, body: Array(text.utf8)), nil)
+            let headers = extra + (text.isEmpty ? [] : [(name: "content-type", value: "application/json")])
+            return (H2Response(status: status, id: idHeader, headers: headers, body: Array(text.utf8)), nil)
         }
         switch route {
         case .createChannel(let bundle):

@@ -11,10 +11,8 @@ import Glibc
 extension APNsService {
 
     func push(
-        token: [UInt8], _ h: CheckedHeaders, messageId: String, _ r: RequestInput, _ wallMillis: Int64
+        token: ArraySlice<UInt8>, _ h: CheckedHeaders, messageId idHeader: H2UniqueHeader, _ r: RequestInput, _ wallMillis: Int64
     ) -> (H2Response, APNsReason?) {
-        let idHeader = (name: "apns-id", value: messageId)
-        let tokenText = String(decoding: token, as: UTF8.self)
         // 16–18: who holds the token.
         var kind = TargetKind.token
         // The token is looked up once: this flight carries the resolution to validate, route and deliver.
@@ -32,16 +30,16 @@ extension APNsService {
         case .activity(let a): bundle = pipeline.app(of: a)
         case .startToken(_, let app): bundle = app
         default:
-            if let at = retired[token] {
-                stats.note(.rotatedToken, "token \(tokenText.prefix(16))… apns-id \(messageId)")
+            if let at = retired[Array(token)] {
+                stats.note(.rotatedToken, "token \(String(decoding: token.prefix(16), as: UTF8.self))… apns-id \(idHeader.value)")
                 return failure(.unregistered, id: idHeader, timestamp: at)
             }
-            stats.note(.unknownToken, "token \(tokenText.prefix(16))… apns-id \(messageId)")
+            stats.note(.unknownToken, "token \(String(decoding: token.prefix(16), as: UTF8.self))… apns-id \(idHeader.value)")
             return failure(.badDeviceToken, id: idHeader)
         }
         guard h.isLiveActivity else {
             stats.acceptedOtherPushTypes += 1
-            return (H2Response(status: 200, headers: [idHeader]), nil)
+            return (H2Response(status: 200, id: idHeader), nil)
         }
         let topic = h.topic!
         let bundleCount = topic.count - ".push-type.liveactivity".utf8.count
@@ -49,7 +47,7 @@ extension APNsService {
             app.count == bundleCount && topic.withUnsafeBytes { t in memcmp(app.baseAddress!, t.baseAddress!, bundleCount) == 0 }
         }
         guard matches else {
-            stats.note(.wrongTopic, "token \(tokenText.prefix(16))… topic \(String(decoding: h.topic!, as: UTF8.self))")
+            stats.note(.wrongTopic, "token \(String(decoding: token.prefix(16), as: UTF8.self))… topic \(String(decoding: h.topic!, as: UTF8.self))")
             return failure(.deviceTokenNotForTopic, id: idHeader)
         }
         // 20, then route and apply (the pipeline judges the payload and counts every verdict and outcome).
@@ -83,11 +81,11 @@ extension APNsService {
             case .unroutable(let reason): return failure(APNsReason(rawValue: reason.name)!, id: idHeader)
             case .routed:
                 if pipeline.accounting[.limitExceeded] > refusedBefore {
-                    stats.note(.limitExceeded, "push-to-start token \(tokenText.prefix(16))… apns-id \(messageId)")
+                    stats.note(.limitExceeded, "push-to-start token \(String(decoding: token.prefix(16), as: UTF8.self))… apns-id \(idHeader.value)")
                 }
                 record(.delivery, max(t1 &- r.arrivalNanos, 1))
                 stats.acceptedPushes += 1
-                return (H2Response(status: 200, headers: [idHeader]), nil)
+                return (H2Response(status: 200, id: idHeader), nil)
             }
         }
         var flight = tokenFlight
@@ -106,11 +104,11 @@ extension APNsService {
         let t3 = clock()
         record(.delivery, max(t3 &- r.arrivalNanos, 1))
         stats.acceptedPushes += 1
-        noteOutcome(outcome, a, messageId)
-        return (H2Response(status: 200, headers: [idHeader]), nil)
+        noteOutcome(outcome, a, idHeader.value)
+        return (H2Response(status: 200, id: idHeader), nil)
     }
 
-    func noteOutcome(_ outcome: Outcome, _ a: Int32, _ messageId: String) {
+    func noteOutcome(_ outcome: Outcome, _ a: Int32, _ messageId: @autoclosure () -> String) {
         let finding: ServeStats.Finding
         switch outcome {
         case .ignoredStaleTimestamp: finding = .staleTimestamp
@@ -119,7 +117,7 @@ extension APNsService {
         default: return
         }
         let pipeline = self.pipeline
-        stats.note(finding, "activity \(pipeline.store.activityIds.string(a)) apns-id \(messageId)")
+        stats.note(finding, "activity \(pipeline.store.activityIds.string(a)) apns-id \(messageId())")
     }
 
     /// The pipeline's header view of a checked request (the values it re-checks pass by construction; a

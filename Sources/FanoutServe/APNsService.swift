@@ -15,7 +15,7 @@ public final class APNsService {
     public var pipeline: Pipeline { engine.pipeline }
     public let auth: ProviderAuth?
     @exclusivity(unchecked) public internal(set) var stats = ServeStats()
-    var ids = UUIDGenerator()
+    @exclusivity(unchecked) var ids = UUIDGenerator()
     /// UNIX milliseconds when the population was built (its activities started then).
     public let startMillis: Int64
     /// This service's slice of the devices (device `d` belongs to worker `d % workers`).
@@ -169,7 +169,7 @@ public final class APNsService {
         }
         switch route {
         case .push(let token):
-            guard let k = owner(token[...]), k != worker else { return .local }
+            guard let k = owner(token), k != worker else { return .local }
             return .worker(k)
         case .broadcast: return .local
         default: return worker == 0 ? .local : .worker(0)
@@ -191,15 +191,16 @@ public final class APNsService {
         return String(path.prefix(120)) + id
     }
 
-    func failure(_ reason: APNsReason, id: (name: String, value: String)?, timestamp: Int64? = nil)
-        -> (H2Response, APNsReason?)
-    {
+    func failure(_ reason: APNsReason, id: H2UniqueHeader?, timestamp: Int64? = nil) -> (H2Response, APNsReason?) {
         var body = "{\"reason\":\"\(reason.rawValue)\""
         if let timestamp { body += ",\"timestamp\":\(timestamp)" }
         body += "}"
-        var headers = [(name: "content-type", value: "application/json")]
-        if let id { headers.insert(id, at: 0) }
-        return (H2Response(status: reason.status, headers: headers, body: Array(body.utf8)), reason)
+        return (
+            H2Response(
+                status: reason.status, id: id, headers: [(name: "content-type", value: "application/json")],
+                body: Array(body.utf8)),
+            reason
+        )
     }
 
     func judge(
@@ -229,7 +230,7 @@ public final class APNsService {
             case .failure(let reason): return failure(reason, id: id)
             case .success(let h): checked = h
             }
-            let messageId = checked.messageId ?? ids.make()
+            let messageId = checked.messageId ?? ids.make(isPush ? "apns-id" : "apns-request-id")
             if case .push(let token) = route {
                 return push(token: token, checked, messageId: messageId, r, wallMillis)
             }
@@ -243,10 +244,10 @@ public final class APNsService {
         }
     }
 
-    func echoedId(_ r: RequestInput, broadcast: Bool) -> (name: String, value: String)? {
+    func echoedId(_ r: RequestInput, broadcast: Bool) -> H2UniqueHeader? {
         guard let value = broadcast ? r.header("apns-request-id") : r.header("apns-id"),
             RequestCheck.isCanonicalUUID(value)
         else { return nil }
-        return (broadcast ? "apns-request-id" : "apns-id", String(decoding: value, as: UTF8.self))
+        return H2UniqueHeader(name: broadcast ? "apns-request-id" : "apns-id", value: value)
     }
 }

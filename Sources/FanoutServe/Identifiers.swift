@@ -1,3 +1,4 @@
+import FanoutWire
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -24,30 +25,26 @@ struct UUIDGenerator {
         return s1 &+ y
     }
 
-    mutating func make() -> String {
+    /// A new id under the header `name`.
+    mutating func make(_ name: StaticString) -> H2UniqueHeader {
         var hi = next()
         var lo = next()
         hi = (hi & ~0xF000) | 0x4000  // version 4
         lo = (lo & ~(0xC << 60)) | (0x8 << 60)  // variant 10
-        let digits: StaticString = "0123456789abcdef"
-        return String(unsafeUninitializedCapacity: 36) { out in
+        return H2UniqueHeader(name: name, count: 36) { out in
+            // 16 bytes, big-endian (hi, then lo), two digits each; dashes after bytes 4, 6, 8 and 10 (8-4-4-4-12).
+            let digits = ("0123456789abcdef" as StaticString).utf8Start
             var i = 0
-            func put(_ value: UInt64, nibbles: Int) {
-                for k in stride(from: nibbles - 1, through: 0, by: -1) {
-                    out[i] = digits.utf8Start[Int((value >> UInt64(k * 4)) & 0xF)]
+            for k in 0..<16 {
+                let byte = UInt8(truncatingIfNeeded: (k < 8 ? hi : lo) >> UInt64((7 - (k & 7)) * 8))
+                out[i] = digits[Int(byte >> 4)]
+                out[i + 1] = digits[Int(byte & 0xF)]
+                i += 2
+                if k == 3 || k == 5 || k == 7 || k == 9 {
+                    out[i] = UInt8(ascii: "-")
                     i += 1
                 }
             }
-            put(hi >> 32, nibbles: 8)
-            out[i] = UInt8(ascii: "-"); i += 1
-            put(hi >> 16 & 0xFFFF, nibbles: 4)
-            out[i] = UInt8(ascii: "-"); i += 1
-            put(hi & 0xFFFF, nibbles: 4)
-            out[i] = UInt8(ascii: "-"); i += 1
-            put(lo >> 48, nibbles: 4)
-            out[i] = UInt8(ascii: "-"); i += 1
-            put(lo & 0xFFFF_FFFF_FFFF, nibbles: 12)
-            return i
         }
     }
 }

@@ -6,7 +6,8 @@ import Glibc
 
 /// What a request asks for, once its method and path are known.
 public enum APNsRoute: Equatable, Sendable {
-    case push(token: [UInt8])
+    /// The token as a slice of the request's path (no copy per request).
+    case push(token: ArraySlice<UInt8>)
     case broadcast(bundle: [UInt8])
     case createChannel(bundle: [UInt8])
     case readChannel(bundle: [UInt8])
@@ -30,7 +31,7 @@ public struct CheckedHeaders: Sendable {
     public var expirationGiven = false
     public var collapseId: [UInt8]?
     /// `apns-id` (token pushes) or `apns-request-id` (broadcast, channel): the request's, if valid.
-    public var messageId: String?
+    public var messageId: H2UniqueHeader?
     /// The decoded `apns-channel-id`.
     public var channelId: [UInt8]?
     public var channelIdText: String?
@@ -61,7 +62,7 @@ public enum RequestCheck {
         if path.withUnsafeBytes({ bytesEqual($0, "/3/device/", whole: false) }) {
             guard m == .post else { return .failure(.methodNotAllowed) }
             guard path.count > device else { return .failure(.missingDeviceToken) }
-            return .success(.push(token: Array(path[device...])))
+            return .success(.push(token: path[device...]))
         }
         if bytesEqual(path, "/3/device") { return m == .post ? .failure(.missingDeviceToken) : .failure(.methodNotAllowed) }
         let parts = path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
@@ -157,7 +158,7 @@ public enum RequestCheck {
         // 13
         if let id = broadcast ? value("apns-request-id") : value("apns-id") {
             guard isCanonicalUUID(id) else { return .failure(.badMessageId) }
-            out.messageId = String(decoding: id, as: UTF8.self)
+            out.messageId = H2UniqueHeader(name: broadcast ? "apns-request-id" : "apns-id", value: id)
         }
         // 14 (a channel's storage policy is checked once the channel is known)
         if let expiration = value("apns-expiration") {
@@ -196,10 +197,10 @@ public enum RequestCheck {
     }
 
     /// `apns-request-id` of a channel request: canonical UUID or absent.
-    public static func requestId(_ headers: HeaderList) -> Result<String?, APNsReason> {
+    public static func requestId(_ headers: HeaderList) -> Result<H2UniqueHeader?, APNsReason> {
         guard let value = headers.value("apns-request-id") else { return .success(nil) }
         guard isCanonicalUUID(value) else { return .failure(.badMessageId) }
-        return .success(String(decoding: value, as: UTF8.self))
+        return .success(H2UniqueHeader(name: "apns-request-id", value: value))
     }
 
     static func isHexDigit(_ c: UInt8) -> Bool {

@@ -63,7 +63,7 @@ public enum ServeHTML {
         for f in ServeStats.Finding.allCases {
             guard let n = s.findings[f], n > 0 else { continue }
             any = true
-            out += "<li><b>\(e(f.rawValue))</b>: \(Units.grouped(n))<ul>"
+            out += "<li><b>\(e(f.about))</b>: \(Units.grouped(n))<ul>"
             for example in s.examples[f] ?? [] { out += "<li><code>\(e(example))</code></li>" }
             out += "</ul></li>\n"
         }

@@ -168,7 +168,7 @@ public enum ServeReport {
         for m in ServeMetric.allCases { latency[m.name] = percentiles(s[m]) }
         var findings: [String: Any] = [:]
         for f in ServeStats.Finding.allCases {
-            findings["\(f)"] = ["about": f.rawValue, "count": s.findings[f] ?? 0, "examples": s.examples[f] ?? []]
+            findings["\(f)"] = ["about": f.about, "count": s.findings[f] ?? 0, "examples": s.examples[f] ?? []]
         }
         var reasons: [String: Int] = [:]
         for (r, n) in s.byReason { reasons[r.rawValue] = n }
@@ -252,7 +252,7 @@ public enum ServeReport {
         for f in ServeStats.Finding.allCases {
             guard let n = s.findings[f], n > 0 else { continue }
             any = true
-            md += "- **\(f.rawValue)**: \(n)\n"
+            md += "- **\(f.about)**: \(n)\n"
             for e in s.examples[f] ?? [] { md += "  - `\(e)`\n" }
         }
         if !any { md += "None: no push went to a rotated or unknown token, none was stale, late, rejected or throttled.\n" }

@@ -50,27 +50,39 @@ public struct ServeStats: Sendable {
         }
     }
 
-    public enum Finding: String, CaseIterable, Sendable {
-        case rotatedToken = "pushes to tokens that were rotated away (410 Unregistered)"
-        case unknownToken = "pushes to tokens never issued (400 BadDeviceToken)"
-        case wrongTopic = "pushes to a token of another app (400 DeviceTokenNotForTopic)"
-        case staleTimestamp = "stale or duplicate timestamps (reordered or retried; ignored by the device)"
-        case afterEnd = "updates after the activity ended (ignored by the device)"
-        case rejectedPayload = "payloads or headers APNs would reject"
-        case budget = "priority-10 budget overruns (throttled)"
-        case limitExceeded = "push-to-start refused by the device's limits"
+    public enum Finding: Int, CaseIterable, Sendable {
+        case rotatedToken, unknownToken, wrongTopic, staleTimestamp, afterEnd, rejectedPayload, budget, limitExceeded
+
+        public var about: String {
+            switch self {
+            case .rotatedToken: "pushes to tokens that were rotated away (410 Unregistered)"
+            case .unknownToken: "pushes to tokens never issued (400 BadDeviceToken)"
+            case .wrongTopic: "pushes to a token of another app (400 DeviceTokenNotForTopic)"
+            case .staleTimestamp: "stale or duplicate timestamps (reordered or retried; ignored by the device)"
+            case .afterEnd: "updates after the activity ended (ignored by the device)"
+            case .rejectedPayload: "payloads or headers APNs would reject"
+            case .budget: "priority-10 budget overruns (throttled)"
+            case .limitExceeded: "push-to-start refused by the device's limits"
+            }
+        }
     }
-    public var findings: [Finding: Int] = [:]
-    public var examples: [Finding: [String]] = [:]
+
+    /// A value per finding, indexed by the case (a finding can be noted on every request: no hashing).
+    public struct PerFinding<Value: Sendable>: Sendable {
+        var values: [Value]
+        init(_ initial: Value) { values = Array(repeating: initial, count: Finding.allCases.count) }
+        public subscript(finding: Finding) -> Value? { values[finding.rawValue] }
+    }
+    public internal(set) var findings = PerFinding(0)
+    public internal(set) var examples = PerFinding([String]())
     public static let examplesPerFinding = 5
 
     public init() {}
 
     mutating func note(_ finding: Finding, _ example: @autoclosure () -> String) {
-        findings[finding, default: 0] += 1
-        if examples[finding, default: []].count < ServeStats.examplesPerFinding {
-            examples[finding, default: []].append(example())
-        }
+        let i = finding.rawValue
+        findings.values[i] += 1
+        if examples.values[i].count < ServeStats.examplesPerFinding { examples.values[i].append(example()) }
     }
 
     mutating func answered(_ status: Int, _ reason: APNsReason?) {
@@ -97,9 +109,9 @@ public struct ServeStats: Sendable {
         acceptedOtherPushTypes += o.acceptedOtherPushTypes
         channelRequests += o.channelRequests
         for m in ServeMetric.allCases { self[m].add(o[m]) }
-        for (k, v) in o.findings { findings[k, default: 0] += v }
-        for (k, v) in o.examples {
-            examples[k, default: []] += v.prefix(ServeStats.examplesPerFinding - examples[k, default: []].count)
+        for i in findings.values.indices {
+            findings.values[i] += o.findings.values[i]
+            examples.values[i] += o.examples.values[i].prefix(ServeStats.examplesPerFinding - examples.values[i].count)
         }
     }
 

@@ -2,12 +2,12 @@
 /// HTTP/2 requires), at most `bodyLimit + 1` bytes of body, and when it arrived. The bytes are kept as
 /// received; the layer above judges them.
 public final class H2Request {
-    public internal(set) var streamId: Int32
+    @exclusivity(unchecked) public internal(set) var streamId: Int32
     /// The stream's first HEADERS frame arrived (monotonic nanoseconds, `uv_hrtime`).
-    public internal(set) var arrivalNanos: UInt64
+    @exclusivity(unchecked) public internal(set) var arrivalNanos: UInt64
     /// Set by the owner when it keeps the request past its stream's close (e.g. answered by another loop):
     /// such a request is not reused for a later stream.
-    public var retained = false
+    @exclusivity(unchecked) public var retained = false
     /// The request was complete: headers, and the body up to END_STREAM.
     @exclusivity(unchecked) public internal(set) var completeNanos: UInt64 = 0
     @exclusivity(unchecked) public internal(set) var method: [UInt8] = []
@@ -70,12 +70,66 @@ public final class H2Request {
 /// A response to submit: status, headers (lowercase names), body.
 public struct H2Response: Sendable {
     public var status: Int
+    /// Headers whose values are unique to this response (ids such as `apns-id`): held inline, and sent first
+    /// (after `:status`) without HPACK indexing.
+    public var id: H2UniqueHeader?
+    public var extraId: H2UniqueHeader?
     public var headers: [(name: String, value: String)]
     public var body: [UInt8]
 
-    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+    public init(
+        status: Int, id: H2UniqueHeader? = nil, extraId: H2UniqueHeader? = nil,
+        headers: [(name: String, value: String)] = [], body: [UInt8] = []
+    ) {
         self.status = status
+        self.id = id
+        self.extraId = extraId
         self.headers = headers
         self.body = body
     }
+
+    /// Every header in the order sent after `:status` (without `content-length`).
+    public var allHeaders: [(name: String, value: String)] {
+        [id, extraId].compactMap { $0.map { ($0.name.description, $0.value) } } + headers
+    }
+}
+
+/// A header value unique to its response (an id such as `apns-id`): at most 48 bytes, held inline so that a
+/// response needs no allocation for it, and sent with HPACK's "never indexed" representation. Indexed, every
+/// such value would enter nghttp2's dynamic table, where values that never repeat evict useful entries, and
+/// nghttp2 compares each new one against all of them (one chain per name): 100 or more `memcmp` per response.
+public struct H2UniqueHeader: Sendable {
+    public static let capacity = 48
+    public let name: StaticString
+    public let count: Int
+    private var storage: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
+
+    /// `value` under `name`; nil when longer than ``capacity``.
+    public init?(name: StaticString, value: some Collection<UInt8>) {
+        guard value.count <= H2UniqueHeader.capacity else { return nil }
+        self.name = name
+        count = value.count
+        withUnsafeMutableBytes(of: &storage) { raw in
+            for (i, byte) in value.enumerated() { raw[i] = byte }
+        }
+    }
+
+    /// A value of `count` bytes (at most ``capacity``) written by `fill`.
+    public init(name: StaticString, count: Int, fill: (UnsafeMutableRawBufferPointer) -> Void) {
+        precondition(count <= H2UniqueHeader.capacity, "H2UniqueHeader: value over \(H2UniqueHeader.capacity) bytes")
+        self.name = name
+        self.count = count
+        withUnsafeMutableBytes(of: &storage) { fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<count])) }
+    }
+
+    /// The same value under another name.
+    public func named(_ other: StaticString) -> H2UniqueHeader {
+        H2UniqueHeader(name: other, count: count) { out in withValue { out.copyMemory(from: $0) } }
+    }
+
+    public func withValue<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        withUnsafeBytes(of: storage) { body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+    }
+
+    public var value: String { withValue { String(decoding: $0, as: UTF8.self) } }
 }

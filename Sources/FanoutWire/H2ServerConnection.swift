@@ -45,8 +45,10 @@ public final class H2ServerConnection {
     public let stream: TCPStream?
     private let output: ((UnsafeRawBufferPointer) -> Void)?
     public let settings: H2ServerSettings
-    public weak var delegate: H2ServerDelegate?
-    private var session: OpaquePointer?
+    /// Held strongly until the connection finishes (then cleared): a weak reference would give the delegate a
+    /// side table, and every retain and release of it the slow path.
+    @exclusivity(unchecked) public var delegate: (any H2ServerDelegate)?
+    @exclusivity(unchecked) private var session: OpaquePointer?
     private let tls: TLSSession?
     @exclusivity(unchecked) private var streams: [Int32: H2Request] = [:]
     /// Finished requests, reused for new streams (their buffers keep their capacity).
@@ -54,7 +56,7 @@ public final class H2ServerConnection {
 
     /// A response's header names and values, and where each is (reused).
     @exclusivity(unchecked) private var headerBytes: [UInt8] = []
-    @exclusivity(unchecked) private var headerRanges: [(name: Int32, value: Int32, end: Int32)] = []
+    @exclusivity(unchecked) private var headerRanges: [(name: Int32, value: Int32, end: Int32, flags: UInt8)] = []
 
     static func statusText(_ status: Int) -> String {
         switch status {
@@ -77,20 +79,20 @@ public final class H2ServerConnection {
         lastStream = found
         return found
     }
-    private var inFlush = false
+    @exclusivity(unchecked) private var inFlush = false
     /// Inside `nghttp2_session_mem_recv` (its callbacks may submit, but must not send).
-    private var inReceive = false
-    private var finished = false
+    @exclusivity(unchecked) private var inReceive = false
+    @exclusivity(unchecked) private var finished = false
 
     /// Monotonic nanoseconds of the last bytes read (idle and preface timeouts read it).
-    public private(set) var lastActivityNanos: UInt64
+    @exclusivity(unchecked) public private(set) var lastActivityNanos: UInt64
     public let openedNanos: UInt64
     /// Whether a valid HTTP/2 preface and SETTINGS arrived.
-    public private(set) var prefaceReceived = false
-    public private(set) var requestsReceived = 0
-    public private(set) var streamsReset = 0
+    @exclusivity(unchecked) public private(set) var prefaceReceived = false
+    @exclusivity(unchecked) public private(set) var requestsReceived = 0
+    @exclusivity(unchecked) public private(set) var streamsReset = 0
     /// Why the connection ended (a protocol error, a TLS failure, a timeout, shutdown), if it did.
-    public private(set) var endReason: String?
+    @exclusivity(unchecked) public private(set) var endReason: String?
 
     public init(stream: TCPStream, tls context: TLSContext?, settings: H2ServerSettings) throws(TLSError) {
         self.stream = stream
@@ -135,21 +137,23 @@ public final class H2ServerConnection {
         nghttp2_session_callbacks_new(&callbacks)
         defer { nghttp2_session_callbacks_del(callbacks) }
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
-            H2ServerConnection.from(user).beginHeaders(frame!)
+            H2ServerConnection.with(user) { $0.beginHeaders(frame!) }
         }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
-            H2ServerConnection.from(user).header(
-                frame!, UnsafeRawBufferPointer(start: name, count: nameLength),
-                UnsafeRawBufferPointer(start: value, count: valueLength))
+            H2ServerConnection.with(user) {
+                $0.header(
+                    frame!, UnsafeRawBufferPointer(start: name, count: nameLength),
+                    UnsafeRawBufferPointer(start: value, count: valueLength))
+            }
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamId, data, length, user in
-            H2ServerConnection.from(user).data(streamId, UnsafeRawBufferPointer(start: data, count: length))
+            H2ServerConnection.with(user) { $0.data(streamId, UnsafeRawBufferPointer(start: data, count: length)) }
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
-            H2ServerConnection.from(user).frameReceived(frame!)
+            H2ServerConnection.with(user) { $0.frameReceived(frame!) }
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamId, _, user in
-            H2ServerConnection.from(user).streamClosed(streamId)
+            H2ServerConnection.with(user) { $0.streamClosed(streamId) }
         }
         var option: OpaquePointer?
         nghttp2_option_new(&option)
@@ -174,13 +178,16 @@ public final class H2ServerConnection {
         // The connection's receive window as large as a stream's (a WINDOW_UPDATE on stream 0).
         nghttp2_session_set_local_window_size(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, 1 << 20)
         if let stream {
-            stream.onDrain = { [weak self] s in
-                guard let self, !self.finished else { return }
+            // Strong captures, not weak ones (a weak reference would put every retain and release of the
+            // connection on the runtime's slow path): the stream drops these closures when it closes or is
+            // told to close when drained, which `finish()` does, so the cycle ends with the connection.
+            stream.onDrain = { s in
+                guard !self.finished else { return }
                 try? s.resumeReading()
             }
             try stream.startReading(
-                onRead: { [weak self] _, bytes in self?.received(bytes) },
-                onEnd: { [weak self] _, error in self?.end(error.map { "\($0)" } ?? "closed by the client") })
+                onRead: { _, bytes in self.received(bytes) },
+                onEnd: { _, error in self.end(error.map { "\($0)" } ?? "closed by the client") })
         }
         if tls == nil { flush() }
     }
@@ -203,14 +210,24 @@ public final class H2ServerConnection {
         // its frame on submit.
         headerBytes.removeAll(keepingCapacity: true)
         headerRanges.removeAll(keepingCapacity: true)
+        func add(_ name: StaticString, _ value: UnsafeRawBufferPointer, flags: UInt8) {
+            let n = headerBytes.count
+            headerBytes.append(contentsOf: UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+            let v = headerBytes.count
+            headerBytes.append(contentsOf: value)
+            headerRanges.append((Int32(n), Int32(v), Int32(headerBytes.count), flags))
+        }
         func add(_ name: String, _ value: String) {
             let n = headerBytes.count
             headerBytes.append(contentsOf: name.utf8)
             let v = headerBytes.count
             headerBytes.append(contentsOf: value.utf8)
-            headerRanges.append((Int32(n), Int32(v), Int32(headerBytes.count)))
+            headerRanges.append((Int32(n), Int32(v), Int32(headerBytes.count), UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
         }
         add(":status", H2ServerConnection.statusText(response.status))
+        let never = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+        if let id = response.id { id.withValue { add(id.name, $0, flags: never) } }
+        if let id = response.extraId { id.withValue { add(id.name, $0, flags: never) } }
         for header in response.headers { add(header.name, header.value) }
         if !response.body.isEmpty { add("content-length", String(response.body.count)) }
         let ranges = headerRanges
@@ -220,13 +237,13 @@ public final class H2ServerConnection {
                 for (i, r) in ranges.enumerated() {
                     pairs[i] = nghttp2_nv(
                         name: base + Int(r.name), value: base + Int(r.value), namelen: Int(r.value - r.name),
-                        valuelen: Int(r.end - r.value), flags: 0)
+                        valuelen: Int(r.end - r.value), flags: r.flags)
                 }
                 if response.body.isEmpty {
                     return nghttp2_submit_response(session, request.streamId, pairs.baseAddress, ranges.count, nil)
                 }
                 var provider = CNGHTTP2_data_provider(nil) { session, streamId, buffer, length, dataFlags, _, user in
-                    H2ServerConnection.from(user).readBody(streamId, buffer!, length, dataFlags!)
+                    H2ServerConnection.with(user) { $0.readBody(streamId, buffer!, length, dataFlags!) }
                 }
                 return nghttp2_submit_response(session, request.streamId, pairs.baseAddress, ranges.count, &provider)
             }
@@ -295,8 +312,11 @@ public final class H2ServerConnection {
 
     // MARK: nghttp2 callbacks (capture-free, forwarded here)
 
-    private static func from(_ user: UnsafeMutableRawPointer?) -> H2ServerConnection {
-        Unmanaged<H2ServerConnection>.fromOpaque(user!).takeUnretainedValue()
+    /// The connection behind nghttp2's user data, borrowed for the callback: the session lives inside the
+    /// connection, so no retain/release is needed per callback (8 or more per request).
+    @inline(__always)
+    private static func with<R>(_ user: UnsafeMutableRawPointer?, _ body: (H2ServerConnection) -> R) -> R {
+        Unmanaged<H2ServerConnection>.fromOpaque(user!)._withUnsafeGuaranteedRef(body)
     }
 
     private func beginHeaders(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
@@ -328,7 +348,8 @@ public final class H2ServerConnection {
         if name.first == UInt8(ascii: ":") {
             func set(_ field: inout [UInt8]) {
                 if !field.isEmpty { request.duplicatePseudoHeader = true }
-                field = Array(value)
+                field.removeAll(keepingCapacity: true)  // the reused request's buffer, no allocation
+                field.append(contentsOf: value)
             }
             func named(_ text: StaticString) -> Bool {
                 name.count == text.utf8CodeUnitCount && memcmp(name.baseAddress!, text.utf8Start, name.count) == 0
@@ -455,5 +476,6 @@ public final class H2ServerConnection {
         pool.removeAll()
         lastStream = nil
         delegate?.connectionClosed(self)
+        delegate = nil
     }
 }

@@ -252,9 +252,13 @@ public final class TCPStream: TCPHandle {
 
     /// Stops both directions and closes once queued writes are flushed (`uv_shutdown` is not needed
     /// for HTTP/2: a GOAWAY is written first, then the stream closes when drained).
+    /// The read and end callbacks are dropped here (nothing more is read; the owner asked for the end), so
+    /// closures that capture their owner strongly do not outlive it.
     public func closeWhenDrained() {
         guard state == .open else { return }
         pauseReading()
+        onRead = nil
+        onEnd = nil
         if pendingWriteBytes == 0 {
             close()
         } else {

@@ -42,7 +42,7 @@ struct APNsServiceTests {
         let r = service.handle(
             RequestInput(method: method, path: path, headers: headers, body: body), auth: ProviderAuth.ConnectionState(),
             wallMillis: now * 1000 + 5000, becameAuthenticated: &became)
-        return H2ResponseView(status: r.status, headers: r.headers, body: String(decoding: r.body, as: UTF8.self))
+        return H2ResponseView(status: r.status, headers: r.allHeaders, body: String(decoding: r.body, as: UTF8.self))
     }
 
     struct H2ResponseView {

@@ -9,7 +9,7 @@ struct RequestCheckTests {
 
     @Test("paths and methods of §2; anything else is BadPath or MethodNotAllowed")
     func routes() {
-        #expect(route("POST", "/3/device/ab12") == .success(.push(token: Array("ab12".utf8))))
+        #expect(route("POST", "/3/device/ab12") == .success(.push(token: Array("ab12".utf8)[...])))
         #expect(route("POST", "/4/broadcasts/apps/com.x") == .success(.broadcast(bundle: Array("com.x".utf8))))
         #expect(route("POST", "/1/apps/com.x/channels") == .success(.createChannel(bundle: Array("com.x".utf8))))
         #expect(route("GET", "/1/apps/com.x/channels") == .success(.readChannel(bundle: Array("com.x".utf8))))
@@ -29,7 +29,7 @@ struct RequestCheckTests {
 
     func headers(_ list: [(String, String)], body: Int = 10, broadcast: Bool = false) -> APNsReason? {
         let h = list.map { (name: Array($0.0.utf8), value: Array($0.1.utf8)) }
-        let r: APNsRoute = broadcast ? .broadcast(bundle: Array("com.x".utf8)) : .push(token: Array("ab12".utf8))
+        let r: APNsRoute = broadcast ? .broadcast(bundle: Array("com.x".utf8)) : .push(token: Array("ab12".utf8)[...])
         if case .failure(let reason) = RequestCheck.headers(route: r, headers: h, bodyCount: body) { return reason }
         return nil
     }
