@@ -102,7 +102,7 @@ public struct H2UniqueHeader: Sendable {
     public static let capacity = 48
     public let name: StaticString
     public let count: Int
-    private var storage: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
+    @usableFromInline var storage: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
 
     /// `value` under `name`; nil when longer than ``capacity``.
     public init?(name: StaticString, value: some Collection<UInt8>) {
@@ -114,7 +114,9 @@ public struct H2UniqueHeader: Sendable {
         }
     }
 
-    /// A value of `count` bytes (at most ``capacity``) written by `fill`.
+    /// A value of `count` bytes (at most ``capacity``) written by `fill` (inlinable: the caller's closure is
+    /// inlined, not called through a context).
+    @inlinable
     public init(name: StaticString, count: Int, fill: (UnsafeMutableRawBufferPointer) -> Void) {
         precondition(count <= H2UniqueHeader.capacity, "H2UniqueHeader: value over \(H2UniqueHeader.capacity) bytes")
         self.name = name
@@ -127,6 +129,7 @@ public struct H2UniqueHeader: Sendable {
         H2UniqueHeader(name: other, count: count) { out in withValue { out.copyMemory(from: $0) } }
     }
 
+    @inlinable
     public func withValue<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
         withUnsafeBytes(of: storage) { body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
     }

@@ -58,11 +58,22 @@ public final class H2ServerConnection {
     @exclusivity(unchecked) private var headerBytes: [UInt8] = []
     @exclusivity(unchecked) private var headerRanges: [(name: Int32, value: Int32, end: Int32, flags: UInt8)] = []
 
-    static func statusText(_ status: Int) -> String {
+    /// The statuses APNs answers with, as static text (no String per response).
+    static func statusText(_ status: Int) -> StaticString? {
         switch status {
         case 200: "200"
+        case 201: "201"
+        case 204: "204"
         case 400: "400"
-        default: String(status)
+        case 403: "403"
+        case 404: "404"
+        case 405: "405"
+        case 410: "410"
+        case 413: "413"
+        case 429: "429"
+        case 500: "500"
+        case 503: "503"
+        default: nil
         }
     }
 
@@ -224,7 +235,11 @@ public final class H2ServerConnection {
             headerBytes.append(contentsOf: value.utf8)
             headerRanges.append((Int32(n), Int32(v), Int32(headerBytes.count), UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
         }
-        add(":status", H2ServerConnection.statusText(response.status))
+        if let text = H2ServerConnection.statusText(response.status) {
+            add(":status", UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount), flags: 0)
+        } else {
+            add(":status", String(response.status))
+        }
         let never = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
         if let id = response.id { id.withValue { add(id.name, $0, flags: never) } }
         if let id = response.extraId { id.withValue { add(id.name, $0, flags: never) } }

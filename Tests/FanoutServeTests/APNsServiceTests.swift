@@ -64,6 +64,9 @@ struct APNsServiceTests {
         let answer = Self.ask(service, path: path, Self.scoresHeaders, Self.payload(Self.now + 1))
         #expect(answer.status == 200 && answer.body.isEmpty)
         #expect(answer.header("apns-id").map { RequestCheck.isCanonicalUUID(Array($0.utf8)) } == true)
+        // Version 4, variant 10 (RFC 9562): the 13th hex digit is 4, the 17th one of 8, 9, a, b.
+        let id = Array(answer.header("apns-id") ?? "")
+        #expect(id.count == 36 && id[14] == "4" && "89ab".contains(id[19]))
         _ = Self.ask(service, path: path, Self.scoresHeaders, Self.payload(Self.now + 1))
         let a = service.pipeline.accounting
         #expect(a[.applied] == 1 && a[.ignoredStaleTimestamp] == 1 && a.identitiesHold)

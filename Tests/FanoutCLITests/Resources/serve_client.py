@@ -22,6 +22,7 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.settings
+from hpack import NeverIndexedHeaderTuple
 
 RESULT = {}
 
@@ -74,6 +75,7 @@ class Client:
             if isinstance(event, h2.events.ResponseReceived):
                 r = self.responses.setdefault(event.stream_id, {"body": b""})
                 r["headers"] = {k.decode(): v.decode() for k, v in event.headers}
+                r["never_indexed"] = {h[0].decode() for h in event.headers if isinstance(h, NeverIndexedHeaderTuple)}
             elif isinstance(event, h2.events.DataReceived):
                 self.responses.setdefault(event.stream_id, {"body": b""})["body"] += event.data
                 self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
@@ -162,6 +164,9 @@ def channels(port, folder):
     expect(status == 200 and body is None, f"broadcast 200, got {status} {body}")
     expect(headers.get("apns-request-id") == rid, "broadcast echoes apns-request-id")
     expect(uuid.UUID(headers.get("apns-unique-id", "x")), "broadcast has apns-unique-id")
+    # Ids are unique per response: sent as HPACK "never indexed", so they do not fill the dynamic table.
+    never = c.responses[max(c.responses)]["never_indexed"]
+    expect(never == {"apns-request-id", "apns-unique-id"}, f"ids never indexed, the rest indexable: {never}")
     # Channel management.
     ch = [("apns-push-type", "LiveActivity")]
     status, headers, _ = c.request("POST", f"/1/apps/{app}/channels", ch,
