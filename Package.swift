@@ -102,6 +102,7 @@ let package = Package(
             dependencies: ["FanoutHistogramLog", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
         .testTarget(name: "UVLoopTests", dependencies: ["UVLoop"]),
+        .testTarget(name: "FanoutWireTests", dependencies: ["FanoutWire"]),
         .testTarget(
             name: "FanoutServeTests", dependencies: ["FanoutServe", "FanoutWire", "FanoutSim", "FanoutCore"],
             exclude: ["Golden"]  // read from the source tree (#filePath), so FANOUT_UPDATE_GOLDEN=1 can rewrite it

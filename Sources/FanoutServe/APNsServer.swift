@@ -60,7 +60,6 @@ public final class APNsServer: H2ServerDelegate {
     private var deadline: UVLoop.Timer?
     private var signals: [SignalWatcher] = []
     @exclusivity(unchecked) private var connections: [ObjectIdentifier: H2ServerConnection] = [:]
-    @exclusivity(unchecked) private var authStates: [ObjectIdentifier: ProviderAuth.ConnectionState] = [:]
     public private(set) var connectionStats = ConnectionStats()
     public private(set) var startNanos: UInt64 = 0
     public private(set) var endNanos: UInt64 = 0
@@ -267,7 +266,7 @@ public final class APNsServer: H2ServerDelegate {
             connection.delegate = self
             let key = ObjectIdentifier(connection)
             connections[key] = connection
-            authStates[key] = ProviderAuth.ConnectionState()
+            connection.context = ProviderAuth.ConnectionState()
             connectionStats.accepted += 1
             if tls != nil { connectionStats.tlsConnections += 1 }
             connectionStats.peakOpen = max(connectionStats.peakOpen, connections.count)
@@ -281,7 +280,9 @@ public final class APNsServer: H2ServerDelegate {
     // MARK: H2ServerDelegate
 
     public func connection(_ connection: H2ServerConnection, received request: H2Request) {
-        guard let state = authStates[ObjectIdentifier(connection)] else { return }
+        // The connection's provider-token state, set at accept (only this server sets `context`).
+        guard let context = connection.context else { return }
+        let state = unsafeDowncast(context, to: ProviderAuth.ConnectionState.self)
         let input = RequestInput(
             method: request.method, path: request.path, headers: request.headers, body: request.body,
             arrivalNanos: request.arrivalNanos)
@@ -328,7 +329,6 @@ public final class APNsServer: H2ServerDelegate {
     public func connectionClosed(_ connection: H2ServerConnection) {
         let key = ObjectIdentifier(connection)
         guard connections.removeValue(forKey: key) != nil else { return }
-        authStates[key] = nil
         if !forwarded.isEmpty { forwarded = forwarded.filter { $0.value.connection !== connection } }
         connectionStats.closed += 1
         connectionStats.bytesIn += connection.bytesRead

@@ -48,9 +48,12 @@ public final class H2ServerConnection {
     /// Held strongly until the connection finishes (then cleared): a weak reference would give the delegate a
     /// side table, and every retain and release of it the slow path.
     @exclusivity(unchecked) public var delegate: (any H2ServerDelegate)?
+    /// The owner's state for this connection (e.g. its provider-token verdicts), kept with it so that finding
+    /// it costs no lookup per request.
+    @exclusivity(unchecked) public var context: AnyObject?
     @exclusivity(unchecked) private var session: OpaquePointer?
     private let tls: TLSSession?
-    @exclusivity(unchecked) private var streams: [Int32: H2Request] = [:]
+    @exclusivity(unchecked) private var streams = StreamTable()
     /// Finished requests, reused for new streams (their buffers keep their capacity).
     @exclusivity(unchecked) private var pool: [H2Request] = []
 
@@ -86,7 +89,7 @@ public final class H2ServerConnection {
     @inline(__always)
     private func stream(_ id: Int32) -> H2Request? {
         if let last = lastStream, last.streamId == id { return last }
-        let found = streams[id]
+        let found = streams.find(id)
         lastStream = found
         return found
     }
@@ -346,7 +349,7 @@ public final class H2ServerConnection {
         } else {
             request = H2Request(streamId: id, arrivalNanos: EventLoop.hrtimeNanos, bodyLimit: settings.bodyLimit)
         }
-        streams[id] = request
+        streams.insert(request)
         lastStream = request
         return 0
     }
@@ -406,7 +409,7 @@ public final class H2ServerConnection {
 
     private func streamClosed(_ streamId: Int32) -> Int32 {
         if lastStream?.streamId == streamId { lastStream = nil }
-        if let request = streams.removeValue(forKey: streamId) {
+        if let request = streams.remove(streamId) {
             if !request.answered { streamsReset += 1 }
             // Reused for a later stream unless its owner keeps it, or it holds a large body.
             if !request.retained && pool.count < 64 && request.body.capacity <= 8192 { pool.append(request) }
