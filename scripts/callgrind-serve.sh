@@ -2,7 +2,8 @@
 # Instructions per request of `fanout serve` (one loop, h2c, the smoke scenario) under callgrind: the server
 # starts with instrumentation off, h2load sends N token pushes (every com.example.scores activity in turn),
 # instrumentation covers exactly those requests; prints the total per request, the share inside libnghttp2's
-# own code and the top functions. Release build first (make build).
+# own code and the top functions. Then the same requests against nghttpd (nghttp2's C server answering an empty
+# file), for the instruction count of the C reference on this machine. Release build first (make build).
 #
 #   scripts/callgrind-serve.sh [REQUESTS]   # default 20000
 set -euo pipefail
@@ -33,4 +34,27 @@ nghttp2=$(callgrind_annotate "$work/cg.out" | awk '/libnghttp2/ {gsub(",", "", $
 echo "instructions per request: $((total / n)) (libnghttp2's own code: $((nghttp2 / n)))"
 callgrind_annotate "$work/cg.out" | sed -n '/file:function/,$p' | sed -n 3,17p | cut -c1-160
 cp "$work/cg.out" /tmp/cg-last.out 2>/dev/null || true
+
+# The C reference: nghttpd, one thread, the same h2load command; dumped on demand (it exits on SIGKILL only).
+mkdir -p "$work/htdocs"
+: > "$work/htdocs/empty"
+nport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/ng.out" \
+    nghttpd -d "$work/htdocs" --no-tls "$nport" > /dev/null 2> "$work/ng.err" &
+ngpid=$!
+for _ in $(seq 1 300); do
+    python3 -c "import socket, sys; socket.create_connection(('127.0.0.1', $nport)).close()" 2>/dev/null && break
+    sleep 0.2
+done
+callgrind_control -i on "$ngpid" > /dev/null
+h2load -n "$n" -c 4 -m 64 -t 1 -d "$work/body" -H "apns-push-type: liveactivity" \
+    -H "apns-topic: com.example.scores.push-type.liveactivity" "http://127.0.0.1:$nport/empty" | grep -E "requests:"
+callgrind_control -i off "$ngpid" > /dev/null
+callgrind_control -d "$ngpid" > /dev/null
+kill -KILL "$ngpid" 2>/dev/null || true
+wait "$ngpid" 2>/dev/null || true
+dump=$(ls -t "$work"/ng.out* | head -1)
+ntotal=$(callgrind_annotate "$dump" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+nlib=$(callgrind_annotate "$dump" | awk '/libnghttp2/ {gsub(",", "", $1); s += $1} END {print s}')
+echo "nghttpd, same requests: $((ntotal / n)) instructions per request (libnghttp2's own code: $((nlib / n)))"
 rm -rf "$work"
