@@ -124,11 +124,6 @@ public struct H2UniqueHeader: Sendable {
         withUnsafeMutableBytes(of: &storage) { fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<count])) }
     }
 
-    /// The same value under another name.
-    public func named(_ other: StaticString) -> H2UniqueHeader {
-        H2UniqueHeader(name: other, count: count) { out in withValue { out.copyMemory(from: $0) } }
-    }
-
     @inlinable
     public func withValue<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
         withUnsafeBytes(of: storage) { body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }

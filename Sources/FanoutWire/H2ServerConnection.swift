@@ -224,30 +224,26 @@ public final class H2ServerConnection {
         // its frame on submit.
         headerBytes.removeAll(keepingCapacity: true)
         headerRanges.removeAll(keepingCapacity: true)
-        func add(_ name: StaticString, _ value: UnsafeRawBufferPointer, flags: UInt8) {
+        func add(_ name: some Sequence<UInt8>, _ value: some Sequence<UInt8>, flags: UInt8 = 0) {
             let n = headerBytes.count
-            headerBytes.append(contentsOf: UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+            headerBytes.append(contentsOf: name)
             let v = headerBytes.count
             headerBytes.append(contentsOf: value)
             headerRanges.append((Int32(n), Int32(v), Int32(headerBytes.count), flags))
         }
-        func add(_ name: String, _ value: String) {
-            let n = headerBytes.count
-            headerBytes.append(contentsOf: name.utf8)
-            let v = headerBytes.count
-            headerBytes.append(contentsOf: value.utf8)
-            headerRanges.append((Int32(n), Int32(v), Int32(headerBytes.count), UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+        func bytes(_ text: StaticString) -> UnsafeRawBufferPointer {
+            UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
         }
         if let text = H2ServerConnection.statusText(response.status) {
-            add(":status", UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount), flags: 0)
+            add(bytes(":status"), bytes(text))
         } else {
-            add(":status", String(response.status))
+            add(bytes(":status"), String(response.status).utf8)
         }
         let never = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
-        if let id = response.id { id.withValue { add(id.name, $0, flags: never) } }
-        if let id = response.extraId { id.withValue { add(id.name, $0, flags: never) } }
-        for header in response.headers { add(header.name, header.value) }
-        if !response.body.isEmpty { add("content-length", String(response.body.count)) }
+        if let id = response.id { id.withValue { add(bytes(id.name), $0, flags: never) } }
+        if let id = response.extraId { id.withValue { add(bytes(id.name), $0, flags: never) } }
+        for header in response.headers { add(header.name.utf8, header.value.utf8) }
+        if !response.body.isEmpty { add(bytes("content-length"), String(response.body.count).utf8) }
         let ranges = headerRanges
         let status: Int32 = headerBytes.withUnsafeMutableBufferPointer { buffer in
             let base = buffer.baseAddress!

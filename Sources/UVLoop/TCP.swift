@@ -113,10 +113,7 @@ public final class TCPListener: TCPHandle {
                 }
                 try check(uv_tcp_bind(handle, address.assumingMemoryBound(to: sockaddr.self), 0), "uv_tcp_bind")
             }
-            try check(
-                uv_listen(CLibUV_tcp_as_stream(handle), backlog) { server, status in
-                    TCPListener.connection(server, status)
-                }, "uv_listen")
+            try listen(backlog)
         } catch {
             close()
             throw error
@@ -131,14 +128,18 @@ public final class TCPListener: TCPHandle {
         super.init(loop: loop)
         do {
             try check(uv_tcp_open(handle, uv_os_sock_t(fd)), "uv_tcp_open")
-            try check(
-                uv_listen(CLibUV_tcp_as_stream(handle), backlog) { server, status in
-                    TCPListener.connection(server, status)
-                }, "uv_listen")
+            try listen(backlog)
         } catch {
             close()
             throw error
         }
+    }
+
+    private func listen(_ backlog: Int32) throws(UVError) {
+        try check(
+            uv_listen(CLibUV_tcp_as_stream(handle), backlog) { server, status in
+                TCPListener.connection(server, status)
+            }, "uv_listen")
     }
 
     override func didClose() { callback = nil }

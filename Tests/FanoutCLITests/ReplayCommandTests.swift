@@ -17,8 +17,13 @@ enum CLI {
     }
 
     static func run(_ arguments: [String]) throws -> Result {
+        try launch(binary, arguments)
+    }
+
+    /// Runs `executable` to its end, with its output and errors collected.
+    static func launch(_ executable: URL, _ arguments: [String]) throws -> Result {
         let process = Process()
-        process.executableURL = binary
+        process.executableURL = executable
         process.arguments = arguments
         let out = Pipe()
         let err = Pipe()

@@ -73,21 +73,9 @@ struct CLIFailure: Error, CustomStringConvertible {
 
 /// A program found on PATH (curl, h2load, python3, openssl).
 enum Tool {
-    static func run(_ name: String, _ arguments: [String], input: Data? = nil) throws -> CLI.Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [name] + arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return CLI.Result(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self))
+    /// A tool found on PATH (curl, h2load, openssl, python3), run to its end.
+    static func run(_ name: String, _ arguments: [String]) throws -> CLI.Result {
+        try CLI.launch(URL(fileURLWithPath: "/usr/bin/env"), [name] + arguments)
     }
 
     static var script: String { Bundle.module.url(forResource: "Resources/serve_client", withExtension: "py")!.path }
