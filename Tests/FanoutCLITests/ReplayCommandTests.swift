@@ -30,8 +30,17 @@ enum CLI {
         process.standardOutput = out
         process.standardError = err
         try process.run()
+        // Both pipes drained at once: a child that fills one while the test waits on the other would hang.
+        final class Box: @unchecked Sendable { var data = Data() }
+        let errors = Box()
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            errors.data = err.fileHandleForReading.readDataToEndOfFile()
+            done.signal()
+        }.start()
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        done.wait()
+        let stderr = errors.data
         process.waitUntilExit()
         return Result(
             status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),

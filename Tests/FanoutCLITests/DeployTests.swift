@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+
+/// `deploy/Dockerfile` cannot be built here (no Docker engine), so its package lists are checked against what
+/// the project itself needs: every system library of Package.swift is installed by `make deps` and by the
+/// image's build stage, and every shared library the built `fanout` links from the system comes from a package
+/// the image's runtime stage installs (or that Debian's slim base image has).
+@Suite("deploy/Dockerfile covers what fanout needs")
+struct DeployTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    static func text(_ path: String) throws -> String {
+        try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
+    }
+
+    /// The packages an `apt-get install` line of one Dockerfile stage names (`stage` 0: build, 1: runtime).
+    static func dockerPackages(stage: Int) throws -> Set<String> {
+        // What precedes the first FROM is comments.
+        let stages = Array(try text("deploy/Dockerfile").components(separatedBy: "\nFROM ").dropFirst())
+        #expect(stages.count == 2, "the Dockerfile has a build and a runtime stage")
+        guard stage < stages.count else { return [] }
+        // Continuation lines joined, then the words after `install` up to the next `&&`.
+        let joined = stages[stage].replacingOccurrences(of: "\\\n", with: " ")
+        var packages: Set<String> = []
+        for line in joined.split(separator: "\n") where line.contains("apt-get install") {
+            let tail = line.components(separatedBy: "apt-get install").last!.components(separatedBy: "&&")[0]
+            for word in tail.split(separator: " ") where !word.hasPrefix("-") { packages.insert(String(word)) }
+        }
+        return packages
+    }
+
+    /// The apt providers of Package.swift's system libraries: `.apt(["libuv1-dev"])`.
+    static func packageSwiftProviders() throws -> Set<String> {
+        let source = try text("Package.swift")
+        let regex = try NSRegularExpression(pattern: #"\.apt\(\["([^"]+)"\]\)"#)
+        let range = NSRange(source.startIndex..., in: source)
+        return Set(regex.matches(in: source, range: range).map { String(source[Range($0.range(at: 1), in: source)!]) })
+    }
+
+    /// The library (-dev) packages `make deps` installs when missing.
+    static func makeDepsLibraries() throws -> Set<String> {
+        let makefile = try text("Makefile")
+        let regex = try NSRegularExpression(pattern: #"missing="\$\$missing ([a-z0-9.+-]+-dev)""#)
+        let range = NSRange(makefile.startIndex..., in: makefile)
+        return Set(regex.matches(in: makefile, range: range).map {
+            String(makefile[Range($0.range(at: 1), in: makefile)!])
+        })
+    }
+
+    @Test("make deps and the image's build stage install every system library Package.swift declares")
+    func buildStage() throws {
+        let declared = try DeployTests.packageSwiftProviders()
+        #expect(declared.isSuperset(of: ["libuv1-dev", "zlib1g-dev", "libnghttp2-dev", "libssl-dev"]))
+        let deps = try DeployTests.makeDepsLibraries()
+        let build = try DeployTests.dockerPackages(stage: 0)
+        #expect(declared.subtracting(deps).isEmpty, "make deps misses \(declared.subtracting(deps))")
+        #expect(deps.subtracting(build).isEmpty, "the Dockerfile's build stage misses \(deps.subtracting(build))")
+    }
+
+    @Test("the image's runtime stage installs the package of every system library the binary links")
+    func runtimeStage() throws {
+        let ldd = try CLI.launch(URL(fileURLWithPath: "/usr/bin/ldd"), [CLI.binary.path])
+        try #require(ldd.status == 0, "ldd: \(ldd.stderr)")
+        // Paths under /lib or /usr/lib (the toolchain's own libraries, in a debug build, are not Debian's).
+        let paths = ldd.stdout.split(separator: "\n").compactMap { line -> String? in
+            guard let arrow = line.range(of: "=> ") else { return nil }
+            let path = line[arrow.upperBound...].split(separator: " ").first.map(String.init) ?? ""
+            return path.hasPrefix("/lib/") || path.hasPrefix("/usr/lib/") ? path : nil
+        }
+        #expect(paths.contains { $0.contains("libnghttp2") } && paths.contains { $0.contains("libuv") })
+        // What debian:bookworm-slim has without an install (apt and dpkg depend on them).
+        let base: Set<String> = ["libc6", "libgcc-s1", "libstdc++6", "zlib1g"]
+        let runtime = try DeployTests.dockerPackages(stage: 1)
+        for path in paths {
+            let owner = try CLI.launch(URL(fileURLWithPath: "/usr/bin/dpkg"), ["-S", path])
+            // dpkg names the package as `name:arch: path`; a path only reached through a symlink is retried
+            // by its real path.
+            var line = owner.stdout
+            if owner.status != 0 {
+                let real = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+                line = try CLI.launch(URL(fileURLWithPath: "/usr/bin/dpkg"), ["-S", real]).stdout
+            }
+            let package = String(line.split(separator: ":").first ?? "")
+            try #require(!package.isEmpty, "no Debian package owns \(path)")
+            #expect(base.contains(package) || runtime.contains(package),
+                "\(path) comes from \(package), which the runtime stage does not install")
+        }
+    }
+}
