@@ -150,6 +150,14 @@ scale-million: build
 serve-bench: build
 	python3 scripts/serve-bench.py --binary $(BIN)
 
+## Hostile clients against fanout serve default on 2 loops, all at once (scripts/serve-attack.py): resets with
+## pipelined requests, non-reading clients, 10,000 connections, 60 s of channel churn, future and extreme iat,
+## 5,000 stalled streams, and a valid push every 200 ms. Fails if the server dies, its peak RSS passes 512 MiB,
+## a probe is not answered 200 within 100 ms, or SIGTERM does not write the run folder within drain + 1 s.
+.PHONY: serve-attack
+serve-attack: build
+	python3 scripts/serve-attack.py --binary $(BIN) --out reports/benchmarks/serve-attack-$(BENCH_DATE).md
+
 clean:
 	rm -rf .build $(RUN_DIR) Benchmarks/.build
 
