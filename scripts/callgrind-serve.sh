@@ -5,11 +5,22 @@
 # own code and the top functions. Then the same requests against nghttpd (nghttp2's C server answering an empty
 # file), for the instruction count of the C reference on this machine. Release build first (make build).
 #
+# Everything printed is also written to reports/benchmarks/callgrind-serve-<date>.txt with the commit, the
+# command and how many of the requests the devices applied (the rest: the same timestamp again, ignored as
+# stale), so the README's figure has a committed output.
+#
 #   scripts/callgrind-serve.sh [REQUESTS]   # default 20000
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-20000}
 work=$(mktemp -d)
+out=${CALLGRIND_SERVE_OUT:-reports/benchmarks/callgrind-serve-$(date +%Y-%m-%d).txt}
+mkdir -p "$(dirname "$out")"
+exec > >(tee "$out") 2>&1
+rev=$(git rev-parse --short=12 HEAD)
+[ -z "$(git status --porcelain --untracked-files=no)" ] || rev="$rev (uncommitted changes)"
+echo "# scripts/callgrind-serve.sh $n at commit $rev, $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "# fanout serve smoke --workers 1 --h2c; h2load -n $n -c 4 -m 64 -t 1, one 200-byte liveactivity update body"
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/cg.out" \
     .build/release/fanout serve smoke --workers 1 --h2c --listen 127.0.0.1:0 --out "$work/run" 2> "$work/err" &
 for _ in $(seq 1 300); do grep -q "listening on" "$work/err" 2>/dev/null && break; sleep 0.2; done
@@ -29,6 +40,13 @@ callgrind_control -i off > /dev/null
 pid=$(pgrep -f "callgrind.*fanout serve smoke --workers 1" | head -1)
 kill -INT "$pid"
 while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+python3 - "$work/run/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+o = s["accounting"]["outcomes"]
+print(f"fanout serve answered {s['requests']['total']} requests ({s['requests']['byStatus']}); the devices applied "
+      f"{o['applied']}, ignored {o['ignoredStaleTimestamp']} as stale (same timestamp again)")
+PY
 total=$(callgrind_annotate "$work/cg.out" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
 nghttp2=$(callgrind_annotate "$work/cg.out" | awk '/libnghttp2/ {gsub(",", "", $1); s += $1} END {print s}')
 echo "instructions per request: $((total / n)) (libnghttp2's own code: $((nghttp2 / n)))"

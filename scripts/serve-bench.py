@@ -84,17 +84,21 @@ def main():
     with open(body, "w") as f:
         f.write(payload)
 
-    results = {"fanout h2c": [], "nghttpd h2c": [], "fanout TLS": [], "nghttpd TLS": []}
+    # (transport, event loops): one loop each, h2c and TLS (the gate), then one loop per core on both sides.
+    cores = os.cpu_count() or 1
+    configs = [("h2c", 1), ("TLS", 1)] + ([("h2c", cores)] if cores > 1 else [])
+    results = {}
     served = {}
-    for transport in ["h2c", "TLS"]:
+    for transport, loops in configs:
         tls = transport == "TLS"
         scheme = "https" if tls else "http"
-        folder = f"{work}/run-{transport}"
-        err = f"{work}/serve-{transport}.err"
+        label = f"{transport} ×{loops}"
+        folder = f"{work}/run-{transport}-{loops}"
+        err = f"{work}/serve-{transport}-{loops}.err"
         flags = ["--tls-cert", cert, "--tls-key", key] if tls else ["--h2c"]
         with open(err, "w") as e:
-            fanout = subprocess.Popen([args.binary, "serve", "default", "--workers", "1", "--listen", "127.0.0.1:0", "--out", folder]
-                                      + flags, stderr=e, stdout=subprocess.DEVNULL)
+            fanout = subprocess.Popen([args.binary, "serve", "default", "--workers", str(loops), "--listen",
+                                       "127.0.0.1:0", "--out", folder] + flags, stderr=e, stdout=subprocess.DEVNULL)
         port = wait_for_port(err, fanout)
         with open(f"{folder}/population.jsonl") as f:
             tokens = [json.loads(line)["token"] for line in f
@@ -104,15 +108,16 @@ def main():
             for t in tokens:
                 f.write(f"{scheme}://127.0.0.1:{port}/3/device/{t}\n")
         nport = port + 1 if port < 65000 else port - 1
-        ncommand = ["nghttpd", "-d", root, str(nport)] + ([key, cert] if tls else ["--no-tls"])
+        ncommand = ["nghttpd", "-n", str(loops), "-d", root, str(nport)] + ([key, cert] if tls else ["--no-tls"])
         nghttpd = subprocess.Popen(ncommand, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
         nghttpd_uris = f"{work}/nghttpd-{transport}.txt"
         with open(nghttpd_uris, "w") as f:
             for _ in tokens[:1000]:
                 f.write(f"{scheme}://127.0.0.1:{nport}/ok\n")
+        results[f"fanout {label}"], results[f"nghttpd {label}"] = [], []
         for _ in range(args.rounds):
-            for name, uris in [(f"fanout {transport}", fanout_uris), (f"nghttpd {transport}", nghttpd_uris)]:
+            for name, uris in [(f"fanout {label}", fanout_uris), (f"nghttpd {label}", nghttpd_uris)]:
                 r = h2load(uris, body, args.connections, args.streams, args.requests, tls, f"{work}/h2load.log")
                 if r["succeeded"] + r["4xx"] != args.requests or r["errored"]:
                     sys.exit(f"{name}: not every request was answered: {r}")
@@ -123,7 +128,7 @@ def main():
         if fanout.wait(timeout=60) != 0:
             sys.exit(f"fanout serve exited {fanout.returncode}")
         with open(f"{folder}/summary.json") as f:
-            served[transport] = json.load(f)
+            served[label] = json.load(f)
 
     revision = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
@@ -133,33 +138,42 @@ def main():
              f"({args.rounds} rounds, alternating; {os.cpu_count()} cores; load "
              f"{open('/proc/loadavg').read().split()[0]} at the end).", "",
              f"Each round: `h2load -n {args.requests} -c {args.connections} -m {args.streams} -t 1` POSTing a "
-             f"{len(payload)}-byte Live Activity update with APNs headers. fanout serve: the `default` scenario "
-             f"({len(tokens)} `com.example.scores` tokens in turn), every request checked, routed and applied. "
-             "nghttpd (nghttp2's C server, one thread): 200 with an empty file.", "",
-             "| server | transport | median req/s | rounds (req/s) | response p50 / p99 (µs, median round) | fanout / nghttpd |",
+             f"{len(payload)}-byte Live Activity update with APNs headers (one body, so one `aps.timestamp`). fanout "
+             f"serve: the `default` scenario ({len(tokens)} `com.example.scores` tokens in turn); every request is "
+             "checked, routed and judged by its activity: the first push to each activity is applied, every later "
+             "one carries the same timestamp and is ignored as stale, as a device ignores it (the applied share is in "
+             "the second table). nghttpd (nghttp2's C server): 200 with an empty file. ×N: event loops (fanout "
+             "`--workers N`) and threads (nghttpd `-n N`); the gate is on ×1.", "",
+             "| server | transport × loops | median req/s | rounds (req/s) | response p50 / p99 (µs, median round) | fanout / nghttpd |",
              "|---|---|---:|---|---:|---:|"]
     failed = False
-    for transport in ["h2c", "TLS"]:
-        f = statistics.median(r["rate"] for r in results[f"fanout {transport}"])
-        n = statistics.median(r["rate"] for r in results[f"nghttpd {transport}"])
+    for transport, loops in configs:
+        label = f"{transport} ×{loops}"
+        f = statistics.median(r["rate"] for r in results[f"fanout {label}"])
+        n = statistics.median(r["rate"] for r in results[f"nghttpd {label}"])
         ratio = f / n
-        failed = failed or ratio < args.min_ratio
+        failed = failed or (loops == 1 and ratio < args.min_ratio)
         for name, median in [("fanout serve", f), ("nghttpd", n)]:
-            key = f"{'fanout' if name == 'fanout serve' else 'nghttpd'} {transport}"
+            key = f"{'fanout' if name == 'fanout serve' else 'nghttpd'} {label}"
             rounds = ", ".join(f"{r['rate']:,.0f}" for r in results[key])
             middle = sorted(results[key], key=lambda r: r["rate"])[len(results[key]) // 2]
-            lines.append(f"| {name} | {transport} | {median:,.0f} | {rounds} | {middle['p50']:,} / {middle['p99']:,} | "
+            lines.append(f"| {name} | {label} | {median:,.0f} | {rounds} | {middle['p50']:,} / {middle['p99']:,} | "
                          f"{f'{ratio:.2f}' if name == 'fanout serve' else ''} |")
     lines += ["", "What fanout serve measured itself in those runs (all rounds of one transport together):", "",
-              "| transport | requests | 200 | deliveries | applied | service p50 / p99 (µs) | delivery p99 (µs) |",
-              "|---|---:|---:|---:|---:|---:|---:|"]
+              "| transport × loops | requests | 200 | deliveries | applied (share) | ignored as stale | "
+              "service p50 / p99 (µs) | delivery p99 (µs) |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for transport, s in served.items():
         lat = s["latency"]
+        outcomes = s["accounting"]["outcomes"]
+        applied, total = outcomes["applied"], s["requests"]["total"]
+        stale = sum(v for k, v in outcomes.items() if "stale" in k.lower())
         lines.append(f"| {transport} | {s['requests']['total']:,} | {s['requests']['byStatus'].get('200', 0):,} | "
-                     f"{s['accounting']['deliveries']:,} | {s['accounting']['outcomes']['applied']:,} | "
+                     f"{s['accounting']['deliveries']:,} | {applied:,} ({applied / max(1, total):.1%}) | "
+                     f"{stale:,} | "
                      f"{lat['service']['p50Nanos'] / 1000:.1f} / {lat['service']['p99Nanos'] / 1000:.1f} | "
                      f"{lat['delivery']['p99Nanos'] / 1000:.1f} |")
-    lines += ["", f"Gate: fanout serve at least {args.min_ratio:.0%} of nghttpd's rate on each transport: "
+    lines += ["", f"Gate: fanout serve at least {args.min_ratio:.0%} of nghttpd's rate on each transport, one loop: "
               + ("**failed**." if failed else "passed.")]
     text = "\n".join(lines) + "\n"
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
