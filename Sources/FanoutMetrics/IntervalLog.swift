@@ -49,7 +49,8 @@ public struct IntervalLog {
                 "source \(source) handed over interval \(index), expected \(next[source]) or later (indices rise)")
         }
         guard startNanos <= endNanos else {
-            throw MetricsError("source \(source)'s interval \(index) ends (\(endNanos) ns) before it starts (\(startNanos) ns)")
+            throw MetricsError(
+                "source \(source)'s interval \(index) ends (\(endNanos) ns) before it starts (\(startNanos) ns)")
         }
         guard histograms.metricCount == metricCount else {
             throw MetricsError(

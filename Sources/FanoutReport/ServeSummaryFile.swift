@@ -86,7 +86,8 @@ extension Comparison {
         var notes = ["fanout serve runs: counts depend on the requests the client sent; shown, not judged"]
         if baseline.scenario != current.scenario || baseline.seed != current.seed {
             notes.append(
-                "populations differ (\(baseline.scenario) seed \(baseline.seed), \(current.scenario) seed \(current.seed))")
+                "populations differ (\(baseline.scenario) seed \(baseline.seed), "
+                    + "\(current.scenario) seed \(current.seed))")
         }
         if baseline.workers != current.workers {
             notes.append("event loops differ (\(baseline.workers), \(current.workers))")

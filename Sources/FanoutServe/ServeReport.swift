@@ -151,7 +151,8 @@ public enum ServeReport {
     }
 
     static func summaryJSON(
-        _ info: Info, _ s: ServeStats, _ latency: LatencyRecorder, _ a: Accounting, _ c: ConnectionStats, _ bytes: (read: Int, written: Int),
+        _ info: Info, _ s: ServeStats, _ latency: LatencyRecorder, _ a: Accounting, _ c: ConnectionStats,
+        _ bytes: (read: Int, written: Int),
         _ elapsed: Double
     ) -> String {
         var latencyObject: [String: Any] = [:]
@@ -191,7 +192,8 @@ public enum ServeReport {
     static func micros(_ nanos: UInt64) -> String { String(format: "%.1f", Double(nanos) / 1000) }
 
     static func summaryMarkdown(
-        _ info: Info, _ s: ServeStats, _ latency: LatencyRecorder, _ a: Accounting, _ c: ConnectionStats, _ bytes: (read: Int, written: Int),
+        _ info: Info, _ s: ServeStats, _ latency: LatencyRecorder, _ a: Accounting, _ c: ConnectionStats,
+        _ bytes: (read: Int, written: Int),
         _ elapsed: Double
     ) -> String {
         var md = "# fanout serve — \(info.scenario)\n\n"

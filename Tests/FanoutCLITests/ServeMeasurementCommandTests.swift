@@ -48,7 +48,8 @@ struct ServeMeasurementCommandTests {
         for run in [a, b] {
             let summary = try run.summary()
             let latency = summary["latency"] as! [String: [String: Any]]
-            let read = try Tool.run("python3", ["-c", Self.hdrhScript, run.folder.appendingPathComponent("latency.hlog").path])
+            let log = run.folder.appendingPathComponent("latency.hlog").path
+            let read = try Tool.run("python3", ["-c", Self.hdrhScript, log])
             #expect(read.status == 0, "\(read.stderr)")
             let parsed = try JSONSerialization.jsonObject(with: Data(read.stdout.utf8)) as! [String: Any]
             let counts = parsed["counts"] as! [String: Int]
@@ -62,7 +63,8 @@ struct ServeMeasurementCommandTests {
             let longest = parsed["longest"] as! Double
             #expect(longest > 0 && longest < 1.5, "\(longest)")
             if run === a {
-                // StartTime when serving began: after the population of 10,000 devices was built (about a second in a debug build).
+                // StartTime when serving began: after the population of 10,000 devices was built (about a second
+                // in a debug build).
                 let built = try #require(
                     a.stderr.range(of: #"built in [0-9.]+ s"#, options: .regularExpression).map {
                         Double(a.stderr[$0].split(separator: " ")[2])!

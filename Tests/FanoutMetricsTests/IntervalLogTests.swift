@@ -106,7 +106,8 @@ struct IntervalLogTests {
         #expect(try spool.readAllLogged().map(\.metricIndex) == [200])
         #expect(throws: MetricsError.self) {
             try spool.append(
-                LoggedInterval(index: 0, metricIndex: 256, startNanos: 0, lengthNanos: 0, bytes: [], summary: good.summary))
+                LoggedInterval(
+                    index: 0, metricIndex: 256, startNanos: 0, lengthNanos: 0, bytes: [], summary: good.summary))
         }
     }
 }

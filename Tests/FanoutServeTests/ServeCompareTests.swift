@@ -16,7 +16,9 @@ struct ServeCompareTests {
         for v: UInt64 in [3_000, 4_000, 5_000, 9_000, 120_000] {
             latency.record(metricIndex: ServeMetric.service.rawValue, nanos: v * scale)
         }
-        for v: UInt64 in [20_000, 30_000, 40_000] { latency.record(metricIndex: ServeMetric.delivery.rawValue, nanos: v) }
+        for v: UInt64 in [20_000, 30_000, 40_000] {
+            latency.record(metricIndex: ServeMetric.delivery.rawValue, nanos: v)
+        }
         info.workers = 1
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-cmp-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -15,7 +15,10 @@ struct ServeReportTests {
         info.workers = 2
         info.startedAtSeconds = 1_795_946_400.25
         var s = ServeStats()
-        for (status, reason) in [(200, nil), (200, nil), (200, nil), (410, APNsReason.unregistered), (400, .badDeviceToken)] {
+        let answers: [(Int, APNsReason?)] = [
+            (200, nil), (200, nil), (200, nil), (410, .unregistered), (400, .badDeviceToken),
+        ]
+        for (status, reason) in answers {
             s.answered(status, reason)
         }
         s.acceptedPushes = 3
@@ -23,7 +26,9 @@ struct ServeReportTests {
         for v: UInt64 in [3_000, 4_000, 5_000, 9_000, 120_000] {
             latency.record(metricIndex: ServeMetric.service.rawValue, nanos: v)
         }
-        for v: UInt64 in [20_000, 30_000, 40_000] { latency.record(metricIndex: ServeMetric.delivery.rawValue, nanos: v) }
+        for v: UInt64 in [20_000, 30_000, 40_000] {
+            latency.record(metricIndex: ServeMetric.delivery.rawValue, nanos: v)
+        }
         latency.record(metricIndex: ServeMetric.validate.rawValue, nanos: 1_500)
         latency.record(metricIndex: ServeMetric.route.rawValue, nanos: 300)
         s.note(.rotatedToken, "token 0123456789abcdef… apns-id 5e8a0b3c-0000-4000-8000-000000000001")
@@ -67,13 +72,15 @@ struct ServeReportTests {
             return r
         }
         let s: UInt64 = 1_000_000_000
-        m.add(source: 0, startNanos: 5 * s, endNanos: 6 * s, interval([(.service, 3_000), (.delivery, 20_000)]), last: false)
-        m.add(source: 1, startNanos: 5 * s + 2_000_000, endNanos: 6 * s + 3_000_000, interval([(.service, 4_000)]), last: false)
+        let ms: UInt64 = 1_000_000
+        let first = interval([(.service, 3_000), (.delivery, 20_000)])
+        m.add(source: 0, startNanos: 5 * s, endNanos: 6 * s, first, last: false)
+        m.add(source: 1, startNanos: 5 * s + 2 * ms, endNanos: 6 * s + 3 * ms, interval([(.service, 4_000)]), last: false)
         m.add(source: 0, startNanos: 6 * s, endNanos: 7 * s, interval([]), last: false)
-        m.add(source: 0, startNanos: 7 * s, endNanos: 7 * s + 400_000_000, interval([(.service, 9_000)]), last: true)
-        m.add(source: 1, startNanos: 6 * s + 3_000_000, endNanos: 7 * s + 1_000_000, interval([(.service, 5_000)]), last: false)
+        m.add(source: 0, startNanos: 7 * s, endNanos: 7 * s + 400 * ms, interval([(.service, 9_000)]), last: true)
+        m.add(source: 1, startNanos: 6 * s + 3 * ms, endNanos: 7 * s + ms, interval([(.service, 5_000)]), last: false)
         m.add(
-            source: 1, startNanos: 7 * s + 1_000_000, endNanos: 7 * s + 450_000_000,
+            source: 1, startNanos: 7 * s + ms, endNanos: 7 * s + 450 * ms,
             interval([(.service, 120_000), (.fanout, 70_000)]), last: true)
         return try m.finish()
     }
