@@ -6,7 +6,8 @@ import FanoutTrace
 import Foundation
 
 /// The run folder of `fanout serve`: summary.json and summary.md (answers, device-side accounting with its
-/// identities, latency percentiles, connections, findings with examples), one `.hgrm` per latency metric,
+/// identities, latency percentiles, connections, findings with examples), latency.hlog (the loops' intervals
+/// merged, each sample once; the totals are their sum), one `.hgrm` per latency metric,
 /// population.jsonl (written at start) and state.jsonl (what a user would see at the end, in the trace
 /// state-dump format). Every file is renamed into place; summary.json last.
 public enum ServeReport {
@@ -19,7 +20,7 @@ public enum ServeReport {
         public var startedAt: String
         public var gitRevision: String
         public var workers = 1
-        /// UNIX seconds of the start (the histogram log's StartTime).
+        /// UNIX seconds when serving began, after the population was built (the histogram log's StartTime).
         public var startedAtSeconds = 0.0
         public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
                     startedAt: String, gitRevision: String) {
