@@ -179,6 +179,8 @@ public enum ServeReport {
             ],
             "accounting": accountingJSON(a),
             "latency": latencyObject,
+            // Samples above one hour, recorded as one hour (counted, never dropped).
+            "measurement": ["clampedSamples": latency.clamped],
             "connections": [
                 "accepted": c.accepted, "closed": c.closed, "peakOpen": c.peakOpen, "tls": c.tlsConnections,
                 "bytesIn": bytes.read, "bytesOut": bytes.written, "streamsReset": c.streamsReset,

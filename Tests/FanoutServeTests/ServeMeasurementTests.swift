@@ -57,6 +57,7 @@ struct ServeMeasurementTests {
                 APNsServiceTests.payload(APNsServiceTests.now + Int64(k)))
             #expect(answer.status == 200)
             service.recordService(UInt64(1_000 + k))  // what the server records as it submits the answer
+            if k == 0 { service.recordService(2 * LatencyRecorder.highestTrackableNanos) }  // over an hour
             if k % 10 == 9 { service.closeInterval() }
         }
         service.closeInterval(last: true)
@@ -77,7 +78,9 @@ struct ServeMeasurementTests {
             let expected = latency[m.name]!["count"] as! Int
             #expect(counts[m.name, default: 0] == expected, "\(m.name)")
         }
-        #expect(counts["service"] == n && counts["delivery"] == n && counts["validate"] == n)
+        #expect(counts["service"] == n + 1 && counts["delivery"] == n && counts["validate"] == n)
+        // The sample above one hour is in the log (as one hour) and counted as clamped.
+        #expect((summary["measurement"] as? [String: Any])?["clampedSamples"] as? Int == 1)
     }
 
     @Test("the loops' intervals merged: two services, one log, each sample once")

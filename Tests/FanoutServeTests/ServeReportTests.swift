@@ -116,6 +116,7 @@ struct ServeReportTests {
         let latency = json["latency"] as! [String: [String: Any]]
         #expect(latency["service"]?["count"] as? Int == 5 && latency["service"]?["maxNanos"] as? Int == 120_063)
         #expect(latency["service"]?["p9999Nanos"] as? Int == 120_063)
+        #expect((json["measurement"] as? [String: Any])?["clampedSamples"] as? Int == 0)
         #expect(json["workers"] as? Int == 2)
     }
 }
