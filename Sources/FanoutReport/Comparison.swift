@@ -89,7 +89,8 @@ public struct Comparison: Sendable {
             } else {
                 throw ComparisonError(
                     "\(context): unknown metric \"\(metricName)\" (known: *, "
-                        + (Metric.allCases.map(\.name) + ServeSummaryFile.metricNames).joined(separator: ", ") + ")")
+                        + Metric.allCases.map(\.name).joined(separator: ", ") + "; fanout serve: "
+                        + ServeSummaryFile.metricNames.joined(separator: ", ") + ")")
             }
         }
 
