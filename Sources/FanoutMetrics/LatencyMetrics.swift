@@ -49,7 +49,8 @@ public enum Metric: Int, CaseIterable, Sendable, Codable {
 
 /// One histogram per metric: a run's totals, a merged interval, a shard's sum. Not the hot path
 /// (workers record into `IntervalRecorder`); values above one hour are recorded as one hour and
-/// counted in `clamped`.
+/// counted in `clamped`. `fanout run`'s metrics are `Metric`s; another set (`fanout serve`'s) is
+/// addressed by index.
 public struct LatencyRecorder: Sendable, Equatable {
     /// Largest value tracked: one hour in nanoseconds; larger values are clamped (and counted).
     public static let highestTrackableNanos: UInt64 = HdrLayout.highestTrackableValue
@@ -62,6 +63,16 @@ public struct LatencyRecorder: Sendable, Equatable {
         histograms = Array(repeating: LatencyHistogram(), count: Metric.allCases.count)
     }
 
+    /// Histograms of `metricCount` metrics, addressed by index.
+    public init(metricCount: Int) {
+        histograms = Array(repeating: LatencyHistogram(), count: metricCount)
+    }
+
+    public var metricCount: Int { histograms.count }
+
+    /// True when no metric holds a value.
+    public var isEmpty: Bool { histograms.allSatisfy(\.isEmpty) }
+
     public static func makeHistogram() -> LatencyHistogram { LatencyHistogram() }
 
     public mutating func record(_ metric: Metric, nanos: UInt64, count: UInt64 = 1) {
@@ -71,6 +82,24 @@ public struct LatencyRecorder: Sendable, Equatable {
     }
 
     public subscript(_ metric: Metric) -> LatencyHistogram { histograms[metric.rawValue] }
+
+    public subscript(metricIndex m: Int) -> LatencyHistogram { histograms[m] }
+
+    /// Records `count` values of the metric at index `m`.
+    public mutating func record(metricIndex m: Int, nanos: UInt64, count: UInt64 = 1) {
+        guard count > 0 else { return }
+        if nanos > LatencyRecorder.highestTrackableNanos { clamped &+= count }
+        histograms[m].record(nanos, count: count)
+    }
+
+    /// Adds another recorder's histograms (counts added, never percentiles averaged); both must
+    /// hold the same metrics (a `MetricsError` otherwise).
+    public mutating func adding(_ other: LatencyRecorder) throws(MetricsError) {
+        guard other.histograms.count == histograms.count else {
+            throw MetricsError("cannot add \(other.histograms.count) metrics' histograms to \(histograms.count)")
+        }
+        add(other)
+    }
 
     /// Adds another recorder's histograms (counts added, never percentiles averaged).
     public mutating func add(_ other: LatencyRecorder) {
@@ -83,7 +112,9 @@ public struct LatencyRecorder: Sendable, Equatable {
         histograms[metric.rawValue].add(histogram)
     }
 
-    public mutating func reset() { self = LatencyRecorder() }
+    public mutating func add(metricIndex m: Int, _ histogram: LatencyHistogram) { histograms[m].add(histogram) }
+
+    public mutating func reset() { self = LatencyRecorder(metricCount: histograms.count) }
 }
 
 /// Percentile summary of one histogram, as written to `summary.json`.

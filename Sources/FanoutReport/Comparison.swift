@@ -40,16 +40,23 @@ public struct Comparison: Sendable {
 
     /// A relative band: a rise above `percent` is a regression, a fall below −`percent` an improvement.
     public struct Threshold: Sendable, Equatable {
-        /// nil: every metric.
-        public var metric: Metric?
+        /// The metric's name (`fanout run`'s `Metric.name` or one of `fanout serve`'s); nil: every metric.
+        public var metricName: String?
         public var percentile: Percentile
         public var percent: Double
 
         public init(metric: Metric?, percentile: Percentile, percent: Double) {
-            self.metric = metric
+            self.init(metricName: metric?.name, percentile: percentile, percent: percent)
+        }
+
+        public init(metricName: String?, percentile: Percentile, percent: Double) {
+            self.metricName = metricName
             self.percentile = percentile
             self.percent = percent
         }
+
+        /// The `fanout run` metric named (nil: every metric, or one of `fanout serve`'s).
+        public var metric: Metric? { Metric.allCases.first { $0.name == metricName } }
 
         /// Parses `METRIC.PERCENTILE=+N%` (METRIC `*` for every metric; `+` optional), or
         /// `METRIC.PERCENTILE=off` (shown, not judged).
@@ -71,12 +78,24 @@ public struct Comparison: Sendable {
                 }
                 percent = value
             }
-            let (metric, percentile) = try Comparison.metricAndPercentile(name, in: "threshold \"\(text)\"")
-            self.init(metric: metric, percentile: percentile, percent: percent)
+            let context = "threshold \"\(text)\""
+            let (metricName, percentile) = try Comparison.splitPercentile(name, in: context)
+            if metricName == "*" {
+                self.init(metricName: nil, percentile: percentile, percent: percent)
+            } else if let m = Metric.allCases.first(where: { $0.name == metricName || $0.fileName == metricName }) {
+                self.init(metricName: m.name, percentile: percentile, percent: percent)
+            } else if ServeSummaryFile.metricNames.contains(metricName) {
+                self.init(metricName: metricName, percentile: percentile, percent: percent)
+            } else {
+                throw ComparisonError(
+                    "\(context): unknown metric \"\(metricName)\" (known: *, "
+                        + Metric.allCases.map(\.name).joined(separator: ", ") + "; fanout serve: "
+                        + ServeSummaryFile.metricNames.joined(separator: ", ") + ")")
+            }
         }
 
         public var description: String {
-            "\(metric?.name ?? "*").\(percentile.rawValue)="
+            "\(metricName ?? "*").\(percentile.rawValue)="
                 + (percent.isFinite ? "+\(Comparison.number(percent))%" : "off")
         }
     }
@@ -89,6 +108,18 @@ public struct Comparison: Sendable {
     )
         throws(ComparisonError) -> (Metric?, Percentile)
     {
+        let (metricName, percentile) = try splitPercentile(name, in: context)
+        if metricName == "*" { return (nil, percentile) }
+        guard let m = Metric.allCases.first(where: { $0.name == metricName || $0.fileName == metricName }) else {
+            throw ComparisonError(
+                "\(context): unknown metric \"\(metricName)\" (known: *, "
+                    + Metric.allCases.map(\.name).joined(separator: ", ") + ")")
+        }
+        return (m, percentile)
+    }
+
+    /// `METRIC.PERCENTILE` split at the last dot that starts a known percentile.
+    static func splitPercentile(_ name: String, in context: String) throws(ComparisonError) -> (String, Percentile) {
         let spellings: [(String, Percentile)] = [
             ("p50", .p50), ("p90", .p90), ("p99", .p99), ("p99.9", .p999), ("p999", .p999),
             ("p99.99", .p9999), ("p9999", .p9999), ("max", .max),
@@ -101,13 +132,7 @@ public struct Comparison: Sendable {
                 "\(context): unknown percentile \"\(last)\" (known: "
                     + Percentile.allCases.map(\.rawValue).joined(separator: ", ") + ")")
         }
-        if metricName == "*" { return (nil, percentile) }
-        guard let m = Metric.allCases.first(where: { $0.name == metricName || $0.fileName == metricName }) else {
-            throw ComparisonError(
-                "\(context): unknown metric \"\(metricName)\" (known: *, "
-                    + Metric.allCases.map(\.name).joined(separator: ", ") + ")")
-        }
-        return (m, percentile)
+        return (metricName, percentile)
     }
 
     /// Used for every metric unless a `--threshold` names it: the tail gets more room than the
@@ -120,7 +145,9 @@ public struct Comparison: Sendable {
     ]
 
     public struct Row: Sendable {
-        public var metric: Metric
+        /// The metric's name; `metric` is `fanout run`'s metric of that name (nil for `fanout serve`'s).
+        public var metricName: String
+        public var metric: Metric? { Metric.allCases.first { $0.name == metricName } }
         public var percentile: Percentile
         public var baseline: UInt64
         public var current: UInt64
@@ -172,30 +199,8 @@ public struct Comparison: Sendable {
             ? "virtual time, same seed and configuration: counts must match exactly"
             : "counts shown, not judged: " + reasons.joined(separator: "; ")
         for metric in Metric.allCases {
-            let bl = baseline.latency[metric]
-            let cl = current.latency[metric]
-            guard (bl?.count ?? 0) > 0 || (cl?.count ?? 0) > 0 else { continue }
-            for p in Percentile.allCases {
-                let bv = bl.map(p.value) ?? 0
-                let cv = cl.map(p.value) ?? 0
-                let delta: Double? = bv == 0 ? (cv == 0 ? 0 : nil) : (Double(cv) - Double(bv)) / Double(bv) * 100
-                let found = Comparison.threshold(for: metric, p, in: thresholds)
-                let limit = found.flatMap { $0.isFinite ? $0 : nil }
-                var verdict = Verdict.info
-                if let limit {
-                    if (bl?.count ?? 0) == 0 || (cl?.count ?? 0) == 0 {
-                        verdict = (bl?.count ?? 0) == 0 ? .info : .regression
-                    } else if let delta {
-                        verdict = delta > limit ? .regression : delta < -limit ? .improvement : .ok
-                    } else {
-                        verdict = .regression
-                    }
-                }
-                rows.append(
-                    Row(
-                        metric: metric, percentile: p, baseline: bv, current: cv, deltaPercent: delta,
-                        threshold: limit, verdict: verdict))
-            }
+            rows += Comparison.rows(
+                metric.name, baseline.latency[metric], current.latency[metric], thresholds: thresholds)
         }
         func count(_ name: String, _ bv: Int, _ cv: Int) {
             counts.append(
@@ -228,10 +233,40 @@ public struct Comparison: Sendable {
         }
     }
 
+    /// One metric's rows, every percentile judged against its threshold (none when neither run has a value).
+    static func rows(
+        _ name: String, _ bl: LatencySummary?, _ cl: LatencySummary?, thresholds: [Threshold]
+    ) -> [Row] {
+        guard (bl?.count ?? 0) > 0 || (cl?.count ?? 0) > 0 else { return [] }
+        var rows: [Row] = []
+        for p in Percentile.allCases {
+            let bv = bl.map(p.value) ?? 0
+            let cv = cl.map(p.value) ?? 0
+            let delta: Double? = bv == 0 ? (cv == 0 ? 0 : nil) : (Double(cv) - Double(bv)) / Double(bv) * 100
+            let found = Comparison.threshold(for: name, p, in: thresholds)
+            let limit = found.flatMap { $0.isFinite ? $0 : nil }
+            var verdict = Verdict.info
+            if let limit {
+                if (bl?.count ?? 0) == 0 || (cl?.count ?? 0) == 0 {
+                    verdict = (bl?.count ?? 0) == 0 ? .info : .regression
+                } else if let delta {
+                    verdict = delta > limit ? .regression : delta < -limit ? .improvement : .ok
+                } else {
+                    verdict = .regression
+                }
+            }
+            rows.append(
+                Row(
+                    metricName: name, percentile: p, baseline: bv, current: cv, deltaPercent: delta,
+                    threshold: limit, verdict: verdict))
+        }
+        return rows
+    }
+
     /// The most specific threshold: one naming the metric wins over `*`.
-    static func threshold(for metric: Metric, _ p: Percentile, in thresholds: [Threshold]) -> Double? {
-        if let t = thresholds.last(where: { $0.metric == metric && $0.percentile == p }) { return t.percent }
-        return thresholds.last(where: { $0.metric == nil && $0.percentile == p })?.percent
+    static func threshold(for metricName: String, _ p: Percentile, in thresholds: [Threshold]) -> Double? {
+        if let t = thresholds.last(where: { $0.metricName == metricName && $0.percentile == p }) { return t.percent }
+        return thresholds.last(where: { $0.metricName == nil && $0.percentile == p })?.percent
     }
 
     static func number(_ v: Double) -> String {
@@ -251,7 +286,7 @@ public struct Comparison: Sendable {
         var table: [[String]] = []
         for r in rows {
             table.append([
-                r.metric.name, r.percentile.rawValue, Units.duration(r.baseline), Units.duration(r.current),
+                r.metricName, r.percentile.rawValue, Units.duration(r.baseline), Units.duration(r.current),
                 Comparison.delta(r.deltaPercent), r.threshold.map { "±" + Comparison.number($0) + "%" } ?? "",
                 label(r.verdict),
             ])
@@ -325,7 +360,7 @@ public struct Comparison: Sendable {
         o.field("countsNote", string: countsNote)
         o.key("latency")
         let latencyItems = rows.map { r -> String in
-            let metric = JSONTextWriter.quote(r.metric.name)
+            let metric = JSONTextWriter.quote(r.metricName)
             let percentile = JSONTextWriter.quote(r.percentile.rawValue)
             let delta = JSONTextWriter.number(r.deltaPercent.map { ($0 * 100).rounded() / 100 })
             let threshold = JSONTextWriter.number(r.threshold)

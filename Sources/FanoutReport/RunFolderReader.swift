@@ -32,6 +32,15 @@ public struct SummaryFile: Sendable {
 
     /// Reads `path`: a `summary.json` or a run folder holding one.
     public static func read(_ path: String) throws(ReportReadError) -> SummaryFile {
+        let (file, object) = try load(path)
+        if (object as? [String: Any])?["kind"] as? String == "serve" {
+            throw ReportReadError(file: file, "a fanout serve run's summary (read it with AnySummaryFile)")
+        }
+        return try parse(Fields(file: file, path: "", value: object), file: file)
+    }
+
+    /// The file a path names (a summary.json or a folder holding one) and its JSON.
+    static func load(_ path: String) throws(ReportReadError) -> (file: String, object: Any) {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw ReportReadError(file: path, "no such file or folder")
@@ -47,8 +56,7 @@ public struct SummaryFile: Sendable {
             let detail = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String
             throw ReportReadError(file: file, "not valid JSON" + (detail.map { " (\($0))" } ?? ""))
         }
-        let root = Fields(file: file, path: "", value: object)
-        return try parse(root, file: file)
+        return (file, object)
     }
 
     static func parse(_ root: Fields, file: String) throws(ReportReadError) -> SummaryFile {

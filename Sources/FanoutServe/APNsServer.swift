@@ -140,7 +140,7 @@ public final class APNsServer: H2ServerDelegate {
         }
         loop.run()
         endNanos = EventLoop.hrtimeNanos
-        service.closeInterval(ticks)  // the last, partial second
+        service.closeInterval(last: true)  // the last, partial second
     }
 
     public var elapsedSeconds: Double {
@@ -230,11 +230,8 @@ public final class APNsServer: H2ServerDelegate {
         }
     }
 
-    private var ticks = 0
-
     private func tick() {
-        service.closeInterval(ticks)
-        ticks += 1
+        service.closeInterval()
         let now = EventLoop.hrtimeNanos
         for c in Array(connections.values) {
             let idle = Double(now &- c.lastActivityNanos) / 1e9

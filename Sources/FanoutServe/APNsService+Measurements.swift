@@ -3,32 +3,34 @@ import FanoutMetrics
 import FanoutSim
 import FanoutWire
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 
-/// Every sample recorded once, into the run's histograms and the current second's.
+/// Every sample recorded once, into this event loop's `IntervalRecorder`; the interval is taken each second
+/// and handed to the run's `ServeMeasurements`, where the loops' intervals are merged (the run's totals are
+/// their sum).
 extension APNsService {
-
-
     @inline(__always)
     func record(_ metric: ServeMetric, _ nanos: UInt64) {
-        stats[metric].record(nanos)
-        current[metric.rawValue].record(nanos)
+        recorder.record(metricIndex: metric.rawValue, nanos: nanos)
     }
 
-    /// Ends second `index` of the run: its histograms are kept encoded (a few hundred bytes each).
-    public func closeInterval(_ index: Int) {
-        let requests = stats.requests - currentRequests
-        currentRequests = stats.requests
-        intervals.append(
-            ServeInterval(
-                index: index, requests: requests,
-                encoded: current.map { $0.isEmpty ? [] : $0.encodedCompressed() }))
-        for k in current.indices where !current[k].isEmpty { current[k].reset() }
+    /// Ends this loop's current interval (each second, and once more at the end with `last`): its histograms
+    /// go to the run's log with their real start and end.
+    public func closeInterval(last: Bool = false) {
+        let now = clock()
+        let taken = recorder.takeInterval()
+        let service = taken[metricIndex: ServeMetric.service.rawValue]
+        lastServiceP99Nanos = service.isEmpty ? 0 : service.valueAtPercentile(99)
+        measurements.add(source: worker, startNanos: intervalStartNanos, endNanos: now, taken, last: last)
+        intervalStartNanos = now
     }
 
-    /// One request's service time: headers complete → response submitted.
+    /// Measures into `log` (the run's, shared by every loop) from now on; call before serving.
+    public func measure(into log: ServeMeasurements) {
+        measurements = log
+        intervalStartNanos = max(log.startNanos, intervalStartNanos)
+    }
+
+    /// One request's service time: request complete (END_STREAM received) → response submitted.
     public func recordService(_ nanos: UInt64) {
         record(.service, nanos)
     }
@@ -41,7 +43,7 @@ public enum ServeMetric: Int, CaseIterable, Sendable {
     /// What the metric measures (summary.md, the .hgrm headers).
     public var about: String {
         switch self {
-        case .service: "request headers complete → response submitted"
+        case .service: "request complete (END_STREAM received) → response submitted"
         case .delivery: "request arrival → applied on the device, per delivery"
         case .fanout: "broadcast arrival → its last subscriber applied"
         case .validate: "stage: headers and payload checked (accepted pushes)"
@@ -60,10 +62,88 @@ public enum ServeMetric: Int, CaseIterable, Sendable {
     }
 }
 
-/// One second of one worker: requests answered and each metric's histogram (compressed V2 encoding, empty
-/// when no value was recorded).
-public struct ServeInterval: Sendable {
-    public var index: Int
-    public var requests: Int
-    public var encoded: [[UInt8]]
+extension LatencyRecorder {
+    /// The histogram of one of `fanout serve`'s metrics.
+    public subscript(serve metric: ServeMetric) -> LatencyHistogram { self[metricIndex: metric.rawValue] }
+
+    /// Histograms of `fanout serve`'s metrics.
+    public static func serve() -> LatencyRecorder { LatencyRecorder(metricCount: ServeMetric.allCases.count) }
+}
+
+/// The run's measurements, shared by the event loops: each hands over its finished intervals (about once a
+/// second, under a lock held for the merge), which are merged across loops into one interval of the log once
+/// every loop has moved past it, then spooled to disk (`IntervalLog`). An interval's index is the second of
+/// the run it ends in, counted from `startNanos` (when serving began); its real start and end go to the log.
+/// A measurement that cannot be merged or stored is kept as the run's failure and thrown by `finish`.
+public final class ServeMeasurements: @unchecked Sendable {
+    // @unchecked: `log`, `next` and `failure` are touched only under `lock`.
+    /// When serving began (`EventLoop.hrtimeNanos`): the log's StartTime, interval times are counted from it.
+    public let startNanos: UInt64
+    public let loops: Int
+    private let lock = NSLock()
+    private var log: IntervalLog
+    private var next: [Int]
+    private var failure: MetricsError?
+
+    public init(loops: Int, startNanos: UInt64) {
+        self.loops = loops
+        self.startNanos = startNanos
+        log = IntervalLog(sources: loops, metricCount: ServeMetric.allCases.count)
+        next = Array(repeating: 0, count: loops)
+    }
+
+    /// Loop `source`'s interval from `startNanos` to `endNanos` (clock readings).
+    func add(source: Int, startNanos start: UInt64, endNanos end: UInt64, _ h: LatencyRecorder, last: Bool) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard failure == nil else { return }
+        let from = start > startNanos ? start - startNanos : 0
+        let to = end > startNanos ? end - startNanos : 0
+        // The second the interval ends in, rounded: a tick a few milliseconds late still closes its second.
+        let index = max(next[source], Int((to + 500_000_000) / 1_000_000_000) - 1)
+        next[source] = index + 1
+        do {
+            try log.add(source: source, index: index, startNanos: from, endNanos: to, histograms: h, last: last)
+        } catch {
+            failure = error as? MetricsError ?? MetricsError("\(error)")
+        }
+    }
+
+    /// Loop `source` hands over nothing more (it failed before its last interval).
+    public func finish(source: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard failure == nil else { return }
+        do { try log.finish(source: source) } catch { failure = error as? MetricsError ?? MetricsError("\(error)") }
+    }
+
+    /// The sum of the intervals merged so far.
+    public var totals: LatencyRecorder {
+        lock.lock()
+        defer { lock.unlock() }
+        return log.totals
+    }
+
+    /// The most intervals held unmerged at once (bounded by the loops' skew, not by the run's length).
+    public var peakPending: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return log.peakPending
+    }
+
+    /// Merges what every loop handed over and reads the log back: the run's totals and every interval (by
+    /// index, then metric). Throws the run's first measurement failure.
+    public func finish() throws(MetricsError) -> (totals: LatencyRecorder, intervals: [LoggedInterval]) {
+        lock.lock()
+        defer { lock.unlock() }
+        if let failure { throw failure }
+        do {
+            try log.finish()
+            return (log.totals, try log.intervals())
+        } catch {
+            let e = error as? MetricsError ?? MetricsError("\(error)")
+            failure = e
+            throw e
+        }
+    }
 }

@@ -78,6 +78,8 @@ public final class APNsService {
         self.auth = auth
         self.clock = clock
         startMillis = nowSeconds * 1000
+        intervalStartNanos = clock()
+        measurements = ServeMeasurements(loops: workers, startNanos: intervalStartNanos)
         for s in 0..<scenario.sources.count where world.sourceIsBroadcast[s] {
             var id: [UInt8] = []
             world.appendChannelId(source: s, to: &id)
@@ -117,11 +119,14 @@ public final class APNsService {
     }
 
     // Measurements (the functions: APNsService+Measurements.swift).
-    /// Every sample goes into the run's histogram and the current second's (latency.hlog, over time).
-    @exclusivity(unchecked) var current = [LatencyHistogram](repeating: LatencyHistogram(), count: 5)
-    @exclusivity(unchecked) var currentRequests = 0
-    /// The finished seconds of this worker.
-    public internal(set) var intervals: [ServeInterval] = []
+    /// Every sample is recorded here once; the interval is taken each second (`closeInterval`).
+    let recorder = IntervalRecorder(metricCount: ServeMetric.allCases.count)
+    /// The run's log, shared by every loop (`measure(into:)`); by default this service's own, started at init.
+    public internal(set) var measurements: ServeMeasurements
+    /// When the current interval began (a clock reading).
+    var intervalStartNanos: UInt64
+    /// This loop's service p99 in its last closed interval (the progress line).
+    public internal(set) var lastServiceP99Nanos: UInt64 = 0
 
     // MARK: Requests
 

@@ -19,7 +19,7 @@ public enum ServeHTML {
     static func micros(_ n: UInt64) -> String { Units.duration(n) }
 
     public static func render(
-        _ info: ServeReport.Info, _ s: ServeStats, _ a: Accounting, _ c: ConnectionStats,
+        _ info: ServeReport.Info, _ s: ServeStats, _ latency: LatencyRecorder, _ a: Accounting, _ c: ConnectionStats,
         _ bytes: (read: Int, written: Int), _ elapsed: Double, seconds: [SecondRow]
     ) -> String {
         let title = "fanout serve: \(info.scenario)"
@@ -35,14 +35,14 @@ public enum ServeHTML {
         out += HTMLReport.spectrum(
             title: "Request and delivery latency percentile spectrum",
             series: [
-                ("service", "#E69F00", s.serviceNanos), ("delivery", "#D55E00", s.deliveryNanos),
-                ("fanout", "#56B4E9", s.fanoutNanos),
+                ("service", "#E69F00", latency[serve: .service]), ("delivery", "#D55E00", latency[serve: .delivery]),
+                ("fanout", "#56B4E9", latency[serve: .fanout]),
             ])
         out += HTMLReport.spectrum(
             title: "Stage percentile spectrum (accepted pushes)",
-            series: [("validate", "#0072B2", s.validateNanos), ("route", "#009E73", s.routeNanos)])
-        out += "<p>service: request headers complete → response submitted; delivery: request arrival → applied on "
-        out += "the device, per delivery; fanout: broadcast arrival → its last subscriber applied.</p>\n</section>\n"
+            series: [("validate", "#0072B2", latency[serve: .validate]), ("route", "#009E73", latency[serve: .route])])
+        out += "<p>service: \(ServeMetric.service.about); delivery: \(ServeMetric.delivery.about); "
+        out += "fanout: \(ServeMetric.fanout.about).</p>\n</section>\n"
         out += overTime(seconds)
         out += "<section>\n<h2>Answers</h2>\n<table>\n<tr><th>status</th><th>count</th></tr>\n"
         for (status, n) in s.byStatus.sorted(by: { $0.key < $1.key }) {

@@ -6,7 +6,8 @@ import FanoutTrace
 import Foundation
 
 /// The run folder of `fanout serve`: summary.json and summary.md (answers, device-side accounting with its
-/// identities, latency percentiles, connections, findings with examples), one `.hgrm` per latency metric,
+/// identities, latency percentiles, connections, findings with examples), latency.hlog (the loops' intervals
+/// merged, each sample once; the totals are their sum), one `.hgrm` per latency metric,
 /// population.jsonl (written at start) and state.jsonl (what a user would see at the end, in the trace
 /// state-dump format). Every file is renamed into place; summary.json last.
 public enum ServeReport {
@@ -19,7 +20,7 @@ public enum ServeReport {
         public var startedAt: String
         public var gitRevision: String
         public var workers = 1
-        /// UNIX seconds of the start (the histogram log's StartTime).
+        /// UNIX seconds when serving began, after the population was built (the histogram log's StartTime).
         public var startedAtSeconds = 0.0
         public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
                     startedAt: String, gitRevision: String) {
@@ -33,19 +34,25 @@ public enum ServeReport {
         }
     }
 
-    public static func files(
-        _ info: Info, service: APNsService, connections: ConnectionStats, bytes: (read: Int, written: Int),
-        elapsedSeconds: Double, nowMillis: Int64
-    ) -> [String: String] {
-        files(info, services: [service], connections: connections, bytes: bytes, elapsedSeconds: elapsedSeconds,
-            nowMillis: nowMillis)
-    }
+    /// The run's measurements read back from its log: the totals (the sum of the intervals) and every interval.
+    public typealias Measured = (totals: LatencyRecorder, intervals: [LoggedInterval])
 
-    /// The files of a run served by several workers: their measurements added, their state dumps merged (lines
-    /// sorted as one dump sorts them, one totals line).
+    /// The files of a run served by several workers: their counts added, their measurements merged interval by
+    /// interval (`ServeMeasurements`, shared by the workers), their state dumps merged (lines sorted as one
+    /// dump sorts them, one totals line). A measurement that could not be merged or stored is thrown.
     public static func files(
         _ info: Info, services: [APNsService], connections: ConnectionStats, bytes: (read: Int, written: Int),
         elapsedSeconds: Double, nowMillis: Int64
+    ) throws(MetricsError) -> [String: String] {
+        let measured = try services[0].measurements.finish()
+        return files(
+            info, services: services, measured: measured, connections: connections, bytes: bytes,
+            elapsedSeconds: elapsedSeconds, nowMillis: nowMillis)
+    }
+
+    public static func files(
+        _ info: Info, services: [APNsService], measured: Measured, connections: ConnectionStats,
+        bytes: (read: Int, written: Int), elapsedSeconds: Double, nowMillis: Int64
     ) -> [String: String] {
         var files: [String: String] = [:]
         var stats = ServeStats()
@@ -54,10 +61,11 @@ public enum ServeReport {
             stats.add(s.stats)
             accounting.add(s.pipeline.accounting)
         }
+        let latency = measured.totals
         for m in ServeMetric.allCases {
             files["\(m.name).hgrm"] =
                 "#[fanout serve \(m.name): \(m.about); values in microseconds (us), recorded in nanoseconds]\n"
-                + PercentileText.distribution(stats[m], scale: 1000)
+                + PercentileText.distribution(latency[serve: m], scale: 1000)
         }
         if services.count == 1 {
             files["state.jsonl"] = String(
@@ -81,69 +89,52 @@ public enum ServeReport {
             dump += String(decoding: StateDump.totalsLine(accounting), as: UTF8.self)
             files["state.jsonl"] = dump
         }
-        let seconds = overTime(services)
-        files["latency.hlog"] = histogramLog(info, seconds)
+        files["latency.hlog"] = histogramLog(info, measured.intervals)
         files["report.html"] = ServeHTML.render(
-            info, stats, accounting, connections, bytes, elapsedSeconds, seconds: seconds.map(\.row))
-        files["summary.json"] = summaryJSON(info, stats, accounting, connections, bytes, elapsedSeconds)
-        files["summary.md"] = summaryMarkdown(info, stats, accounting, connections, bytes, elapsedSeconds)
+            info, stats, latency, accounting, connections, bytes, elapsedSeconds, seconds: overTime(measured.intervals))
+        files["summary.json"] = summaryJSON(info, stats, latency, accounting, connections, bytes, elapsedSeconds)
+        files["summary.md"] = summaryMarkdown(info, stats, latency, accounting, connections, bytes, elapsedSeconds)
         return files
     }
 
-    /// One second of the run, all workers added: requests, and each metric's histogram log line (compressed).
-    struct Second {
-        var row: ServeHTML.SecondRow
-        var encoded: [(tag: String, bytes: [UInt8], max: UInt64)]
-    }
-
-    /// The workers' seconds merged one second at a time (never more than one second's histograms in memory).
-    static func overTime(_ services: [APNsService]) -> [Second] {
-        var byIndex: [Int: [ServeInterval]] = [:]
-        for s in services { for i in s.intervals { byIndex[i.index, default: []].append(i) } }
-        var out: [Second] = []
-        for index in byIndex.keys.sorted() {
-            let parts = byIndex[index]!
-            var merged = [LatencyHistogram](repeating: LatencyHistogram(), count: ServeMetric.allCases.count)
-            for part in parts {
-                for (k, bytes) in part.encoded.enumerated() where !bytes.isEmpty {
-                    // Encoded by this process a moment ago: a failure would be a bug, never a dropped sample.
-                    merged[k].add(try! LatencyHistogram(decoding: bytes))
-                }
-            }
-            let service = merged[ServeMetric.service.rawValue]
-            let delivery = merged[ServeMetric.delivery.rawValue]
-            let row = ServeHTML.SecondRow(
-                index: index, requests: parts.reduce(0) { $0 + $1.requests },
-                serviceP50: service.isEmpty ? 0 : service.valueAtPercentile(50),
-                serviceP99: service.isEmpty ? 0 : service.valueAtPercentile(99),
-                deliveryP99: delivery.isEmpty ? 0 : delivery.valueAtPercentile(99))
-            var encoded: [(tag: String, bytes: [UInt8], max: UInt64)] = []
-            for m in ServeMetric.allCases where !merged[m.rawValue].isEmpty {
-                encoded.append((m.name, merged[m.rawValue].encodedCompressed(), merged[m.rawValue].max))
-            }
-            out.append(Second(row: row, encoded: encoded))
+    /// One row per second of the run, from the intervals' summaries (nothing decoded): responses submitted
+    /// (the service samples), service p50 and p99, delivery p99. A second without samples is a row of zeros.
+    static func overTime(_ intervals: [LoggedInterval]) -> [ServeHTML.SecondRow] {
+        guard let last = intervals.map(\.index).max() else { return [] }
+        var rows = (0...last).map {
+            ServeHTML.SecondRow(index: $0, requests: 0, serviceP50: 0, serviceP99: 0, deliveryP99: 0)
         }
-        return out
+        for i in intervals {
+            switch ServeMetric(rawValue: i.metricIndex) {
+            case .service:
+                rows[i.index].requests = Int(i.summary.count)
+                rows[i.index].serviceP50 = i.summary.p50
+                rows[i.index].serviceP99 = i.summary.p99
+            case .delivery: rows[i.index].deliveryP99 = i.summary.p99
+            default: break
+            }
+        }
+        return rows
     }
 
-    /// HdrHistogram interval log 1.3: every metric tagged, one interval per second.
-    static func histogramLog(_ info: Info, _ seconds: [Second]) -> String {
+    /// HdrHistogram interval log 1.3: StartTime when serving began, every metric tagged, each interval with its
+    /// real start and length (the loops' earliest start to their latest end; the last one partial).
+    static func histogramLog(_ info: Info, _ intervals: [LoggedInterval]) -> String {
         var writer = HistogramLogWriter(startTimeSeconds: (info.startedAtSeconds * 1000).rounded() / 1000)
-        for second in seconds {
-            for e in second.encoded {
-                writer.append(
-                    tag: e.tag, startSeconds: Double(second.row.index), lengthSeconds: 1, compressed: e.bytes,
-                    maxValue: e.max)
-            }
+        for i in intervals {
+            let tag = ServeMetric(rawValue: i.metricIndex)?.name ?? "metric\(i.metricIndex)"
+            writer.append(
+                tag: tag, startSeconds: Double(i.startNanos) / 1e9, lengthSeconds: Double(i.lengthNanos) / 1e9,
+                compressed: i.bytes, maxValue: i.summary.max)
         }
         return writer.text
     }
 
     static func percentiles(_ h: LatencyHistogram) -> [String: Any] {
-        let v = h.values(atPercentiles: [50, 90, 99, 99.9])
+        let v = h.values(atPercentiles: [50, 90, 99, 99.9, 99.99])
         return [
             "count": h.totalCount, "p50Nanos": v[0], "p90Nanos": v[1], "p99Nanos": v[2], "p999Nanos": v[3],
-            "maxNanos": h.max, "meanNanos": h.isEmpty ? 0 : Int(h.mean.rounded()),
+            "p9999Nanos": v[4], "maxNanos": h.max, "meanNanos": h.isEmpty ? 0 : Int(h.mean.rounded()),
         ]
     }
 
@@ -161,11 +152,12 @@ public enum ServeReport {
     }
 
     static func summaryJSON(
-        _ info: Info, _ s: ServeStats, _ a: Accounting, _ c: ConnectionStats, _ bytes: (read: Int, written: Int),
+        _ info: Info, _ s: ServeStats, _ latency: LatencyRecorder, _ a: Accounting, _ c: ConnectionStats,
+        _ bytes: (read: Int, written: Int),
         _ elapsed: Double
     ) -> String {
-        var latency: [String: Any] = [:]
-        for m in ServeMetric.allCases { latency[m.name] = percentiles(s[m]) }
+        var latencyObject: [String: Any] = [:]
+        for m in ServeMetric.allCases { latencyObject[m.name] = percentiles(latency[serve: m]) }
         var findings: [String: Any] = [:]
         for f in ServeStats.Finding.allCases {
             findings["\(f)"] = ["about": f.about, "count": s.findings[f] ?? 0, "examples": s.examples[f] ?? []]
@@ -186,7 +178,9 @@ public enum ServeReport {
                 "ratePerSecond": elapsed > 0 ? (Double(s.requests) / elapsed * 10).rounded() / 10 : 0,
             ],
             "accounting": accountingJSON(a),
-            "latency": latency,
+            "latency": latencyObject,
+            // Samples above one hour, recorded as one hour (counted, never dropped).
+            "measurement": ["clampedSamples": latency.clamped],
             "connections": [
                 "accepted": c.accepted, "closed": c.closed, "peakOpen": c.peakOpen, "tls": c.tlsConnections,
                 "bytesIn": bytes.read, "bytesOut": bytes.written, "streamsReset": c.streamsReset,
@@ -201,7 +195,8 @@ public enum ServeReport {
     static func micros(_ nanos: UInt64) -> String { String(format: "%.1f", Double(nanos) / 1000) }
 
     static func summaryMarkdown(
-        _ info: Info, _ s: ServeStats, _ a: Accounting, _ c: ConnectionStats, _ bytes: (read: Int, written: Int),
+        _ info: Info, _ s: ServeStats, _ latency: LatencyRecorder, _ a: Accounting, _ c: ConnectionStats,
+        _ bytes: (read: Int, written: Int),
         _ elapsed: Double
     ) -> String {
         var md = "# fanout serve — \(info.scenario)\n\n"
@@ -232,7 +227,7 @@ public enum ServeReport {
         for o in Outcome.allCases { md += "| \(o.name) | \(a[o]) |\n" }
         md += "\n## Latency (µs)\n\n| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
         for m in ServeMetric.allCases {
-            let h = s[m]
+            let h = latency[serve: m]
             let v = h.values(atPercentiles: [50, 90, 99, 99.9])
             md += "| \(m.name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
             md += "\(micros(v[3])) | \(micros(h.max)) |\n"
@@ -256,7 +251,8 @@ public enum ServeReport {
             for e in s.examples[f] ?? [] { md += "  - `\(e)`\n" }
         }
         if !any { md += "None: no push went to a rotated or unknown token, none was stale, late, rejected or throttled.\n" }
-        md += "\nFiles: report.html, latency.hlog (every metric, one interval per second), "
+        md += "\nFiles: report.html, latency.hlog (every metric, one interval per second of serving, each sample "
+        md += "once), "
         md += "population.jsonl (the subscribers, written at start), state.jsonl (what users see at the end), "
         md += ServeMetric.allCases.map { "\($0.name).hgrm" }.joined(separator: ", ") + ".\n"
         return md

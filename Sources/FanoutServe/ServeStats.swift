@@ -1,8 +1,9 @@
 import FanoutCore
 import FanoutMetrics
 
-/// What `fanout serve` measures: every request's answer, the device side's accounting, latency
-/// histograms (each sample recorded once) and the correctness findings a backend team wants, with examples.
+/// What `fanout serve` counts: every request's answer and the correctness findings a backend team wants, with
+/// examples. The latency histograms are not here: each sample is recorded once, into its loop's
+/// `IntervalRecorder`, and the run's totals are the sum of the log's intervals (`ServeMeasurements`).
 public struct ServeStats: Sendable {
     public var requests = 0
     /// Answers by status, and failures by reason.
@@ -18,38 +19,6 @@ public struct ServeStats: Sendable {
     public var acceptedBroadcasts = 0
     public var acceptedOtherPushTypes = 0
     public var channelRequests = 0
-    /// Headers complete → response submitted.
-    public var serviceNanos = LatencyHistogram()
-    /// Request arrival → applied on the device, per delivery.
-    public var deliveryNanos = LatencyHistogram()
-    /// Broadcast request arrival → its last subscriber applied.
-    public var fanoutNanos = LatencyHistogram()
-    /// Stage times of accepted pushes: validate (headers and payload), route.
-    public var validateNanos = LatencyHistogram()
-    public var routeNanos = LatencyHistogram()
-
-    /// The histogram of `metric`.
-    public subscript(metric: ServeMetric) -> LatencyHistogram {
-        get {
-            switch metric {
-            case .service: serviceNanos
-            case .delivery: deliveryNanos
-            case .fanout: fanoutNanos
-            case .validate: validateNanos
-            case .route: routeNanos
-            }
-        }
-        _modify {
-            switch metric {
-            case .service: yield &serviceNanos
-            case .delivery: yield &deliveryNanos
-            case .fanout: yield &fanoutNanos
-            case .validate: yield &validateNanos
-            case .route: yield &routeNanos
-            }
-        }
-    }
-
     public enum Finding: Int, CaseIterable, Sendable {
         case rotatedToken, unknownToken, wrongTopic, staleTimestamp, afterEnd, rejectedPayload, budget, limitExceeded
 
@@ -98,7 +67,7 @@ public struct ServeStats: Sendable {
     /// 200 answers (folded into `byStatus` when read).
     private var ok = 0
 
-    /// Adds another worker's measurements (histograms added, never percentiles averaged).
+    /// Adds another worker's counts.
     public mutating func add(_ o: ServeStats) {
         requests += o.requests
         ok += o.ok
@@ -108,7 +77,6 @@ public struct ServeStats: Sendable {
         acceptedBroadcasts += o.acceptedBroadcasts
         acceptedOtherPushTypes += o.acceptedOtherPushTypes
         channelRequests += o.channelRequests
-        for m in ServeMetric.allCases { self[m].add(o[m]) }
         for i in findings.values.indices {
             findings.values[i] += o.findings.values[i]
             examples.values[i] += o.examples.values[i].prefix(ServeStats.examplesPerFinding - examples.values[i].count)

@@ -11,7 +11,7 @@ public final class ProgressBoard: @unchecked Sendable {
         public var ratePerSecond = 0.0
         public var errors = 0
         public var deliveries = 0
-        /// The highest of the workers' p99 service times so far.
+        /// The highest of the workers' p99 service times in their last second.
         public var serviceP99Nanos: UInt64 = 0
     }
 
@@ -94,7 +94,7 @@ public enum ServeWorkers {
                                 ratePerSecond: server.lastRatePerSecond,
                                 errors: st.byStatus.filter { $0.key >= 400 }.values.reduce(0, +),
                                 deliveries: server.service.pipeline.accounting.deliveries,
-                                serviceP99Nanos: st.serviceNanos.isEmpty ? 0 : st.serviceNanos.valueAtPercentile(99)))
+                                serviceP99Nanos: server.service.lastServiceP99Nanos))
                         if k == 0 { progress(seconds) }
                     }
                     try server.run()
@@ -102,6 +102,7 @@ public enum ServeWorkers {
                     outcome.value = (server.connectionStats, server.bytes, server.elapsedSeconds, nil)
                 } catch {
                     outcome.value.3 = "worker \(k): \(error)"
+                    service.value.measurements.finish(source: k)
                     if let cluster { cluster.markDrained(k) }
                 }
             }

@@ -6,11 +6,15 @@ struct Compare: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Compare two runs: every metric and percentile with its change, judged against thresholds.",
         discussion: """
-            BASELINE and CURRENT are run folders or their summary.json files. Latency percentiles (p50, p90, \
+            BASELINE and CURRENT are run folders or their summary.json files, both of fanout run or both of \
+            fanout serve. Latency percentiles (p50, p90, \
             p99, p99.9, p99.99, max) are compared relatively: a rise beyond a metric's threshold is a \
             regression, a fall beyond it an improvement. Counts (pushes, verdicts, outcomes, deliveries, \
             histogram counts) must match exactly when both runs are in virtual time with the same seed and \
-            configuration (a deterministic run); otherwise they are shown, not judged.
+            configuration (a deterministic run); otherwise they are shown, not judged. Two fanout serve runs \
+            compare service, delivery, fanout, validate and route, and show every count (requests by status and \
+            reason, the devices' accounting, connections, histogram counts) with its difference, not judged: \
+            the client decides them.
 
             Default thresholds, for every metric: \
             \(Comparison.defaultThresholds.map(\.description).joined(separator: ", ")); p99.99 and max are \
@@ -47,15 +51,19 @@ struct Compare: ParsableCommand {
                 throw CommandFailure("--threshold: \(error)")  // exit 1: never a silent pass
             }
         }
-        let b: SummaryFile
-        let c: SummaryFile
+        let comparison: Comparison
         do {
-            b = try SummaryFile.read(baseline)
-            c = try SummaryFile.read(current)
+            switch (try AnySummaryFile.read(baseline), try AnySummaryFile.read(current)) {
+            case (.run(let b), .run(let c)): comparison = Comparison(baseline: b, current: c, thresholds: list)
+            case (.serve(let b), .serve(let c)): comparison = Comparison(baseline: b, current: c, thresholds: list)
+            default:
+                throw CommandFailure("\(baseline) and \(current): one is a fanout serve run, the other is not")
+            }
+        } catch let error as CommandFailure {
+            throw error
         } catch {
             throw CommandFailure("\(error)")
         }
-        let comparison = Comparison(baseline: b, current: c, thresholds: list)
         switch format {
         case "json": print(comparison.json(), terminator: "")
         case "markdown": print(comparison.text(markdown: true), terminator: "")

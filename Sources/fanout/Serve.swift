@@ -181,6 +181,11 @@ struct Serve: ParsableCommand {
             "fanout serve: listening on \(shownHost):\(port) (\(transport), auth \(auth), \(count) event loop"
             + (count == 1 ? "" : "s") + "); \(activities) activities on \(devices) devices "
             + String(format: "built in %.2f s", buildSeconds) + "; population: \(folder)/population.jsonl\n").utf8))
+        // Serving begins: the histogram log's StartTime, interval times counted from here (after the population
+        // was built and written).
+        let servingSince = Date()
+        let measurements = ServeMeasurements(loops: count, startNanos: EventLoop.hrtimeNanos)
+        for service in services { service.measure(into: measurements) }
         let interactive = isatty(STDERR_FILENO) != 0
         let width = ProgressWidth.columns()
         let board = ProgressBoard(count: count)
@@ -194,12 +199,19 @@ struct Serve: ParsableCommand {
         if let failure = results.failure { throw CommandFailure("fanout serve: \(failure)") }
         var info = ServeReport.Info(
             scenario: s.name, seed: s.seed, listen: "\(shownHost):\(port)", transport: transport, auth: auth,
-            startedAt: ISO8601DateFormatter().string(from: startedAt), gitRevision: Machine.gitRevision())
+            startedAt: ISO8601DateFormatter().string(from: servingSince), gitRevision: Machine.gitRevision())
         info.workers = count
-        info.startedAtSeconds = startedAt.timeIntervalSince1970
-        let files = ServeReport.files(
-            info, services: services, connections: results.connections, bytes: results.bytes,
-            elapsedSeconds: results.elapsedSeconds, nowMillis: Int64(Date().timeIntervalSince1970 * 1000))
+        info.startedAtSeconds = servingSince.timeIntervalSince1970
+        let files: [String: String]
+        do {
+            files = try ServeReport.files(
+                info, services: services, connections: results.connections, bytes: results.bytes,
+                elapsedSeconds: results.elapsedSeconds, nowMillis: Int64(Date().timeIntervalSince1970 * 1000))
+        } catch {
+            throw CommandFailure(
+                "fanout serve: the measurements could not be merged or stored (\(error)); \(folder) holds "
+                    + "population.jsonl and rotated-tokens.jsonl only, no summary")
+        }
         try RunFiles.write(folder: folder, files: files)
         var st = ServeStats()
         var accounting = Accounting()

@@ -11,7 +11,7 @@ final class ServeProcess {
     let errors: URL
     private(set) var port = 0
 
-    init(_ arguments: [String], scenario: String = "smoke") throws {
+    init(_ arguments: [String], scenario: String = "smoke", environment: [String: String] = [:]) throws {
         directory = try CLI.temporaryDirectory()
         folder = directory.appendingPathComponent("run")
         errors = directory.appendingPathComponent("serve.err")
@@ -20,6 +20,9 @@ final class ServeProcess {
         _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         process.executableURL = CLI.binary
         process.arguments = ["serve", scenario, "--listen", "127.0.0.1:0", "--out", folder.path] + arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.standardError = try FileHandle(forWritingTo: errors)
         process.standardOutput = try FileHandle(forWritingTo: output)
         try process.run()

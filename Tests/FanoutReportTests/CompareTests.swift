@@ -57,7 +57,7 @@ struct CompareTests {
         let c = Comparison(baseline: base, current: worse, thresholds: tight)
         #expect(c.exitCode == 2)
         #expect(
-            c.rows.filter { $0.verdict == .regression }.map { "\($0.metric.name).\($0.percentile.rawValue)" }
+            c.rows.filter { $0.verdict == .regression }.map { "\($0.metricName).\($0.percentile.rawValue)" }
                 == ["endToEnd.p99"])
     }
 

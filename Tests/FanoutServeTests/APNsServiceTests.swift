@@ -71,7 +71,9 @@ struct APNsServiceTests {
         let a = service.pipeline.accounting
         #expect(a[.applied] == 1 && a[.ignoredStaleTimestamp] == 1 && a.identitiesHold)
         #expect(service.stats.findings[.staleTimestamp] == 1)
-        #expect(service.stats.deliveryNanos.totalCount == 2 && service.stats.validateNanos.totalCount == 2)
+        service.closeInterval()
+        let latency = service.measurements.totals
+        #expect(latency[serve: .delivery].totalCount == 2 && latency[serve: .validate].totalCount == 2)
         #expect(service.stats.identitiesHold && service.stats.requests == 2)
     }
 
@@ -152,7 +154,9 @@ struct APNsServiceTests {
         #expect(service.pendingFanouts == 1)
         service.runPendingFanouts(wallMillis: Self.now * 1000 + 6000)
         #expect(service.pipeline.accounting.outcomesTotal == subscribers && service.pipeline.accounting.identitiesHold)
-        #expect(service.stats.fanoutNanos.totalCount == 1 && service.stats.deliveryNanos.totalCount == UInt64(subscribers))
+        service.closeInterval()
+        let latency = service.measurements.totals
+        #expect(latency[serve: .fanout].totalCount == 1 && latency[serve: .delivery].totalCount == UInt64(subscribers))
     }
 
     @Test("channels: create, read, list, delete, and at most 10,000 per app")

@@ -1,0 +1,74 @@
+import FanoutCore
+import FanoutMetrics
+import FanoutReport
+@testable import FanoutServe
+import Foundation
+import Testing
+
+/// `fanout compare` of two serve folders: summary.json as ServeReport writes it, read back by FanoutReport.
+@Suite("fanout compare of serve runs")
+struct ServeCompareTests {
+    /// Writes a summary.json of the golden fixture, `scale` times slower, with one more 200 when `extra`.
+    static func write(scale: UInt64 = 1, extra: Bool = false) throws -> String {
+        var (info, s, _, a, c) = ServeReportTests.fixture()
+        if extra { s.answered(200, nil) }
+        var latency = LatencyRecorder.serve()
+        for v: UInt64 in [3_000, 4_000, 5_000, 9_000, 120_000] {
+            latency.record(metricIndex: ServeMetric.service.rawValue, nanos: v * scale)
+        }
+        for v: UInt64 in [20_000, 30_000, 40_000] {
+            latency.record(metricIndex: ServeMetric.delivery.rawValue, nanos: v)
+        }
+        info.workers = 1
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-cmp-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let text = ServeReport.summaryJSON(info, s, latency, a, c, (1, 2), 3)
+        try text.write(to: directory.appendingPathComponent("summary.json"), atomically: true, encoding: .utf8)
+        return directory.path
+    }
+
+    static func read(_ path: String) throws -> ServeSummaryFile {
+        guard case .serve(let s) = try AnySummaryFile.read(path) else {
+            throw ReportReadError(file: path, "not read as a serve summary")
+        }
+        return s
+    }
+
+    @Test("two identical serve runs: every count shown equal, every percentile unchanged")
+    func identical() throws {
+        let a = try Self.read(try Self.write())
+        let b = try Self.read(try Self.write())
+        #expect(a.latency["service"]?.count == 5 && a.latency["service"]?.max == 120_063)
+        #expect(a.counts["requests.total"] == 5 && a.counts["requests.byStatus.200"] == 3)
+        #expect(a.counts["accounting.outcomes.applied"] == 2 && a.counts["latency.delivery.count"] == 3)
+        let c = Comparison(baseline: a, current: b, thresholds: Comparison.defaultThresholds)
+        #expect(c.exitCode == 0 && !c.countsExact)
+        #expect(c.counts.count == a.counts.count && c.counts.allSatisfy { $0.baseline == $0.current })
+        #expect(c.rows.filter { $0.metricName == "service" }.count == Comparison.Percentile.allCases.count)
+        #expect(c.rows.allSatisfy { $0.deltaPercent == 0 && $0.metric == nil })
+        let text = c.text(markdown: false)
+        #expect(text.contains("requests.total") && text.contains("latency.service.count"))
+    }
+
+    @Test("a slower serve run is a regression of its metric; a different count is shown with its difference")
+    func slower() throws {
+        let a = try Self.read(try Self.write())
+        let b = try Self.read(try Self.write(scale: 2, extra: true))
+        let c = Comparison(baseline: a, current: b, thresholds: Comparison.defaultThresholds)
+        #expect(c.exitCode == 2)
+        #expect(c.rows.contains { $0.metricName == "service" && $0.percentile == .p50 && $0.verdict == .regression })
+        #expect(!c.rows.contains { $0.metricName == "delivery" && $0.verdict == .regression })
+        let total = try #require(c.counts.first { $0.name == "requests.total" })
+        #expect(total.baseline == 5 && total.current == 6 && total.verdict == .info)
+        // A threshold may name a serve metric.
+        let loose = Comparison.defaultThresholds + [try Comparison.Threshold(parsing: "service.p50=+150%")]
+        let d = Comparison(baseline: a, current: b, thresholds: loose)
+        #expect(d.rows.first { $0.metricName == "service" && $0.percentile == .p50 }?.verdict == .ok)
+    }
+
+    @Test("SummaryFile refuses a serve summary with a message naming it")
+    func runReaderRefusesServe() throws {
+        let path = try Self.write()
+        #expect(throws: ReportReadError.self) { try SummaryFile.read(path) }
+    }
+}
