@@ -73,6 +73,21 @@ struct KneeTests {
         #expect(fit.model.lambda == knee.deliveriesPerSecond && fit.underdetermined)
     }
 
+    /// The real-time side of the same capacity, as a bound that holds on any machine: each delivery spins
+    /// until it has paid its 200 µs, so a step offering twice the capacity cannot finish in its scheduled
+    /// second and fails as behind schedule, however fast or loaded the machine. (A step below capacity
+    /// passing is the part a stalled machine could break: the search above runs on the model instead.)
+    @Test("real time: a step at twice the capacity takes at least its deliveries × cost and fails as behind schedule")
+    func realTimeOverload() throws {
+        var settings = try Self.settings()
+        settings.clock = .real
+        let (steady, base) = CapacityPlan.steady(settings.scenario, clock: .real)
+        let step = try CapacityPlan.measure(settings, steady: steady, baseEventsPerSecond: base, workers: 1, factor: 2)
+        #expect(step.identitiesHold && step.deliveries == step.events * 50 && step.events >= 100)
+        #expect(step.lastCompletionSeconds >= Double(step.deliveries) * 200e-6)
+        #expect(!step.passed && step.failures.contains { $0.hasPrefix("harness behind schedule") }, "\(step.failures)")
+    }
+
     @Test("plan files: plan.json parses, plan.md and plan.html carry the knee, the fit and the prediction")
     func files() throws {
         // Reuse a synthetic set of searches (no real time): the report is about rendering.
