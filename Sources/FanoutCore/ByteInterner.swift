@@ -4,14 +4,19 @@
 /// maps a key's hash to its id. `lookup` takes raw bytes and allocates nothing, so routing a push by
 /// its token costs one hash and usually one comparison. Ids are assigned in insertion order; `replace`
 /// gives an id a new key of the same length (the old key is forgotten), so a key that is superseded,
-/// like a rotated token, need not stay in memory. The hash is a fixed function (no per-process seed),
-/// so behaviour is reproducible.
+/// like a rotated token, need not stay in memory; `remove` frees an id, and the next new key of the
+/// same length takes it over (its bytes in place), so keys that come and go (channels created and
+/// deleted) keep the memory of the most ever held at once. The hash is a fixed function (no per-process
+/// seed), so behaviour is reproducible.
 public struct ByteInterner: Sendable {
     private var arena: [UInt8] = []
     private var offsets: [Int] = [0]
     private var hashes: [UInt64] = []
     private var table: [Int32]
     private var mask: Int
+    /// Removed ids by key length, for reuse; `freeCount` of them in all.
+    private var free: [Int: [Int32]] = [:]
+    public private(set) var freeCount = 0
 
     public init(capacity: Int = 16) {
         var size = 16
@@ -30,12 +35,18 @@ public struct ByteInterner: Sendable {
         if size > table.count {
             table = Array(repeating: -1, count: size)
             mask = size - 1
-            for id in 0..<hashes.count { place(Int32(id), hash: hashes[id]) }
+            placeAll()
         }
     }
 
-    /// Number of interned keys; ids are `0..<count`.
+    /// Number of ids handed out: `0..<count`, removed ones included (see `liveCount`).
     public var count: Int { hashes.count }
+
+    /// Number of keys interned now: `count` less the removed ids not taken over yet.
+    public var liveCount: Int { hashes.count - freeCount }
+
+    /// Bytes of key storage (every id's, removed ones included).
+    public var arenaBytes: Int { arena.count }
 
     /// The bytes of key `id`; valid until the next insertion.
     @inline(__always)
@@ -77,10 +88,24 @@ public struct ByteInterner: Sendable {
         return copy.withUTF8 { lookup(UnsafeRawBufferPointer($0)) }
     }
 
-    /// Id of `key`, interning it when new. `inserted` tells which.
+    /// Id of `key`, interning it when new. `inserted` tells which; a new key may take over an id removed
+    /// earlier (`id < count` before the call), so a caller keeping arrays by id sets rather than appends.
     @discardableResult
     public mutating func intern(_ key: UnsafeRawBufferPointer) -> (id: Int32, inserted: Bool) {
         if let id = lookup(key) { return (id, false) }
+        if freeCount > 0, let id = free[key.count]?.popLast() {
+            freeCount -= 1
+            if key.count > 0 {
+                let start = offsets[Int(id)]
+                arena.withUnsafeMutableBytes {
+                    ($0.baseAddress! + start).copyMemory(from: key.baseAddress!, byteCount: key.count)
+                }
+            }
+            let h = ByteInterner.hash(key)
+            hashes[Int(id)] = h
+            place(id, hash: h)
+            return (id, true)
+        }
         let id = Int32(hashes.count)
         let h = ByteInterner.hash(key)
         arena.append(contentsOf: key)
@@ -101,8 +126,7 @@ public struct ByteInterner: Sendable {
     /// nothing.
     public mutating func replace(_ id: Int32, with key: UnsafeRawBufferPointer) -> Bool {
         let start = offsets[Int(id)]
-        guard offsets[Int(id) + 1] - start == key.count, lookup(key) == nil else { return false }
-        removeFromTable(id)
+        guard offsets[Int(id) + 1] - start == key.count, lookup(key) == nil, removeFromTable(id) else { return false }
         if key.count > 0 {
             arena.withUnsafeMutableBytes {
                 ($0.baseAddress! + start).copyMemory(from: key.baseAddress!, byteCount: key.count)
@@ -114,11 +138,24 @@ public struct ByteInterner: Sendable {
         return true
     }
 
+    /// Forgets key `id` (`lookup` no longer finds it) and frees the id for the next new key of its length.
+    /// Returns false, changing nothing, when `id` is not interned now (never handed out, or removed).
+    @discardableResult
+    public mutating func remove(_ id: Int32) -> Bool {
+        guard id >= 0, Int(id) < hashes.count, removeFromTable(id) else { return false }
+        free[offsets[Int(id) + 1] - offsets[Int(id)], default: []].append(id)
+        freeCount += 1
+        return true
+    }
+
     /// Takes `id` out of the table; later entries of its probe run move back (backward-shift
-    /// deletion), so lookups never need tombstones.
-    private mutating func removeFromTable(_ id: Int32) {
+    /// deletion), so lookups never need tombstones. False when `id` is not in the table.
+    private mutating func removeFromTable(_ id: Int32) -> Bool {
         var hole = Int(truncatingIfNeeded: hashes[Int(id)]) & mask
-        while table[hole] != id { hole = (hole + 1) & mask }
+        while table[hole] != id {
+            if table[hole] < 0 { return false }
+            hole = (hole + 1) & mask
+        }
         var next = (hole + 1) & mask
         while table[next] >= 0 {
             let home = Int(truncatingIfNeeded: hashes[Int(table[next])]) & mask
@@ -130,6 +167,7 @@ public struct ByteInterner: Sendable {
             next = (next + 1) & mask
         }
         table[hole] = -1
+        return true
     }
 
     private mutating func place(_ id: Int32, hash: UInt64) {
@@ -142,7 +180,14 @@ public struct ByteInterner: Sendable {
         let size = table.count * 2
         table = Array(repeating: -1, count: size)
         mask = size - 1
-        for id in 0..<hashes.count { place(Int32(id), hash: hashes[id]) }
+        placeAll()
+    }
+
+    /// Places every id but the removed ones in a cleared table.
+    private mutating func placeAll() {
+        var removed = Set<Int32>()
+        if freeCount > 0 { for ids in free.values { removed.formUnion(ids) } }
+        for id in 0..<hashes.count where !removed.contains(Int32(id)) { place(Int32(id), hash: hashes[id]) }
     }
 
     /// A fixed 64-bit hash, eight bytes per step (multiply–xorshift mixing).

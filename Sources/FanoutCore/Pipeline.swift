@@ -145,6 +145,11 @@ public final class Pipeline {
         core.subscribe(a, channel: id)
     }
 
+    /// Removes broadcast channel `c` (see `Router.removeChannel`); its subscribers are subscribed to none.
+    public func removeChannel(_ c: Int32) {
+        core.removeChannel(c)
+    }
+
     /// The activity's update token changes; the old one stops routing at once.
     public func rotate(_ a: Int32, token: UnsafeRawBufferPointer) {
         core.rotate(a, token: token)
@@ -427,6 +432,10 @@ struct PipelineCore {
         if previous != Router.none { router.removeSubscriber(a, channel: previous) }
         router.addSubscriber(a, channel: c, store: store)
         store.channel[Int(a)] = c
+    }
+
+    mutating func removeChannel(_ c: Int32) {
+        for a in router.removeChannel(c) where store.channel[Int(a)] == c { store.channel[Int(a)] = ActivityStore.none }
     }
 
     /// The activity's update token changes; the old one stops routing at once.

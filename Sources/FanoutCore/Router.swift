@@ -230,15 +230,37 @@ public struct Router: Sendable {
 
     // MARK: Channels
 
-    /// Registers the channel (if new, for `app`) and returns its id.
+    /// Registers the channel (if new, for `app`) and returns its id: a new channel may take over the id of
+    /// one removed earlier (`removeChannel`), so the channels kept follow those live, not those ever made.
     public mutating func registerChannel(_ id: UnsafeRawBufferPointer, app: Int32) -> Int32 {
         let (c, inserted) = channels.intern(id)
         if inserted {
-            channelApp.append(app)
-            subscribers.append([])
+            if Int(c) < channelApp.count {
+                channelApp[Int(c)] = app
+                subscribers[Int(c)] = []
+            } else {
+                channelApp.append(app)
+                subscribers.append([])
+            }
         }
         return c
     }
+
+    /// Removes channel `c`: its id bytes no longer resolve, its subscriber list is emptied (its memory
+    /// released) and `c` goes to the next channel registered. Returns the subscribers it had, whose own
+    /// record of the channel the caller clears (`Pipeline.removeChannel` does). Nothing if `c` is not live.
+    public mutating func removeChannel(_ c: Int32) -> [Int32] {
+        guard channels.remove(c) else { return [] }
+        channelApp[Int(c)] = Router.none
+        defer { subscribers[Int(c)] = [] }
+        return subscribers[Int(c)]
+    }
+
+    /// Channels registered and not removed.
+    public var liveChannelCount: Int { channels.liveCount }
+
+    /// Subscriptions held by all channels (removed ones hold none).
+    public var subscriptionCount: Int { subscribers.reduce(0) { $0 + $1.count } }
 
     /// Reserves room for `count` more subscribers of a registered channel.
     public mutating func reserveSubscribers(channel id: UnsafeRawBufferPointer, count: Int) {

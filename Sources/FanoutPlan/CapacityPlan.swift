@@ -21,6 +21,9 @@ public struct PlanSettings: Sendable {
     public var search = SearchSettings()
     /// Cores of the machine the plan runs on: "machines of this size".
     public var coresPerMachine: Int
+    /// Real time (the default) measures this machine. Virtual time runs the steps on the scenario's cost
+    /// model: a deterministic plan of the model (the same knee on any machine, as fast as the CPU allows).
+    public var clock: Scenario.Clock = .real
 
     public init(
         scenario: Scenario, criteria: PlanCriteria, target: PlanTarget?, workerCounts: [Int],
@@ -85,9 +88,11 @@ public struct CapacityPlan: Sendable {
 
     /// The scenario made stationary for steps: one constant-rate phase at its time-averaged rate
     /// (so factor 1 offers the scenario's mean load), no bursts (transients, not a sustained rate),
-    /// no source ends (they would thin the load during a step), real time. Everything else (population,
-    /// fan-outs, faults, offline windows) is kept.
-    public static func steady(_ scenario: Scenario) -> (scenario: Scenario, eventsPerSecond: Double) {
+    /// no source ends (they would thin the load during a step), on `clock` (real time unless the plan says
+    /// otherwise). Everything else (population, fan-outs, faults, offline windows) is kept.
+    public static func steady(
+        _ scenario: Scenario, clock: Scenario.Clock = .real
+    ) -> (scenario: Scenario, eventsPerSecond: Double) {
         var s = scenario
         let rate = meanRate(scenario)
         if var phase = s.arrival.phases.first {
@@ -99,7 +104,7 @@ public struct CapacityPlan: Sendable {
         s.arrival.bursts = []
         s.lifecycle.endFractionMin = nil
         s.lifecycle.endFractionMax = nil
-        s.clock = .real
+        s.clock = clock
         return (s, rate)
     }
 
@@ -116,7 +121,7 @@ public struct CapacityPlan: Sendable {
         return s.durationSeconds > 0 ? area / s.durationSeconds : 0
     }
 
-    /// Runs one step: the steady scenario × `factor` on `workers` workers in real time.
+    /// Runs one step: the steady scenario × `factor` on `workers` workers (on the steady scenario's clock).
     public static func measure(
         _ settings: PlanSettings, steady: Scenario, baseEventsPerSecond: Double,
         workers: Int, factor: Double
@@ -145,7 +150,7 @@ public struct CapacityPlan: Sendable {
     public static func run(_ settings: PlanSettings, progress: (String) -> Void) throws -> CapacityPlan {
         let startedAt = Date()
         let clock = ContinuousClock.now
-        let (steady, base) = steady(settings.scenario)
+        let (steady, base) = steady(settings.scenario, clock: settings.clock)
         guard base > 0 else { throw PlanInputError("scenario \(settings.scenario.name) has no arrival rate to scale") }
         var searches: [WorkerSearch] = []
         var search = settings.search

@@ -45,7 +45,7 @@ public enum PlanHTML {
         }
         body.append("<h2>Method and caveats</h2><ul>")
         body.append(
-            "<li>Steady scenario: \(esc(PlanReport.steadyText)); factor 1 = "
+            "<li>Steady scenario: \(esc(PlanReport.steadyText(plan.steadyScenario.clock))); factor 1 = "
                 + "\(PlanText.fixed(plan.baseEventsPerSecond, 1)) events/s.</li>")
         body.append("<li>\(esc(PlanReport.stepRule(plan))).</li>")
         body.append("<li>\(esc(PlanReport.lossDefinition)).</li>")

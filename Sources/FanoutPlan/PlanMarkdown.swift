@@ -21,7 +21,8 @@ extension PlanReport {
         out.append("")
         out.append(
             "- Scenario `\(s.scenario.name)` (config `\(s.scenario.configHash)`, seed \(s.scenario.seed)), "
-                + "made stationary: \(steadyText). Factor 1 = \(PlanText.fixed(plan.baseEventsPerSecond, 1)) source "
+                + "made stationary: \(PlanReport.steadyText(plan.steadyScenario.clock)). "
+                + "Factor 1 = \(PlanText.fixed(plan.baseEventsPerSecond, 1)) source "
                 + "events/s (the scenario's mean rate); steady config `\(plan.steadyScenario.configHash)`.")
         out.append(
             "- Saturation search per worker count (\(PlanText.list(s.workerCounts))): geometric steps "

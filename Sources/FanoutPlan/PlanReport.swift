@@ -92,7 +92,7 @@ public enum PlanReport {
                 "method",
                 .object([
                     ("baseEventsPerSecond", .number(round3(plan.baseEventsPerSecond))),
-                    ("steady", .string(steadyText)),
+                    ("steady", .string(steadyText(plan.steadyScenario.clock))),
                     ("stepSeconds", .number(s.stepSeconds)), ("warmupSeconds", .number(s.warmupSeconds)),
                     ("maxStepSeconds", .number(s.maxStepSeconds)), ("samplesNeeded", .int(c.samplesNeeded)),
                     ("stepRule", .string(stepRule(plan))),
@@ -246,9 +246,11 @@ public enum PlanReport {
         return f.string(from: d)
     }
 
-    static let steadyText =
-        "one constant-rate phase at the scenario's time-averaged rate × factor; no bursts, "
-        + "no source ends; real time; population, fan-outs and faults as in the scenario"
+    static func steadyText(_ clock: Scenario.Clock) -> String {
+        "one constant-rate phase at the scenario's time-averaged rate × factor; no bursts, no source ends; "
+            + (clock == .real ? "real time" : "virtual time (the scenario's cost model, not this machine)")
+            + "; population, fan-outs and faults as in the scenario"
+    }
 
     static func stepRule(_ plan: CapacityPlan) -> String {
         let s = plan.settings

@@ -13,7 +13,7 @@ extension APNsService {
     func broadcast(bundle: [UInt8], _ h: CheckedHeaders, requestId idHeader: H2UniqueHeader, _ r: RequestInput)
         -> (H2Response, APNsReason?)
     {
-        guard let raw = h.channelId, let channel = channels[raw], !channel.deleted, channel.bundle == bundle else {
+        guard let raw = h.channelId, let channel = channels[raw], channel.bundle == bundle else {
             return failure(.channelNotRegistered, id: idHeader)
         }
         if channel.storagePolicy == 0 && h.expiration != 0 { return failure(.badExpirationDate, id: idHeader) }
@@ -73,6 +73,7 @@ extension APNsService {
             }
             finishedPart(origin: f.origin, id: f.id, end: clock(), arrival: f.arrivalNanos)
         }
+        if !dyingChannels.isEmpty { releaseDyingChannels() }
     }
 
     func finishedPart(origin: Int, id: Int, end: UInt64, arrival: UInt64) {
@@ -101,10 +102,10 @@ extension APNsService {
     }
 
     /// A broadcast answered by another worker: this worker's subscribers get it (counted as deliveries here;
-    /// the verdict was counted where it was answered).
+    /// the verdict was counted where it was answered). None do if the channel was deleted here meanwhile.
     public func acceptRemoteBroadcast(_ b: RemoteBroadcast) {
         var flight = b.channel.withUnsafeBytes { pipeline.begin(kind: .channel, target: $0) }
-        guard case .channel(let c) = flight.resolution else {
+        guard channels[b.channel] != nil, case .channel(let c) = flight.resolution else {
             finishedPart(origin: b.origin, id: b.id, end: clock(), arrival: b.arrivalNanos)
             return
         }

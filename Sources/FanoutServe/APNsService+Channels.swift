@@ -33,9 +33,20 @@ extension APNsService {
             guard type.lowercased() == "liveactivity" else { return failure(.invalidPushType, id: idHeader) }
             let policy = object["message-storage-policy"] as? Int ?? 0
             guard policy == 0 || policy == 1 else { return failure(.badRequestParams, id: idHeader) }
-            guard liveChannels[bundle, default: 0] < APNsService.channelsPerApp else { return failure(.cannotCreateChannelConfig, id: idHeader) }
+            if bundle.withUnsafeBytes({ pipeline.store.appIds.lookup($0) }) == nil {
+                // A bundle new to this server: interned as an app for good, so their number is capped.
+                guard apiBundles < channelLimits.apiBundles else {
+                    stats.channelRefusals.bundles += 1
+                    return failure(.cannotCreateChannelConfig, id: idHeader)
+                }
+                apiBundles += 1
+            }
+            guard (channelOrder[bundle]?.raws.count ?? 0) < APNsService.channelsPerApp else {
+                stats.channelRefusals.perApp += 1
+                return failure(.cannotCreateChannelConfig, id: idHeader)
+            }
             channelsCreated += 1
-            let raw = Array("fanout-channel-\(channelsCreated)".utf8)
+            let raw = APNsService.channelId(channelsCreated)
             registerChannel(raw, bundle: bundle, storagePolicy: policy)
             if workers > 1 { outgoing.append(.channel(raw: raw, bundle: bundle, storagePolicy: policy, deleted: false)) }
             return json(201, "", extra: [(name: "apns-channel-id", value: Base64.encode(raw))])
@@ -45,7 +56,7 @@ extension APNsService {
             case .failure(let reason): return failure(reason, id: idHeader)
             case .success(let (decoded, _)): raw = decoded
             }
-            guard let channel = channels[raw], !channel.deleted, channel.bundle == bundle else {
+            guard let channel = channels[raw], channel.bundle == bundle else {
                 return failure(.channelNotRegistered, id: idHeader)
             }
             if case .deleteChannel = route {
@@ -55,8 +66,18 @@ extension APNsService {
             }
             return json(200, "{\"message-storage-policy\":\(channel.storagePolicy),\"push-type\":\"LiveActivity\"}")
         case .listChannels(let bundle):
-            let ids = channelOrder[bundle, default: []].filter { channels[$0]?.deleted == false }
-            return json(200, "{\"channels\":[" + ids.map { "\"\(Base64.encode($0))\"" }.joined(separator: ",") + "]}")
+            // The live channels only, the first `listedChannels` created (the cut is counted).
+            let live = channelOrder[bundle]?.raws ?? []
+            let shown = live.prefix(channelLimits.listedChannels)
+            if shown.count < live.count { stats.channelRefusals.listsCut += 1 }
+            var text = "{\"channels\":["
+            text.reserveCapacity(16 + shown.count * (APNsService.channelIdBase64Count + 3))
+            for (k, raw) in shown.enumerated() {
+                text += k == 0 ? "\"" : ",\""
+                text += Base64.encode(raw)
+                text += "\""
+            }
+            return json(200, text + "]}")
         default:
             preconditionFailure()
         }
@@ -70,23 +91,68 @@ extension APNsService {
         }
     }
 
+    /// The raw id of the `n`th channel created through the API: `fanout-ch-` and `n` in 14 digits, 24 bytes
+    /// (32 in base64) whatever `n`, so a new channel's id takes over a deleted one's bytes in the router.
+    static func channelId(_ n: Int) -> [UInt8] {
+        var raw = Array("fanout-ch-00000000000000".utf8)
+        var v = n
+        var i = raw.count - 1
+        while v > 0 && raw[i] != UInt8(ascii: "-") {
+            raw[i] = UInt8(ascii: "0") + UInt8(v % 10)
+            v /= 10
+            i -= 1
+        }
+        return raw
+    }
+    static let channelIdBase64Count = 32
+
     /// A new channel: in this service's registry and in the router (no subscriber yet).
     func registerChannel(_ raw: [UInt8], bundle: [UInt8], storagePolicy: Int) {
-        addChannel(raw, bundle: bundle, storagePolicy: storagePolicy)
+        guard addChannel(raw, bundle: bundle, storagePolicy: storagePolicy) else { return }
         let app = bundle.withUnsafeBytes { pipeline.store.internApp($0) }
         _ = raw.withUnsafeBytes { pipeline.router.registerChannel($0, app: app) }
     }
 
-    /// The registry's side of a channel (the scenario's are in the router from the start).
-    func addChannel(_ raw: [UInt8], bundle: [UInt8], storagePolicy: Int) {
-        channels[raw] = Channel(bundle: bundle, storagePolicy: storagePolicy)
-        channelOrder[bundle, default: []].append(raw)
-        liveChannels[bundle, default: 0] += 1
+    /// The registry's side of a channel (the scenario's are in the router from the start). False when the
+    /// channel is registered already.
+    @discardableResult
+    func addChannel(_ raw: [UInt8], bundle: [UInt8], storagePolicy: Int) -> Bool {
+        guard channels[raw] == nil else { return false }
+        channelSerial += 1
+        channels[raw] = Channel(bundle: bundle, storagePolicy: storagePolicy, serial: channelSerial)
+        channelOrder[bundle, default: BundleChannels()].serials.append(channelSerial)
+        channelOrder[bundle]!.raws.append(raw)
+        return true
     }
 
+    /// Removes a live channel everywhere on this worker: the registry, its bundle's list and the router
+    /// (at once, or after the pending fan-outs that still target its router id).
     func deleteChannel(_ raw: [UInt8]) {
-        guard let channel = channels[raw], !channel.deleted else { return }
-        channels[raw]!.deleted = true
-        liveChannels[channel.bundle, default: 1] -= 1
+        guard let channel = channels.removeValue(forKey: raw) else { return }
+        if var list = channelOrder.removeValue(forKey: channel.bundle) {
+            var low = 0
+            var high = list.serials.count
+            while low < high {
+                let mid = (low + high) / 2
+                if list.serials[mid] < channel.serial { low = mid + 1 } else { high = mid }
+            }
+            if low < list.serials.count && list.serials[low] == channel.serial {
+                list.serials.remove(at: low)
+                list.raws.remove(at: low)
+            }
+            if !list.serials.isEmpty { channelOrder[channel.bundle] = list }
+        }
+        guard let c = raw.withUnsafeBytes({ pipeline.router.channels.lookup($0) }) else { return }
+        if pending.contains(where: { $0.channel == c }) {
+            dyingChannels.append(c)
+        } else {
+            pipeline.removeChannel(c)
+        }
+    }
+
+    /// The channels deleted while fan-outs to them were pending leave the router (those fan-outs have run).
+    func releaseDyingChannels() {
+        for c in dyingChannels { pipeline.removeChannel(c) }
+        dyingChannels.removeAll()
     }
 }

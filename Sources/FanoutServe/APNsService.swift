@@ -27,18 +27,40 @@ public final class APNsService {
     var retired: [[UInt8]: Int64] = [:]
     /// The same, in rotation order, with their activities (rotated-tokens.jsonl).
     var retiredList: [(token: [UInt8], activity: Int32)] = []
-    /// Broadcast channels by raw id: their app's bundle, storage policy, and whether deleted.
+    // The channel registry (the functions: APNsService+Channels.swift). Only live channels are kept: a
+    // deleted one leaves the registry, the per-bundle list and the router, here and on every worker.
+    /// Live broadcast channels by raw id: their app's bundle, storage policy, and registration number.
     struct Channel {
         var bundle: [UInt8]
         var storagePolicy: Int
-        var deleted = false
+        var serial: Int
     }
     var channels: [[UInt8]: Channel] = [:]
-    var channelOrder: [[UInt8]: [[UInt8]]] = [:]
-    /// Channels not deleted, per app (the 10,000 limit).
-    var liveChannels: [[UInt8]: Int] = [:]
+    /// The live channels of each bundle in registration order (serials ascending); no entry when none.
+    struct BundleChannels {
+        var serials: [Int] = []
+        var raws: [[UInt8]] = []
+    }
+    var channelOrder: [[UInt8]: BundleChannels] = [:]
+    /// Channels registered so far (each gets the next serial), and created through the API here.
+    var channelSerial = 0
     var channelsCreated = 0
+    /// Bundles that got a channel through the API without being one of the population's apps (each is
+    /// interned as an app for good, so these are capped by `channelLimits.apiBundles`).
+    var apiBundles = 0
+    /// Router ids of channels deleted while a pending fan-out still refers to them: the router frees them
+    /// once those fan-outs have run, so a new channel never takes an id an answered broadcast still targets.
+    var dyingChannels: [Int32] = []
     public static let channelsPerApp = 10_000
+    /// The channel API's bounds (flags of `fanout serve`, docs/INGEST.md §2).
+    public struct ChannelLimits: Sendable {
+        /// Bundles, other than the population's apps, that may get channels through the API.
+        public var apiBundles = 100
+        /// Channel ids in one `all-channels` answer (the first ones created; the rest are left out).
+        public var listedChannels = 1_000
+        public init() {}
+    }
+    public var channelLimits = ChannelLimits()
     /// Push-to-start tokens of the population, by (device, app) as written to population.jsonl.
     var startTokenOf: [Int64: [UInt8]] = [:]
     var startedActivities = 0

@@ -175,6 +175,10 @@ public enum ServeReport {
                 "total": s.requests, "byStatus": statuses, "byReason": reasons, "acceptedPushes": s.acceptedPushes,
                 "acceptedBroadcasts": s.acceptedBroadcasts, "acceptedOtherPushTypes": s.acceptedOtherPushTypes,
                 "channelRequests": s.channelRequests, "identitiesHold": s.identitiesHold,
+                "channelLimits": [
+                    "perAppRefused": s.channelRefusals.perApp, "apiBundlesRefused": s.channelRefusals.bundles,
+                    "listsCut": s.channelRefusals.listsCut,
+                ],
                 "ratePerSecond": elapsed > 0 ? (Double(s.requests) / elapsed * 10).rounded() / 10 : 0,
             ],
             "accounting": accountingJSON(a),
@@ -216,7 +220,13 @@ public enum ServeReport {
         }
         md += "Accepted: \(s.acceptedPushes) token pushes, \(s.acceptedBroadcasts) broadcasts, "
         md += "\(s.acceptedOtherPushTypes) of other push types (reaching no activity); \(s.channelRequests) "
-        md += "channel-management requests. Identities (requests = Σ statuses, failures = Σ reasons): "
+        md += "channel-management requests"
+        let cr = s.channelRefusals
+        if cr != ServeStats.ChannelRefusals() {
+            md += " (bounds hit: \(cr.perApp) creates over 10,000 per app, \(cr.bundles) over the API bundle cap, "
+            md += "\(cr.listsCut) all-channels answers cut)"
+        }
+        md += ". Identities (requests = Σ statuses, failures = Σ reasons): "
         md += s.identitiesHold ? "hold.\n\n" : "**BROKEN**.\n\n"
         md += "## Devices\n\n"
         md += "Pushes judged by the devices' pipeline \(a.pushes): routed \(a.routed), rejected \(a.rejectedTotal), "

@@ -19,6 +19,14 @@ public struct ServeStats: Sendable {
     public var acceptedBroadcasts = 0
     public var acceptedOtherPushTypes = 0
     public var channelRequests = 0
+    /// Channel API bounds hit: creates refused by the 10,000-per-app limit or the API bundle cap (both
+    /// answered `CannotCreateChannelConfig`), and `all-channels` answers cut to the listed-channel cap.
+    public struct ChannelRefusals: Sendable, Equatable {
+        public var perApp = 0
+        public var bundles = 0
+        public var listsCut = 0
+    }
+    public var channelRefusals = ChannelRefusals()
     public enum Finding: Int, CaseIterable, Sendable {
         case rotatedToken, unknownToken, wrongTopic, staleTimestamp, afterEnd, rejectedPayload, budget, limitExceeded
 
@@ -77,6 +85,9 @@ public struct ServeStats: Sendable {
         acceptedBroadcasts += o.acceptedBroadcasts
         acceptedOtherPushTypes += o.acceptedOtherPushTypes
         channelRequests += o.channelRequests
+        channelRefusals.perApp += o.channelRefusals.perApp
+        channelRefusals.bundles += o.channelRefusals.bundles
+        channelRefusals.listsCut += o.channelRefusals.listsCut
         for i in findings.values.indices {
             findings.values[i] += o.findings.values[i]
             examples.values[i] += o.examples.values[i].prefix(ServeStats.examplesPerFinding - examples.values[i].count)

@@ -7,8 +7,10 @@ struct Plan: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Capacity plan: the highest rate that meets the SLOs, at 1...N workers, the USL fit, a prediction.",
         discussion: """
-            In real time, steps the scenario's offered rate (its time-averaged arrival rate × a factor; \
-            bursts and source ends left out so every step is stationary): ×2 from --start-factor while \
+            In real time (--clock virtual: on the scenario's cost model instead of this machine, a \
+            deterministic plan of the model), steps the scenario's offered rate (its time-averaged arrival \
+            rate × a factor; bursts and source ends left out so every step is stationary): ×2 from \
+            --start-factor while \
             steps pass, then bisection between the last pass and the first fail. A step fails when an SLO \
             breaks, the loss share exceeds --max-loss, or the harness saturates (scheduleLag.p99 above \
             --max-schedule-lag, or under 95% of the offered rate achieved). The knee is measured at 1, 2, \
@@ -58,6 +60,9 @@ struct Plan: ParsableCommand {
 
     @Option(name: .customLong("max-workers"), help: "Measure the knee at 1...N workers (default: one per core).")
     var maxWorkers: Int?
+
+    @Option(help: "real (measures this machine) or virtual (steps on the scenario's cost model: deterministic).")
+    var clock = "real"
 
     @Option(
         name: .customLong("max-schedule-lag"),
@@ -126,6 +131,9 @@ struct Plan: ParsableCommand {
         guard precision > 1 && precision <= 2 else {
             throw ValidationError("--precision: expected above 1 and at most 2, got \(precision)")
         }
+        guard let stepClock = Scenario.Clock(rawValue: clock) else {
+            throw ValidationError("--clock: expected virtual or real, got \(clock)")
+        }
         let cores = max(ProcessInfo.processInfo.activeProcessorCount, 1)
         let workers = maxWorkers ?? cores
         guard (1...256).contains(workers) else {
@@ -140,11 +148,12 @@ struct Plan: ParsableCommand {
         settings.search.startFactor = startFactor
         settings.search.precision = precision
         settings.confirmFailures = confirmFailures
+        settings.clock = stepClock
         let folder = out ?? "reports/plans/\(Run.timestamp())-\(s.name)"
         FileHandle.standardError.write(
             Data(
                 ("fanout plan \(s.name): \(parsed.map(\.description).joined(separator: ", ")), workers 1...\(workers), "
-                    + "steps ≥ \(stepSeconds) s, config \(s.configHash)\n").utf8))
+                    + "steps ≥ \(stepSeconds) s, \(stepClock.rawValue) time, config \(s.configHash)\n").utf8))
         let plan = try CapacityPlan.run(settings) { line in
             FileHandle.standardError.write(Data((line + "\n").utf8))
         }

@@ -66,6 +66,16 @@ struct Serve: ParsableCommand {
         help: "Seconds a new connection has to send the HTTP/2 preface before it is closed.")
     var prefaceTimeout: Double = 10
 
+    @Option(
+        name: .customLong("max-api-bundles"),
+        help: "Bundles besides the scenario's apps that may get channels through the API (the next: 400).")
+    var maxAPIBundles = 100
+
+    @Option(
+        name: .customLong("max-listed-channels"),
+        help: "Channel ids in one all-channels answer (the first created; up to APNs's 10,000 per app).")
+    var maxListedChannels = 1000
+
     @Option(help: "Run folder (default reports/runs/<UTC time>-serve-<scenario>/).")
     var out: String?
 
@@ -91,6 +101,12 @@ struct Serve: ParsableCommand {
         guard (1...100_000).contains(maxStreams) else { throw ValidationError("--max-streams: expected 1 to 100000") }
         guard prefaceTimeout > 0 else { throw ValidationError("--preface-timeout: expected seconds above 0") }
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout: expected seconds above 0") }
+        guard (0...100_000).contains(maxAPIBundles) else {
+            throw ValidationError("--max-api-bundles: expected 0 to 100000")
+        }
+        guard (1...APNsService.channelsPerApp).contains(maxListedChannels) else {
+            throw ValidationError("--max-listed-channels: expected 1 to \(APNsService.channelsPerApp)")
+        }
         _ = try Self.parseListen(listen)
     }
 
@@ -142,6 +158,10 @@ struct Serve: ParsableCommand {
             APNsService(
                 scenario: s, auth: providerAuth, nowSeconds: Int64(startedAt.timeIntervalSince1970), worker: k,
                 of: count, clock: { EventLoop.hrtimeNanos })
+        }
+        for service in services {
+            service.channelLimits.apiBundles = maxAPIBundles
+            service.channelLimits.listedChannels = maxListedChannels
         }
         let cluster = count > 1 ? ServeCluster(count: count, directory: TokenDirectory(services.map { $0.ownedTokens() })) : nil
         let buildSeconds = Double(EventLoop.hrtimeNanos &- buildStart) / 1e9

@@ -13,6 +13,7 @@ struct PlanCommandTests {
             (["--slo", "endToEnd.p99<=5ms", "--target", "fanout=3000000"], "--target: target \"fanout=3000000\""),
             (["--slo", "endToEnd.p99<=5ms", "--max-loss", "2"], "--max-loss: expected a share from 0 to 1"),
             (["--slo", "endToEnd.p99<=5ms", "--max-workers", "0"], "--max-workers: expected 1 to 256"),
+            (["--slo", "endToEnd.p99<=5ms", "--clock", "wall"], "--clock: expected virtual or real, got wall"),
         ])
     func badInput(arguments: [String], message: String) throws {
         let dir = try CLI.temporaryDirectory().appendingPathComponent("plan")
@@ -22,6 +23,7 @@ struct PlanCommandTests {
         #expect(!FileManager.default.fileExists(atPath: dir.path))
     }
 
+    /// On the cost model (`--clock virtual`): the steps, the knee and the files are the same on any machine.
     @Test("a short plan of a known-capacity scenario writes plan.json, plan.md and plan.html")
     func shortPlan() throws {
         let dir = try CLI.temporaryDirectory()
@@ -40,9 +42,10 @@ struct PlanCommandTests {
             "plan", scenario.path, "--slo", "endToEnd.p99<=500ms", "--max-workers", "1",
             "--step-seconds", "0.5", "--max-step-seconds", "0.5", "--precision", "1.5",
             "--max-schedule-lag", "200ms", "--target", "fanout=1000 within=100ms",
-            "--out", out.path,
+            "--clock", "virtual", "--out", out.path,
         ])
         #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("virtual time"), "\(result.stderr)")
         #expect(result.stderr.contains("plan 1w step 1  ×1"), "\(result.stderr)")
         #expect(result.stdout.contains("Knee: ×"), "\(result.stdout)")
         let files = Set(try FileManager.default.contentsOfDirectory(atPath: out.path))
@@ -50,7 +53,14 @@ struct PlanCommandTests {
         let json =
             try JSONSerialization.jsonObject(with: Data(contentsOf: out.appendingPathComponent("plan.json")))
             as! [String: Any]
-        #expect((json["knee"] as? [String: Any])?["workers"] as? Int == 1)
+        // 20 deliveries of 500 µs per event: 2,000 deliveries/s, factor 2 (50 events/s at factor 1); with
+        // --precision 1.5 the search stops at a pass ×2 and a fail ×2.83.
+        let knee = try #require(json["knee"] as? [String: Any])
+        #expect(knee["workers"] as? Int == 1 && knee["factor"] as? Double == 2)
+        let rate = try #require(knee["deliveriesPerSecond"] as? Double)
+        #expect(abs(rate - 2000) / 2000 < 0.10, "knee \(rate) deliveries/s")
+        let method = try #require(json["method"] as? [String: Any])
+        #expect((method["steady"] as? String)?.contains("virtual time") == true)
         #expect((json["prediction"] as? [String: Any])?["requiredPerSecond"] as? Int == 10_000)
     }
 }

@@ -175,7 +175,7 @@ struct APNsServiceTests {
             #expect(Self.ask(service, path: "/1/apps/com.example.new/channels", create, body).status == 201)
         }
         let full = Self.ask(service, path: "/1/apps/com.example.new/channels", create, body)
-        #expect(full.body == #"{"reason":"CannotCreateChannelConfig"}"#)
+        #expect(full.body == #"{"reason":"CannotCreateChannelConfig"}"# && service.stats.channelRefusals.perApp == 1)
         #expect(Self.ask(service, "DELETE", path: "/1/apps/com.example.new/channels", [("apns-channel-id", id)]).status == 204)
         #expect(Self.ask(service, path: "/1/apps/com.example.new/channels", create, body).status == 201)
         let list = Self.ask(service, "GET", path: "/1/apps/com.example.new/all-channels", [])
