@@ -111,7 +111,15 @@ extension APNsService {
         let rejected = withHeaders(b.headers, broadcast: true) { headers in
             b.payload.withUnsafeBytes { pipeline.validate(&flight, headers: headers, payload: $0, countsVerdict: false) }
         }
-        precondition(rejected == nil, "a broadcast accepted by one worker is accepted by all")
+        if let rejected {
+            // Every worker holds the same channels and validates alike, so this is a bug, not a client's
+            // doing: counted (the summary shows it) and this worker's part ends here, instead of a trap.
+            stats.note(
+                .broadcastRefusedElsewhere,
+                "broadcast \(b.id) from worker \(b.origin) refused here: \(APNsReason(rejected).rawValue)")
+            finishedPart(origin: b.origin, id: b.id, end: clock(), arrival: b.arrivalNanos)
+            return
+        }
         _ = pipeline.route(&flight, countsVerdict: false)
         pending.append(
             PendingFanout(

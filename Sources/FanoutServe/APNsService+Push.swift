@@ -78,7 +78,7 @@ extension APNsService {
             record(.validate, max(t1 &- t0, 1))
             switch verdict {
             case .rejected(let reason): return failure(APNsReason(reason), id: idHeader)
-            case .unroutable(let reason): return failure(APNsReason(rawValue: reason.name)!, id: idHeader)
+            case .unroutable(let reason): return failure(APNsReason(reason), id: idHeader)
             case .routed:
                 if pipeline.accounting[.limitExceeded] > refusedBefore {
                     stats.note(.limitExceeded, "push-to-start token \(String(decoding: token.prefix(16), as: UTF8.self))… apns-id \(idHeader.value)")

@@ -52,6 +52,7 @@ public struct ServeStats: Sendable {
 
     public enum Finding: Int, CaseIterable, Sendable {
         case rotatedToken, unknownToken, wrongTopic, staleTimestamp, afterEnd, rejectedPayload, budget, limitExceeded
+        case derSignature, broadcastRefusedElsewhere
 
         public var about: String {
             switch self {
@@ -63,6 +64,9 @@ public struct ServeStats: Sendable {
             case .rejectedPayload: "payloads or headers APNs would reject"
             case .budget: "priority-10 budget overruns (throttled)"
             case .limitExceeded: "push-to-start refused by the device's limits"
+            case .derSignature: "provider tokens signed in DER, not the JWS R‖S form APNs documents (accepted here)"
+            case .broadcastRefusedElsewhere:
+                "broadcasts answered 200 by one worker and refused by another (not fanned out there; a fanout bug)"
             }
         }
     }
