@@ -245,8 +245,7 @@ public final class APNsService {
     ) -> APNsReason? {
         var notes = ProviderAuth.Notes()
         let reason = auth.check(
-            authorization: r.header("authorization").map(Array.init), state: state, nowSeconds: wallMillis / 1000,
-            notes: &notes)
+            authorization: r.header("authorization"), state: state, nowSeconds: wallMillis / 1000, notes: &notes)
         if notes.becameValid { became = true }
         if notes.derSignature {
             stats.note(.derSignature, "a token of key id \(notes.keyId ?? "?") signed in DER, not JWS R‖S")

@@ -57,17 +57,18 @@ public final class ProviderAuth: Sendable {
     ) -> APNsReason? {
         var notes = Notes()
         defer { if notes.becameValid { becameValid = true } }
-        return check(authorization: authorization, state: state, nowSeconds: nowSeconds, notes: &notes)
+        return check(authorization: authorization?[...], state: state, nowSeconds: nowSeconds, notes: &notes)
     }
 
-    /// `check` with everything it noticed in `notes`.
+    /// `check` with everything it noticed in `notes`. A request that repeats its connection's accepted or
+    /// last refused token costs a byte comparison and allocates nothing.
     public func check(
-        authorization: [UInt8]?, state: ConnectionState, nowSeconds: Int64, notes: inout Notes
+        authorization: ArraySlice<UInt8>?, state: ConnectionState, nowSeconds: Int64, notes: inout Notes
     ) -> APNsReason? {
         guard let authorization, authorization.count > 7, ProviderAuth.isBearer(authorization) else {
             return .missingProviderToken
         }
-        let token = authorization[7...]
+        let token = authorization.dropFirst(7)
         if let current = state.token, current.elementsEqual(token) {
             return ProviderAuth.age(nowSeconds, state.iat) > ProviderAuth.maxAgeSeconds ? .expiredProviderToken : nil
         }
@@ -127,9 +128,13 @@ public final class ProviderAuth: Sendable {
     }
 
     /// `bearer ` in any case.
-    private static func isBearer(_ header: [UInt8]) -> Bool {
+    static func isBearer(_ header: ArraySlice<UInt8>) -> Bool {
         let bearer: StaticString = "bearer "
-        for i in 0..<7 where header[i] | 0x20 != bearer.utf8Start[i] | 0x20 { return false }
+        for (i, byte) in header.prefix(7).enumerated() {
+            let expected = bearer.utf8Start[i]
+            // Letters in either case; the space exactly.
+            guard byte == expected || (expected != 0x20 && byte | 0x20 == expected) else { return false }
+        }
         return true
     }
 

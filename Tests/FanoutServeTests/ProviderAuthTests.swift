@@ -145,7 +145,7 @@ struct ProviderAuthTests {
         _ auth: ProviderAuth, _ token: [UInt8], _ state: ProviderAuth.ConnectionState, at t: Int64 = now
     ) -> APNsReason? {
         var notes = ProviderAuth.Notes()
-        return auth.check(authorization: token, state: state, nowSeconds: t, notes: &notes)
+        return auth.check(authorization: token[...], state: state, nowSeconds: t, notes: &notes)
     }
 
     @Test("alg none and HS256 (signed with the public key as the HMAC secret) are refused")
@@ -226,7 +226,7 @@ struct ProviderAuthTests {
         #expect(Self.check(auth, early, state, at: Self.now + 10) == .invalidProviderToken)
         #expect(state.verifications == 3)
         var notes = ProviderAuth.Notes()
-        #expect(auth.check(authorization: early, state: state, nowSeconds: Self.now + 30, notes: &notes) == nil)
+        #expect(auth.check(authorization: early[...], state: state, nowSeconds: Self.now + 30, notes: &notes) == nil)
         #expect(notes.becameValid && notes.derSignature && state.verifications == 3)
         for _ in 0..<10 { #expect(Self.check(auth, early, state, at: Self.now + 40) == nil) }
         #expect(Self.check(auth, tampered, state, at: Self.now + 40) == .invalidProviderToken)
@@ -239,15 +239,15 @@ struct ProviderAuthTests {
         let auth = try Self.auth(keys)
         var notes = ProviderAuth.Notes()
         let raw = try Self.token(keys, key: "a", kid: "KEYA", iss: "TEAM000001", iat: "\(Self.now)", signature: .raw)
-        #expect(auth.check(authorization: raw, state: .init(), nowSeconds: Self.now, notes: &notes) == nil)
+        #expect(auth.check(authorization: raw[...], state: .init(), nowSeconds: Self.now, notes: &notes) == nil)
         #expect(notes.becameValid && !notes.derSignature)
         notes = ProviderAuth.Notes()
         let der = try Self.token(keys, key: "a", kid: "KEYA", iss: "TEAM000001", iat: "\(Self.now)", signature: .der)
         let state = ProviderAuth.ConnectionState()
-        #expect(auth.check(authorization: der, state: state, nowSeconds: Self.now, notes: &notes) == nil)
+        #expect(auth.check(authorization: der[...], state: state, nowSeconds: Self.now, notes: &notes) == nil)
         #expect(notes.derSignature && notes.keyId == "KEYA")
         notes = ProviderAuth.Notes()
-        #expect(auth.check(authorization: der, state: state, nowSeconds: Self.now, notes: &notes) == nil)
+        #expect(auth.check(authorization: der[...], state: state, nowSeconds: Self.now, notes: &notes) == nil)
         #expect(!notes.derSignature, "noted once per token, not per request")
 
         // Served: the finding is counted once per accepted token, with an example.
@@ -264,6 +264,14 @@ struct ProviderAuthTests {
         #expect(service.stats.findings[.derSignature] == 1)
         #expect(service.stats.examples[.derSignature]?.first?.contains("KEYA") == true)
         #expect(connection.verifications == 1)
+    }
+
+    @Test("the scheme is bearer in any case, followed by exactly a space")
+    func bearer() {
+        for ok in ["bearer x", "Bearer x", "BEARER x", "bEaReR x"] { #expect(ProviderAuth.isBearer(Array(ok.utf8)[...])) }
+        for bad in ["bearer\0x", "bearer\tx", "beare x", "basic xx", "bearer-x", "Bearer:x"] {
+            #expect(!ProviderAuth.isBearer(Array(bad.utf8)[...]), "\(bad)")
+        }
     }
 
     @Test("a key that is not P-256 is refused with its name")
