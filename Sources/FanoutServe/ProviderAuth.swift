@@ -80,19 +80,14 @@ public final class ProviderAuth: Sendable {
             state.verifications += 1
             parsed = verify(token)
         }
-        let verdict: APNsReason?
+        let claims: Claims
         switch parsed {
-        case .failure(let reason): verdict = reason
-        case .success(let claims): verdict = judge(claims, state, nowSeconds)
+        case .failure(let reason):
+            return refuse(token, parsed, reason, state)
+        case .success(let found):
+            if let reason = judge(found, state, nowSeconds) { return refuse(token, parsed, reason, state) }
+            claims = found
         }
-        if let verdict {
-            if state.rejected == nil || !state.rejected!.elementsEqual(token) {
-                state.rejected = Array(token)
-                state.rejectedVerdict = parsed
-            }
-            return verdict
-        }
-        guard case .success(let claims) = parsed else { preconditionFailure("an accepted token has claims") }
         notes.becameValid = !state.everValid
         notes.derSignature = claims.derSignature
         notes.keyId = claims.keyId
@@ -103,6 +98,17 @@ public final class ProviderAuth: Sendable {
         state.everValid = true
         if let rejected = state.rejected, rejected.elementsEqual(token) { state.rejected = nil }
         return nil
+    }
+
+    /// Remembers a refused token with what its verification found (unless it is the one remembered).
+    private func refuse(
+        _ token: ArraySlice<UInt8>, _ parsed: Result<Claims, APNsReason>, _ reason: APNsReason, _ state: ConnectionState
+    ) -> APNsReason {
+        if !(state.rejected?.elementsEqual(token) ?? false) {
+            state.rejected = Array(token)
+            state.rejectedVerdict = parsed
+        }
+        return reason
     }
 
     /// The rules on a correctly signed token that depend on the time and on the connection.
