@@ -86,7 +86,7 @@ public struct ContentSchema: Sendable {
     /// Index of the field whose name equals the (possibly escaped) key at `keyIndex`, or -1.
     /// Tries `expected` first: encoders write keys in schema order, so that is usually one comparison.
     @inline(__always)
-    func fieldIndex(tape: borrowing JSONTape, keyIndex: Int, expected: Int) -> Int {
+    func fieldIndex(tape: JSONDocument, keyIndex: Int, expected: Int) -> Int {
         nameBytes.withUnsafeBytes { names in
             let count = fields.count
             if count == 0 { return -1 }
@@ -181,7 +181,7 @@ extension ContentSchema {
     /// (TRACE rule 13). Returns false when it does not decode; `out` then holds garbage past its
     /// original count. `slots` is scratch storage reused across calls.
     public func decode(
-        tape: borrowing JSONTape, object index: Int, into out: inout [UInt8], slots: inout [Int32]
+        tape: JSONDocument, object index: Int, into out: inout [UInt8], slots: inout [Int32]
     ) -> Bool {
         guard tape[index].kind == .object else { return false }
         slots.removeAll(keepingCapacity: true)
@@ -234,7 +234,7 @@ extension ContentSchema {
     /// `decode(tape:object:into:slots:)` into a byte buffer, with scratch on the stack: the apply
     /// path. Writes the same record bytes after the buffer's current contents.
     @inline(__always)
-    func decodeRecord(tape: borrowing JSONTape, object index: Int, into out: inout ByteBuffer) -> Bool {
+    func decodeRecord(tape: JSONDocument, object index: Int, into out: inout ByteBuffer) -> Bool {
         guard tape[index].kind == .object else { return false }
         let count = fields.count
         return withUnsafeTemporaryAllocation(of: Int32.self, capacity: max(count, 1)) { slots in
@@ -253,7 +253,7 @@ extension ContentSchema {
 
     @inline(__always)
     private static func decodeRecord(
-        tape: borrowing JSONTape, object index: Int, names: UnsafeRawBufferPointer, offsets: UnsafeBufferPointer<Int>,
+        tape: JSONDocument, object index: Int, names: UnsafeRawBufferPointer, offsets: UnsafeBufferPointer<Int>,
         fields: UnsafeBufferPointer<Field>, slots: UnsafeMutableBufferPointer<Int32>, into out: inout ByteBuffer
     ) -> Bool {
         let count = fields.count
@@ -434,7 +434,7 @@ public struct SchemaSet: Sendable {
     /// property reads the schema in place instead of copying it.
     @inline(__always)
     mutating func decodeRecordInPlace(
-        _ id: Int32, tape: borrowing JSONTape, object index: Int, into out: inout ByteBuffer
+        _ id: Int32, tape: JSONDocument, object index: Int, into out: inout ByteBuffer
     ) -> Bool {
         // Borrowed through the buffer's addressor: `schemas[id]` would copy the schema (five arrays and
         // a string retained and released) on every push.

@@ -64,7 +64,8 @@ public struct ApsFields: Sendable {
 /// What APNs would reject (DOMAIN §3.2, TRACE rules 4–7), judged in one scan of the payload.
 /// The first failing check wins, in `RejectReason`'s order. Allocates nothing in steady state.
 public struct PayloadValidator {
-    /// The scanned payload; valid while the caller keeps the payload bytes alive.
+    /// The scanned payload: its entries, read with the payload's bytes (`tape.reading(payload)`) by whoever
+    /// holds them (the tape keeps no pointer to them).
     public var tape = JSONTape()
     /// The members of `aps` of the last accepted payload.
     public private(set) var aps = ApsFields()
@@ -131,7 +132,9 @@ public struct PayloadValidator {
 
     /// Strict JSON, `aps` an object, a known `event` that fits the target, an integral `timestamp`.
     private mutating func validatePayload(_ payload: UnsafeRawBufferPointer, target: TargetKind) -> Bool {
-        guard tape.scan(payload) == nil, tape[0].kind == .object else { return false }
+        guard tape.scan(payload) == nil else { return false }
+        let tape = self.tape.reading(payload)
+        guard tape[0].kind == .object else { return false }
         let apsIndex = tape.member(0, "aps")
         guard apsIndex >= 0, tape[apsIndex].kind == .object else { return false }
         var fields = ApsFields()
@@ -155,7 +158,7 @@ public struct PayloadValidator {
             case 15 where tape.stringEquals(key, "attributes-type"): fields.attributesType = value
             case 18 where tape.stringEquals(key, "input-push-channel"): fields.inputPushChannel = value
             default:
-                if e.flag { matchEscapedKey(key, &fields, &event, &timestamp) }
+                if e.flag { PayloadValidator.matchEscapedKey(tape, key, &fields, &event, &timestamp) }
             }
             key = Int(tape[key + 1].next)
         }
@@ -177,7 +180,9 @@ public struct PayloadValidator {
     }
 
     /// A key written with escapes (`"ev\u0065nt"`) names the same member as the plain one.
-    private func matchEscapedKey(_ key: Int, _ fields: inout ApsFields, _ event: inout Int, _ timestamp: inout Int) {
+    private static func matchEscapedKey(
+        _ tape: JSONDocument, _ key: Int, _ fields: inout ApsFields, _ event: inout Int, _ timestamp: inout Int
+    ) {
         let value = Int32(key + 1)
         if tape.stringEquals(key, "event") {
             event = key + 1

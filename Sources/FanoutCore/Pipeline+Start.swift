@@ -1,20 +1,21 @@
 /// Push-to-start (TRACE rule 14): a push to a device's start token creates an activity.
 extension PipelineCore {
     mutating func start(
-        _ flight: Pipeline.InFlight, device d: Int32, app: Int32, nowMillis: Int64,
+        _ flight: Pipeline.InFlight, payload: UnsafeRawBufferPointer, device d: Int32, app: Int32, nowMillis: Int64,
         id: UnsafeRawBufferPointer?, token: UnsafeRawBufferPointer?
     ) {
-        let outcome = startOutcome(flight.aps, device: d, app: app, nowMillis: nowMillis, id: id, token: token)
+        let outcome = startOutcome(
+            flight.aps, payload: payload, device: d, app: app, nowMillis: nowMillis, id: id, token: token)
         accounting.outcomes[outcome.outcome.rawValue] += 1
         if let a = outcome.activity { store.count(.applied, for: a) }
     }
 
     private mutating func startOutcome(
-        _ aps: ApsFields, device d: Int32, app: Int32, nowMillis: Int64,
+        _ aps: ApsFields, payload: UnsafeRawBufferPointer, device d: Int32, app: Int32, nowMillis: Int64,
         id: UnsafeRawBufferPointer?, token: UnsafeRawBufferPointer?
     ) -> (outcome: Outcome, activity: Int32?) {
         if atLimit(device: d, app: app, nowMillis: nowMillis) { return (.limitExceeded, nil) }
-        let tape = validator.tape
+        let tape = validator.tape.reading(payload)
         let typeIndex = Int(aps.attributesType)
         guard typeIndex >= 0, tape[typeIndex].kind == .string,
             let schema = schemas.id(named: tape.rawBytes(typeIndex)) ?? escapedSchemaName(tape, typeIndex),
@@ -47,7 +48,7 @@ extension PipelineCore {
         return (.applied, a)
     }
 
-    private func escapedSchemaName(_ tape: borrowing JSONTape, _ index: Int) -> Int32? {
+    private func escapedSchemaName(_ tape: JSONDocument, _ index: Int) -> Int32? {
         guard tape[index].flag else { return nil }
         var name: [UInt8] = []
         tape.appendUnescaped(index, to: &name)

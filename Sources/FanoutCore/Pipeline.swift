@@ -91,10 +91,12 @@ public final class Pipeline {
         core.route(&flight, countsVerdict: countsVerdict)
     }
 
-    /// Stage 3: one device applies an update or end to one of its activities (DOMAIN §3.4).
+    /// Stage 3: one device applies an update or end to one of its activities (DOMAIN §3.4). `payload` is
+    /// the one the flight was validated (or resumed) with: the content is decoded from it, so the caller
+    /// delivers while it holds the bytes (the validator's tape keeps no pointer to them).
     @discardableResult
-    public func deliver(_ flight: InFlight, to a: Int32, nowMillis: Int64) -> Outcome {
-        core.deliver(flight, to: a, nowMillis: nowMillis)
+    public func deliver(_ flight: InFlight, payload: UnsafeRawBufferPointer, to a: Int32, nowMillis: Int64) -> Outcome {
+        core.deliver(flight, payload: payload, to: a, nowMillis: nowMillis)
     }
 
     /// Counts an outcome decided outside the device: a held push that `expired` before its device
@@ -212,16 +214,18 @@ struct PipelineCore {
         case .routed(let recipients):
             switch flight.resolution {
             case .activity(let a):
-                deliver(flight, to: a, nowMillis: nowMillis)
+                deliver(flight, payload: payload, to: a, nowMillis: nowMillis)
             case .channel(let c):
                 // Recipients are the subscribers at this instant.
                 var k = 0
                 while k < router.subscribers[Int(c)].count {
-                    deliver(flight, to: router.subscribers[Int(c)][k], nowMillis: nowMillis)
+                    deliver(flight, payload: payload, to: router.subscribers[Int(c)][k], nowMillis: nowMillis)
                     k += 1
                 }
             case .startToken(let device, let app):
-                start(flight, device: device, app: app, nowMillis: nowMillis, id: newActivity, token: newToken)
+                start(
+                    flight, payload: payload, device: device, app: app, nowMillis: nowMillis, id: newActivity,
+                    token: newToken)
             default:
                 preconditionFailure("routed push without recipients")
             }
@@ -286,8 +290,10 @@ struct PipelineCore {
 
     /// Stage 3: one device applies an update or end to one of its activities (DOMAIN §3.4).
     @discardableResult
-    mutating func deliver(_ flight: Pipeline.InFlight, to a: Int32, nowMillis: Int64) -> Outcome {
-        let outcome = applyOutcome(flight.aps, to: a, nowMillis: nowMillis)
+    mutating func deliver(
+        _ flight: Pipeline.InFlight, payload: UnsafeRawBufferPointer, to a: Int32, nowMillis: Int64
+    ) -> Outcome {
+        let outcome = applyOutcome(flight.aps, payload: payload, to: a, nowMillis: nowMillis)
         accounting.outcomes[outcome.rawValue] += 1
         store.count(outcome, for: a)
         return outcome
@@ -311,7 +317,7 @@ struct PipelineCore {
         var flight = Pipeline.InFlight(kind: kind, resolution: .activity(a))
         flight.aps = validator.aps
         decoded.schema = -1
-        return deliver(flight, to: a, nowMillis: nowMillis)
+        return deliver(flight, payload: payload, to: a, nowMillis: nowMillis)
     }
 
     /// Takes up a push that was validated and routed earlier and whose deliveries were interrupted (a
@@ -330,12 +336,14 @@ struct PipelineCore {
     }
 
     @inline(__always)
-    private mutating func applyOutcome(_ aps: ApsFields, to a: Int32, nowMillis: Int64) -> Outcome {
+    private mutating func applyOutcome(
+        _ aps: ApsFields, payload: UnsafeRawBufferPointer, to a: Int32, nowMillis: Int64
+    ) -> Outcome {
         let (early, schema) = store.admit(
             a, timestamp: aps.timestamp, priority: aps.priority, budgetPerHour: rules.budgetPerHour,
             nowMillis: nowMillis)
         if let early { return early }
-        if decoded.schema != schema { decoded = decodeUpdate(aps, schema: schema) }
+        if decoded.schema != schema { decoded = decodeUpdate(aps, payload: payload, schema: schema) }
         let d = decoded
         guard d.ok else { return .decodeFailed }
         withExtendedLifetime(record) {
@@ -348,10 +356,12 @@ struct PipelineCore {
 
     /// Decodes the device-side fields of an update or end (TRACE rule 12) under one schema. A
     /// broadcast decodes once per schema among its recipients: the result depends on nothing else.
-    private mutating func decodeUpdate(_ aps: ApsFields, schema: Int32) -> DecodedContent {
+    private mutating func decodeUpdate(
+        _ aps: ApsFields, payload: UnsafeRawBufferPointer, schema: Int32
+    ) -> DecodedContent {
         var result = DecodedContent()
         result.schema = schema
-        let tape = validator.tape
+        let tape = validator.tape.reading(payload)
         guard case .decoded(let stale) = optionalDate(tape, aps.staleDate),
             case .decoded(let dismissal) = optionalDate(tape, aps.dismissalDate),
             let relevance = optionalRelevance(tape, aps.relevanceScore)
@@ -379,7 +389,7 @@ struct PipelineCore {
 
     /// Absent or null → none; an integral number → its value; anything else → invalid (decodeFailed).
     @inline(__always)
-    func optionalDate(_ tape: borrowing JSONTape, _ index: Int32) -> OptionalDate {
+    func optionalDate(_ tape: JSONDocument, _ index: Int32) -> OptionalDate {
         if index < 0 || tape[Int(index)].kind == .null { return .decoded(nil) }
         guard let value = tape.int64(Int(index)) else { return .invalid }
         return .decoded(value)
@@ -387,7 +397,7 @@ struct PipelineCore {
 
     /// Absent or null → 0; any finite number → its value; anything else → nil (decodeFailed).
     @inline(__always)
-    func optionalRelevance(_ tape: borrowing JSONTape, _ index: Int32) -> Double? {
+    func optionalRelevance(_ tape: JSONDocument, _ index: Int32) -> Double? {
         if index < 0 || tape[Int(index)].kind == .null { return 0 }
         return tape.double(Int(index))
     }

@@ -58,8 +58,29 @@ public enum APNsReason: String, CaseIterable, Sendable, Error {
         }
     }
 
-    /// The pipeline's rejection (DOMAIN §3.2) as APNs's answer.
+    /// The pipeline's rejection (DOMAIN §3.2) as APNs's answer: a switch, so the compiler holds the mapping
+    /// total (no force-unwrapped lookup by name on a request's path); tested against `name` over `allCases`.
     init(_ reason: RejectReason) {
-        self = APNsReason(rawValue: reason.name)!
+        switch reason {
+        case .payloadTooLarge: self = .payloadTooLarge
+        case .payloadEmpty: self = .payloadEmpty
+        case .invalidPushType: self = .invalidPushType
+        case .topicDisallowed: self = .topicDisallowed
+        case .badTopic: self = .badTopic
+        case .badPriority: self = .badPriority
+        case .badCollapseId: self = .badCollapseId
+        case .badMessageId: self = .badMessageId
+        case .badExpirationDate: self = .badExpirationDate
+        case .badRequestPayload: self = .badRequestPayload
+        }
+    }
+
+    /// The router's verdict on a target it cannot reach (DOMAIN §3.3) as APNs's answer.
+    init(_ reason: UnroutableReason) {
+        switch reason {
+        case .badDeviceToken: self = .badDeviceToken
+        case .unregistered: self = .unregistered
+        case .channelNotRegistered: self = .channelNotRegistered
+        }
     }
 }

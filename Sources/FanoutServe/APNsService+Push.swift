@@ -78,7 +78,7 @@ extension APNsService {
             record(.validate, max(t1 &- t0, 1))
             switch verdict {
             case .rejected(let reason): return failure(APNsReason(reason), id: idHeader)
-            case .unroutable(let reason): return failure(APNsReason(rawValue: reason.name)!, id: idHeader)
+            case .unroutable(let reason): return failure(APNsReason(reason), id: idHeader)
             case .routed:
                 if pipeline.accounting[.limitExceeded] > refusedBefore {
                     stats.note(.limitExceeded, "push-to-start token \(String(decoding: token.prefix(16), as: UTF8.self))… apns-id \(idHeader.value)")
@@ -89,22 +89,28 @@ extension APNsService {
             }
         }
         var flight = tokenFlight
-        let rejected = withHeaders(h, broadcast: false) { headers in
-            r.body.withUnsafeBytes { pipeline.validate(&flight, headers: headers, payload: $0) }
+        // Validated, routed and applied inside the closure that lends the payload's bytes: the device
+        // decodes the content from them (the validator's tape keeps offsets, not a pointer).
+        let rejected = r.body.withUnsafeBytes { payload -> RejectReason? in
+            let rejected = withHeaders(h, broadcast: false) { headers in
+                pipeline.validate(&flight, headers: headers, payload: payload)
+            }
+            let t1 = clock()
+            record(.validate, max(t1 &- t0, 1))
+            if let rejected { return rejected }
+            guard case .routed = pipeline.route(&flight), case .activity(let a) = flight.resolution else {
+                preconditionFailure("a resolved token routes")
+            }
+            let t2 = clock()
+            record(.route, max(t2 &- t1, 1))
+            let outcome = pipeline.deliver(flight, payload: payload, to: a, nowMillis: wallMillis)
+            let t3 = clock()
+            record(.delivery, max(t3 &- r.arrivalNanos, 1))
+            noteOutcome(outcome, a, idHeader.value)
+            return nil
         }
-        let t1 = clock()
-        record(.validate, max(t1 &- t0, 1))
         if let rejected { return failure(APNsReason(rejected), id: idHeader) }
-        guard case .routed = pipeline.route(&flight), case .activity(let a) = flight.resolution else {
-            preconditionFailure("a resolved token routes")
-        }
-        let t2 = clock()
-        record(.route, max(t2 &- t1, 1))
-        let outcome = pipeline.deliver(flight, to: a, nowMillis: wallMillis)
-        let t3 = clock()
-        record(.delivery, max(t3 &- r.arrivalNanos, 1))
         stats.acceptedPushes += 1
-        noteOutcome(outcome, a, idHeader.value)
         return (H2Response(status: 200, id: idHeader), nil)
     }
 

@@ -186,11 +186,7 @@ public final class APNsService {
         case .success(let found): route = found
         }
         if r.headers.hasDuplicates { return .local }
-        if let auth,
-            auth.check(
-                authorization: r.header("authorization").map(Array.init), state: state, nowSeconds: wallMillis / 1000,
-                becameValid: &becameAuthenticated) != nil
-        {
+        if let auth, checkToken(auth, r, state, wallMillis, &becameAuthenticated) != nil {
             // Judged here again (the token's verdict is cached per connection), so the answer is counted once.
             return .local
         }
@@ -244,10 +240,7 @@ public final class APNsService {
         if case .push = route { isPush = true } else { isPush = false }
         let id = echoedId(r, broadcast: !isPush)
         if r.headers.hasDuplicates { return failure(.duplicateHeaders, id: id) }
-        if let auth, let state, let reason = auth.check(
-            authorization: r.header("authorization").map(Array.init), state: state, nowSeconds: wallMillis / 1000,
-            becameValid: &became)
-        {
+        if let auth, let state, let reason = checkToken(auth, r, state, wallMillis, &became) {
             return failure(reason, id: id)
         }
         switch route {
@@ -269,6 +262,22 @@ public final class APNsService {
             stats.channelRequests += 1
             return channelRequest(route, r)
         }
+    }
+
+    /// Row 5: the provider token (verified once per connection and token; the last refused one is
+    /// remembered too). A token accepted with a DER signature is noted as a finding, once per token.
+    func checkToken(
+        _ auth: ProviderAuth, _ r: RequestInput, _ state: ProviderAuth.ConnectionState, _ wallMillis: Int64,
+        _ became: inout Bool
+    ) -> APNsReason? {
+        var notes = ProviderAuth.Notes()
+        let reason = auth.check(
+            authorization: r.header("authorization"), state: state, nowSeconds: wallMillis / 1000, notes: &notes)
+        if notes.becameValid { became = true }
+        if notes.derSignature {
+            stats.note(.derSignature, "a token of key id \(notes.keyId ?? "?") signed in DER, not JWS R‖S")
+        }
+        return reason
     }
 
     func echoedId(_ r: RequestInput, broadcast: Bool) -> H2UniqueHeader? {

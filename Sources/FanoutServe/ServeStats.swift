@@ -29,6 +29,7 @@ public struct ServeStats: Sendable {
     public var channelRefusals = ChannelRefusals()
     public enum Finding: Int, CaseIterable, Sendable {
         case rotatedToken, unknownToken, wrongTopic, staleTimestamp, afterEnd, rejectedPayload, budget, limitExceeded
+        case derSignature, broadcastRefusedElsewhere
 
         public var about: String {
             switch self {
@@ -40,6 +41,9 @@ public struct ServeStats: Sendable {
             case .rejectedPayload: "payloads or headers APNs would reject"
             case .budget: "priority-10 budget overruns (throttled)"
             case .limitExceeded: "push-to-start refused by the device's limits"
+            case .derSignature: "provider tokens signed in DER, not the JWS R‖S form APNs documents (accepted here)"
+            case .broadcastRefusedElsewhere:
+                "broadcasts answered 200 by one worker and refused by another (not fanned out there; a fanout bug)"
             }
         }
     }

@@ -16,7 +16,9 @@ public struct ScenarioError: Error, CustomStringConvertible, Equatable, Sendable
 struct ScenarioReader {
     let file: String
     let text: [UInt8]
-    var tape = JSONTape()
+    var scanner = JSONTape()
+    /// The scanned text read with its bytes, set in `parse` while it holds them (the reader lives only there).
+    var tape = JSONDocument()
 
     init(file: String, text: [UInt8]) {
         self.file = file
@@ -147,13 +149,14 @@ extension Scenario {
         var result: Result<Scenario, ScenarioError>?
         text.withUnsafeBytes { bytes in
             var r = ScenarioReader(file: file, text: text)
-            if let offset = r.tape.scan(bytes) {
+            if let offset = r.scanner.scan(bytes) {
                 var line = 1
                 for i in 0..<min(offset, text.count) where text[i] == UInt8(ascii: "\n") { line += 1 }
                 result = .failure(
                     ScenarioError(file: file, line: line, field: "", message: "not valid JSON (at byte \(offset + 1))"))
                 return
             }
+            r.tape = r.scanner.reading(bytes)
             result = Result { () throws(ScenarioError) in try parseScanned(r) }
         }
         return try result!.get()

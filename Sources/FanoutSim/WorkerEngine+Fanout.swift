@@ -47,7 +47,7 @@ extension WorkerEngine {
                         hold(target, event, headers: headers, payload: p, broadcast: false)
                         continue
                     }
-                    pipeline.deliver(flight, to: target, nowMillis: nowMs)
+                    pipeline.deliver(flight, payload: p, to: target, nowMillis: nowMs)
                     let end: UInt64
                     if virtual {
                         t &+= decodeStep &+ applyStep
@@ -125,7 +125,7 @@ extension WorkerEngine {
                         recorder.record(.route, nanos: (tb &- t0) &+ (readClock() &- t1))
                     }
                     guard case .routed = verdict, case .channel(let c) = flight.resolution else { return }
-                    let next = applySubscribers(event, flight, channel: c, from: 0, yieldAt: yieldAtNanos)
+                    let next = applySubscribers(event, flight, payload: p, channel: c, from: 0, yieldAt: yieldAtNanos)
                     if next < subscriberCount[source] {
                         // Interrupted: keep the payload and the position for `runSlice`.
                         slices.append(
@@ -142,7 +142,8 @@ extension WorkerEngine {
     }
 
     /// Applies a broadcast by the local subscribers from index `first`; returns where it stopped (the
-    /// subscriber count when done).
+    /// subscriber count when done). `payload` is the one `flight` was validated or resumed with, held by the
+    /// caller for the whole call (the content is decoded from it).
     ///
     /// Virtual time: each recipient takes the model's apply time, so recipient k completes at the
     /// event's start + validate + route + (k + 1) × apply. Real time: the clock is read once per group
@@ -150,7 +151,8 @@ extension WorkerEngine {
     /// bound; one recipient in `stageSampleEvery` has its apply timed on its own. Stops after a group
     /// once the clock has passed `yieldAt`.
     func applySubscribers(
-        _ event: SourceEvent, _ flight: Pipeline.InFlight, channel c: Int32, from first: Int, yieldAt: UInt64
+        _ event: SourceEvent, _ flight: Pipeline.InFlight, payload: UnsafeRawBufferPointer, channel c: Int32,
+        from first: Int, yieldAt: UInt64
     ) -> Int {
         let nowMs = nowMillis(event)
         let subscribers = pipeline.router.subscribers[Int(c)]
@@ -170,7 +172,7 @@ extension WorkerEngine {
                     pipeline.settle(.expired, for: a)
                     continue
                 }
-                pipeline.deliver(flight, to: a, nowMillis: nowMs)
+                pipeline.deliver(flight, payload: payload, to: a, nowMillis: nowMs)
                 // The first recipient decodes the content; the others apply the decoded record.
                 t &+= applyStep &+ (applied == 0 ? decodeStep : 0)
                 applied &+= 1
@@ -201,7 +203,7 @@ extension WorkerEngine {
                 let sampled = recipientCounter % sampleEvery == 0
                 recipientCounter &+= 1
                 let t0 = sampled ? readClock() : 0
-                pipeline.deliver(flight, to: a, nowMillis: nowMs)
+                pipeline.deliver(flight, payload: payload, to: a, nowMillis: nowMs)
                 payCost()
                 if sampled { recorder.record(.apply, nanos: readClock() &- t0) }
                 group += 1

@@ -46,10 +46,11 @@ extension WorkerEngine {
                     let headers = PushHeaders(
                         pushType: .string(pt), topic: .string(tp),
                         priority: .integer(slice.priority), expiration: .integer(0))
+                    let payload = UnsafeRawBufferPointer(rebasing: bytes[start..<end])
                     let flight = pipeline.resume(
-                        kind: .channel, resolution: .channel(slice.channel), headers: headers,
-                        payload: UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
-                    next = applySubscribers(slice.event, flight, channel: slice.channel, from: next, yieldAt: yieldAt)
+                        kind: .channel, resolution: .channel(slice.channel), headers: headers, payload: payload)
+                    next = applySubscribers(
+                        slice.event, flight, payload: payload, channel: slice.channel, from: next, yieldAt: yieldAt)
                 }
             }
         }

@@ -8,7 +8,7 @@ public struct TraceHeader: Sendable {
 
     /// Reads the header from a scanned line. Limits default to DOMAIN's (5 per app, 10 per device)
     /// and the budget to unlimited when the header leaves them out.
-    init(tape: JSONTape) throws(TraceError) {
+    init(tape: JSONDocument) throws(TraceError) {
         func fail(_ message: String) -> TraceError { TraceError(line: 1, "header: \(message)") }
         guard tape[0].kind == .object else { throw fail("not a JSON object") }
         let version = tape.member(0, "trace")
@@ -82,7 +82,7 @@ public struct TraceHeader: Sendable {
         self.rules = rules
     }
 
-    static func string(_ tape: JSONTape, _ index: Int) -> String {
+    static func string(_ tape: JSONDocument, _ index: Int) -> String {
         var bytes: [UInt8] = []
         tape.appendUnescaped(index, to: &bytes)
         return String(decoding: bytes, as: UTF8.self)

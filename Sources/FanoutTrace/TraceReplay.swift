@@ -11,7 +11,10 @@ public final class TraceReplay {
     public private(set) var lineCount = 0
     private var lastAt: Int64 = 0
     private var firstBlankLine: Int?
-    private var tape = JSONTape()
+    private var scanner = JSONTape()
+    /// The current line as scanned, read with its bytes: set by `apply(line:)` while it holds them, reset
+    /// before it returns (no pointer to a line outlives the call that lends it).
+    private var tape = JSONDocument()
     /// Unescaped strings of the current line, back to back.
     private var scratch: [UInt8] = []
     private var record: [UInt8] = []
@@ -58,10 +61,12 @@ public final class TraceReplay {
             return
         }
         if let blank = firstBlankLine { throw TraceError(line: blank, "blank line before the end of the trace") }
-        if let offset = tape.scan(line) {
+        if let offset = scanner.scan(line) {
             if !JSONTape.isValidUTF8(line) { throw fail("invalid UTF-8") }
             throw fail("invalid JSON at byte \(offset + 1)")
         }
+        tape = scanner.reading(line)
+        defer { tape = JSONDocument() }
         guard let pipeline else {
             header = try TraceHeader(tape: tape)
             pipeline = Pipeline(schemas: header!.schemas, rules: header!.rules)

@@ -25,7 +25,8 @@ public final class ES256Key: @unchecked Sendable {
 
     deinit { EVP_PKEY_free(key) }
 
-    /// Whether `signature` — raw R‖S (64 bytes, the JWS form) or DER — signs `message` with this key.
+    /// Whether `signature` — raw R‖S (64 bytes, the JWS form) or DER — signs `message` with this key. DER is
+    /// not the form APNs documents: `ProviderAuth` accepts it and notes it as a finding (docs/INGEST.md §4).
     public func verify(message: UnsafeRawBufferPointer, signature: [UInt8]) -> Bool {
         var der = signature
         if signature.count == 64 {

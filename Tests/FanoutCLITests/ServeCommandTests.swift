@@ -412,12 +412,16 @@ struct ServeCommandTests {
                 serve.folder.path])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         #expect(serve.stop() == 0)
-        let byReason = (try serve.summary()["requests"] as! [String: Any])["byReason"] as! [String: Int]
+        let summary = try serve.summary()
+        let byReason = (summary["requests"] as! [String: Any])["byReason"] as! [String: Int]
         #expect(
             byReason == [
-                "MissingProviderToken": 1, "InvalidProviderToken": 3, "ExpiredProviderToken": 1,
+                "MissingProviderToken": 1, "InvalidProviderToken": 7, "ExpiredProviderToken": 1,
                 "TooManyProviderTokenUpdates": 1, "UnrelatedKeyIdInToken": 1,
             ])
+        // One token of the run was signed in DER: a finding for the backend, counted once.
+        let der = (summary["findings"] as? [String: Any])?["derSignature"] as? [String: Any]
+        #expect(der?["count"] as? Int == 1)
     }
 
     @Test("hostile clients get a GOAWAY or APNs's answer; everyone else is still served")

@@ -175,6 +175,7 @@ struct ByteBufferTests {
             let document = Array(("{" + members.joined(separator: ",") + "}").utf8)
             document.withUnsafeBytes { bytes in
                 #expect(tape.scan(bytes) == nil)
+                let tape = tape.reading(bytes)
                 var expected: [UInt8] = [0xAB]
                 var slots: [Int32] = []
                 let ok = schema.decode(tape: tape, object: 0, into: &expected, slots: &slots)

@@ -69,6 +69,7 @@ struct JSONTapeTests {
         let text = Array(#"{"a":1,"b":{"c":2},"a":3,"\u0064":4}"#.utf8)
         text.withUnsafeBytes { bytes in
             #expect(tape.scan(bytes) == nil)
+            let tape = tape.reading(bytes)
             #expect(tape.int64(tape.member(0, "a")) == 3)
             #expect(tape.int64(tape.member(0, "d")) == 4)
             let b = tape.member(0, "b")
@@ -83,6 +84,7 @@ struct JSONTapeTests {
         let text = Array(#""a\"\\\/\n\u00e9\ud83d\ude00""#.utf8)
         text.withUnsafeBytes { bytes in
             #expect(tape.scan(bytes) == nil)
+            let tape = tape.reading(bytes)
             var out: [UInt8] = []
             tape.appendUnescaped(0, to: &out)
             #expect(String(decoding: out, as: UTF8.self) == "a\"\\/\né😀")
@@ -98,7 +100,8 @@ struct JSONNumberTests {
         let bytes = Array(text.utf8)
         return bytes.withUnsafeBytes { buffer in
             guard tape.scan(buffer) == nil else { return (nil, nil) }
-            return (tape.int64(0), tape.double(0))
+            let document = tape.reading(buffer)
+            return (document.int64(0), document.double(0))
         }
     }
 

@@ -132,7 +132,7 @@ struct PayloadEncoderTests {
             var slots: [Int32] = []
             #expect(
                 gameSchema.decode(
-                    tape: validator.tape, object: Int(validator.aps.contentState), into: &decoded,
+                    tape: validator.tape.reading(payload), object: Int(validator.aps.contentState), into: &decoded,
                     slots: &slots))
             #expect(decoded == record)
         }

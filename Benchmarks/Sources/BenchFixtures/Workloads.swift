@@ -138,7 +138,8 @@ public final class TokenWorkload {
     @inline(__always)
     public func apply(_ k: Int) -> Outcome {
         _ = pipeline.route(&applyFlight)
-        return pipeline.deliver(applyFlight, to: activities[k % activityCount], nowMillis: Match.nowMillis)
+        return pipeline.deliver(
+            applyFlight, payload: applyPayload.bytes, to: activities[k % activityCount], nowMillis: Match.nowMillis)
     }
 
     /// The whole path for update `k`: encode → validate → route → apply.

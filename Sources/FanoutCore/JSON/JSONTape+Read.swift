@@ -1,4 +1,33 @@
-extension JSONTape {
+/// A scanned tape read together with the bytes it was scanned from (`JSONTape.reading(_:)`): the values
+/// are read here, on demand. A view, not an owner: it is valid while its maker holds the bytes and the
+/// tape is not scanned again, so it is made where the bytes are lent and never stored beyond that scope.
+public struct JSONDocument {
+    @usableFromInline let entries: UnsafePointer<JSONTape.Entry>?
+    /// Number of entries.
+    public let count: Int
+    /// The document's bytes.
+    public let bytes: UnsafeRawBufferPointer
+
+    @usableFromInline
+    init(entries: UnsafePointer<JSONTape.Entry>?, count: Int, bytes: UnsafeRawBufferPointer) {
+        self.entries = entries
+        self.count = count
+        self.bytes = bytes
+    }
+
+    /// A document with no entries (a placeholder between documents; reads nothing).
+    public init() {
+        self.init(entries: nil, count: 0, bytes: UnsafeRawBufferPointer(start: nil, count: 0))
+    }
+
+    @inline(__always)
+    public subscript(index: Int) -> JSONTape.Entry {
+        precondition(UInt(bitPattern: index) < UInt(bitPattern: count), "tape index out of range")
+        return entries.unsafelyUnwrapped[index]
+    }
+}
+
+extension JSONDocument {
     /// Index of the value of member `key` in the object at `object`, or -1. Duplicate keys: the
     /// last one wins (the whole object is walked).
     @inline(__always)

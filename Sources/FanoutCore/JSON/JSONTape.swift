@@ -2,7 +2,10 @@
 ///
 /// One pass over the bytes checks the grammar, UTF-8, string escapes (including surrogate pairs) and
 /// number syntax, and writes one `Entry` per value and per object key. Nothing is decoded: an entry
-/// points at its bytes, and values are read on demand (`int64(at:)`, `double(at:)`, `stringEquals`).
+/// holds the offsets of its bytes, and values are read on demand through a `JSONDocument`
+/// (`int64`, `double`, `stringEquals`), which the reader makes from the tape and the same bytes while it
+/// holds them (`reading(_:)`). The tape keeps no pointer to the bytes it scanned, so a tape that outlives
+/// them (a validator's, kept between pushes) cannot read memory that is gone.
 /// The tape's storage is kept between documents, so scanning allocates nothing in steady state.
 ///
 /// Layout: an object entry is followed by its members as (key, value) pairs; an array entry by its
@@ -35,8 +38,8 @@ public struct JSONTape {
     private var capacity: Int
     /// Number of entries.
     public private(set) var count: Int = 0
-    /// The bytes of the last document scanned. Valid only while the caller keeps them alive.
-    public private(set) var bytes = UnsafeRawBufferPointer(start: nil, count: 0)
+    /// The length of the last document scanned (its bytes are not kept: see `reading(_:)`).
+    public private(set) var byteCount: Int = 0
 
     public init() {
         capacity = 64
@@ -53,16 +56,26 @@ public struct JSONTape {
         return base[index]
     }
 
+    /// The tape read with the bytes it was scanned from, which the caller holds now. Checks that they have
+    /// the scanned length (so every entry's offsets are inside them). The document is valid while the
+    /// caller holds the bytes and the tape is not scanned again: make it where the bytes are lent, read,
+    /// and let it go.
+    @inline(__always)
+    public func reading(_ bytes: UnsafeRawBufferPointer) -> JSONDocument {
+        precondition(bytes.count == byteCount, "a tape is read with the bytes it scanned")
+        return JSONDocument(entries: UnsafePointer(base), count: count, bytes: bytes)
+    }
+
     /// Scans `bytes` as one JSON document (surrounding whitespace allowed, nothing else).
     /// Returns `nil` on success, else the byte offset where the document stopped being strict JSON.
-    /// The caller must keep `bytes` alive while it reads from the tape.
+    /// The tape keeps the entries, not the bytes: read them with `reading(bytes)`.
     public mutating func scan(_ bytes: UnsafeRawBufferPointer) -> Int? {
         if !isKnownUniquelyReferenced(&owner) {
             owner = RawAllocation(byteCount: capacity * MemoryLayout<Entry>.stride)
             base = owner.pointer.bindMemory(to: Entry.self, capacity: capacity)
         }
         count = 0
-        self.bytes = bytes
+        byteCount = bytes.count
         guard let start = bytes.baseAddress, bytes.count > 0 else { return 0 }
         let p = start.assumingMemoryBound(to: UInt8.self)
         let n = bytes.count

@@ -245,6 +245,13 @@ def jwt(port, key1, kid1, key2, kid2, team, folder):
     expect_answer(ask(c, token(key1, kid1, "OTHERTEAM1", now), now), 403, "InvalidProviderToken", "wrong team")
     expect_answer(ask(c, token(key1, "NOSUCHKEY1", team, now), now), 403, "InvalidProviderToken", "unknown key")
     expect_answer(ask(c, token(key1, kid1, team, now - 7200), now), 403, "ExpiredProviderToken", "two hours old")
+    expect_answer(ask(c, token(key1, kid1, team, now + 3600), now), 403, "InvalidProviderToken", "an hour ahead")
+    expect_answer(ask(c, token(key1, kid1, team, "-9223372036854775808"), now), 403, "InvalidProviderToken",
+                  "iat Int64.min as a string")
+    expect_answer(ask(c, token(key1, kid1, team, 1e300), now), 403, "InvalidProviderToken", "iat 1e300")
+    unsigned = (b64url(json.dumps({"alg": "none", "kid": kid1}).encode()) + "."
+                + b64url(json.dumps({"iss": team, "iat": now}).encode()) + ".")
+    expect_answer(ask(c, unsigned, now), 403, "InvalidProviderToken", "alg none")
     status, _, _ = ask(c, token(key1, kid1, team, now), now + 1)
     expect(status == 200, f"valid raw R||S token: {status}")
     c.pump(lambda: c.conn.remote_settings.max_concurrent_streams == 1000, timeout=5)
