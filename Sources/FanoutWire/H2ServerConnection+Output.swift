@@ -148,9 +148,9 @@ extension H2ServerConnection {
         }
         if outgoing.capacity > 1 << 20 { outgoing = [] }  // a burst's buffer is not kept forever
         if finished { return }  // a write failed and ended the connection
-        if blocked, !outputPaused, let stream {
+        if blocked, let stream {
+            if !outputPaused { outputPauses += 1 }
             outputPaused = true
-            outputPauses += 1
             stream.pauseReading()
         }
         if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
@@ -160,17 +160,18 @@ extension H2ServerConnection {
         }
     }
 
-    /// The socket has written everything queued: output resumes, then reading.
+    /// The socket has written everything queued: output resumes, and reading too once nghttp2's queue fits under
+    /// the watermark again (so the streams a pipelining client keeps open stay bounded by one read's worth).
     func drained() {
         guard !finished, outputPaused, let stream else { return }
         outputPaused = false
+        flush()
+        guard !finished, !outputPaused else { return }
         do {
             try stream.resumeReading()
         } catch {
             end("\(error)")
-            return
         }
-        flush()
     }
 
     /// Why nghttp2 ended the session when no reason was set here: the client's GOAWAY, or a connection error
