@@ -139,7 +139,7 @@ public final class APNsServer: H2ServerDelegate {
     /// listener, connections already finished but still flushing to a client that does not read) is closed, so
     /// the loop returns and the run folder is written.
     private func drainTimeUp() {
-        for c in Array(connections.values) { c.abort(reason: "Shutdown (drain time over)") }
+        for c in Array(connections.values) { c.abort(reason: "Shutdown (drain time over)", replacing: true) }
         loop.closeRemainingHandles(tcpOnly: true)
         finishIfDrained()
     }

@@ -72,9 +72,10 @@ extension H2ServerConnection {
         flush()
     }
 
-    /// Closes at once, without GOAWAY (a client that never spoke HTTP/2, a client that stopped reading).
-    public func abort(reason: String) {
-        endReason = endReason ?? reason
+    /// Closes at once, without GOAWAY (a client that never spoke HTTP/2, a client that stopped reading). With
+    /// `replacing`, `reason` replaces a reason already set (a GOAWAY's, when the drain time is over).
+    public func abort(reason: String, replacing: Bool = false) {
+        endReason = replacing ? reason : endReason ?? reason
         finish()
     }
 
