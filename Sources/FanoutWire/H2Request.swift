@@ -32,8 +32,8 @@ public final class H2Request {
     @exclusivity(unchecked) public internal(set) var answered = false
     /// Linked in the connection's incomplete requests (no END_STREAM yet), oldest first.
     @exclusivity(unchecked) var isIncomplete = false
-    @exclusivity(unchecked) unowned(unsafe) var olderIncomplete: H2Request?
-    @exclusivity(unchecked) unowned(unsafe) var newerIncomplete: H2Request?
+    @exclusivity(unchecked) var olderIncomplete: Unmanaged<H2Request>?
+    @exclusivity(unchecked) var newerIncomplete: Unmanaged<H2Request>?
 
     init(streamId: Int32, arrivalNanos: UInt64, bodyLimit: Int) {
         self.streamId = streamId

@@ -7,9 +7,9 @@ import UVLoop
 public final class StreamBudget {
     public let limit: Int
     /// Streams open now on every connection sharing the budget.
-    public internal(set) var open = 0
+    @exclusivity(unchecked) public internal(set) var open = 0
     /// Streams refused because the budget was spent.
-    public internal(set) var refused = 0
+    @exclusivity(unchecked) public internal(set) var refused = 0
 
     public init(limit: Int) {
         precondition(limit > 0, "StreamBudget: limit above 0")
@@ -18,27 +18,35 @@ public final class StreamBudget {
 }
 
 /// Requests not complete yet, oldest first, linked through the requests (`olderIncomplete`/`newerIncomplete`):
-/// appending and removing cost a few pointer stores, no allocation and no reference counting (a request is
-/// linked only while its stream table holds it).
+/// appending and removing cost a few pointer stores, no allocation and no reference counting (the links are
+/// unmanaged: a request is linked only while its stream table holds it).
 struct IncompleteRequests {
-    private(set) unowned(unsafe) var oldest: H2Request?
-    private unowned(unsafe) var newest: H2Request?
+    private var oldestLink: Unmanaged<H2Request>?
+    private var newestLink: Unmanaged<H2Request>?
     private(set) var count = 0
 
+    /// The oldest incomplete request (the sweep's question; not on the per-request path).
+    var oldest: H2Request? { oldestLink?.takeUnretainedValue() }
+
+    @inline(__always)
     mutating func append(_ r: H2Request) {
+        let link = Unmanaged.passUnretained(r)
         r.isIncomplete = true
-        r.olderIncomplete = newest
+        r.olderIncomplete = newestLink
         r.newerIncomplete = nil
-        if let n = newest { n.newerIncomplete = r } else { oldest = r }
-        newest = r
+        if let n = newestLink { n._withUnsafeGuaranteedRef { $0.newerIncomplete = link } } else { oldestLink = link }
+        newestLink = link
         count += 1
     }
 
+    @inline(__always)
     mutating func remove(_ r: H2Request) {
         guard r.isIncomplete else { return }
         r.isIncomplete = false
-        if let o = r.olderIncomplete { o.newerIncomplete = r.newerIncomplete } else { oldest = r.newerIncomplete }
-        if let n = r.newerIncomplete { n.olderIncomplete = r.olderIncomplete } else { newest = r.olderIncomplete }
+        let older = r.olderIncomplete
+        let newer = r.newerIncomplete
+        if let o = older { o._withUnsafeGuaranteedRef { $0.newerIncomplete = newer } } else { oldestLink = newer }
+        if let n = newer { n._withUnsafeGuaranteedRef { $0.olderIncomplete = older } } else { newestLink = older }
         r.olderIncomplete = nil
         r.newerIncomplete = nil
         count -= 1

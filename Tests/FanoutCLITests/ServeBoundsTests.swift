@@ -15,7 +15,7 @@ struct ServeBoundsTests {
     @Test("pipelined requests (> 64 KiB), never read, then a reset: three times; alive, then SIGTERM ends it cleanly")
     func resetsWithPipelinedRequests() throws {
         let serve = try ServeProcess(["--h2c", "--workers", "1", "--max-streams", "5000"])
-        let result = try Tool.run("python3", [Tool.script, "flood", String(serve.port), serve.folder.path, "3"])
+        let result = try Tool.run("python3", [Tool.boundsScript, "flood", String(serve.port), serve.folder.path, "3"])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         #expect(serve.process.isRunning, "alive after the resets: \(serve.stderr)")
         let (status, seconds) = timedStop(serve)
@@ -34,7 +34,7 @@ struct ServeBoundsTests {
         let serve = try ServeProcess(["--h2c", "--workers", "1", "--max-streams", "5000", "--drain-timeout", "1"])
         let result = try Tool.run(
             "python3",
-            [Tool.script, "stall", String(serve.port), serve.folder.path, String(serve.process.processIdentifier)])
+            [Tool.boundsScript, "stall", String(serve.port), serve.folder.path, String(serve.process.processIdentifier)])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         let seen = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] ?? [:]
         // The folder is written after the loop returns: drain (1 s) + the sweep's second, plus slack for a busy box.
@@ -52,7 +52,7 @@ struct ServeBoundsTests {
             "--h2c", "--workers", "1", "--max-open-streams", "3", "--request-timeout", "1", "--idle-timeout", "2",
             "--max-connections", "3",
         ])
-        let result = try Tool.run("python3", [Tool.script, "bounds", String(serve.port), serve.folder.path])
+        let result = try Tool.run("python3", [Tool.boundsScript, "bounds", String(serve.port), serve.folder.path])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         let seen = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] ?? [:]
         #expect(serve.stop() == 0, "\(serve.stderr)")

@@ -79,6 +79,9 @@ enum Tool {
     }
 
     static var script: String { Bundle.module.url(forResource: "Resources/serve_client", withExtension: "py")!.path }
+    static var boundsScript: String {
+        Bundle.module.url(forResource: "Resources/serve_bounds", withExtension: "py")!.path
+    }
 }
 
 /// A curl answer: status, headers, body.
@@ -448,7 +451,7 @@ struct ServeCommandTests {
     @Test("a client that never sends the preface is closed after --preface-timeout (the only such client)")
     func silentClient() throws {
         let serve = try ServeProcess(["--h2c", "--workers", "1", "--preface-timeout", "1"])
-        let result = try Tool.run("python3", [Tool.script, "silent", String(serve.port)])
+        let result = try Tool.run("python3", [Tool.boundsScript, "silent", String(serve.port)])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         #expect(serve.stop() == 0)
         let reasons = (try serve.summary()["connections"] as! [String: Any])["endReasons"] as! [String: Int]
