@@ -60,7 +60,8 @@ struct ServeBoundsTests {
         let connections = summary["connections"] as! [String: Any]
         #expect(connections["streamsRefused"] as? Int == 1, "\(connections)")
         #expect(connections["requestTimeouts"] as? Int == 3, "\(connections)")
-        #expect(connections["refused"] as? Int == seen["refused"] as? Int && (seen["refused"] as? Int ?? 0) >= 1)
+        // Three refused at once by the cap, plus any retry the client needed while the server saw earlier ones close.
+        #expect(connections["refused"] as? Int == seen["refused"] as? Int && (seen["refused"] as? Int ?? 0) >= 3)
         let reasons = connections["endReasons"] as! [String: Int]
         #expect((reasons["IdleTimeout"] ?? 0) >= 1, "\(reasons)")
         #expect(connections["acceptErrors"] as? Int == 0)
