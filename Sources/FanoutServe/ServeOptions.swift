@@ -18,7 +18,7 @@ public struct ServeOptions: Sendable {
     /// Connections open at once per event loop; more are closed at accept and counted.
     public var maxConnectionsPerLoop = 10_000
     /// Open streams at once per event loop, every connection together; more are refused (REFUSED_STREAM).
-    public var maxOpenStreamsPerLoop = 20_000
+    public var maxOpenStreamsPerLoop = 10_000
     /// A stream whose request (headers and body up to END_STREAM) is not complete this long after its first
     /// HEADERS is reset (CANCEL); a connection whose output stays paused on a client that does not read for
     /// this long is closed.

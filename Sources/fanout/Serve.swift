@@ -68,7 +68,7 @@ struct Serve: ParsableCommand {
     @Option(
         name: .customLong("max-open-streams"),
         help: "Open streams at once per event loop, all connections together; more get RST_STREAM REFUSED_STREAM.")
-    var maxOpenStreams: Int = 20_000
+    var maxOpenStreams: Int = 10_000
 
     @Option(
         name: .customLong("request-timeout"),
