@@ -29,9 +29,13 @@ struct ServeBoundsTests {
         #expect(requests["wireIdentityHolds"] as? Bool == true, "\(connections)")
     }
 
-    @Test("a client that stops reading: output pauses (counted); SIGTERM with --drain-timeout 1 still writes the folder")
-    func stalledReader() throws {
-        let serve = try ServeProcess(["--h2c", "--workers", "1", "--max-streams", "5000", "--drain-timeout", "1"])
+    @Test(
+        "a client that stops reading: output pauses (counted); SIGTERM with --drain-timeout 1 still writes the folder",
+        arguments: [1, 2])
+    func stalledReader(workers: Int) throws {
+        let serve = try ServeProcess([
+            "--h2c", "--workers", String(workers), "--max-streams", "5000", "--drain-timeout", "1",
+        ])
         let result = try Tool.run(
             "python3",
             [Tool.boundsScript, "stall", String(serve.port), serve.folder.path, String(serve.process.processIdentifier)])
