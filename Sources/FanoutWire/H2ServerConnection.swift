@@ -300,7 +300,8 @@ public final class H2ServerConnection {
                 // The loop's budget of open streams is spent: this stream is refused (the client may retry it).
                 budget.refused += 1
                 streamsRefused += 1
-                nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, NGHTTP2_REFUSED_STREAM.rawValue)
+                let code = NGHTTP2_REFUSED_STREAM.rawValue
+                nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, code)
                 return 0
             }
             budget.open += 1

@@ -57,7 +57,8 @@ struct Serve: ParsableCommand {
 
     @Option(
         name: .customLong("max-streams"),
-        help: "Concurrent streams per connection (after authentication), at most \(ServeOptions.maxConcurrentStreamsCap).")
+        help: ArgumentHelp("Concurrent streams per connection (after authentication), at most "
+            + "\(ServeOptions.maxConcurrentStreamsCap)."))
     var maxStreams: UInt32 = 1000
 
     @Option(
@@ -67,17 +68,20 @@ struct Serve: ParsableCommand {
 
     @Option(
         name: .customLong("max-open-streams"),
-        help: "Open streams at once per event loop, all connections together; more get RST_STREAM REFUSED_STREAM.")
+        help: ArgumentHelp("Open streams at once per event loop, all connections together; more get RST_STREAM "
+            + "REFUSED_STREAM."))
     var maxOpenStreams: Int = 10_000
 
     @Option(
         name: .customLong("request-timeout"),
-        help: "Seconds a stream has for its headers and body (END_STREAM) before it is reset; also how long a client may read nothing while answers wait before it is disconnected.")
+        help: ArgumentHelp("Seconds a stream has for its headers and body (END_STREAM) before it is reset; "
+            + "also how long a client may read nothing while answers wait before it is disconnected."))
     var requestTimeout: Double = 10
 
     @Option(
         name: .customLong("idle-timeout"),
-        help: "Seconds without an open stream or a new one before a connection gets GOAWAY IdleTimeout (PINGs do not count).")
+        help: ArgumentHelp("Seconds without an open stream or a new one before a connection gets GOAWAY IdleTimeout "
+            + "(PINGs do not count)."))
     var idleTimeout: Double = 3600
 
     @Option(
@@ -257,7 +261,8 @@ struct Serve: ParsableCommand {
         if !results.connections.answersAccountedFor(requests: st.requests) {
             throw CommandFailure(
                 "the wire identity is broken: \(st.requests) answers produced, "
-                    + "\(results.connections.responsesSubmitted) submitted + \(results.connections.answersDropped) dropped")
+                    + "\(results.connections.responsesSubmitted) submitted + "
+                    + "\(results.connections.answersDropped) dropped")
         }
         if !st.identitiesHold || !accounting.identitiesHold {
             throw CommandFailure("accounting identities are broken")

@@ -38,7 +38,10 @@ struct ServeBoundsTests {
         ])
         let result = try Tool.run(
             "python3",
-            [Tool.boundsScript, "stall", String(serve.port), serve.folder.path, String(serve.process.processIdentifier)])
+            [
+                Tool.boundsScript, "stall", String(serve.port), serve.folder.path,
+                String(serve.process.processIdentifier),
+            ])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         let seen = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] ?? [:]
         // The folder is written after the loop returns: drain (1 s) + the sweep's second, plus slack for a busy box.
@@ -50,7 +53,8 @@ struct ServeBoundsTests {
         #expect(reasons["Shutdown (drain time over)"] == 1, "\(reasons)")
     }
 
-    @Test("open-stream budget, request deadline, idle by requests (PINGs ignored), connection cap: each hit and counted")
+    @Test(
+        "open-stream budget, request deadline, idle by requests (PINGs ignored), connection cap: each hit and counted")
     func bounds() throws {
         let serve = try ServeProcess([
             "--h2c", "--workers", "1", "--max-open-streams", "3", "--request-timeout", "1", "--idle-timeout", "2",

@@ -40,7 +40,7 @@ enum Client {
     }
 
     static func rst(_ stream: Int32, code: UInt32 = 8) -> [UInt8] {
-        frame(0x3, 0, stream, [UInt8(code >> 24), UInt8(code >> 16 & 0xff), UInt8(code >> 8 & 0xff), UInt8(code & 0xff)])
+        frame(0x3, 0, stream, [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: code >> UInt32($0)) })
     }
 
     static let settings = frame(0x4, 0, 0, [])
@@ -112,7 +112,8 @@ struct H2ServerConnectionTests {
     @Test("a trailer is not merged into the request's headers (it would read as a duplicate apns-topic)")
     func trailers() throws {
         let h = try Harness()
-        h.send(Client.request(1, extra: [("apns-topic", "a")], end: false) + Client.data(1, Array("{}".utf8), end: false))
+        h.send(Client.request(1, extra: [("apns-topic", "a")], end: false))
+        h.send(Client.data(1, Array("{}".utf8), end: false))
         h.send(Client.frame(0x1, Client.endHeaders | Client.endStream, 1, Client.block([("apns-topic", "b")])))
         #expect(h.keeper.requests.count == 1)
         let r = try #require(h.keeper.requests.first)
