@@ -2,49 +2,6 @@ import FanoutWire
 import Foundation
 import UVLoop
 
-/// How `fanout serve` listens and when it stops.
-public struct ServeOptions: Sendable {
-    public var host = "127.0.0.1"
-    public var port = 2197
-    public var certificateFile: String?
-    public var keyFile: String?
-    /// Stop after this many seconds (nil: on SIGINT or SIGTERM).
-    public var durationSeconds: Double?
-    public var maxConcurrentStreams: UInt32 = 1000
-    /// A connection that sent no HTTP/2 preface within this long is closed.
-    public var prefaceTimeoutSeconds = 10.0
-    /// A connection idle this long gets GOAWAY `IdleTimeout`.
-    public var idleTimeoutSeconds = 3600.0
-    /// In-flight streams get this long to finish after GOAWAY at shutdown.
-    public var drainSeconds = 5.0
-    public init() {}
-}
-
-/// Connection-level counts.
-public struct ConnectionStats: Sendable {
-    public var accepted = 0
-    public var closed = 0
-    public var peakOpen = 0
-    public var bytesIn = 0
-    public var bytesOut = 0
-    public var streamsReset = 0
-    public var tlsConnections = 0
-    /// Why connections ended (closed by the client, protocol error, no preface, IdleTimeout, Shutdown, TLS…).
-    public var endReasons: [String: Int] = [:]
-
-    /// Adds another loop's counts (peak open: the sum of the loops' peaks, an upper bound).
-    public mutating func add(_ o: ConnectionStats) {
-        accepted += o.accepted
-        closed += o.closed
-        peakOpen += o.peakOpen
-        bytesIn += o.bytesIn
-        bytesOut += o.bytesOut
-        streamsReset += o.streamsReset
-        tlsConnections += o.tlsConnections
-        for (r, n) in o.endReasons { endReasons[r, default: 0] += n }
-    }
-}
-
 /// `fanout serve` on one libuv loop: a TCP listener, HTTP/2 (nghttp2) over cleartext or TLS (OpenSSL), every
 /// request judged and applied by the `APNsService`, a sweep once a second (progress, timeouts, the end).
 public final class APNsServer: H2ServerDelegate {
@@ -58,6 +15,10 @@ public final class APNsServer: H2ServerDelegate {
     private var listener: TCPListener?
     private var sweep: UVLoop.Timer?
     private var deadline: UVLoop.Timer?
+    /// Runs once the shutdown's drain time is over: every connection still open, or still flushing, is closed.
+    private var drainDeadline: UVLoop.Timer?
+    /// The open streams of every connection on this loop, against `maxOpenStreamsPerLoop`.
+    public let streamBudget: StreamBudget
     private var signals: [SignalWatcher] = []
     @exclusivity(unchecked) private var connections: [ObjectIdentifier: H2ServerConnection] = [:]
     public private(set) var connectionStats = ConnectionStats()
@@ -90,6 +51,7 @@ public final class APNsServer: H2ServerDelegate {
         self.cluster = cluster
         self.index = index
         self.socket = socket
+        streamBudget = StreamBudget(limit: options.maxOpenStreamsPerLoop)
         if let cert = options.certificateFile, let key = options.keyFile {
             tls = try TLSContext(certificateFile: cert, keyFile: key)
         } else {
@@ -139,7 +101,10 @@ public final class APNsServer: H2ServerDelegate {
             self.deadline = deadline
         }
         loop.run()
+        drainDeadline?.close()
+        drainDeadline = nil
         endNanos = EventLoop.hrtimeNanos
+        connectionStats.acceptErrors = listener?.acceptErrors ?? 0
         service.closeInterval(last: true)  // the last, partial second
     }
 
@@ -157,15 +122,30 @@ public final class APNsServer: H2ServerDelegate {
         deadline = nil
         for s in signals { s.close() }
         for c in Array(connections.values) { c.goAway(reason: "Shutdown") }
+        let drain = UVLoop.Timer(loop: loop) { [unowned self] timer in
+            timer.close()
+            self.drainDeadline = nil
+            self.drainTimeUp()
+        }
+        drain.start(afterMillis: UInt64((options.drainSeconds * 1000).rounded()))
+        // Not referenced: it does not keep the loop running once everything else has closed, but it closes what
+        // is still open (or flushing) when the drain time is over.
+        drain.isReferenced = false
+        drainDeadline = drain
+        finishIfDrained()
+    }
+
+    /// The drain time is over: connections still open end now, and every TCP handle left on the loop (the
+    /// listener, connections already finished but still flushing to a client that does not read) is closed, so
+    /// the loop returns and the run folder is written.
+    private func drainTimeUp() {
+        for c in Array(connections.values) { c.abort(reason: "Shutdown (drain time over)", replacing: true) }
+        loop.closeRemainingHandles(tcpOnly: true)
         finishIfDrained()
     }
 
     private func finishIfDrained() {
-        guard let since = stoppingSinceNanos else { return }
-        let late = Double(EventLoop.hrtimeNanos &- since) / 1e9 > options.drainSeconds
-        if late {
-            for c in Array(connections.values) { c.abort(reason: "Shutdown (drain time over)") }
-        }
+        guard stoppingSinceNanos != nil else { return }
         guard connections.isEmpty else { return }
         if let cluster {
             // Peers may still forward requests here until every worker has drained.
@@ -199,7 +179,10 @@ public final class APNsServer: H2ServerDelegate {
                 sendOutgoing()  // channel changes reach the peers before the answer does
                 cluster.send(.response(id: id, response: response), to: origin)
             case .response(let id, let response):
-                guard let (connection, request) = forwarded.removeValue(forKey: id) else { continue }
+                guard let (connection, request) = forwarded.removeValue(forKey: id) else {
+                    connectionStats.answersDropped += 1  // its connection closed while the answer was on its way
+                    continue
+                }
                 connection.respond(to: request, with: response)
                 service.recordService(max(EventLoop.hrtimeNanos &- request.completeNanos, 1))
             case .peer(let peer):
@@ -233,11 +216,20 @@ public final class APNsServer: H2ServerDelegate {
     private func tick() {
         service.closeInterval()
         let now = EventLoop.hrtimeNanos
+        let requestTimeout = UInt64(options.requestTimeoutSeconds * 1e9)
         for c in Array(connections.values) {
-            let idle = Double(now &- c.lastActivityNanos) / 1e9
-            if !c.prefaceReceived && Double(now &- c.openedNanos) / 1e9 >= options.prefaceTimeoutSeconds {
-                c.abort(reason: "no HTTP/2 preface in time")
-            } else if idle >= options.idleTimeoutSeconds {
+            if !c.prefaceReceived {
+                if Double(now &- c.openedNanos) / 1e9 >= options.prefaceTimeoutSeconds {
+                    c.abort(reason: "no HTTP/2 preface in time")
+                }
+                continue
+            }
+            if c.incompleteRequests > 0 { c.expireRequests(openedBeforeNanos: now &- requestTimeout) }
+            let idle = c.idleNanos(now: now)
+            if c.isStalled {
+                // The client has read nothing for the request timeout while answers wait for it.
+                if idle >= requestTimeout { c.abort(reason: "output stalled (the client does not read)") }
+            } else if Double(idle) / 1e9 >= options.idleTimeoutSeconds {
                 c.goAway(reason: "IdleTimeout")
             }
         }
@@ -253,14 +245,21 @@ public final class APNsServer: H2ServerDelegate {
             stream.close()
             return
         }
+        guard connections.count < options.maxConnectionsPerLoop else {
+            connectionStats.refused += 1
+            stream.close()
+            return
+        }
         var settings = H2ServerSettings()
         settings.maxConcurrentStreams = options.maxConcurrentStreams
         // Under token authentication one stream until the first valid provider token, as APNs does.
         settings.initialMaxStreams = service.auth == nil ? options.maxConcurrentStreams : 1
         settings.bodyLimit = 5120
+        settings.drainMillis = UInt64((options.drainSeconds * 1000).rounded())
         do {
             let connection = try H2ServerConnection(stream: stream, tls: tls, settings: settings)
             connection.delegate = self
+            connection.budget = streamBudget
             let key = ObjectIdentifier(connection)
             connections[key] = connection
             connection.context = ProviderAuth.ConnectionState()
@@ -331,6 +330,12 @@ public final class APNsServer: H2ServerDelegate {
         connectionStats.bytesIn += connection.bytesRead
         connectionStats.bytesOut += connection.bytesWritten
         connectionStats.streamsReset += connection.streamsReset
+        connectionStats.streamsRefused += connection.streamsRefused
+        connectionStats.requestTimeouts += connection.requestTimeouts
+        connectionStats.outputPauses += connection.outputPauses
+        connectionStats.trailerFields += connection.trailerFields
+        connectionStats.responsesSubmitted += connection.responsesSubmitted
+        connectionStats.answersDropped += connection.answersDropped
         connectionStats.endReasons[connection.endReason ?? "closed", default: 0] += 1
         if stoppingSinceNanos != nil { finishIfDrained() }
     }

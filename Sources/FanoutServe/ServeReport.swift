@@ -179,6 +179,7 @@ public enum ServeReport {
                     "perAppRefused": s.channelRefusals.perApp, "apiBundlesRefused": s.channelRefusals.bundles,
                     "listsCut": s.channelRefusals.listsCut,
                 ],
+                "wireIdentityHolds": c.answersAccountedFor(requests: s.requests),
                 "ratePerSecond": elapsed > 0 ? (Double(s.requests) / elapsed * 10).rounded() / 10 : 0,
             ],
             "accounting": accountingJSON(a),
@@ -188,7 +189,10 @@ public enum ServeReport {
             "connections": [
                 "accepted": c.accepted, "closed": c.closed, "peakOpen": c.peakOpen, "tls": c.tlsConnections,
                 "bytesIn": bytes.read, "bytesOut": bytes.written, "streamsReset": c.streamsReset,
-                "endReasons": c.endReasons,
+                "endReasons": c.endReasons, "refused": c.refused, "acceptErrors": c.acceptErrors,
+                "streamsRefused": c.streamsRefused, "requestTimeouts": c.requestTimeouts,
+                "outputPauses": c.outputPauses, "trailerFields": c.trailerFields,
+                "responsesSubmitted": c.responsesSubmitted, "answersDropped": c.answersDropped,
             ],
             "findings": findings,
         ]
@@ -247,6 +251,12 @@ public enum ServeReport {
         md += "## Connections\n\n"
         md += "\(c.accepted) accepted (\(c.tlsConnections) over TLS), peak \(c.peakOpen) open, \(bytes.read) bytes in, "
         md += "\(bytes.written) bytes out, \(c.streamsReset) streams reset.\n\n"
+        md += "Bounds hit: \(c.refused) connections refused (over --max-connections), \(c.acceptErrors) accept errors, "
+        md += "\(c.streamsRefused) streams refused (over --max-open-streams), \(c.requestTimeouts) requests timed out, "
+        md += "\(c.outputPauses) output pauses (clients not reading), \(c.trailerFields) trailer fields ignored.\n\n"
+        md += "Answers: \(s.requests) produced = \(c.responsesSubmitted) submitted to nghttp2 + \(c.answersDropped) "
+        md += "dropped (stream already gone): "
+        md += c.answersAccountedFor(requests: s.requests) ? "holds.\n\n" : "**BROKEN**.\n\n"
         if !c.endReasons.isEmpty {
             md += "| how connections ended | count |\n|---|---:|\n"
             for (r, n) in c.endReasons.sorted(by: { $0.key < $1.key }) { md += "| \(r) | \(n) |\n" }

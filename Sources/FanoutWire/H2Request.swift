@@ -30,6 +30,10 @@ public final class H2Request {
     @exclusivity(unchecked) var response: [UInt8] = []
     @exclusivity(unchecked) var responseOffset = 0
     @exclusivity(unchecked) public internal(set) var answered = false
+    /// Linked in the connection's incomplete requests (no END_STREAM yet), oldest first.
+    @exclusivity(unchecked) var isIncomplete = false
+    @exclusivity(unchecked) var olderIncomplete: Unmanaged<H2Request>?
+    @exclusivity(unchecked) var newerIncomplete: Unmanaged<H2Request>?
 
     init(streamId: Int32, arrivalNanos: UInt64, bodyLimit: Int) {
         self.streamId = streamId
@@ -54,6 +58,11 @@ public final class H2Request {
         response = []
         responseOffset = 0
         answered = false
+    }
+
+    /// Bytes the request's buffers hold (their capacity), which a pooled request keeps.
+    var retainedBytes: Int {
+        method.capacity + path.capacity + headers.storageBytes + body.capacity + response.capacity
     }
 
     /// The body exceeded `bodyLimit` (only `bodyLimit + 1` bytes were kept).

@@ -30,8 +30,14 @@ public struct H2ServerSettings: Sendable {
     public var maxHeaderListBytes = 16 * 1024
     /// Body bytes kept per request (the answer to a larger body is the caller's, e.g. 413).
     public var bodyLimit = 5120
-    /// Stop reading from a client while this many response bytes wait for it (a slow reader).
-    public var maxPendingWriteBytes = 1 << 20
+    /// Output backpressure (as nghttp2's `libevent-server.c`): no more frames are taken from nghttp2 while this
+    /// many bytes wait on the socket, and reading stops until they drain (a client that does not read).
+    public var outputWatermarkBytes = 64 * 1024
+    /// How long a finished connection's socket may take to flush what is queued before it is closed anyway.
+    public var drainMillis: UInt64 = 5000
+    /// A finished request goes back to the pool only if its buffers hold at most this many bytes in all
+    /// (headers, path, method, body), so an idle connection keeps at most 64 × this.
+    public var pooledRequestBytes = 16 * 1024
 
     public init() {}
 }
@@ -51,15 +57,20 @@ public final class H2ServerConnection {
     /// The owner's state for this connection (e.g. its provider-token verdicts), kept with it so that finding
     /// it costs no lookup per request.
     @exclusivity(unchecked) public var context: AnyObject?
-    @exclusivity(unchecked) private var session: OpaquePointer?
-    private let tls: TLSSession?
-    @exclusivity(unchecked) private var streams = StreamTable()
+    /// Open streams of every connection on the loop (server-wide budget); nil: no budget.
+    @exclusivity(unchecked) public var budget: StreamBudget?
+    @exclusivity(unchecked) var session: OpaquePointer?
+    let tls: TLSSession?
+    @exclusivity(unchecked) var streams = StreamTable()
     /// Finished requests, reused for new streams (their buffers keep their capacity).
-    @exclusivity(unchecked) private var pool: [H2Request] = []
+    @exclusivity(unchecked) var pool: [H2Request] = []
+    /// Streams whose request is not complete yet (no END_STREAM), oldest first: the request deadline reads the
+    /// head only. Linked through the requests themselves (no allocation).
+    @exclusivity(unchecked) var incomplete = IncompleteRequests()
 
     /// A response's header names and values, and where each is (reused).
-    @exclusivity(unchecked) private var headerBytes: [UInt8] = []
-    @exclusivity(unchecked) private var headerRanges: [(name: Int32, value: Int32, end: Int32, flags: UInt8)] = []
+    @exclusivity(unchecked) var headerBytes: [UInt8] = []
+    @exclusivity(unchecked) var headerRanges: [(name: Int32, value: Int32, end: Int32, flags: UInt8)] = []
 
     /// The statuses APNs answers with, as static text (no String per response).
     static func statusText(_ status: Int) -> StaticString? {
@@ -81,32 +92,54 @@ public final class H2ServerConnection {
     }
 
     /// Bytes of one flush, written at once.
-    @exclusivity(unchecked) private var outgoing: [UInt8] = []
+    @exclusivity(unchecked) var outgoing: [UInt8] = []
     /// The stream the last callback was about: nghttp2 calls back several times per frame for one stream
     /// (each header, each data chunk), so most lookups skip the dictionary.
-    @exclusivity(unchecked) private var lastStream: H2Request?
+    @exclusivity(unchecked) var lastStream: H2Request?
 
     @inline(__always)
-    private func stream(_ id: Int32) -> H2Request? {
+    func stream(_ id: Int32) -> H2Request? {
         if let last = lastStream, last.streamId == id { return last }
         let found = streams.find(id)
         lastStream = found
         return found
     }
-    @exclusivity(unchecked) private var inFlush = false
+    @exclusivity(unchecked) var inFlush = false
     /// Inside `nghttp2_session_mem_recv` (its callbacks may submit, but must not send).
-    @exclusivity(unchecked) private var inReceive = false
-    @exclusivity(unchecked) private var finished = false
+    @exclusivity(unchecked) var inReceive = false
+    @exclusivity(unchecked) var finished = false
+    /// Output stopped at the watermark (reading too), until the socket drains.
+    @exclusivity(unchecked) public internal(set) var outputPaused = false
+    /// The client sent GOAWAY (with this error code); nghttp2 found an invalid frame (this library error).
+    @exclusivity(unchecked) var peerGoAwayCode: UInt32?
+    @exclusivity(unchecked) var invalidFrameError: Int32?
+    /// What the idle and stall clocks last saw (see ``idleNanos(now:)``).
+    @exclusivity(unchecked) var idle = (sinceNanos: UInt64(0), opened: -1, written: -1)
 
-    /// Monotonic nanoseconds of the last bytes read (idle and preface timeouts read it).
-    @exclusivity(unchecked) public private(set) var lastActivityNanos: UInt64
     public let openedNanos: UInt64
     /// Whether a valid HTTP/2 preface and SETTINGS arrived.
-    @exclusivity(unchecked) public private(set) var prefaceReceived = false
-    @exclusivity(unchecked) public private(set) var requestsReceived = 0
-    @exclusivity(unchecked) public private(set) var streamsReset = 0
+    @exclusivity(unchecked) public internal(set) var prefaceReceived = false
+    /// Streams the client opened (HEADERS), and requests complete (END_STREAM) handed to the delegate.
+    @exclusivity(unchecked) public internal(set) var streamsOpened = 0
+    @exclusivity(unchecked) public internal(set) var requestsReceived = 0
+    /// Answers nghttp2 accepted for sending (`nghttp2_submit_response` returned 0).
+    @exclusivity(unchecked) public internal(set) var responsesSubmitted = 0
+    /// Answers given to ``respond(to:with:)`` that could not be submitted: the stream was already closed or reset
+    /// (or answered), or nghttp2 refused the submission.
+    @exclusivity(unchecked) public internal(set) var answersDropped = 0
+    /// Streams closed (reset by either side, or at the connection's end) before an answer was submitted.
+    @exclusivity(unchecked) public internal(set) var streamsReset = 0
+    /// New streams refused with RST_STREAM REFUSED_STREAM because the loop's ``budget`` was spent.
+    @exclusivity(unchecked) public internal(set) var streamsRefused = 0
+    /// Streams reset (CANCEL) because their request was not complete by the request deadline.
+    @exclusivity(unchecked) public internal(set) var requestTimeouts = 0
+    /// Times output stopped at ``H2ServerSettings/outputWatermarkBytes`` (and reading with it).
+    @exclusivity(unchecked) public internal(set) var outputPauses = 0
+    /// Trailer fields received (HEADERS after the request's headers): counted against the header-list limit, not
+    /// kept.
+    @exclusivity(unchecked) public internal(set) var trailerFields = 0
     /// Why the connection ended (a protocol error, a TLS failure, a timeout, shutdown), if it did.
-    @exclusivity(unchecked) public private(set) var endReason: String?
+    @exclusivity(unchecked) public internal(set) var endReason: String?
 
     public init(stream: TCPStream, tls context: TLSContext?, settings: H2ServerSettings) throws(TLSError) {
         self.stream = stream
@@ -114,7 +147,6 @@ public final class H2ServerConnection {
         self.settings = settings
         tls = try context.map { c throws(TLSError) in try TLSSession(context: c) }
         openedNanos = EventLoop.hrtimeNanos
-        lastActivityNanos = openedNanos
     }
 
     /// A cleartext connection without a socket: input comes from ``receive(_:)``, output goes to `output` (the
@@ -125,7 +157,6 @@ public final class H2ServerConnection {
         self.settings = settings
         tls = nil
         openedNanos = EventLoop.hrtimeNanos
-        lastActivityNanos = openedNanos
     }
 
     /// Bytes read and written over the connection's life (socket connections).
@@ -137,7 +168,7 @@ public final class H2ServerConnection {
         received(bytes)
     }
 
-    private func emit(_ bytes: UnsafeRawBufferPointer) {
+    func emit(_ bytes: UnsafeRawBufferPointer) {
         if let stream { stream.write(bytes) } else { output?(bytes) }
     }
 
@@ -169,11 +200,13 @@ public final class H2ServerConnection {
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamId, _, user in
             H2ServerConnection.with(user) { $0.streamClosed(streamId) }
         }
+        nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks) { _, _, error, user in
+            H2ServerConnection.with(user) { $0.invalidFrame(error) }
+        }
         var option: OpaquePointer?
         nghttp2_option_new(&option)
         defer { nghttp2_option_del(option) }
-        // Keep up to 1000 streams' worth of closed-stream state; answer a flood with GOAWAY (nghttp2's own
-        // protections against SETTINGS/PING floods stay on).
+        // A SETTINGS flood is answered with GOAWAY (nghttp2's other flood protections stay on).
         nghttp2_option_set_max_settings(option, 64)
         var created: OpaquePointer?
         let status = nghttp2_session_server_new2(
@@ -195,10 +228,7 @@ public final class H2ServerConnection {
             // Strong captures, not weak ones (a weak reference would put every retain and release of the
             // connection on the runtime's slow path): the stream drops these closures when it closes or is
             // told to close when drained, which `finish()` does, so the cycle ends with the connection.
-            stream.onDrain = { s in
-                guard !self.finished else { return }
-                try? s.resumeReading()
-            }
+            stream.onDrain = { _ in self.drained() }
             try stream.startReading(
                 onRead: { _, bytes in self.received(bytes) },
                 onEnd: { _, error in self.end(error.map { "\($0)" } ?? "closed by the client") })
@@ -214,83 +244,10 @@ public final class H2ServerConnection {
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entry, 1)
     }
 
-    /// Submits the response of a request that has not been answered; bytes go out at the next flush (at the
-    /// end of the current read callback, or now when called outside one).
-    public func respond(to request: H2Request, with response: H2Response) {
-        guard let session, !request.answered, stream(request.streamId) === request else { return }
-        request.answered = true
-        request.response = response.body
-        // Every name and value in one buffer, reused from response to response; nghttp2 copies the pairs into
-        // its frame on submit.
-        headerBytes.removeAll(keepingCapacity: true)
-        headerRanges.removeAll(keepingCapacity: true)
-        func add(_ name: some Sequence<UInt8>, _ value: some Sequence<UInt8>, flags: UInt8 = 0) {
-            let n = headerBytes.count
-            headerBytes.append(contentsOf: name)
-            let v = headerBytes.count
-            headerBytes.append(contentsOf: value)
-            headerRanges.append((Int32(n), Int32(v), Int32(headerBytes.count), flags))
-        }
-        func bytes(_ text: StaticString) -> UnsafeRawBufferPointer {
-            UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
-        }
-        if let text = H2ServerConnection.statusText(response.status) {
-            add(bytes(":status"), bytes(text))
-        } else {
-            add(bytes(":status"), String(response.status).utf8)
-        }
-        let never = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
-        if let id = response.id { id.withValue { add(bytes(id.name), $0, flags: never) } }
-        if let id = response.extraId { id.withValue { add(bytes(id.name), $0, flags: never) } }
-        for header in response.headers { add(header.name.utf8, header.value.utf8) }
-        if !response.body.isEmpty { add(bytes("content-length"), String(response.body.count).utf8) }
-        let ranges = headerRanges
-        let status: Int32 = headerBytes.withUnsafeMutableBufferPointer { buffer in
-            let base = buffer.baseAddress!
-            return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: ranges.count) { pairs in
-                for (i, r) in ranges.enumerated() {
-                    pairs[i] = nghttp2_nv(
-                        name: base + Int(r.name), value: base + Int(r.value), namelen: Int(r.value - r.name),
-                        valuelen: Int(r.end - r.value), flags: r.flags)
-                }
-                if response.body.isEmpty {
-                    return nghttp2_submit_response(session, request.streamId, pairs.baseAddress, ranges.count, nil)
-                }
-                var provider = CNGHTTP2_data_provider(nil) { session, streamId, buffer, length, dataFlags, _, user in
-                    H2ServerConnection.with(user) { $0.readBody(streamId, buffer!, length, dataFlags!) }
-                }
-                return nghttp2_submit_response(session, request.streamId, pairs.baseAddress, ranges.count, &provider)
-            }
-        }
-        if status != 0 { streamsReset += 1 }
-        if !inFlush && !inReceive { flush() }
-    }
-
-    /// Graceful end: GOAWAY with NO_ERROR and `{"reason": reason}` as debug data; streams already opened
-    /// finish; the connection closes when nothing is left to send or receive.
-    public func goAway(reason: String, errorCode: UInt32 = 0) {
-        guard let session, !finished else { return }
-        endReason = endReason ?? reason
-        let debug = Array("{\"reason\":\"\(reason)\"}".utf8)
-        let last = nghttp2_session_get_last_proc_stream_id(session)
-        _ = debug.withUnsafeBufferPointer {
-            nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), last, errorCode, $0.baseAddress, $0.count)
-        }
-        flush()
-    }
-
-    /// Closes at once, without GOAWAY (a client that never spoke HTTP/2).
-    public func abort(reason: String) {
-        endReason = endReason ?? reason
-        finish()
-    }
-
-
     // MARK: Input
 
-    private func received(_ bytes: UnsafeRawBufferPointer) {
+    func received(_ bytes: UnsafeRawBufferPointer) {
         guard !finished else { return }
-        lastActivityNanos = EventLoop.hrtimeNanos
         if let tls {
             do {
                 try tls.feed(bytes)
@@ -318,7 +275,7 @@ public final class H2ServerConnection {
                 abort(reason: "no HTTP/2 preface")
                 return
             }
-            // nghttp2 has queued a GOAWAY for protocol errors it detected; send it, then close.
+            // A fatal error (a flood, for instance): nghttp2 has queued a GOAWAY; send it, then close.
             endReason = endReason ?? "protocol error: " + String(cString: nghttp2_strerror(code))
             nghttp2_session_terminate_session(session, UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue))
         }
@@ -329,7 +286,7 @@ public final class H2ServerConnection {
     /// The connection behind nghttp2's user data, borrowed for the callback: the session lives inside the
     /// connection, so no retain/release is needed per callback (8 or more per request).
     @inline(__always)
-    private static func with<R>(_ user: UnsafeMutableRawPointer?, _ body: (H2ServerConnection) -> R) -> R {
+    static func with<R>(_ user: UnsafeMutableRawPointer?, _ body: (H2ServerConnection) -> R) -> R {
         Unmanaged<H2ServerConnection>.fromOpaque(user!)._withUnsafeGuaranteedRef(body)
     }
 
@@ -338,6 +295,18 @@ public final class H2ServerConnection {
             frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
         else { return 0 }
         let id = frame.pointee.hd.stream_id
+        if let budget {
+            guard budget.open < budget.limit else {
+                // The loop's budget of open streams is spent: this stream is refused (the client may retry it).
+                budget.refused += 1
+                streamsRefused += 1
+                let code = NGHTTP2_REFUSED_STREAM.rawValue
+                nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, code)
+                return 0
+            }
+            budget.open += 1
+        }
+        streamsOpened += 1
         let request: H2Request
         if let pooled = pool.popLast() {
             pooled.reuse(streamId: id, arrivalNanos: EventLoop.hrtimeNanos)
@@ -346,6 +315,7 @@ public final class H2ServerConnection {
             request = H2Request(streamId: id, arrivalNanos: EventLoop.hrtimeNanos, bodyLimit: settings.bodyLimit)
         }
         streams.insert(request)
+        incomplete.append(request)
         lastStream = request
         return 0
     }
@@ -358,6 +328,11 @@ public final class H2ServerConnection {
         if request.headerListBytes > settings.maxHeaderListBytes {
             // Reset the stream (RST_STREAM); the connection goes on.
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
+        }
+        guard frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else {
+            // A trailer (HEADERS after the body): counted against the limit above, never merged into the request.
+            trailerFields += 1
+            return 0
         }
         if name.first == UInt8(ascii: ":") {
             func set(_ field: inout [UInt8]) {
@@ -393,10 +368,12 @@ public final class H2ServerConnection {
     private func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
         let type = UInt32(frame.pointee.hd.type)
         if type == NGHTTP2_SETTINGS.rawValue { prefaceReceived = true }
+        if type == NGHTTP2_GOAWAY.rawValue { peerGoAwayCode = frame.pointee.goaway.error_code }
         guard type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue,
             frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0,
             let request = stream(frame.pointee.hd.stream_id)
         else { return 0 }
+        incomplete.remove(request)
         request.completeNanos = EventLoop.hrtimeNanos
         requestsReceived += 1
         delegate?.connection(self, received: request)
@@ -406,90 +383,20 @@ public final class H2ServerConnection {
     private func streamClosed(_ streamId: Int32) -> Int32 {
         if lastStream?.streamId == streamId { lastStream = nil }
         if let request = streams.remove(streamId) {
+            budget?.open -= 1
+            incomplete.remove(request)
             if !request.answered { streamsReset += 1 }
-            // Reused for a later stream unless its owner keeps it, or it holds a large body.
-            if !request.retained && pool.count < 64 && request.body.capacity <= 8192 { pool.append(request) }
+            // Reused for a later stream unless its owner keeps it, or its buffers grew large (headers, path, body).
+            if !request.retained && pool.count < 64 && request.retainedBytes <= settings.pooledRequestBytes {
+                pool.append(request)
+            }
         }
         return 0
     }
 
-    private func readBody(
-        _ streamId: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ length: Int, _ flags: UnsafeMutablePointer<UInt32>
-    ) -> Int {
-        guard let request = stream(streamId) else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-        let n = min(length, request.response.count - request.responseOffset)
-        request.response.withUnsafeBytes { bytes in
-            UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + request.responseOffset, byteCount: n)
-        }
-        request.responseOffset += n
-        if request.responseOffset == request.response.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
-        return n
+    private func invalidFrame(_ error: Int32) -> Int32 {
+        if invalidFrameError == nil { invalidFrameError = error }
+        return 0
     }
 
-    // MARK: Output
-
-    /// Sends what nghttp2 has queued (through TLS when on); closes once neither side has more to say.
-    public func flush() {
-        guard let session, !finished, !inFlush, !inReceive else { return }
-        inFlush = true
-        defer { inFlush = false }
-        if let tls, !tls.handshakeDone {
-            tls.takeCiphertext { emit($0) }
-            return
-        }
-        // Everything nghttp2 has queued goes out in one write (one TLS record run, one syscall), not one per
-        // frame: at 64 streams a read, per-frame writes cost more than the requests.
-        outgoing.removeAll(keepingCapacity: true)
-        while true {
-            var data: UnsafePointer<UInt8>?
-            let n = nghttp2_session_mem_send(session, &data)
-            if n < 0 {
-                endReason = endReason ?? "nghttp2: " + String(cString: nghttp2_strerror(Int32(n)))
-                break
-            }
-            if n == 0 { break }
-            outgoing.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n))
-        }
-        if !outgoing.isEmpty {
-            if let tls {
-                let failure: TLSError? = outgoing.withUnsafeBytes { bytes -> TLSError? in
-                    do {
-                        try tls.writePlaintext(bytes)
-                        return nil
-                    } catch {
-                        return (error as? TLSError) ?? TLSError("TLS write failed")
-                    }
-                }
-                if let failure { endReason = endReason ?? "TLS: \(failure)" }
-                outgoing.removeAll(keepingCapacity: true)
-                tls.takeCiphertext { outgoing.append(contentsOf: $0) }
-            }
-            outgoing.withUnsafeBytes { emit($0) }
-        } else {
-            tls?.takeCiphertext { emit($0) }
-        }
-        if outgoing.capacity > 1 << 20 { outgoing = [] }  // a burst's buffer is not kept forever
-        if let stream, stream.pendingWriteBytes > settings.maxPendingWriteBytes { stream.pauseReading() }
-        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
-            inFlush = false
-            endReason = endReason ?? "HTTP/2 session ended (GOAWAY)"
-            finish()
-        }
-    }
-
-    private func end(_ reason: String) {
-        endReason = endReason ?? reason
-        finish()
-    }
-
-    private func finish() {
-        guard !finished else { return }
-        finished = true
-        stream?.closeWhenDrained()
-        streams.removeAll()
-        pool.removeAll()
-        lastStream = nil
-        delegate?.connectionClosed(self)
-        delegate = nil
-    }
 }

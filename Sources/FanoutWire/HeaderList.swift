@@ -39,6 +39,9 @@ public struct HeaderList: Sendable {
 
     public var count: Int { spans.count }
 
+    /// Bytes the list's buffers hold (their capacity).
+    public var storageBytes: Int { bytes.capacity + spans.capacity * MemoryLayout<(Int32, Int32, Int32)>.stride }
+
     /// Empties the list, keeping its capacity.
     public mutating func removeAll() {
         bytes.removeAll(keepingCapacity: true)

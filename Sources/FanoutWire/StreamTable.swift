@@ -47,6 +47,12 @@ struct StreamTable {
         return r
     }
 
+    /// Every stream held (slots, then overflow).
+    func forEach(_ body: (H2Request) -> Void) {
+        for case let r? in slots { body(r) }
+        for r in overflow.values { body(r) }
+    }
+
     mutating func removeAll() {
         for i in slots.indices { slots[i] = nil }
         overflow.removeAll()

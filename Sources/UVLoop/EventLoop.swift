@@ -1,5 +1,9 @@
 internal import CLibUV
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A libuv event loop: one `uv_loop_t`, allocated and initialised (`uv_loop_init`) by this object.
 ///
 /// **Loop affinity.** A loop and every ``Timer`` and ``Wakeup`` on it are used by one thread at a
@@ -47,8 +51,20 @@ public final class EventLoop {
     /// ``Timer`` and ``Wakeup`` objects created on this loop and not yet deinitialised.
     public private(set) var liveHandleOwners = 0
 
-    /// Creates and initialises a loop (`uv_loop_init`).
+    /// SIGPIPE ignored once per process, before the first loop exists: libuv writes with plain
+    /// `write`/`writev`, so a write to a peer that reset its connection raises SIGPIPE, whose default
+    /// action ends the process. Ignored, the write fails with `EPIPE` and only that stream closes.
+    private static let brokenPipeIgnored: Bool = {
+        signal(SIGPIPE, SIG_IGN)
+        return true
+    }()
+
+    /// Whether SIGPIPE is ignored in this process (it is once any loop has been created).
+    public static var ignoresBrokenPipe: Bool { brokenPipeIgnored }
+
+    /// Creates and initialises a loop (`uv_loop_init`). The first loop of the process ignores SIGPIPE.
     public init() throws(UVError) {
+        _ = EventLoop.brokenPipeIgnored
         let pointer = UnsafeMutablePointer<uv_loop_t>.allocate(capacity: 1)
         pointer.initialize(to: uv_loop_t())
         do {
@@ -175,28 +191,32 @@ public final class EventLoop {
     }
 
     /// Closes every handle on this loop that is not closing yet, through its owner (`uv_walk`).
-    /// Their close callbacks run on the next iteration (or in ``close()``).
+    /// Their close callbacks run on the next iteration (or in ``close()``). With `tcpOnly`, only TCP
+    /// listeners and streams (a server's shutdown: every connection, draining or not, while its timers
+    /// and wakeups stay).
     ///
     /// - Returns: the number of handles this call closed.
     @discardableResult
-    public func closeRemainingHandles() -> Int {
+    public func closeRemainingHandles(tcpOnly: Bool = false) -> Int {
         preconditionUsable("closeRemainingHandles()")
-        var closed = 0
-        withUnsafeMutablePointer(to: &closed) { counter in
-            uv_walk(pointer, { handle, counter in EventLoop.closeWalkedHandle(handle, counter) }, counter)
+        var walk = (closed: 0, tcpOnly: tcpOnly)
+        withUnsafeMutablePointer(to: &walk) { state in
+            uv_walk(pointer, { handle, state in EventLoop.closeWalkedHandle(handle, state) }, state)
         }
-        return closed
+        return walk.closed
     }
 
     private static func closeWalkedHandle(
         _ handle: UnsafeMutablePointer<uv_handle_t>?,
-        _ counter: UnsafeMutableRawPointer?
+        _ state: UnsafeMutableRawPointer?
     ) {
-        guard let handle, let counter, uv_is_closing(handle) == 0 else { return }
+        guard let handle, let state, uv_is_closing(handle) == 0 else { return }
+        let walk = state.assumingMemoryBound(to: (closed: Int, tcpOnly: Bool).self)
         guard let data = uv_handle_get_data(handle) else {
             preconditionFailure("a libuv handle without an owner on a UVLoop loop")
         }
         let type = uv_handle_get_type(handle)
+        if walk.pointee.tcpOnly && type != UV_TCP { return }
         if type == UV_TIMER {
             Unmanaged<Timer>.fromOpaque(data).takeUnretainedValue().close()
         } else if type == UV_ASYNC {
@@ -208,7 +228,7 @@ public final class EventLoop {
         } else {
             preconditionFailure("UVLoop does not own libuv handles of type \(type.rawValue)")
         }
-        counter.assumingMemoryBound(to: Int.self).pointee += 1
+        walk.pointee.closed += 1
     }
 
     // MARK: Process-wide counts

@@ -192,7 +192,11 @@ public final class TCPStream: TCPHandle {
         super.init(loop: loop)
     }
 
-    override func willClose() { isReading = false }
+    override func willClose() {
+        isReading = false
+        drainTimer?.close()
+        drainTimer = nil
+    }
 
     override func didClose() {
         onRead = nil
@@ -226,8 +230,8 @@ public final class TCPStream: TCPHandle {
         isReading = false
     }
 
-    /// Queues `bytes` for writing (`uv_write`); the bytes are copied. A failed write closes nothing by
-    /// itself: the end callback reports it.
+    /// Queues `bytes` for writing (`uv_write`); the bytes are copied. A failed write is reported to the end
+    /// callback, then closes the stream (its other queued writes are cancelled).
     public func write(_ bytes: UnsafeRawBufferPointer) {
         guard state == .open, bytes.count > 0 else { return }
         // One block: the request, then the bytes.
@@ -252,26 +256,50 @@ public final class TCPStream: TCPHandle {
     }
 
     /// Stops both directions and closes once queued writes are flushed (`uv_shutdown` is not needed
-    /// for HTTP/2: a GOAWAY is written first, then the stream closes when drained).
+    /// for HTTP/2: a GOAWAY is written first, then the stream closes when drained), or after
+    /// `withinMillis` whatever is left (a peer that never reads cannot keep the handle open; closing
+    /// cancels the queued writes).
     /// The read and end callbacks are dropped here (nothing more is read; the owner asked for the end), so
     /// closures that capture their owner strongly do not outlive it.
-    public func closeWhenDrained() {
+    public func closeWhenDrained(withinMillis: UInt64 = TCPStream.defaultDrainMillis) {
         guard state == .open else { return }
         pauseReading()
         onRead = nil
         onEnd = nil
         if pendingWriteBytes == 0 {
             close()
-        } else {
-            onDrain = { $0.close() }
+            return
         }
+        onDrain = { $0.close() }
+        guard drainTimer == nil else { return }
+        let timer = Timer(loop: loop) { [unowned self] _ in
+            self.drainDeadlinesMissed += 1
+            self.close()
+        }
+        timer.start(afterMillis: withinMillis)
+        drainTimer = timer
     }
 
+    /// How long ``closeWhenDrained(withinMillis:)`` waits by default for queued writes.
+    public static let defaultDrainMillis: UInt64 = 5000
+    /// The drain deadline's timer, while one runs (closed with the stream).
+    private var drainTimer: Timer?
+    /// 1 when the stream was closed by its drain deadline with writes still queued.
+    public private(set) var drainDeadlinesMissed = 0
+
+    /// A read or write failed, or the peer ended its side: the owner is told, then the stream closes (a failed
+    /// stream at once, cancelling its queued writes; an ended one once what is queued has been written, within
+    /// the drain deadline), whatever the owner did.
     private func fail(_ error: UVError?) {
         guard state == .open else { return }
         let end = onEnd
         pauseReading()
         end?(self, error)
+        if error != nil {
+            close()
+        } else {
+            closeWhenDrained()
+        }
     }
 
     private static func allocate(

@@ -55,11 +55,39 @@ struct Serve: ParsableCommand {
     @Option(help: "Override the scenario's device count.")
     var devices: Int?
 
-    @Option(name: .customLong("max-streams"), help: "Concurrent streams per connection (after authentication).")
+    @Option(
+        name: .customLong("max-streams"),
+        help: ArgumentHelp("Concurrent streams per connection (after authentication), at most "
+            + "\(ServeOptions.maxConcurrentStreamsCap)."))
     var maxStreams: UInt32 = 1000
 
-    @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection gets GOAWAY IdleTimeout.")
+    @Option(
+        name: .customLong("max-connections"),
+        help: "Connections open at once per event loop; more are closed at accept and counted.")
+    var maxConnections: Int = 10_000
+
+    @Option(
+        name: .customLong("max-open-streams"),
+        help: ArgumentHelp("Open streams at once per event loop, all connections together; more get RST_STREAM "
+            + "REFUSED_STREAM."))
+    var maxOpenStreams: Int = 10_000
+
+    @Option(
+        name: .customLong("request-timeout"),
+        help: ArgumentHelp("Seconds a stream has for its headers and body (END_STREAM) before it is reset; "
+            + "also how long a client may read nothing while answers wait before it is disconnected."))
+    var requestTimeout: Double = 10
+
+    @Option(
+        name: .customLong("idle-timeout"),
+        help: ArgumentHelp("Seconds without an open stream or a new one before a connection gets GOAWAY IdleTimeout "
+            + "(PINGs do not count)."))
     var idleTimeout: Double = 3600
+
+    @Option(
+        name: .customLong("drain-timeout"),
+        help: "Seconds in-flight streams get to finish after GOAWAY at shutdown; then every connection is closed.")
+    var drainTimeout: Double = 5
 
     @Option(
         name: .customLong("preface-timeout"),
@@ -98,7 +126,16 @@ struct Serve: ParsableCommand {
             throw ValidationError("--devices: expected 1 to 50000000, got \(devices)")
         }
         guard (0...256).contains(workers) else { throw ValidationError("--workers: expected 0 to 256, got \(workers)") }
-        guard (1...100_000).contains(maxStreams) else { throw ValidationError("--max-streams: expected 1 to 100000") }
+        let cap = ServeOptions.maxConcurrentStreamsCap
+        guard (1...cap).contains(maxStreams) else {
+            throw ValidationError("--max-streams: expected 1 to \(cap), got \(maxStreams)")
+        }
+        guard (1...1_000_000).contains(maxConnections) else {
+            throw ValidationError("--max-connections: expected 1 to 1000000, got \(maxConnections)")
+        }
+        guard (1...10_000_000).contains(maxOpenStreams) else {
+            throw ValidationError("--max-open-streams: expected 1 to 10000000, got \(maxOpenStreams)")
+        }
         guard prefaceTimeout > 0 else { throw ValidationError("--preface-timeout: expected seconds above 0") }
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout: expected seconds above 0") }
         guard (0...100_000).contains(maxAPIBundles) else {
@@ -106,6 +143,12 @@ struct Serve: ParsableCommand {
         }
         guard (1...APNsService.channelsPerApp).contains(maxListedChannels) else {
             throw ValidationError("--max-listed-channels: expected 1 to \(APNsService.channelsPerApp)")
+        }
+        guard requestTimeout > 0 && requestTimeout <= 86_400 else {
+            throw ValidationError("--request-timeout: expected seconds above 0, at most 86400")
+        }
+        guard drainTimeout >= 0 && drainTimeout <= 3600 else {
+            throw ValidationError("--drain-timeout: expected seconds from 0 to 3600")
         }
         _ = try Self.parseListen(listen)
     }
@@ -149,6 +192,10 @@ struct Serve: ParsableCommand {
         options.maxConcurrentStreams = maxStreams
         options.idleTimeoutSeconds = idleTimeout
         options.prefaceTimeoutSeconds = prefaceTimeout
+        options.maxConnectionsPerLoop = maxConnections
+        options.maxOpenStreamsPerLoop = maxOpenStreams
+        options.requestTimeoutSeconds = requestTimeout
+        options.drainSeconds = drainTimeout
 
         let startedAt = Date()
         let folder = out ?? "reports/runs/\(Run.timestamp())-serve-\(s.name)"
@@ -243,6 +290,12 @@ struct Serve: ParsableCommand {
             "fanout serve: \(st.requests) requests (\(st.acceptedPushes) pushes, \(st.acceptedBroadcasts) broadcasts "
                 + "accepted), \(accounting.deliveries) deliveries, "
                 + "\(results.connections.accepted) connections; run folder \(folder)")
+        if !results.connections.answersAccountedFor(requests: st.requests) {
+            throw CommandFailure(
+                "the wire identity is broken: \(st.requests) answers produced, "
+                    + "\(results.connections.responsesSubmitted) submitted + "
+                    + "\(results.connections.answersDropped) dropped")
+        }
         if !st.identitiesHold || !accounting.identitiesHold {
             throw CommandFailure("accounting identities are broken")
         }

@@ -82,6 +82,9 @@ enum Tool {
     }
 
     static var script: String { Bundle.module.url(forResource: "Resources/serve_client", withExtension: "py")!.path }
+    static var boundsScript: String {
+        Bundle.module.url(forResource: "Resources/serve_bounds", withExtension: "py")!.path
+    }
 }
 
 /// A curl answer: status, headers, body.
@@ -317,6 +320,10 @@ struct ServeCommandTests {
         #expect(accounting["identitiesHold"] as? Bool == true)
         let latency = summary["latency"] as! [String: [String: Any]]
         #expect(latency["service"]?["count"] as? Int == 20000)
+        // The wire identity, from two code paths: 20,000 answers judged by the service, 20,000 taken by nghttp2.
+        let connections = summary["connections"] as! [String: Any]
+        #expect(connections["responsesSubmitted"] as? Int == 20000 && connections["answersDropped"] as? Int == 0)
+        #expect(requests["wireIdentityHolds"] as? Bool == true)
         let findings = summary["findings"] as! [String: [String: Any]]
         #expect(findings["staleTimestamp"]?["count"] as? Int == 19_999)
     }
@@ -345,6 +352,7 @@ struct ServeCommandTests {
         #expect(summary["workers"] as? Int == 2)
         let requests = summary["requests"] as! [String: Any]
         #expect(requests["total"] as? Int == n && requests["identitiesHold"] as? Bool == true)
+        #expect(requests["wireIdentityHolds"] as? Bool == true)
         let accounting = summary["accounting"] as! [String: Any]
         let outcomes = accounting["outcomes"] as! [String: Int]
         // Every token three times: the first push applies on the device's own loop, the other two are duplicates.
@@ -426,7 +434,7 @@ struct ServeCommandTests {
 
     @Test("hostile clients get a GOAWAY or APNs's answer; everyone else is still served")
     func hostile() throws {
-        let serve = try ServeProcess(["--h2c", "--preface-timeout", "1"])
+        let serve = try ServeProcess(["--h2c"])
         let result = try Tool.run("python3", [Tool.script, "hostile", String(serve.port), serve.folder.path])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         #expect(serve.stop() == 0)
@@ -434,11 +442,27 @@ struct ServeCommandTests {
         let connections = summary["connections"] as! [String: Any]
         let reasons = connections["endReasons"] as! [String: Int]
         #expect(reasons["no HTTP/2 preface"] == 1, "\(reasons)")
-        #expect(reasons["no HTTP/2 preface in time"] == 1, "\(reasons)")
+        #expect(reasons["no HTTP/2 preface in time"] == nil, "\(reasons)")
+        // nghttp2's GOAWAY for the malformed frame is labelled apart from the clients' own clean GOAWAYs.
+        #expect(reasons.filter { $0.key.hasPrefix("protocol error") }.values.reduce(0, +) == 1, "\(reasons)")
+        #expect((reasons["closed by the client (GOAWAY)"] ?? 0) >= 1, "\(reasons)")
+        #expect(connections["trailerFields"] as? Int == 1)
         #expect(connections["accepted"] as? Int == connections["closed"] as? Int)
         let byReason = (summary["requests"] as! [String: Any])["byReason"] as! [String: Int]
         #expect(byReason["PayloadTooLarge"] == 1)
+        #expect(byReason["DuplicateHeaders"] == nil, "a trailer is not a duplicate header")
         #expect((summary["requests"] as! [String: Any])["identitiesHold"] as? Bool == true)
+        #expect((summary["requests"] as! [String: Any])["wireIdentityHolds"] as? Bool == true)
+    }
+
+    @Test("a client that never sends the preface is closed after --preface-timeout (the only such client)")
+    func silentClient() throws {
+        let serve = try ServeProcess(["--h2c", "--workers", "1", "--preface-timeout", "1"])
+        let result = try Tool.run("python3", [Tool.boundsScript, "silent", String(serve.port)])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        #expect(serve.stop() == 0)
+        let reasons = (try serve.summary()["connections"] as! [String: Any])["endReasons"] as! [String: Int]
+        #expect(reasons == ["no HTTP/2 preface in time": 1], "\(reasons)")
     }
 
     @Test("bad flags: a clear error and a non-zero exit, nothing written")
@@ -451,6 +475,9 @@ struct ServeCommandTests {
             (["serve", "smoke", "--h2c", "--auth", "jwt", "--out", out], "--auth jwt needs"),
             (["serve", "smoke", "--h2c", "--listen", "nowhere", "--out", out], "--listen: expected HOST:PORT"),
             (["serve", "smoke", "--h2c", "--auth", "magic", "--out", out], "--auth: expected none or jwt"),
+            (["serve", "smoke", "--h2c", "--max-streams", "10001", "--out", out], "--max-streams: expected 1 to 10000"),
+            (["serve", "smoke", "--h2c", "--max-connections", "0", "--out", out], "--max-connections: expected"),
+            (["serve", "smoke", "--h2c", "--request-timeout", "0", "--out", out], "--request-timeout: expected"),
             (["serve", "smoke", "--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key", "--out", out],
                 "cannot read the certificate"),
         ] {

@@ -43,7 +43,9 @@ struct ServeReportTests {
         c.accepted = 2
         c.closed = 2
         c.peakOpen = 2
-        c.endReasons = ["HTTP/2 session ended (GOAWAY)": 2]
+        c.endReasons = ["closed by the client (GOAWAY)": 2]
+        c.responsesSubmitted = 4
+        c.answersDropped = 1
         return (info, s, latency, a, c)
     }
 
@@ -109,6 +111,13 @@ struct ServeReportTests {
         let json = try JSONSerialization.jsonObject(with: Data(text.utf8)) as! [String: Any]
         let requests = json["requests"] as! [String: Any]
         #expect(requests["total"] as? Int == 5 && requests["identitiesHold"] as? Bool == true)
+        // 5 answers = 4 submitted + 1 dropped; one answer unaccounted for breaks the wire identity.
+        #expect(requests["wireIdentityHolds"] as? Bool == true)
+        var short = c
+        short.answersDropped = 0
+        let broken = try JSONSerialization.jsonObject(
+            with: Data(ServeReport.summaryJSON(info, s, recorded, a, short, (1234, 567), 12.5).utf8)) as! [String: Any]
+        #expect((broken["requests"] as! [String: Any])["wireIdentityHolds"] as? Bool == false)
         #expect(requests["byReason"] as? [String: Int] == ["Unregistered": 1, "BadDeviceToken": 1])
         let findings = json["findings"] as! [String: [String: Any]]
         #expect(findings["rotatedToken"]?["count"] as? Int == 1)

@@ -53,8 +53,12 @@ class Client:
         self.responses = {}
         self.terminated = None
         self.resets = set()
+        self.reset_codes = {}
+        self.pongs = 0
+        self.got_settings = False
 
-    def pump(self, until, timeout=10):
+    # Bounds only against a hang (a loaded test machine may be slow): nothing here asserts an elapsed time.
+    def pump(self, until, timeout=60):
         deadline = time.time() + timeout
         while not until():
             if time.time() > deadline:
@@ -83,6 +87,11 @@ class Client:
                 self.responses.setdefault(event.stream_id, {"body": b""})["done"] = True
             elif isinstance(event, h2.events.StreamReset):
                 self.resets.add(event.stream_id)
+                self.reset_codes[event.stream_id] = int(event.error_code)
+            elif isinstance(event, h2.events.RemoteSettingsChanged):
+                self.got_settings = True
+            elif isinstance(event, h2.events.PingAckReceived):
+                self.pongs += 1
             elif isinstance(event, h2.events.ConnectionTerminated):
                 self.terminated = {"error": int(event.error_code),
                                    "debug": (event.additional_data or b"").decode(errors="replace")}
@@ -238,7 +247,7 @@ def jwt(port, key1, kid1, key2, kid2, team, folder):
         return client.request("POST", path, hs, live_payload(ts=ts))
 
     c = Client(port)
-    c.pump(lambda: c.conn.remote_settings.max_concurrent_streams == 1, timeout=5)
+    c.pump(lambda: c.conn.remote_settings.max_concurrent_streams == 1, timeout=60)
     expect(c.conn.remote_settings.max_concurrent_streams == 1, "one stream before authentication")
     expect_answer(ask(c, None, now), 403, "MissingProviderToken", "no token")
     expect_answer(ask(c, token(key1, kid1, team, now, corrupt=True), now), 403, "InvalidProviderToken", "bad signature")
@@ -254,7 +263,7 @@ def jwt(port, key1, kid1, key2, kid2, team, folder):
     expect_answer(ask(c, unsigned, now), 403, "InvalidProviderToken", "alg none")
     status, _, _ = ask(c, token(key1, kid1, team, now), now + 1)
     expect(status == 200, f"valid raw R||S token: {status}")
-    c.pump(lambda: c.conn.remote_settings.max_concurrent_streams == 1000, timeout=5)
+    c.pump(lambda: c.conn.remote_settings.max_concurrent_streams == 1000, timeout=60)
     expect(c.conn.remote_settings.max_concurrent_streams == 1000, "1000 streams after authentication")
     expect_answer(ask(c, token(key1, kid1, team, now + 1), now + 2), 429, "TooManyProviderTokenUpdates",
                   "a new token within 20 minutes")
@@ -272,7 +281,7 @@ def hostile(port, folder):
     path = f"/3/device/{p['token']}"
     hs = [("apns-push-type", "liveactivity"), ("apns-topic", p["app"] + ".push-type.liveactivity")]
     # Garbage instead of the preface: the connection is closed.
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
     s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     data = b""
     try:
@@ -325,16 +334,18 @@ def hostile(port, folder):
     expect(status == 200, "served beside a slow reader")
     c.close()
     slow.sock.close()
-    # A client that connects and says nothing: closed after the preface timeout.
-    s = socket.create_connection(("127.0.0.1", port), timeout=8)
-    t0 = time.time()
-    try:
-        while s.recv(4096):  # the server's SETTINGS, then the end
-            pass
-    except socket.timeout:
-        fail("a silent connection was not closed within 8 s")
-    RESULT["silentClosedAfterSeconds"] = round(time.time() - t0, 1)
-    s.close()
+    # A trailer repeating apns-topic: ignored, not merged into the request (no DuplicateHeaders).
+    c = Client(port)
+    sid = c.conn.get_next_available_stream_id()
+    c.conn.send_headers(sid, [(":method", "POST"), (":path", path), (":scheme", "https"), (":authority", "localhost")]
+                        + hs)
+    c.conn.send_data(sid, live_payload())
+    c.conn.send_headers(sid, [("apns-topic", "com.example.other.push-type.liveactivity")], end_stream=True)
+    c.sock.sendall(c.conn.data_to_send())
+    c.pump(lambda: c.responses.get(sid, {}).get("done") or sid in c.resets or c.terminated)
+    status = int(c.responses.get(sid, {}).get("headers", {}).get(":status", "0"))
+    expect(status == 200, f"a request with a trailer is answered 200, got {status} {c.responses.get(sid)}")
+    c.close()
 
 
 def tls(port, ca, folder):
