@@ -28,7 +28,7 @@ final class ServeProcess {
         try process.run()
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
-            let text = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
+            let text = CLI.text(of: errors)
             if let range = text.range(of: #"listening on 127\.0\.0\.1:[0-9]+"#, options: .regularExpression) {
                 port = Int(text[range].split(separator: ":").last!)!
                 return
@@ -37,7 +37,7 @@ final class ServeProcess {
             Thread.sleep(forTimeInterval: 0.05)
         }
         if process.isRunning { process.terminate() }
-        throw CLIFailure("fanout serve did not start: \((try? String(contentsOf: errors, encoding: .utf8)) ?? "")")
+        throw CLIFailure("fanout serve did not start: \(CLI.text(of: errors))")
     }
 
     /// SIGTERM, then the exit status; a server still running after 30 s is killed (and the status shows it).
@@ -54,7 +54,7 @@ final class ServeProcess {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
 
-    var stderr: String { (try? String(contentsOf: errors, encoding: .utf8)) ?? "" }
+    var stderr: String { CLI.text(of: errors) }
 
     func summary() throws -> [String: Any] {
         let data = try Data(contentsOf: folder.appendingPathComponent("summary.json"))
