@@ -35,6 +35,7 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.exceptions
+import h2.settings
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
@@ -69,8 +70,15 @@ def push_headers(token, path):
 class Conn:
     """One HTTP/2 connection driven by hand (python-hyper's h2), so that it can misbehave."""
 
-    def __init__(self, port, timeout=10):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port, timeout=10, receive_buffer=None):
+        if receive_buffer:
+            # A small kernel receive buffer: what the client does not read waits on the server's side.
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+            self.sock.settimeout(timeout)
+            self.sock.connect(("127.0.0.1", port))
+        else:
+            self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.h2 = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True))
         self.h2.initiate_connection()
         self.sock.sendall(self.h2.data_to_send())
@@ -153,9 +161,9 @@ def probe(port, key_path, token, seconds, results):
     results.put(("probe", out))
 
 
-def authed(port, key, token):
+def authed(port, key, token, receive_buffer=None):
     """A connection past its first valid token (so its stream limit is raised)."""
-    conn = Conn(port)
+    conn = Conn(port, receive_buffer=receive_buffer)
     bearer = jwt(key, int(time.time()))
     conn.request(push_headers(bearer, f"/3/device/{token}"), payload(int(time.time()) + 1))
     return conn, bearer
@@ -179,12 +187,28 @@ def reset_attack(port, key_path, token, results, rounds=10, streams=900):
     results.put(("reset", {"rounds": rounds, "bytesPipelined": sent}))
 
 
-def noread_attack(port, key_path, token, seconds, results, connections=20, streams=900):
-    key, held = key_from(key_path), []
+def noread_attack(port, key_path, token, seconds, results, connections=20, streams=900, channels=1000):
+    """Clients that open their flow-control windows wide, ask for the largest answers there are (`all-channels`
+    lists of an app with `channels` live channels) and then never read a byte."""
+    key = key_from(key_path)
+    setup, bearer = authed(port, key, token)
+    base = [(":scheme", "http"), (":authority", "localhost"), ("authorization", f"bearer {bearer}"),
+            ("apns-push-type", "liveactivity")]
+    body = json.dumps({"message-storage-policy": 0, "push-type": "LiveActivity"}).encode()
+    created = 0
+    for _ in range(channels):
+        status = setup.request([(":method", "POST"), (":path", "/1/apps/com.example.news/channels")] + base, body)
+        created += status == 201
+    setup.sock.close()
+    held = []
     for _ in range(connections):
-        conn, bearer = authed(port, key, token)
-        for _ in range(streams):  # an unknown token: 400 BadDeviceToken, with a body
-            conn.send(push_headers(bearer, "/3/device/" + "ab" * 32), payload(1))
+        conn, bearer = authed(port, key, token, receive_buffer=4096)
+        conn.h2.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 2**31 - 1})
+        conn.h2.increment_flow_control_window(2**31 - 1 - 65535)
+        headers = [(":method", "GET"), (":path", "/1/apps/com.example.news/all-channels"), (":scheme", "http"),
+                   (":authority", "localhost"), ("authorization", f"bearer {bearer}")]
+        for _ in range(streams):
+            conn.send(headers)
         try:
             conn.sock.settimeout(5)
             conn.sock.sendall(conn.h2.data_to_send())
@@ -194,7 +218,7 @@ def noread_attack(port, key_path, token, seconds, results, connections=20, strea
     time.sleep(seconds)
     for conn in held:
         conn.reset_close()
-    results.put(("noread", {"connections": connections, "streamsEach": streams}))
+    results.put(("noread", {"connections": connections, "streamsEach": streams, "channelsListed": created}))
 
 
 def flood_attack(port, results, count=10_000, hold=10):
@@ -240,8 +264,8 @@ def churn_attack(port, key_path, token, seconds, results):
         channel = conn.headers.get(sid, {}).get("apns-channel-id")
         if not channel:
             continue
-        status = conn.request([(":method", "DELETE"), (":path", "/1/apps/com.example.scores/channels"),
-                               ("apns-channel-id", channel)] + base)
+        status = conn.request([(":method", "DELETE"), (":path", "/1/apps/com.example.scores/channels")] + base
+                              + [("apns-channel-id", channel)])
         statuses[str(status)] = statuses.get(str(status), 0) + 1
         cycles += 1
     results.put(("churn", {"cycles": cycles, "seconds": seconds, "statuses": statuses}))
@@ -397,6 +421,8 @@ def main():
         f"peak RSS <= {args.budget_mib} MiB": peak is not None and peak <= args.budget_mib * 1024,
         f"every probe answered 200 within {args.probe_ms:.0f} ms": bool(probes) and len(ok) == len(probes)
         and worst <= args.probe_ms,
+        "every attack ran to its end": all(name in seen for name in ["reset", "noread", "flood", "churn", "iat",
+                                                                     "stall"]),
     }
     revision = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
     lines = [f"# fanout serve under attack — {datetime.date.today()}", "",

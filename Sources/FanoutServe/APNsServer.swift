@@ -278,6 +278,15 @@ public final class APNsServer: H2ServerDelegate {
     public func connection(_ connection: H2ServerConnection, received request: H2Request) {
         // The connection's provider-token state, set at accept (only this server sets `context`).
         guard let context = connection.context else { return }
+        // A client holding too many unsent answer bytes (it does not read what it asked for) gets no more until
+        // they drain: refused before anything is judged or applied, so it may retry.
+        if _slowPath(connection.unsentAnswerBytes > 0)
+            && (connection.unsentAnswerBytes >= options.maxUnsentBytesPerConnection
+                || streamBudget.unsentAnswerBytes >= options.maxUnsentBytesPerLoop)
+        {
+            connection.refuse(request)
+            return
+        }
         let state = unsafeDowncast(context, to: ProviderAuth.ConnectionState.self)
         let input = RequestInput(
             method: request.method, path: request.path, headers: request.headers, body: request.body,
@@ -331,6 +340,7 @@ public final class APNsServer: H2ServerDelegate {
         connectionStats.bytesOut += connection.bytesWritten
         connectionStats.streamsReset += connection.streamsReset
         connectionStats.streamsRefused += connection.streamsRefused
+        connectionStats.requestsRefused += connection.requestsRefused
         connectionStats.requestTimeouts += connection.requestTimeouts
         connectionStats.outputPauses += connection.outputPauses
         connectionStats.trailerFields += connection.trailerFields

@@ -23,6 +23,13 @@ public struct ServeOptions: Sendable {
     /// HEADERS is reset (CANCEL); a connection whose output stays paused on a client that does not read for
     /// this long is closed.
     public var requestTimeoutSeconds = 10.0
+    /// Answer-body bytes a connection may hold unsent (a client that does not read, or reads slowly, while it asks
+    /// for large answers such as `all-channels`); its further requests are refused (REFUSED_STREAM) until they
+    /// drain.
+    public var maxUnsentBytesPerConnection = 1 << 20
+    /// The same, every connection of a loop together: beyond it, requests are refused on every connection that
+    /// holds unsent answer bytes (a client that reads everything it is sent holds none, and is still served).
+    public var maxUnsentBytesPerLoop = 64 << 20
     public init() {}
 }
 
@@ -42,6 +49,8 @@ public struct ConnectionStats: Sendable {
     public var acceptErrors = 0
     /// New streams refused (RST_STREAM REFUSED_STREAM): the loop's open-stream budget was spent.
     public var streamsRefused = 0
+    /// Requests refused (REFUSED_STREAM) before they were judged: their client held too many unsent answer bytes.
+    public var requestsRefused = 0
     /// Streams reset because their request was not complete within the request timeout.
     public var requestTimeouts = 0
     /// Times a connection's output stopped at the watermark (a client not reading fast enough).
@@ -66,6 +75,7 @@ public struct ConnectionStats: Sendable {
         refused += o.refused
         acceptErrors += o.acceptErrors
         streamsRefused += o.streamsRefused
+        requestsRefused += o.requestsRefused
         requestTimeouts += o.requestTimeouts
         outputPauses += o.outputPauses
         trailerFields += o.trailerFields

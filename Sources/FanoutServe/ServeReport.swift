@@ -190,7 +190,8 @@ public enum ServeReport {
                 "accepted": c.accepted, "closed": c.closed, "peakOpen": c.peakOpen, "tls": c.tlsConnections,
                 "bytesIn": bytes.read, "bytesOut": bytes.written, "streamsReset": c.streamsReset,
                 "endReasons": c.endReasons, "refused": c.refused, "acceptErrors": c.acceptErrors,
-                "streamsRefused": c.streamsRefused, "requestTimeouts": c.requestTimeouts,
+                "streamsRefused": c.streamsRefused, "requestsRefused": c.requestsRefused,
+                "requestTimeouts": c.requestTimeouts,
                 "outputPauses": c.outputPauses, "trailerFields": c.trailerFields,
                 "responsesSubmitted": c.responsesSubmitted, "answersDropped": c.answersDropped,
             ],
@@ -252,7 +253,8 @@ public enum ServeReport {
         md += "\(c.accepted) accepted (\(c.tlsConnections) over TLS), peak \(c.peakOpen) open, \(bytes.read) bytes in, "
         md += "\(bytes.written) bytes out, \(c.streamsReset) streams reset.\n\n"
         md += "Bounds hit: \(c.refused) connections refused (over --max-connections), \(c.acceptErrors) accept errors, "
-        md += "\(c.streamsRefused) streams refused (over --max-open-streams), \(c.requestTimeouts) requests timed out, "
+        md += "\(c.streamsRefused) streams refused (over --max-open-streams), \(c.requestsRefused) requests refused "
+        md += "(over --max-unsent-bytes), \(c.requestTimeouts) requests timed out, "
         md += "\(c.outputPauses) output pauses (clients not reading), \(c.trailerFields) trailer fields ignored.\n\n"
         md += "Answers: \(s.requests) produced = \(c.responsesSubmitted) submitted to nghttp2 + \(c.answersDropped) "
         md += "dropped (stream already gone): "

@@ -10,6 +10,9 @@ public final class StreamBudget {
     @exclusivity(unchecked) public internal(set) var open = 0
     /// Streams refused because the budget was spent.
     @exclusivity(unchecked) public internal(set) var refused = 0
+    /// Answer-body bytes submitted on every connection sharing the budget and not yet taken by nghttp2 for
+    /// sending (see ``H2ServerConnection/unsentAnswerBytes``).
+    @exclusivity(unchecked) public internal(set) var unsentAnswerBytes = 0
 
     public init(limit: Int) {
         precondition(limit > 0, "StreamBudget: limit above 0")

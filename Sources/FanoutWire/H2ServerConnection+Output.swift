@@ -55,8 +55,39 @@ extension H2ServerConnection {
                 return nghttp2_submit_response(session, request.streamId, pairs.baseAddress, ranges.count, &provider)
             }
         }
-        if status == 0 { responsesSubmitted += 1 } else { answersDropped += 1 }
+        if status == 0 {
+            responsesSubmitted += 1
+            unsentAnswerBytes += response.body.count
+            budget?.unsentAnswerBytes += response.body.count
+        } else {
+            answersDropped += 1
+            request.response = []
+        }
         if !inFlush && !inReceive { flush() }
+    }
+
+    /// Refuses a complete request without an answer (RST_STREAM REFUSED_STREAM: nothing was done, the client may
+    /// retry it), counted in ``requestsRefused``. The owner's choice, e.g. while this client holds too many unsent
+    /// answer bytes.
+    public func refuse(_ request: H2Request) {
+        guard let session, !request.answered, stream(request.streamId) === request else { return }
+        request.answered = true  // not a stream reset before its answer: the refusal is its answer
+        requestsRefused += 1
+        nghttp2_submit_rst_stream(
+            session, UInt8(NGHTTP2_FLAG_NONE.rawValue), request.streamId, NGHTTP2_REFUSED_STREAM.rawValue)
+        if !inFlush && !inReceive { flush() }
+    }
+
+    /// The part of a request's answer body nghttp2 has not taken leaves the unsent counts, and the body its memory
+    /// (its stream closed, or the connection ended).
+    func releaseAnswer(_ request: H2Request) {
+        let left = request.response.count - request.responseOffset
+        if left > 0 {
+            unsentAnswerBytes -= left
+            budget?.unsentAnswerBytes -= left
+        }
+        request.response = []
+        request.responseOffset = 0
     }
 
     /// Graceful end: GOAWAY with NO_ERROR and `{"reason": reason}` as debug data; streams already opened
@@ -88,6 +119,8 @@ extension H2ServerConnection {
             UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + request.responseOffset, byteCount: n)
         }
         request.responseOffset += n
+        unsentAnswerBytes -= n
+        budget?.unsentAnswerBytes -= n
         if request.responseOffset == request.response.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
         return n
     }
@@ -196,7 +229,10 @@ extension H2ServerConnection {
         outputPaused = false
         stream?.closeWhenDrained(withinMillis: settings.drainMillis)
         // The streams left open end here, unanswered.
-        streams.forEach { if !$0.answered { streamsReset += 1 } }
+        streams.forEach {
+            if !$0.answered { streamsReset += 1 }
+            releaseAnswer($0)
+        }
         budget?.open -= streams.count
         incomplete.removeAll()
         streams.removeAll()

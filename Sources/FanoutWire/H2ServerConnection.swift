@@ -133,6 +133,12 @@ public final class H2ServerConnection {
     @exclusivity(unchecked) public internal(set) var streamsRefused = 0
     /// Streams reset (CANCEL) because their request was not complete by the request deadline.
     @exclusivity(unchecked) public internal(set) var requestTimeouts = 0
+    /// Requests refused (RST_STREAM REFUSED_STREAM) by the owner with ``refuse(_:)`` before they were judged,
+    /// e.g. because too many answer bytes wait unsent for this client.
+    @exclusivity(unchecked) public internal(set) var requestsRefused = 0
+    /// Answer-body bytes submitted and not yet taken by nghttp2 for sending: what this client's answers hold in
+    /// memory (a client that does not read keeps them here once the output pauses).
+    @exclusivity(unchecked) public internal(set) var unsentAnswerBytes = 0
     /// Times output stopped at ``H2ServerSettings/outputWatermarkBytes`` (and reading with it).
     @exclusivity(unchecked) public internal(set) var outputPauses = 0
     /// Trailer fields received (HEADERS after the request's headers): counted against the header-list limit, not
@@ -384,6 +390,7 @@ public final class H2ServerConnection {
         if lastStream?.streamId == streamId { lastStream = nil }
         if let request = streams.remove(streamId) {
             budget?.open -= 1
+            releaseAnswer(request)
             incomplete.remove(request)
             if !request.answered { streamsReset += 1 }
             // Reused for a later stream unless its owner keeps it, or its buffers grew large (headers, path, body).

@@ -73,6 +73,13 @@ struct Serve: ParsableCommand {
     var maxOpenStreams: Int = 10_000
 
     @Option(
+        name: .customLong("max-unsent-bytes"),
+        help: ArgumentHelp("Answer-body bytes a connection may hold unsent (a client not reading what it asked "
+            + "for); its further requests get RST_STREAM REFUSED_STREAM until they drain. 64 times as much per "
+            + "event loop, all connections together."))
+    var maxUnsentBytes: Int = 1 << 20
+
+    @Option(
         name: .customLong("request-timeout"),
         help: ArgumentHelp("Seconds a stream has for its headers and body (END_STREAM) before it is reset; "
             + "also how long a client may read nothing while answers wait before it is disconnected."))
@@ -132,6 +139,9 @@ struct Serve: ParsableCommand {
         }
         guard (1...1_000_000).contains(maxConnections) else {
             throw ValidationError("--max-connections: expected 1 to 1000000, got \(maxConnections)")
+        }
+        guard (64 * 1024...1 << 30).contains(maxUnsentBytes) else {
+            throw ValidationError("--max-unsent-bytes: expected 65536 to 1073741824, got \(maxUnsentBytes)")
         }
         guard (1...10_000_000).contains(maxOpenStreams) else {
             throw ValidationError("--max-open-streams: expected 1 to 10000000, got \(maxOpenStreams)")
@@ -194,6 +204,8 @@ struct Serve: ParsableCommand {
         options.prefaceTimeoutSeconds = prefaceTimeout
         options.maxConnectionsPerLoop = maxConnections
         options.maxOpenStreamsPerLoop = maxOpenStreams
+        options.maxUnsentBytesPerConnection = maxUnsentBytes
+        options.maxUnsentBytesPerLoop = maxUnsentBytes * 64
         options.requestTimeoutSeconds = requestTimeout
         options.drainSeconds = drainTimeout
 

@@ -53,6 +53,25 @@ struct ServeBoundsTests {
         #expect(reasons["Shutdown (drain time over)"] == 1, "\(reasons)")
     }
 
+    @Test("a client that asks for 2,000 all-channels lists and never reads: answers held up to --max-unsent-bytes")
+    func unsentAnswers() throws {
+        let serve = try ServeProcess(["--h2c", "--workers", "1", "--max-unsent-bytes", "65536"])
+        let result = try Tool.run("python3", [Tool.boundsScript, "unsent", String(serve.port), serve.folder.path])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        #expect(serve.stop() == 0, "\(serve.stderr)")
+        let summary = try serve.summary()
+        let connections = summary["connections"] as! [String: Any]
+        // ~10 KB per list (300 channels): the kernel's socket buffers take some (at most a few MB), the rest waits
+        // unsent, and past 64 KiB of it every further request is refused. Without the bound all 2,000 (20 MB) would
+        // be built and held.
+        let refused = connections["requestsRefused"] as? Int ?? 0
+        #expect(refused > 1000, "\(connections)")
+        let requests = summary["requests"] as! [String: Any]
+        #expect(requests["wireIdentityHolds"] as? Bool == true, "\(connections)")
+        // Refused requests are not judged: 300 creates + the push + the lists answered = requests.total.
+        #expect(requests["total"] as? Int == 300 + 1 + (2000 - refused), "\(requests)")
+    }
+
     @Test(
         "open-stream budget, request deadline, idle by requests (PINGs ignored), connection cap: each hit and counted")
     func bounds() throws {

@@ -7,6 +7,7 @@ elsewhere. Prints one JSON object with what it saw; exits 1 with a message on th
     serve_bounds.py flood PORT FOLDER ROUNDS
     serve_bounds.py stall PORT FOLDER SERVER_PID
     serve_bounds.py bounds PORT FOLDER
+    serve_bounds.py unsent PORT FOLDER
 """
 import json
 import os
@@ -196,6 +197,31 @@ def bounds(port, folder):
     RESULT["refused"] = refusals[0]
 
 
+def unsent(port, folder, lists=2000, channels=300):
+    """A client that asks for the largest answers there are (`all-channels` of an app with `channels` live
+    channels, ~35 bytes per channel), its windows wide open, and never reads: its answers are held only up to
+    --max-unsent-bytes, the rest of its requests refused; meanwhile another client is served."""
+    app = "com.example.news"
+    body = json.dumps({"message-storage-policy": 0, "push-type": "LiveActivity"}).encode()
+    c = Client(port)
+    for _ in range(channels):
+        status, _, _ = c.request("POST", f"/1/apps/{app}/channels", [("apns-push-type", "liveactivity")], body)
+        expect(status == 201, f"channel created: {status}")
+    block = (literal(":method", "GET") + literal(":scheme", "https") + literal(":path", f"/1/apps/{app}/all-channels")
+             + literal(":authority", "x"))
+    s = raw_connection(port)
+    data = b"".join(frame(1, 0x5, 1 + 2 * k, block) for k in range(lists))
+    RESULT["sentBytes"] = send_until_blocked(s, data, 2.0)
+    time.sleep(1.0)
+    p = population(folder)[0]
+    status, _, _ = c.request("POST", f"/3/device/{p['token']}",
+                             [("apns-push-type", "liveactivity"), ("apns-topic", p["app"] + ".push-type.liveactivity")],
+                             live_payload())
+    expect(status == 200, f"another client is served while one holds its answers unread: {status}")
+    c.close()
+    reset_close(s)
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     args = sys.argv[2:]
@@ -207,6 +233,8 @@ if __name__ == "__main__":
         stall(int(args[0]), args[1], int(args[2]))
     elif mode == "bounds":
         bounds(int(args[0]), args[1])
+    elif mode == "unsent":
+        unsent(int(args[0]), args[1])
     else:
         fail(f"unknown mode {mode}")
     RESULT["ok"] = True
