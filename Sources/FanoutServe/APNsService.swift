@@ -195,6 +195,10 @@ public final class APNsService {
             guard let k = owner(token), k != worker else { return .local }
             return .worker(k)
         case .broadcast: return .local
+        // Reads are answered where they arrive: every worker holds the registry (loop 0 tells the others of every
+        // change before it answers the change), and the largest answer (`all-channels`) is then counted against
+        // the asking connection's unsent-bytes bound before it is built, not after it came back from loop 0.
+        case .readChannel, .listChannels: return .local
         default: return worker == 0 ? .local : .worker(0)
         }
     }
