@@ -346,6 +346,10 @@ def main():
     parser.add_argument("--extra", default="", help="more serve flags, space-separated")
     parser.add_argument("--only", default="reset,noread,flood,churn,iat,stall",
                         help="the attacks to run, comma-separated (the prober always runs)")
+    parser.add_argument("--memcheck", metavar="LOG",
+                        help="run the server under valgrind memcheck (a debug build is best), its log to LOG: the "
+                             "checks become the process's survival, its folder and memcheck's verdict (no error, "
+                             "nothing definitely lost); time and memory are valgrind's, not judged")
     parser.add_argument("--out")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -364,10 +368,14 @@ def main():
     command = [args.binary, "serve", "default", "--workers", str(args.workers), "--h2c", "--auth", "jwt",
                "--auth-key", f"{KID}={key_path}", "--team", TEAM, "--listen", "127.0.0.1:0", "--out", folder]
     command += drain + args.extra.split()
+    if args.memcheck:
+        suppressions = os.path.join(os.path.dirname(os.path.abspath(__file__)), "valgrind.supp")
+        command = ["valgrind", "--leak-check=full", "--errors-for-leak-kinds=definite", "--error-exitcode=99",
+                   f"--suppressions={suppressions}", f"--log-file={os.path.abspath(args.memcheck)}"] + command
     with open(err, "w") as e:
         server = subprocess.Popen(command, stderr=e, stdout=subprocess.DEVNULL)
     port = None
-    for _ in range(1200):
+    for _ in range(6000 if args.memcheck else 1200):
         m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(err).read())
         if m:
             port = int(m.group(1))
@@ -417,7 +425,7 @@ def main():
     sigterm = time.time()
     server.send_signal(signal.SIGTERM)
     peak = rss_attack
-    while server.poll() is None and time.time() - sigterm < 60:
+    while server.poll() is None and time.time() - sigterm < (600 if args.memcheck else 60):
         peak = peak_rss_kib(server.pid) or peak
         time.sleep(0.02)
     shutdown = time.time() - sigterm
@@ -437,6 +445,18 @@ def main():
         and worst <= args.probe_ms,
         "every attack ran to its end": all(name in seen for name in only),
     }
+    if args.memcheck:
+        log = open(args.memcheck).read()
+        lost = re.search(r"definitely lost: ([0-9,]+) bytes", log)
+        errors = re.search(r"ERROR SUMMARY: ([0-9,]+) errors", log)
+        checks = {
+            "server alive through the attack": alive,
+            "exit status 0 after SIGTERM (memcheck: no error, nothing definitely lost)": status == 0,
+            "run folder written": summary is not None,
+            f"memcheck: {errors.group(1) if errors else '?'} errors, definitely lost "
+            f"{lost.group(1) if lost else '0'} bytes": bool(errors) and errors.group(1) == "0"
+            and (lost is None or lost.group(1) == "0"),
+        }
     revision = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
     lines = [f"# fanout serve under attack — {datetime.date.today()}", "",
              f"Commit {revision}, `scripts/serve-attack.py` ({args.workers} loops, churn {span:.0f} s; "

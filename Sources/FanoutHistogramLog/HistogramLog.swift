@@ -53,15 +53,15 @@ public enum HistogramLogReader {
         /// The interval's counts, decoded (and so checked) when the log was read.
         public var counts: HistogramCodec.Counts
 
-        /// The interval as hdrhistogram-swift's histogram (tests and interop).
-        public var histogram: Histogram<UInt64> {
+        /// The interval as hdrhistogram-swift's histogram (tests and interop). The bytes are made from counts
+        /// that decoded when the log was read, so they decode; a codec bug would throw, not trap.
+        public func histogram() throws -> Histogram<UInt64> {
             let bytes = counts.counts.withUnsafeBufferPointer {
                 HistogramCodec.encode(
                     counts: $0, first: counts.first, lowestDiscernibleValue: counts.lowestDiscernibleValue,
                     highestTrackableValue: counts.highestTrackableValue, significantDigits: counts.significantDigits)
             }
-            // The bytes were made from decoded counts: they decode.
-            return try! HistogramCodec.decode(bytes)
+            return try HistogramCodec.decode(bytes)
         }
     }
 

@@ -45,7 +45,7 @@ public enum ServeReport {
         elapsedSeconds: Double, nowMillis: Int64
     ) throws(MetricsError) -> [String: String] {
         let measured = try services[0].measurements.finish()
-        return files(
+        return try files(
             info, services: services, measured: measured, connections: connections, bytes: bytes,
             elapsedSeconds: elapsedSeconds, nowMillis: nowMillis)
     }
@@ -53,7 +53,7 @@ public enum ServeReport {
     public static func files(
         _ info: Info, services: [APNsService], measured: Measured, connections: ConnectionStats,
         bytes: (read: Int, written: Int), elapsedSeconds: Double, nowMillis: Int64
-    ) -> [String: String] {
+    ) throws(MetricsError) -> [String: String] {
         var files: [String: String] = [:]
         var stats = ServeStats()
         var accounting = Accounting()
@@ -92,7 +92,7 @@ public enum ServeReport {
         files["latency.hlog"] = histogramLog(info, measured.intervals)
         files["report.html"] = ServeHTML.render(
             info, stats, latency, accounting, connections, bytes, elapsedSeconds, seconds: overTime(measured.intervals))
-        files["summary.json"] = summaryJSON(info, stats, latency, accounting, connections, bytes, elapsedSeconds)
+        files["summary.json"] = try summaryJSON(info, stats, latency, accounting, connections, bytes, elapsedSeconds)
         files["summary.md"] = summaryMarkdown(info, stats, latency, accounting, connections, bytes, elapsedSeconds)
         return files
     }
@@ -155,7 +155,7 @@ public enum ServeReport {
         _ info: Info, _ s: ServeStats, _ latency: LatencyRecorder, _ a: Accounting, _ c: ConnectionStats,
         _ bytes: (read: Int, written: Int),
         _ elapsed: Double
-    ) -> String {
+    ) throws(MetricsError) -> String {
         var latencyObject: [String: Any] = [:]
         for m in ServeMetric.allCases { latencyObject[m.name] = percentiles(latency[serve: m]) }
         var findings: [String: Any] = [:]
@@ -197,8 +197,12 @@ public enum ServeReport {
             ],
             "findings": findings,
         ]
-        let data = try! JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
-        return String(decoding: data, as: UTF8.self) + "\n"
+        do {
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+            return String(decoding: data, as: UTF8.self) + "\n"
+        } catch {
+            throw MetricsError("summary.json could not be written: \(error)")
+        }
     }
 
     static func micros(_ nanos: UInt64) -> String { String(format: "%.1f", Double(nanos) / 1000) }

@@ -36,7 +36,7 @@ struct RunCommandTests {
         #expect(log.hasPrefix("#[Histogram log format version 1.3]\n#[StartTime: "))
         var totals: [String: UInt64] = [:]
         for interval in try HistogramLogReader.read(log) {
-            totals[interval.tag ?? "", default: 0] += interval.histogram.totalCount
+            totals[interval.tag ?? "", default: 0] += try interval.histogram().totalCount
         }
         for metric in ["encode", "validate", "route", "apply", "endToEnd", "fanoutCompletion", "scheduleLag"] {
             let count = latency[metric]?["count"] as? Int ?? -1

@@ -97,8 +97,8 @@ struct HistogramLogTests {
         #expect(intervals.count == 2)
         for interval in intervals {
             let want = try #require(expected[interval.tag ?? ""])
-            #expect(interval.histogram.totalCount == want.totalCount)
-            #expect(interval.histogram.valueAtPercentile(99) == want.valueAtPercentile(99))
+            #expect(try interval.histogram().totalCount == want.totalCount)
+            #expect(try interval.histogram().valueAtPercentile(99) == want.valueAtPercentile(99))
         }
     }
 

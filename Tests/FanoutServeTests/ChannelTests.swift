@@ -212,7 +212,7 @@ struct ChannelTests {
         let info = ServeReport.Info(
             scenario: "smoke", seed: 7, listen: "127.0.0.1:2197", transport: "h2c", auth: "none",
             startedAt: "2026-11-24T10:00:00Z", gitRevision: "0123456789ab")
-        let text = ServeReport.summaryJSON(info, s, LatencyRecorder(metricCount: ServeMetric.allCases.count), Accounting(), ConnectionStats(), (0, 0), 1)
+        let text = try ServeReport.summaryJSON(info, s, LatencyRecorder(metricCount: ServeMetric.allCases.count), Accounting(), ConnectionStats(), (0, 0), 1)
         let json = try JSONSerialization.jsonObject(with: Data(text.utf8)) as! [String: Any]
         let limits = (json["requests"] as! [String: Any])["channelLimits"] as? [String: Int]
         #expect(limits == ["perAppRefused": 1, "apiBundlesRefused": 2, "listsCut": 3])

@@ -22,7 +22,7 @@ struct ServeCompareTests {
         info.workers = 1
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-cmp-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let text = ServeReport.summaryJSON(info, s, latency, a, c, (1, 2), 3)
+        let text = try ServeReport.summaryJSON(info, s, latency, a, c, (1, 2), 3)
         try text.write(to: directory.appendingPathComponent("summary.json"), atomically: true, encoding: .utf8)
         return directory.path
     }

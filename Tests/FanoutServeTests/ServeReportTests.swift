@@ -107,7 +107,7 @@ struct ServeReportTests {
     @Test("summary.json carries the same counts, the identities and every finding with its examples")
     func summaryJSON() throws {
         let (info, s, recorded, a, c) = Self.fixture()
-        let text = ServeReport.summaryJSON(info, s, recorded, a, c, (1234, 567), 12.5)
+        let text = try ServeReport.summaryJSON(info, s, recorded, a, c, (1234, 567), 12.5)
         let json = try JSONSerialization.jsonObject(with: Data(text.utf8)) as! [String: Any]
         let requests = json["requests"] as! [String: Any]
         #expect(requests["total"] as? Int == 5 && requests["identitiesHold"] as? Bool == true)
@@ -116,7 +116,7 @@ struct ServeReportTests {
         var short = c
         short.answersDropped = 0
         let broken = try JSONSerialization.jsonObject(
-            with: Data(ServeReport.summaryJSON(info, s, recorded, a, short, (1234, 567), 12.5).utf8)) as! [String: Any]
+            with: Data(try ServeReport.summaryJSON(info, s, recorded, a, short, (1234, 567), 12.5).utf8)) as! [String: Any]
         #expect((broken["requests"] as! [String: Any])["wireIdentityHolds"] as? Bool == false)
         #expect(requests["byReason"] as? [String: Int] == ["Unregistered": 1, "BadDeviceToken": 1])
         let findings = json["findings"] as! [String: [String: Any]]
