@@ -325,6 +325,9 @@ public final class APNsServer: H2ServerDelegate {
     public func connectionClosed(_ connection: H2ServerConnection) {
         let key = ObjectIdentifier(connection)
         guard connections.removeValue(forKey: key) != nil else { return }
+        // A connection that ends inside a read (a protocol error after a broadcast was answered) is told nothing
+        // more: its broadcasts' fan-outs and peer messages go now, not at some later connection's input.
+        connectionDidProcessInput(connection)
         if !forwarded.isEmpty { forwarded = forwarded.filter { $0.value.connection !== connection } }
         connectionStats.closed += 1
         connectionStats.bytesIn += connection.bytesRead

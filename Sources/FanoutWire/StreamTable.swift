@@ -48,6 +48,7 @@ struct StreamTable {
     }
 
     mutating func removeAll() {
+        guard count > 0 else { return }  // most connections end with every stream closed
         for i in slots.indices { slots[i] = nil }
         overflow.removeAll()
         count = 0

@@ -116,6 +116,15 @@ struct InMemoryServeTests {
         throw ProviderAuthTests.CLIError(description: "no com.example.scores activity")
     }
 
+    /// A broadcast channel of the population (one that has subscribers).
+    static func channel(of service: APNsService) throws -> String {
+        for line in service.populationLines().split(separator: UInt8(ascii: "\n")) {
+            let row = try #require(try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any])
+            if row["app"] as? String == "com.example.scores", let channel = row["channel"] as? String { return channel }
+        }
+        throw ProviderAuthTests.CLIError(description: "no channel")
+    }
+
     static let payload = Array(
         (#"{"aps":{"event":"update","timestamp":1800000001,"content-state":{"home":1,"away":0,"clock":"1:00","#
             + #""winProbability":0.5,"final":false,"lastEvent":"x"}}}"#).utf8)
@@ -184,6 +193,35 @@ struct InMemoryServeTests {
         let body = frames.filter { $0.type == 0 && $0.stream == 1 }.flatMap(\.payload)
         #expect(String(decoding: body, as: UTF8.self) == #"{"reason":"InvalidProviderToken"}"#)
         #expect(Self.streamLimits(frames) == [1], "the stream limit stays at one")
+        #expect(serve.identitiesHold)
+    }
+
+    @Test("a broadcast answered on a connection that then ends in the same read (a frame too large) is fanned out")
+    func broadcastThenProtocolError() throws {
+        let setup = try Self.setup()
+        let serve = setup.serve
+        defer { try? serve.close() }
+        let good = try ProviderAuthTests.token(setup.keys, key: "a", kid: "KEYA", iss: "TEAM000001", iat: "\(Self.now)")
+        let broadcast = Self.post(
+            path: "/4/broadcasts/apps/com.example.scores",
+            headers: [
+                ("authorization", good), ("apns-channel-id", Array(try Self.channel(of: setup.services[0]).utf8)),
+                ("apns-push-type", Array("LiveActivity".utf8)), ("apns-priority", Array("10".utf8)),
+                ("apns-expiration", Array("0".utf8)),
+            ],
+            body: Self.payload)
+        // A frame header declaring 20,000 bytes (more than SETTINGS_MAX_FRAME_SIZE): FRAME_SIZE_ERROR, GOAWAY.
+        let tooLarge: [UInt8] = [0x00, 0x4E, 0x20, 0x79, 0, 0, 0, 0, 3]
+        let connection = try serve.open(on: 0) { _ in }
+        (broadcast + tooLarge).withUnsafeBytes { connection.receive($0) }
+        #expect(serve.openConnections == 0, "ended by the protocol error")
+        #expect(connection.endReason == "HTTP/2 session ended (GOAWAY)")
+        #expect(setup.services[0].stats.acceptedBroadcasts == 1)
+        #expect(setup.services[0].pendingFanouts == 0, "fanned out when the connection ended")
+        serve.settle()
+        #expect(setup.services[1].pendingFanouts == 0)
+        let deliveries = setup.services.map(\.pipeline.accounting.deliveries)
+        #expect(deliveries[0] > 0 && deliveries[1] > 0, "both workers' subscribers: \(deliveries)")
         #expect(serve.identitiesHold)
     }
 }
