@@ -60,10 +60,10 @@ struct InMemoryServeTests {
         var i = 0
         while i + 9 <= bytes.count {
             let n = Int(bytes[i]) << 16 | Int(bytes[i + 1]) << 8 | Int(bytes[i + 2])
-            let stream = UInt32(bytes[i + 5] & 0x7F) << 24 | UInt32(bytes[i + 6]) << 16 | UInt32(bytes[i + 7]) << 8
-                | UInt32(bytes[i + 8])
+            let stream = bytes[(i + 5)..<(i + 9)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } & 0x7FFF_FFFF
             guard i + 9 + n <= bytes.count else { break }
-            out.append(Frame(type: bytes[i + 3], flags: bytes[i + 4], stream: stream, payload: bytes[(i + 9)..<(i + 9 + n)]))
+            let payload = bytes[(i + 9)..<(i + 9 + n)]
+            out.append(Frame(type: bytes[i + 3], flags: bytes[i + 4], stream: stream, payload: payload))
             i += 9 + n
         }
         return out
@@ -98,16 +98,17 @@ struct InMemoryServeTests {
 
     static func setup() throws -> Setup {
         let keys = try ProviderAuthTests.makeKeys()
-        let auth = ProviderAuth(
-            team: "TEAM000001",
-            keys: ["KEYA": try ES256Key(pem: Array(try Data(contentsOf: URL(fileURLWithPath: keys.path("a.pub")))), name: "a")])
+        let pem = Array(try Data(contentsOf: URL(fileURLWithPath: keys.path("a.pub"))))
+        let auth = ProviderAuth(team: "TEAM000001", keys: ["KEYA": try ES256Key(pem: pem, name: "a")])
         var s = BuiltinScenarios.named("smoke")!
         s.population.devices = 40
-        let services = (0..<2).map { k in APNsService(scenario: s, auth: auth, nowSeconds: now, worker: k, of: 2) { 0 } }
+        let services = (0..<2).map { k in
+            APNsService(scenario: s, auth: auth, nowSeconds: now, worker: k, of: 2) { 0 }
+        }
         return Setup(serve: try InMemoryServe(services: services, wallMillis: now * 1000), keys: keys)
     }
 
-    /// An update token of worker `worker`'s first activity of com.example.scores.
+    /// The update token of the service's first activity of com.example.scores.
     static func token(of service: APNsService) throws -> String {
         for line in service.populationLines().split(separator: UInt8(ascii: "\n")) {
             let row = try #require(try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any])
