@@ -20,8 +20,8 @@ public final class APNsServer: H2ServerDelegate {
     /// The open streams of every connection on this loop, against `maxOpenStreamsPerLoop`.
     public let streamBudget: StreamBudget
     private var signals: [SignalWatcher] = []
-    @exclusivity(unchecked) private var connections: [ObjectIdentifier: H2ServerConnection] = [:]
-    public private(set) var connectionStats = ConnectionStats()
+    @exclusivity(unchecked) var connections: [ObjectIdentifier: H2ServerConnection] = [:]
+    public internal(set) var connectionStats = ConnectionStats()
     public private(set) var startNanos: UInt64 = 0
     public private(set) var endNanos: UInt64 = 0
     private var stoppingSinceNanos: UInt64?
@@ -33,13 +33,16 @@ public final class APNsServer: H2ServerDelegate {
     public private(set) var lastRatePerSecond = 0.0
     /// Several workers: the cluster, this worker's number, its inbox, a socket bound for it, and the requests
     /// forwarded to other workers, waiting for their answers.
-    private let cluster: ServeCluster?
+    let cluster: ServeCluster?
     public let index: Int
-    private var inbox: Wakeup?
+    var inbox: Wakeup?
     private let socket: Int32?
-    @exclusivity(unchecked) private var forwarded: [Int: (connection: H2ServerConnection, request: H2Request)] = [:]
+    @exclusivity(unchecked) var forwarded: [Int: (connection: H2ServerConnection, request: H2Request)] = [:]
     @exclusivity(unchecked) private var nextForward = 0
     private var drainedReported = false
+    /// The wall clock requests are judged by (UNIX milliseconds); nil: `WallClock`. Fixed in the in-memory
+    /// harness (APNsServer+Memory.swift), so that a provider token's age does not depend on when it runs.
+    public var fixedWallMillis: Int64?
 
     public init(
         loop: EventLoop, service: APNsService, options: ServeOptions, cluster: ServeCluster? = nil, index: Int = 0,
@@ -83,11 +86,7 @@ public final class APNsServer: H2ServerDelegate {
         for signal in [SIGINT, SIGTERM] {
             signals.append(try SignalWatcher(loop: loop, signal: signal) { [unowned self] _, _ in self.beginShutdown() })
         }
-        if let cluster {
-            let inbox = try Wakeup(loop: loop) { [unowned self] _ in self.drainInbox() }
-            self.inbox = inbox
-            cluster.attach(index, inbox.sender)
-        }
+        try openInbox()
         let sweep = UVLoop.Timer(loop: loop) { [unowned self] _ in self.tick() }
         sweep.start(afterMillis: 1000, repeatMillis: 1000)
         self.sweep = sweep
@@ -168,14 +167,14 @@ public final class APNsServer: H2ServerDelegate {
 
     // MARK: Several workers
 
-    private func drainInbox() {
+    func drainInbox() {
         guard let cluster else { return }
         for message in cluster.take(index) {
             switch message {
             case .request(let id, let origin, let input):
                 var became = false
                 let response = service.handle(
-                    input, auth: nil, wallMillis: WallClock.millis, becameAuthenticated: &became)
+                    input, auth: nil, wallMillis: wallMillis, becameAuthenticated: &became)
                 sendOutgoing()  // channel changes reach the peers before the answer does
                 cluster.send(.response(id: id, response: response), to: origin)
             case .response(let id, let response):
@@ -197,7 +196,7 @@ public final class APNsServer: H2ServerDelegate {
                 return
             }
         }
-        if service.pendingFanouts > 0 { service.runPendingFanouts(wallMillis: WallClock.millis) }
+        if service.pendingFanouts > 0 { service.runPendingFanouts(wallMillis: wallMillis) }
         sendOutgoing()
     }
 
@@ -292,7 +291,7 @@ public final class APNsServer: H2ServerDelegate {
             method: request.method, path: request.path, headers: request.headers, body: request.body,
             arrivalNanos: request.arrivalNanos)
         var became = false
-        let wallMillis = WallClock.millis
+        let wallMillis = self.wallMillis
         if let cluster {
             let placement = service.place(
                 input, auth: state, wallMillis: wallMillis, becameAuthenticated: &became,
@@ -326,7 +325,7 @@ public final class APNsServer: H2ServerDelegate {
     public func connectionDidProcessInput(_ connection: H2ServerConnection) {
         sendOutgoing()  // peers hear of a broadcast before this worker's own fan-out
         if service.pendingFanouts > 0 {
-            service.runPendingFanouts(wallMillis: WallClock.millis)
+            service.runPendingFanouts(wallMillis: wallMillis)
         }
         sendOutgoing()
     }
@@ -334,6 +333,9 @@ public final class APNsServer: H2ServerDelegate {
     public func connectionClosed(_ connection: H2ServerConnection) {
         let key = ObjectIdentifier(connection)
         guard connections.removeValue(forKey: key) != nil else { return }
+        // A connection that ends inside a read (a protocol error after a broadcast was answered) is told nothing
+        // more: its broadcasts' fan-outs and peer messages go now, not at some later connection's input.
+        connectionDidProcessInput(connection)
         if !forwarded.isEmpty { forwarded = forwarded.filter { $0.value.connection !== connection } }
         connectionStats.closed += 1
         connectionStats.bytesIn += connection.bytesRead

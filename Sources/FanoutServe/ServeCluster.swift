@@ -86,6 +86,13 @@ public final class ServeCluster: @unchecked Sendable {
         return messages
     }
 
+    /// No message waits in any inbox (the in-memory harness steps its loops until then).
+    var isIdle: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return inboxes.allSatisfy(\.isEmpty)
+    }
+
     /// A worker has no connection left; once all have, every worker is told to close up.
     func markDrained(_ worker: Int) {
         lock.lock()

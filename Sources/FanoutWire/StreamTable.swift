@@ -54,7 +54,16 @@ struct StreamTable {
     }
 
     mutating func removeAll() {
-        for i in slots.indices { slots[i] = nil }
+        // Slots are cleared up to the last one held (most connections end with none or a few low ones), not all.
+        var left = count - overflow.count
+        var i = 0
+        while left > 0 {
+            if slots[i] != nil {
+                slots[i] = nil
+                left -= 1
+            }
+            i += 1
+        }
         overflow.removeAll()
         count = 0
     }

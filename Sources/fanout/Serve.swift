@@ -222,7 +222,7 @@ struct Serve: ParsableCommand {
             service.channelLimits.apiBundles = maxAPIBundles
             service.channelLimits.listedChannels = maxListedChannels
         }
-        let cluster = count > 1 ? ServeCluster(count: count, directory: TokenDirectory(services.map { $0.ownedTokens() })) : nil
+        let cluster = count > 1 ? ServeCluster(serving: services) : nil
         let buildSeconds = Double(EventLoop.hrtimeNanos &- buildStart) / 1e9
         let sockets: [Int32]
         let port: Int

@@ -44,4 +44,20 @@ struct StreamTableTests {
         table.removeAll()
         #expect(table.count == 0 && table.find(5) == nil)
     }
+
+    @Test("removeAll empties every slot held, the last one and the overflow included")
+    func removeAllSlots() {
+        var table = StreamTable()
+        // Slots 0, 500 and 1,023 (ids 1, 1,001 and 2,047), and stream 2,049 in the overflow (slot 0 is held).
+        let ids: [Int32] = [1, 1_001, 2_047, 2_049]
+        for id in ids { table.insert(Self.request(id)) }
+        #expect(table.count == 4 && table.overflowed == 1)
+        table.removeAll()
+        #expect(table.count == 0)
+        for id in ids { #expect(table.find(id) == nil) }
+        // Every slot is free again: new streams in the same slots take them, none goes to the overflow.
+        for id in [Int32(4_097), 5_097, 6_143] { table.insert(Self.request(id)) }
+        #expect(table.overflowed == 1)
+        for id in [Int32(4_097), 5_097, 6_143] { #expect(table.find(id)?.streamId == id) }
+    }
 }

@@ -2,71 +2,107 @@ import FanoutServe
 import FanoutSim
 import FanoutWire
 
-/// Arbitrary bytes as a client's input after a valid HTTP/2 preface, into the server side of `fanout serve`
-/// (nghttp2 in memory, every complete request judged and applied by an APNsService with a small population).
-/// Invariants: no crash, every request the connection completed was answered, the answers' and the devices'
-/// identities hold, and what the server wrote stays bounded by what it was sent.
-final class Answerer: H2ServerDelegate {
-    let service: APNsService
-    let auth = ProviderAuth.ConnectionState()
-    var received = 0
-    var answered = 0
+/// Arbitrary bytes as a client's input after a valid HTTP/2 preface, into `fanout serve`'s real servers in memory
+/// (`InMemoryServe`: the `APNsServer` delegate, its cluster forwarding and inboxes, nghttp2 without sockets).
+///
+/// The first byte picks the setup (the rest is the client's input, in two reads):
+///   bit 0: provider tokens checked (ES256, the key below), or none;
+///   bit 1: two workers (event loops) in a cluster, pushes forwarded to the worker owning the token, or one;
+///   bit 2: with two workers, the connection arrives at worker 1 instead of worker 0.
+/// Every setup is built once (a small population, the wall clock fixed at `nowSeconds`) and serves input after
+/// input; each input is one connection, closed once the workers have settled.
+/// Invariants: no crash; every request the connection completed was judged once by the real servers (their
+/// `ServeStats`), forwarded ones answered back; the answers' and the devices' identities hold; what the server
+/// wrote stays bounded by what it was sent.
 
-    init(service: APNsService) { self.service = service }
+/// The time the fuzz runs at (UNIX seconds): the seed corpus's tokens are issued at it (Fuzz/make-serve-corpus.py).
+let nowSeconds: Int64 = 1_800_000_000
 
-    func connection(_ connection: H2ServerConnection, received request: H2Request) {
-        received += 1
-        var became = false
-        let input = RequestInput(
-            method: request.method, path: request.path, headers: request.headers, body: request.body,
-            arrivalNanos: request.arrivalNanos)
-        let response = service.handle(input, auth: auth, wallMillis: 1_800_000_000_000, becameAuthenticated: &became)
-        connection.respond(to: request, with: response)
-        if request.answered { answered += 1 }
+/// The public half of the test key the corpus's tokens are signed with: a P-256 key whose private scalar is
+/// SHA-256("fanout fuzz serve test key") mod n (made by Fuzz/make-serve-corpus.py; a test key, signs nothing else).
+let testKeyPEM = """
+    -----BEGIN PUBLIC KEY-----
+    MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFUoySS7zu97Fby5cJYAqznCaONam
+    0ovMG6qHp6UncXR6g0Z0RzILbRD4Pm/7efC6oHzhmnfKrVNsdbkFuMqd3A==
+    -----END PUBLIC KEY-----
+
+    """
+
+func makeSetup(jwt: Bool, workers: Int) -> InMemoryServe {
+    var scenario = BuiltinScenarios.named("smoke")!
+    scenario.population.devices = 40
+    let auth: ProviderAuth?
+    if jwt {
+        do {
+            auth = ProviderAuth(
+                team: "FUZZTEAM01", keys: ["FUZZKEY001": try ES256Key(pem: Array(testKeyPEM.utf8), name: "fuzz key")])
+        } catch {
+            fatalError("fuzz setup: \(error)")
+        }
+    } else {
+        auth = nil
     }
-
-    func connectionClosed(_ connection: H2ServerConnection) {}
-
-    func connectionDidProcessInput(_ connection: H2ServerConnection) {
-        service.runPendingFanouts(wallMillis: 1_800_000_000_000)
+    let services = (0..<workers).map { k in
+        APNsService(scenario: scenario, auth: auth, nowSeconds: nowSeconds, worker: k, of: workers) { 0 }
+    }
+    do {
+        return try InMemoryServe(services: services, wallMillis: nowSeconds * 1000)
+    } catch {
+        fatalError("fuzz setup: \(error)")
     }
 }
 
-nonisolated(unsafe) let service: APNsService = {
-    var s = BuiltinScenarios.named("smoke")!
-    s.population.devices = 40
-    return APNsService(scenario: s, auth: nil, nowSeconds: 1_800_000_000) { 0 }
-}()
+/// Indexed by the first byte's bits 0 and 1.
+nonisolated(unsafe) let setups: [InMemoryServe] = [
+    makeSetup(jwt: false, workers: 1), makeSetup(jwt: true, workers: 1),
+    makeSetup(jwt: false, workers: 2), makeSetup(jwt: true, workers: 2),
+]
 
 let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
 
+/// Bytes the server wrote for the current input (a global: the output closure captures nothing).
+nonisolated(unsafe) var written = 0
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzServe(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
-    let answerer = Answerer(service: service)
-    var written = 0
-    var settings = H2ServerSettings()
-    settings.bodyLimit = 5120
-    let connection = H2ServerConnection(output: { written += $0.count }, settings: settings)
-    connection.delegate = answerer
-    do { try connection.start() } catch { fatalError("fuzz invariant: start failed: \(error)") }
+    guard size > 0, let data else { return 0 }
+    let setup = setups[Int(data[0] & 3)]
+    let worker = setup.servers.count > 1 ? Int(data[0] >> 2 & 1) : 0
+    let input = UnsafeRawBufferPointer(start: data + 1, count: size - 1)
+    let judgedBefore = setup.judged
+    written = 0
+    let connection: H2ServerConnection
+    do {
+        connection = try setup.open(on: worker) { written += $0.count }
+    } catch {
+        fatalError("fuzz invariant: the connection did not start: \(error)")
+    }
     preface.withUnsafeBytes { connection.receive($0) }
-    if size > 0, let data {
-        // In two pieces, so that a frame split across reads is exercised too.
-        let half = size / 2
-        connection.receive(UnsafeRawBufferPointer(start: data, count: half))
-        connection.receive(UnsafeRawBufferPointer(start: data + half, count: size - half))
+    // In two reads, so that a frame split across reads is exercised too.
+    let half = input.count / 2
+    connection.receive(UnsafeRawBufferPointer(rebasing: input[..<half]))
+    connection.receive(UnsafeRawBufferPointer(rebasing: input[half...]))
+    setup.settle()
+    let requests = connection.requestsReceived
+    let waiting = setup.forwardedWaiting
+    connection.abort(reason: "end of the fuzz input")
+    if setup.openConnections != 0 {
+        fatalError("fuzz invariant: \(setup.openConnections) connections still open after abort")
     }
-    if answerer.answered != answerer.received {
-        fatalError("fuzz invariant: \(answerer.received) requests completed, \(answerer.answered) answered")
+    if waiting != 0 {
+        fatalError("fuzz invariant: \(waiting) forwarded requests unanswered after the workers settled")
     }
-    if !service.stats.identitiesHold || !service.pipeline.accounting.identitiesHold {
+    let judged = setup.judged - judgedBefore
+    if judged != requests {
+        fatalError("fuzz invariant: \(requests) requests completed, \(judged) judged")
+    }
+    if judged > 0 && !setup.identitiesHold {  // nothing judged, nothing changed
         fatalError("fuzz invariant: identities broken")
     }
-    // Each answer is at most a few hundred bytes plus frame overhead; a server writing far more than it was
-    // sent would be amplifying.
+    // Each answer is at most a few hundred bytes plus frame overhead (a channel list: at most 1,000 ids); a server
+    // writing far more than it was sent would be amplifying.
     if written > 4096 + 1024 * (size + 64) {
         fatalError("fuzz invariant: wrote \(written) bytes for \(size) bytes of input")
     }
-    withExtendedLifetime(connection) {}
     return 0
 }

@@ -1,0 +1,65 @@
+import FanoutWire
+import UVLoop
+
+// What serving needs besides a socket: the inbox of a worker in a cluster, the wall clock requests are judged by,
+// and the registration of a connection. `run()` opens the inbox; `adopt` serves a connection made in memory
+// (the fuzz target and the tests, through `InMemoryServe`).
+extension APNsServer {
+    /// The wall clock requests are judged by (UNIX milliseconds).
+    var wallMillis: Int64 { fixedWallMillis ?? WallClock.millis }
+
+    /// Several workers: this worker's inbox, drained by a wakeup's callback on this loop, attached to the
+    /// cluster (messages sent before it was attached wake it at once). Idempotent; nothing without a cluster.
+    func openInbox() throws {
+        guard let cluster, inbox == nil else { return }
+        let inbox = try Wakeup(loop: loop) { [unowned self] _ in self.drainInbox() }
+        self.inbox = inbox
+        cluster.attach(index, inbox.sender)
+    }
+
+    /// Closes the inbox (a served run closes it once every worker has drained; the in-memory harness at its end).
+    func closeInbox() {
+        inbox?.close()
+        inbox = nil
+    }
+
+    /// The settings a client's connection gets: `maxConcurrentStreams`, one stream until the first valid
+    /// provider token under token authentication (as APNs does), bodies kept up to 5120 bytes.
+    public var connectionSettings: H2ServerSettings {
+        var settings = H2ServerSettings()
+        settings.maxConcurrentStreams = options.maxConcurrentStreams
+        settings.initialMaxStreams = service.auth == nil ? options.maxConcurrentStreams : 1
+        settings.bodyLimit = 5120
+        return settings
+    }
+
+    /// Serves a connection made without a socket (`H2ServerConnection(output:settings:)` with
+    /// `connectionSettings`) as an accepted one is served: this server is its delegate, it gets its own
+    /// provider-token state, it is counted, and it is started (its SETTINGS go to its output). Feed it with
+    /// `receive` on this server's loop thread; it leaves when it ends (`abort`, GOAWAY, a protocol error).
+    public func adopt(_ connection: H2ServerConnection) throws {
+        try openInbox()
+        try register(connection)
+    }
+
+    /// Makes this server the connection's delegate, gives it its provider-token state, counts it and starts it.
+    func register(_ connection: H2ServerConnection) throws {
+        connection.delegate = self
+        connections[ObjectIdentifier(connection)] = connection
+        connection.context = ProviderAuth.ConnectionState()
+        connectionStats.accepted += 1
+        connectionStats.peakOpen = max(connectionStats.peakOpen, connections.count)
+        try connection.start()
+    }
+
+    /// Requests forwarded to other workers and not answered yet.
+    public var forwardedWaiting: Int { forwarded.count }
+}
+
+extension ServeCluster {
+    /// The cluster of these workers' services (service `k` is worker `k`), with the directory of the tokens
+    /// each one owns, as `fanout serve --workers N` builds it.
+    public convenience init(serving services: [APNsService]) {
+        self.init(count: services.count, directory: TokenDirectory(services.map { $0.ownedTokens() }))
+    }
+}
