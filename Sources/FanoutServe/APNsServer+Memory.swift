@@ -24,12 +24,14 @@ extension APNsServer {
     }
 
     /// The settings a client's connection gets: `maxConcurrentStreams`, one stream until the first valid
-    /// provider token under token authentication (as APNs does), bodies kept up to 5120 bytes.
+    /// provider token under token authentication (as APNs does), bodies kept up to 5120 bytes, a finished
+    /// connection's flush bounded by the drain time.
     public var connectionSettings: H2ServerSettings {
         var settings = H2ServerSettings()
         settings.maxConcurrentStreams = options.maxConcurrentStreams
         settings.initialMaxStreams = service.auth == nil ? options.maxConcurrentStreams : 1
         settings.bodyLimit = 5120
+        settings.drainMillis = UInt64((options.drainSeconds * 1000).rounded())
         return settings
     }
 
@@ -42,9 +44,11 @@ extension APNsServer {
         try register(connection)
     }
 
-    /// Makes this server the connection's delegate, gives it its provider-token state, counts it and starts it.
+    /// Makes this server the connection's delegate, puts it on the loop's open-stream and unsent-bytes budget,
+    /// gives it its provider-token state, counts it and starts it.
     func register(_ connection: H2ServerConnection) throws {
         connection.delegate = self
+        connection.budget = streamBudget
         connections[ObjectIdentifier(connection)] = connection
         connection.context = ProviderAuth.ConnectionState()
         connectionStats.accepted += 1

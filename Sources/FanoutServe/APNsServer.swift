@@ -249,23 +249,10 @@ public final class APNsServer: H2ServerDelegate {
             stream.close()
             return
         }
-        var settings = H2ServerSettings()
-        settings.maxConcurrentStreams = options.maxConcurrentStreams
-        // Under token authentication one stream until the first valid provider token, as APNs does.
-        settings.initialMaxStreams = service.auth == nil ? options.maxConcurrentStreams : 1
-        settings.bodyLimit = 5120
-        settings.drainMillis = UInt64((options.drainSeconds * 1000).rounded())
         do {
-            let connection = try H2ServerConnection(stream: stream, tls: tls, settings: settings)
-            connection.delegate = self
-            connection.budget = streamBudget
-            let key = ObjectIdentifier(connection)
-            connections[key] = connection
-            connection.context = ProviderAuth.ConnectionState()
-            connectionStats.accepted += 1
+            let connection = try H2ServerConnection(stream: stream, tls: tls, settings: connectionSettings)
             if tls != nil { connectionStats.tlsConnections += 1 }
-            connectionStats.peakOpen = max(connectionStats.peakOpen, connections.count)
-            try connection.start()
+            try register(connection)
         } catch {
             connectionStats.endReasons["\(error)", default: 0] += 1
             stream.close()
