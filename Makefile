@@ -188,7 +188,6 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= payload trace scenario serve
 SANITIZER_ENV = LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-suppressions.txt:print_suppressions=0 \
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-TSAN_TESTS ?= FanoutSimTests|UVLoopTests|FanoutCLITests
 # The shortened `default` and `million` runs (2 h of virtual time for million) add no thread interaction the
 # other simulation tests lack, and take 6 of the 8 minutes under ThreadSanitizer. The streamed-measurement and
 # held-compaction tests drive engines on the test's own thread (no threads at all) for simulated hours.
@@ -206,15 +205,15 @@ fuzz-build: deps
 fuzz: fuzz-build
 	@status=0; for t in $(FUZZ_TARGETS); do Fuzz/run.sh $$t $(FUZZ_SECONDS) || status=1; done; exit $$status
 
-## The tests under AddressSanitizer (+ LeakSanitizer), then the multi-threaded ones (simulation workers,
-## event-loop wakeups, `fanout run` through the CLI) under ThreadSanitizer. LeakSanitizer suppressions
-## (toolchain libraries only, each explained) are in scripts/lsan-suppressions.txt; ThreadSanitizer has none.
+## The tests under AddressSanitizer (+ LeakSanitizer), then under ThreadSanitizer (all but TSAN_SKIP's long
+## single-run cases; the CLI tests' `fanout run` and `fanout serve` children are built with it too). LeakSanitizer
+## suppressions (toolchain libraries only, each explained) are in scripts/lsan-suppressions.txt; ThreadSanitizer
+## has none.
 test-sanitizers: deps
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build-asan
 	$(SANITIZER_ENV) $(SWIFT) test --skip-build --sanitize=address --scratch-path .build-asan
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
-	$(SANITIZER_ENV) $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan \
-	  --filter '$(TSAN_TESTS)' --skip '$(TSAN_SKIP)'
+	$(SANITIZER_ENV) $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan --skip '$(TSAN_SKIP)'
 
 ## `make check-memory` also runs a short multi-worker simulation under valgrind (this prerequisite):
 ## `fanout run smoke --duration 5 --workers 2` (debug build), no memory error and no definite leak.
