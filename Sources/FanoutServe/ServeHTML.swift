@@ -73,7 +73,9 @@ public enum ServeHTML {
             out += "<tr><td>\(e(r))</td><td>\(Units.grouped(n))</td></tr>\n"
         }
         out += "</table>\n<p>peak \(c.peakOpen) open (summed over loops), \(c.tlsConnections) over TLS, "
-        out += "\(c.streamsReset) streams reset.</p>\n</section>\n"
+        out += "\(c.streamsReset) streams reset.</p>\n"
+        out += "<p>\(e(ServeReport.boundsHit(c)))</p>\n"
+        out += "<p>\(e(ServeReport.wireIdentity(s, c, broken: "BROKEN")))</p>\n</section>\n"
         out += "<footer>fanout serve · HdrHistogram, 3 significant digits, values recorded in nanoseconds · this page "
         out += "has no script and loads nothing.</footer>\n</main>\n</body>\n</html>\n"
         return out

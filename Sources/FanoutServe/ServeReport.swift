@@ -256,13 +256,8 @@ public enum ServeReport {
         md += "## Connections\n\n"
         md += "\(c.accepted) accepted (\(c.tlsConnections) over TLS), peak \(c.peakOpen) open, \(bytes.read) bytes in, "
         md += "\(bytes.written) bytes out, \(c.streamsReset) streams reset.\n\n"
-        md += "Bounds hit: \(c.refused) connections refused (over --max-connections), \(c.acceptErrors) accept errors, "
-        md += "\(c.streamsRefused) streams refused (over --max-open-streams), \(c.requestsRefused) requests refused "
-        md += "(over --max-unsent-bytes), \(c.requestTimeouts) requests timed out, "
-        md += "\(c.outputPauses) output pauses (clients not reading), \(c.trailerFields) trailer fields ignored.\n\n"
-        md += "Answers: \(s.requests) produced = \(c.responsesSubmitted) submitted to nghttp2 + \(c.answersDropped) "
-        md += "dropped (stream already gone): "
-        md += c.answersAccountedFor(requests: s.requests) ? "holds.\n\n" : "**BROKEN**.\n\n"
+        md += boundsHit(c) + "\n\n"
+        md += wireIdentity(s, c, broken: "**BROKEN**") + "\n\n"
         if !c.endReasons.isEmpty {
             md += "| how connections ended | count |\n|---|---:|\n"
             for (r, n) in c.endReasons.sorted(by: { $0.key < $1.key }) { md += "| \(r) | \(n) |\n" }
@@ -283,4 +278,19 @@ public enum ServeReport {
         md += ServeMetric.allCases.map { "\($0.name).hgrm" }.joined(separator: ", ") + ".\n"
         return md
     }
+
+    /// Each bound of INGEST §6 that a client can hit, with how often it was (summary.md and report.html).
+    static func boundsHit(_ c: ConnectionStats) -> String {
+        "Bounds hit: \(c.refused) connections refused (over --max-connections), \(c.acceptErrors) accept errors, "
+            + "\(c.streamsRefused) streams refused (over --max-open-streams), \(c.requestsRefused) requests refused "
+            + "(over --max-unsent-bytes), \(c.requestTimeouts) requests timed out, "
+            + "\(c.outputPauses) output pauses (clients not reading), \(c.trailerFields) trailer fields ignored."
+    }
+
+    /// The wire identity: every answer the service produced was submitted to nghttp2 or dropped with its stream.
+    static func wireIdentity(_ s: ServeStats, _ c: ConnectionStats, broken: String) -> String {
+        "Answers: \(s.requests) produced = \(c.responsesSubmitted) submitted to nghttp2 + \(c.answersDropped) "
+            + "dropped (stream already gone): " + (c.answersAccountedFor(requests: s.requests) ? "holds." : broken + ".")
+    }
+
 }

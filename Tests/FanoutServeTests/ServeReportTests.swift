@@ -56,6 +56,20 @@ struct ServeReportTests {
         #expect(try Self.golden("serve-summary.md", text))
     }
 
+    @Test("report.html: the bounds hit and the wire identity as summary.md says them, BROKEN when it breaks")
+    func htmlBoundsAndIdentity() {
+        let (info, s, latency, a, fixed) = Self.fixture()
+        var c = fixed
+        c.requestsRefused = 16_200
+        c.requestTimeouts = 5_000
+        var html = ServeHTML.render(info, s, latency, a, c, (1234, 567), 12.5, seconds: [])
+        #expect(html.contains("16200 requests refused (over --max-unsent-bytes), 5000 requests timed out"))
+        #expect(html.contains("Answers: 5 produced = 4 submitted to nghttp2 + 1 dropped (stream already gone): holds."))
+        c.answersDropped = 0
+        html = ServeHTML.render(info, s, latency, a, c, (1234, 567), 12.5, seconds: [])
+        #expect(html.contains("dropped (stream already gone): BROKEN."))
+    }
+
     /// Compares `text` with a golden file (FANOUT_UPDATE_GOLDEN=1 rewrites it first).
     static func golden(_ name: String, _ text: String) throws -> Bool {
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Golden/\(name)")
