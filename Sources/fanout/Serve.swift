@@ -111,6 +111,26 @@ struct Serve: ParsableCommand {
         help: "Channel ids in one all-channels answer (the first created; up to APNs's 10,000 per app).")
     var maxListedChannels = 1000
 
+    @Option(
+        help: ArgumentHelp(
+            "Delay every answer on the event loop's timers: fixed (30ms) or lognormal through its median and 99th "
+                + "percentile (p50=20ms,p99=250ms), drawn from --seed. Judged and applied at arrival; only the "
+                + "answer waits (its stream stays open, within --max-streams and --max-open-streams).",
+            valueName: "DIST"))
+    var latency: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Answer as APNs does on a bad day: shares of requests answered 503 ServiceUnavailable, 429 "
+                + "TooManyRequests, 500 InternalServerError (never applied) or reset (RST_STREAM INTERNAL_ERROR); a "
+                + "graceful GOAWAY to every connection every T; no answers for D out of every T. E.g. "
+                + "503=1%,429=0.5%,500=0.1%,reset=0.1%,goaway-every=30s,stall-every=10s:1s. Drawn from --seed.",
+            valueName: "LIST"))
+    var faults: String?
+
+    @Option(help: "Override the scenario's seed (the population, and every --faults and --latency draw).")
+    var seed: UInt64?
+
     @Option(help: "Run folder (default reports/runs/<UTC time>-serve-<scenario>/).")
     var out: String?
 
@@ -161,6 +181,23 @@ struct Serve: ParsableCommand {
             throw ValidationError("--drain-timeout: expected seconds from 0 to 3600")
         }
         _ = try Self.parseListen(listen)
+        _ = try faultOptions(seed: 1)
+    }
+
+    /// `--latency` and `--faults`, read (a flag error is a usage error: exit 64, nothing written).
+    func faultOptions(seed: UInt64) throws -> ServeFaults {
+        var f = ServeFaults()
+        f.seed = seed
+        do {
+            if let latency {
+                f.latency = try ServeFaults.parseLatency(latency)
+                f.latencyText = latency
+            }
+            if let faults { try ServeFaults.parseFaults(faults, into: &f) }
+        } catch {
+            throw ValidationError(error.description)
+        }
+        return f
     }
 
     static func parseListen(_ text: String) throws -> (host: String, port: Int) {
@@ -176,6 +213,7 @@ struct Serve: ParsableCommand {
     func run() throws {
         var s = try ScenarioSource.load(scenario)
         if let devices { s.population.devices = devices }
+        if let seed { s.seed = seed }
         var providerAuth: ProviderAuth?
         if auth == "jwt", let team {
             var keys: [String: ES256Key] = [:]
@@ -208,6 +246,7 @@ struct Serve: ParsableCommand {
         options.maxUnsentBytesPerLoop = maxUnsentBytes * 64
         options.requestTimeoutSeconds = requestTimeout
         options.drainSeconds = drainTimeout
+        options.faults = try faultOptions(seed: s.seed)
 
         let startedAt = Date()
         let folder = out ?? "reports/runs/\(Run.timestamp())-serve-\(s.name)"
@@ -280,6 +319,8 @@ struct Serve: ParsableCommand {
             scenario: s.name, seed: s.seed, listen: "\(shownHost):\(port)", transport: transport, auth: auth,
             startedAt: ISO8601DateFormatter().string(from: servingSince), gitRevision: Machine.gitRevision())
         info.workers = count
+        info.latency = options.faults.latencyText
+        info.faults = options.faults.faultsText
         info.startedAtSeconds = servingSince.timeIntervalSince1970
         let files: [String: String]
         do {
