@@ -17,7 +17,9 @@ extension APNsServer {
     }
 
     /// Answers a request with its fault instead of the service's judgement (nothing is applied), or resets it.
-    func inject(_ fault: ServeFaults.Fault, _ connection: H2ServerConnection, _ request: H2Request, _ input: RequestInput) {
+    func inject(
+        _ fault: ServeFaults.Fault, _ connection: H2ServerConnection, _ request: H2Request, _ input: RequestInput
+    ) {
         switch fault {
         case .reset:
             connectionStats.faults.reset += 1

@@ -16,7 +16,8 @@ public struct ServeFaults: Sendable, Equatable {
     public enum Latency: Sendable, Equatable {
         case none
         case fixed(nanos: UInt64)
-        /// Lognormal: `exp(mu + sigma·z)` nanoseconds, z standard normal (`mu = ln p50`, `sigma = ln(p99/p50)/2.3263`).
+        /// Lognormal: `exp(mu + sigma·z)` nanoseconds, z standard normal (`mu = ln p50`,
+        /// `sigma = ln(p99/p50)/2.3263`).
         case lognormal(mu: Double, sigma: Double)
     }
 

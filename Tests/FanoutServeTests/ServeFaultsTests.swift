@@ -59,7 +59,9 @@ struct ServeFaultsTests {
     func faultsFlag() throws {
         #expect(!ServeFaults().isActive, "the default injects nothing")
         var f = ServeFaults()
-        try ServeFaults.parseFaults("503=1%,429=0.5%,500=0.1%,reset=0.0001%,goaway-every=30s,stall-every=10s:1s", into: &f)
+        let text = "503=1%,429=0.5%,500=0.1%,reset=0.0001%,goaway-every=30s,stall-every=10s:1s"
+        try ServeFaults.parseFaults(text, into: &f)
+        #expect(f.faultsText == text)
         #expect(f.serviceUnavailablePPM == 10_000 && f.tooManyRequestsPPM == 5_000)
         #expect(f.internalServerErrorPPM == 1_000 && f.resetPPM == 1)
         #expect(f.goAwayEveryNanos == 30_000 * Self.ms)
@@ -112,7 +114,8 @@ struct ServeFaultsTests {
         block += M.literal(":scheme", Array("https".utf8)) + M.literal(":authority", Array("localhost".utf8))
         block += M.literal("apns-push-type", Array("liveactivity".utf8))
         block += M.literal("apns-topic", Array("com.example.scores.push-type.liveactivity".utf8))
-        return M.frame(type: 1, flags: 0x4, stream: stream, block) + M.frame(type: 0, flags: 0x1, stream: stream, M.payload)
+        return M.frame(type: 1, flags: 0x4, stream: stream, block)
+            + M.frame(type: 0, flags: 0x1, stream: stream, M.payload)
     }
 
     static func rstStream(_ stream: UInt32) -> [UInt8] { M.frame(type: 3, flags: 0, stream: stream, [0, 0, 0, 8]) }

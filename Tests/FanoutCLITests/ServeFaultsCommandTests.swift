@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+
+/// `fanout serve --latency/--faults` against real clients on 127.0.0.1 (curl, Python's `h2`): the delay is felt,
+/// the answers are APNs's, resets and GOAWAYs arrive as HTTP/2 frames, answers held for a client that left are
+/// counted, and summary.json counts every fault.
+@Suite("fanout serve faults and latency (real clients)", .serialized)
+struct ServeFaultsCommandTests {
+    static var faultsScript: String {
+        Bundle.module.url(forResource: "Resources/serve_faults", withExtension: "py")!.path
+    }
+
+    func faults(_ summary: [String: Any]) -> [String: Any] { summary["faults"] as? [String: Any] ?? [:] }
+
+    @Test("--latency 300ms: curl waits 300 ms or more; answers held for a client that left are counted dropped")
+    func latency() throws {
+        let serve = try ServeProcess(["--h2c", "--workers", "1", "--latency", "300ms"])
+        let p = try serve.population()[0]
+        let token = p["token"] as! String
+        let app = p["app"] as! String
+        let payload = Self.payload
+        let result = try Tool.run(
+            "curl",
+            [
+                "-s", "-o", "/dev/null", "-w", "%{http_code} %{time_total}", "--http2-prior-knowledge", "-X", "POST",
+                "-H", "apns-push-type: liveactivity", "-H", "apns-topic: \(app).push-type.liveactivity",
+                "--data-binary", payload, "http://127.0.0.1:\(serve.port)/3/device/\(token)",
+            ])
+        let fields = result.stdout.split(separator: " ")
+        #expect(fields.first == "200", "\(result.stdout) \(result.stderr)")
+        let seconds = Double(fields.last ?? "") ?? 0
+        // The delay is a floor; the ceiling is only against a hang (a loaded machine may be slow).
+        #expect(seconds >= 0.3 && seconds < 30, "curl took \(seconds) s")
+        let dropped = try Tool.run(
+            "python3", [Self.faultsScript, "dropheld", String(serve.port), serve.folder.path, "5"])
+        #expect(dropped.status == 0, "\(dropped.stdout) \(dropped.stderr)")
+        #expect(serve.stop() == 0, "\(serve.stderr)")
+        let summary = try serve.summary()
+        let connections = summary["connections"] as! [String: Any]
+        #expect(connections["answersDropped"] as? Int == 5, "\(connections)")
+        #expect(connections["responsesSubmitted"] as? Int == 1, "\(connections)")
+        let requests = summary["requests"] as! [String: Any]
+        #expect(requests["total"] as? Int == 6 && requests["wireIdentityHolds"] as? Bool == true, "\(requests)")
+        let f = faults(summary)
+        #expect(f["latency"] as? String == "300ms" && f["held"] as? Int == 6, "\(f)")
+        let md = try String(contentsOf: serve.folder.appendingPathComponent("summary.md"), encoding: .utf8)
+        #expect(md.contains("## Faults injected") && md.contains("--latency 300ms"), "\(md)")
+    }
+
+    @Test("--faults 503/429/500/reset: APNs's exact answers or RST_STREAM INTERNAL_ERROR, each counted")
+    func answers() throws {
+        let serve = try ServeProcess([
+            "--h2c", "--workers", "1", "--seed", "3", "--faults", "503=25%,429=25%,500=25%,reset=10%",
+        ])
+        let result = try Tool.run(
+            "python3", [Self.faultsScript, "answers", String(serve.port), serve.folder.path, "80"])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        #expect(serve.stop() == 0, "\(serve.stderr)")
+        let seen = (try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])?["seen"]
+            as? [String: Int] ?? [:]
+        for kind in ["200", "503", "429", "500", "reset"] { #expect((seen[kind] ?? 0) > 0, "\(kind): \(seen)") }
+        let summary = try serve.summary()
+        let injected = faults(summary)["injected"] as? [String: Int] ?? [:]
+        for kind in ["503", "429", "500", "reset"] { #expect(injected[kind] == seen[kind], "\(injected) \(seen)") }
+        let requests = summary["requests"] as! [String: Any]
+        #expect(requests["total"] as? Int == 80 - (seen["reset"] ?? 0), "a reset push is not answered")
+        let reasons = requests["byReason"] as? [String: Int] ?? [:]
+        #expect(reasons["ServiceUnavailable"] == seen["503"] && reasons["TooManyRequests"] == seen["429"])
+        #expect(reasons["InternalServerError"] == seen["500"])
+        #expect(requests["wireIdentityHolds"] as? Bool == true)
+        let accounting = summary["accounting"] as! [String: Any]
+        #expect(accounting["pushes"] as? Int == seen["200"], "an injected failure reaches no device")
+    }
+
+    static let payload =
+        #"{"aps":{"event":"update","timestamp":1800000000,"content-state":{"home":1,"away":0,"clock":"1:00","#
+        + #""winProbability":0.5,"final":false,"lastEvent":"x"}}}"#
+
+    @Test("goaway-every=1s, answers held 1.5 s: GOAWAY Shutdown mid-stream, the stream answered, then the close")
+    func goAway() throws {
+        let serve = try ServeProcess([
+            "--h2c", "--workers", "1", "--faults", "goaway-every=1s", "--latency", "1500ms",
+        ])
+        let p = try serve.population()[0]
+        let body = serve.directory.appendingPathComponent("body.json")
+        try Data(Self.payload.utf8).write(to: body)
+        // nghttp (nghttp2's client) prints every frame in order; it ends once its stream is answered.
+        let result = try Tool.run(
+            "nghttp",
+            [
+                "-v", "-n", "--no-dep", "-H", ":method: POST", "-H", "apns-push-type: liveactivity",
+                "-H", "apns-topic: \(p["app"] as! String).push-type.liveactivity", "-d", body.path,
+                "http://127.0.0.1:\(serve.port)/3/device/\(p["token"] as! String)",
+            ])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        let goaway = lines.firstIndex { $0.contains("recv GOAWAY frame") }
+        let answer = lines.firstIndex { $0.contains("recv (stream_id=1) :status: 200") }
+        #expect(goaway != nil && answer != nil && goaway! < answer!, "GOAWAY, then the answer: \(result.stdout)")
+        let frame = #"last_stream_id=1, error_code=NO_ERROR(0x00), opaque_data(21)=[{"reason":"Shutdown"}]"#
+        #expect(lines.contains { $0.contains(frame) }, "\(result.stdout)")
+        #expect(serve.stop() == 0, "\(serve.stderr)")
+        let summary = try serve.summary()
+        let injected = faults(summary)["injected"] as? [String: Int] ?? [:]
+        #expect(injected["goaway"] == 1, "\(injected)")
+        let connections = summary["connections"] as! [String: Any]
+        let reasons = connections["endReasons"] as? [String: Int] ?? [:]
+        #expect(reasons["GOAWAY Shutdown (fault: goaway-every)"] == 1, "\(reasons)")
+        #expect((summary["requests"] as! [String: Any])["wireIdentityHolds"] as? Bool == true)
+    }
+}
