@@ -15,7 +15,9 @@ struct Serve: ParsableCommand {
             (docs/INGEST.md) and every accepted push is applied by the devices it reaches. population.jsonl \
             (the subscribers, to load into the backend) is written to the run folder at start; on SIGINT, \
             SIGTERM or --duration the server sends GOAWAY, lets in-flight streams finish and writes the rest \
-            of the folder (summary.json/md, .hgrm, state.jsonl).
+            of the folder (summary.json/md, .hgrm, state.jsonl). --latency and --faults make it answer as APNs \
+            does on a bad day (slow answers, 503/429/500, resets, GOAWAYs, stalls), each draw from --seed \
+            (docs/INGEST.md §3).
             """
     )
 

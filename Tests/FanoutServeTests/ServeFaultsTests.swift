@@ -213,6 +213,43 @@ struct ServeFaultsTests {
         #expect(other != again, "another seed, other faults")
     }
 
+    @Test("two workers: the fault is drawn where the request arrives; an answer from the owner is held there too")
+    func twoWorkers() throws {
+        var s = BuiltinScenarios.named("smoke")!
+        s.population.devices = 40
+        var options = ServeOptions()
+        options.faults.latency = .fixed(nanos: 50 * Self.ms)
+        try ServeFaults.parseFaults("503=30%", into: &options.faults)
+        let services = (0..<2).map { k in
+            APNsService(scenario: s, auth: nil, nowSeconds: Self.now, worker: k, of: 2) { 0 }
+        }
+        let serve = try InMemoryServe(services: services, options: options, wallMillis: Self.now * 1000)
+        defer { try? serve.close() }
+        let token = try M.token(of: services[1])
+        let output = M.Output()
+        let connection = try serve.open(on: 0) { output.bytes.append(contentsOf: $0) }
+        Self.preface.withUnsafeBytes { connection.receive($0) }
+        let count = 40
+        for k in 0..<count { Self.push(token, stream: UInt32(2 * k + 1)).withUnsafeBytes { connection.receive($0) } }
+        serve.settle()
+        let faults = serve.servers[0].faults
+        let injected = (1...count).filter {
+            faults.fault(forDraw: faults.faultDraw(loop: 0, draw: UInt64($0))) != nil
+        }.count
+        #expect(serve.servers[0].connectionStats.faults.serviceUnavailable == injected)
+        #expect(services[0].stats.requests == injected, "the 503s, answered where they arrived")
+        #expect(services[1].stats.requests == count - injected, "the rest judged by the owner")
+        #expect(serve.servers[0].held.count == count && serve.servers[1].held.count == 0, "held at arrival")
+        #expect(!M.frames(output.bytes).contains { $0.type == 1 && $0.stream == 1 })
+        serve.advance(toNanos: 50 * Self.ms)
+        #expect(M.frames(output.bytes).filter { $0.type == 1 && $0.stream % 2 == 1 }.count == count)
+        connection.abort(reason: "done")
+        var stats = ConnectionStats()
+        for server in serve.servers { stats.add(server.connectionStats) }
+        #expect(stats.answersAccountedFor(requests: services[0].stats.requests + services[1].stats.requests))
+        #expect(serve.identitiesHold)
+    }
+
     @Test("--latency 50ms: the answer is held on the loop's clock and sent when due, not before")
     func latencyHolds() throws {
         let h = try Harness { $0.faults.latency = .fixed(nanos: 50 * Self.ms) }
