@@ -11,9 +11,24 @@ extension APNsServer {
 
     /// This request's fault, if any (the loop's next draw from the seed).
     func drawFault() -> ServeFaults.Fault? {
-        guard faults.sharePPM > 0 else { return nil }
         faultDraws += 1
         return faults.fault(forDraw: faults.faultDraw(loop: index, draw: faultDraws))
+    }
+
+    /// A token push: did it come back after a refusal (`RetryTracker`)? Is it refused now?
+    func trackRetry(_ fault: ServeFaults.Fault?, _ r: RequestInput) {
+        let prefix = "/3/device/".utf8
+        guard r.path.count > prefix.count, r.path.starts(with: prefix) else { return }
+        let key = retries.key(r, token: r.path[prefix.count...])
+        let now = nowNanos
+        if let key { retries.arrived(key, nowNanos: now) }
+        switch fault {
+        case nil: return
+        case .answer(.serviceUnavailable): retries.refused(key, kind: 0, nowNanos: now)
+        case .answer(.tooManyRequests): retries.refused(key, kind: 1, nowNanos: now)
+        case .answer: retries.refused(key, kind: 2, nowNanos: now)
+        case .reset: retries.refused(key, kind: 3, nowNanos: now)
+        }
     }
 
     /// Answers a request with its fault instead of the service's judgement (nothing is applied), or resets it.

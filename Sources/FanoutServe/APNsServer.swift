@@ -52,6 +52,7 @@ public final class APNsServer: H2ServerDelegate {
     @exclusivity(unchecked) var held = HeldAnswers()
     @exclusivity(unchecked) var faultDraws: UInt64 = 0
     @exclusivity(unchecked) var latencyDraws: UInt64 = 0
+    @exclusivity(unchecked) var retries = RetryTracker()
     var holdTimer: UVLoop.Timer?
     var goAwayTimer: UVLoop.Timer?
     /// The clock held answers and stall windows are timed by (monotonic nanoseconds); nil: `uv_hrtime`. Set by the
@@ -122,6 +123,7 @@ public final class APNsServer: H2ServerDelegate {
         drainDeadline = nil
         endNanos = EventLoop.hrtimeNanos
         connectionStats.acceptErrors = listener?.acceptErrors ?? 0
+        if faults.sharePPM > 0 { connectionStats.faults.retries = retries.final }
         service.closeInterval(last: true)  // the last, partial second
     }
 
@@ -296,9 +298,13 @@ public final class APNsServer: H2ServerDelegate {
             method: request.method, path: request.path, headers: request.headers, body: request.body,
             arrivalNanos: request.arrivalNanos)
         var became = false
-        if _slowPath(faultsActive), let fault = drawFault() {
-            inject(fault, connection, request, input)
-            return
+        if _slowPath(faultsActive), faults.sharePPM > 0 {
+            let fault = drawFault()
+            trackRetry(fault, input)
+            if let fault {
+                inject(fault, connection, request, input)
+                return
+            }
         }
         let wallMillis = self.wallMillis
         if let cluster {

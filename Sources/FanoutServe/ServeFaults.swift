@@ -224,6 +224,8 @@ public struct FaultCounts: Sendable, Equatable {
     public var held = 0
     public var heldPeak = 0
     public var heldOverflow = 0
+    /// Token pushes refused by a fault that came back, after how long, and those that never did.
+    public var retries = RetryCounts()
 
     public init() {}
 
@@ -245,5 +247,6 @@ public struct FaultCounts: Sendable, Equatable {
         held += o.held
         heldPeak += o.heldPeak
         heldOverflow += o.heldOverflow
+        retries.add(o.retries)
     }
 }

@@ -213,9 +213,17 @@ public enum ServeReport {
     static func faultsJSON(_ info: Info, _ f: FaultCounts) -> [String: Any] {
         var injected: [String: Int] = [:]
         for (kind, n) in f.injected { injected[kind] = n }
+        let r = f.retries
+        func byKind(_ counts: [Int]) -> [String: Int] {
+            Dictionary(uniqueKeysWithValues: zip(RetryTracker.kinds, counts))
+        }
         return [
             "latency": info.latency ?? NSNull(), "faults": info.faults ?? NSNull(), "injected": injected,
             "held": f.held, "heldPeak": f.heldPeak, "heldOverflow": f.heldOverflow,
+            "retries": [
+                "refused": byKind(r.refused), "retried": byKind(r.retried), "neverRetried": byKind(r.neverRetried),
+                "untracked": r.untracked, "identityHolds": r.identityHolds, "delay": percentiles(r.delayNanos),
+            ] as [String: Any],
         ]
     }
 
@@ -231,6 +239,19 @@ public enum ServeReport {
         md += "reset streams got RST_STREAM INTERNAL_ERROR and are not in the requests; goaway: connections sent "
         md += "GOAWAY Shutdown; stall: answers held to a stall window's end. The service time includes the time "
         md += "an answer was held.\n\n"
+        let r = f.retries
+        if r.refused.reduce(0, +) > 0 {
+            md += "| refused token pushes | refused | came back | never did |\n|---|---:|---:|---:|\n"
+            for (k, kind) in RetryTracker.kinds.enumerated() {
+                md += "| \(kind) | \(r.refused[k]) | \(r.retried[k]) | \(r.neverRetried[k]) |\n"
+            }
+            let v = r.delayNanos.values(atPercentiles: [50, 99])
+            md += "\nRetries (the same apns-id, or the same token and aps.timestamp, on the same event loop) came "
+            md += "back after p50 \(micros(v[0])) µs, p99 \(micros(v[1])) µs, max \(micros(r.delayNanos.max)) µs; "
+            md += "\(r.untracked) refused pushes untracked (no apns-id nor aps.timestamp, or over 100,000 remembered "
+            md += "per loop). refused = came back + never did + untracked: "
+            md += r.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n"
+        }
         return md
     }
 

@@ -12,9 +12,9 @@ struct ServeFaultsCommandTests {
 
     func faults(_ summary: [String: Any]) -> [String: Any] { summary["faults"] as? [String: Any] ?? [:] }
 
-    @Test("--latency 300ms: curl waits 300 ms or more; answers held for a client that left are counted dropped")
+    @Test("--latency 1s: curl waits a second or more; answers held for a client that left are counted dropped")
     func latency() throws {
-        let serve = try ServeProcess(["--h2c", "--workers", "1", "--latency", "300ms"])
+        let serve = try ServeProcess(["--h2c", "--workers", "1", "--latency", "1s"])
         let p = try serve.population()[0]
         let token = p["token"] as! String
         let app = p["app"] as! String
@@ -30,7 +30,7 @@ struct ServeFaultsCommandTests {
         #expect(fields.first == "200", "\(result.stdout) \(result.stderr)")
         let seconds = Double(fields.last ?? "") ?? 0
         // The delay is a floor; the ceiling is only against a hang (a loaded machine may be slow).
-        #expect(seconds >= 0.3 && seconds < 30, "curl took \(seconds) s")
+        #expect(seconds >= 1 && seconds < 30, "curl took \(seconds) s")
         let dropped = try Tool.run(
             "python3", [Self.faultsScript, "dropheld", String(serve.port), serve.folder.path, "5"])
         #expect(dropped.status == 0, "\(dropped.stdout) \(dropped.stderr)")
@@ -42,12 +42,12 @@ struct ServeFaultsCommandTests {
         let requests = summary["requests"] as! [String: Any]
         #expect(requests["total"] as? Int == 6 && requests["wireIdentityHolds"] as? Bool == true, "\(requests)")
         let f = faults(summary)
-        #expect(f["latency"] as? String == "300ms" && f["held"] as? Int == 6, "\(f)")
+        #expect(f["latency"] as? String == "1s" && f["held"] as? Int == 6, "\(f)")
         let md = try String(contentsOf: serve.folder.appendingPathComponent("summary.md"), encoding: .utf8)
-        #expect(md.contains("## Faults injected") && md.contains("--latency 300ms"), "\(md)")
+        #expect(md.contains("## Faults injected") && md.contains("--latency 1s"), "\(md)")
     }
 
-    @Test("--faults 503/429/500/reset: APNs's exact answers or RST_STREAM INTERNAL_ERROR, each counted")
+    @Test("--faults 503/429/500/reset: APNs's exact answers or RST_STREAM INTERNAL_ERROR; counted, retries too")
     func answers() throws {
         let serve = try ServeProcess([
             "--h2c", "--workers", "1", "--seed", "3", "--faults", "503=25%,429=25%,500=25%,reset=10%",
@@ -56,20 +56,30 @@ struct ServeFaultsCommandTests {
             "python3", [Self.faultsScript, "answers", String(serve.port), serve.folder.path, "80"])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         #expect(serve.stop() == 0, "\(serve.stderr)")
-        let seen = (try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])?["seen"]
-            as? [String: Int] ?? [:]
+        let out = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] ?? [:]
+        let seen = out["seen"] as? [String: Int] ?? [:]
+        let refused = out["refused"] as? [String: Int] ?? [:]
+        let sent = seen.values.reduce(0, +)
+        #expect(sent == 80 + (refused["first"] ?? 0), "each refused push sent once more: \(out)")
         for kind in ["200", "503", "429", "500", "reset"] { #expect((seen[kind] ?? 0) > 0, "\(kind): \(seen)") }
         let summary = try serve.summary()
         let injected = faults(summary)["injected"] as? [String: Int] ?? [:]
         for kind in ["503", "429", "500", "reset"] { #expect(injected[kind] == seen[kind], "\(injected) \(seen)") }
         let requests = summary["requests"] as! [String: Any]
-        #expect(requests["total"] as? Int == 80 - (seen["reset"] ?? 0), "a reset push is not answered")
+        #expect(requests["total"] as? Int == sent - (seen["reset"] ?? 0), "a reset push is not answered")
         let reasons = requests["byReason"] as? [String: Int] ?? [:]
         #expect(reasons["ServiceUnavailable"] == seen["503"] && reasons["TooManyRequests"] == seen["429"])
         #expect(reasons["InternalServerError"] == seen["500"])
         #expect(requests["wireIdentityHolds"] as? Bool == true)
         let accounting = summary["accounting"] as! [String: Any]
         #expect(accounting["pushes"] as? Int == seen["200"], "an injected failure reaches no device")
+        // Every refused push came back once (the same apns-id); those refused again never did.
+        let retries = faults(summary)["retries"] as? [String: Any] ?? [:]
+        func total(_ key: String) -> Int { (retries[key] as? [String: Int] ?? [:]).values.reduce(0, +) }
+        #expect(total("refused") == (refused["first"] ?? 0) + (refused["retry"] ?? 0), "\(retries)")
+        #expect(total("retried") == refused["first"] && total("neverRetried") == refused["retry"], "\(retries)")
+        #expect(retries["untracked"] as? Int == 0 && retries["identityHolds"] as? Bool == true, "\(retries)")
+        #expect((retries["delay"] as? [String: Any])?["count"] as? Int == refused["first"], "\(retries)")
     }
 
     static let payload =

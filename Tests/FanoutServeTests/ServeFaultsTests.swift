@@ -109,13 +109,13 @@ struct ServeFaultsTests {
         + M.frame(type: 4, flags: 0, stream: 0, [0, 4, 0x7F, 0xFF, 0xFF, 0xFF])
         + M.frame(type: 8, flags: 0, stream: 0, [0x7F, 0xFF, 0x00, 0x00])
 
-    static func push(_ token: String, stream: UInt32) -> [UInt8] {
+    static func push(_ token: String, stream: UInt32, apnsId: String? = nil, body: [UInt8] = M.payload) -> [UInt8] {
         var block = M.literal(":method", Array("POST".utf8)) + M.literal(":path", Array("/3/device/\(token)".utf8))
         block += M.literal(":scheme", Array("https".utf8)) + M.literal(":authority", Array("localhost".utf8))
         block += M.literal("apns-push-type", Array("liveactivity".utf8))
         block += M.literal("apns-topic", Array("com.example.scores.push-type.liveactivity".utf8))
-        return M.frame(type: 1, flags: 0x4, stream: stream, block)
-            + M.frame(type: 0, flags: 0x1, stream: stream, M.payload)
+        if let apnsId { block += M.literal("apns-id", Array(apnsId.utf8)) }
+        return M.frame(type: 1, flags: 0x4, stream: stream, block) + M.frame(type: 0, flags: 0x1, stream: stream, body)
     }
 
     static func rstStream(_ stream: UInt32) -> [UInt8] { M.frame(type: 3, flags: 0, stream: stream, [0, 0, 0, 8]) }
@@ -248,6 +248,40 @@ struct ServeFaultsTests {
         for server in serve.servers { stats.add(server.connectionStats) }
         #expect(stats.answersAccountedFor(requests: services[0].stats.requests + services[1].stats.requests))
         #expect(serve.identitiesHold)
+    }
+
+    @Test("retries: a refused push coming back (same apns-id, or same token and aps.timestamp) is matched and timed")
+    func retries() throws {
+        let h = try Harness { try ServeFaults.parseFaults("503=100%", into: &$0.faults) }
+        defer { try? h.serve.close() }
+        let a = "11111111-2222-4333-8444-555555555555"
+        let b = "aaaaaaaa-2222-4333-8444-555555555555"
+        let other = Array(String(decoding: M.payload, as: UTF8.self).replacingOccurrences(
+            of: "1800000001", with: "1800000002").utf8)
+        h.serve.advance(toNanos: 1_000 * Self.ms)
+        h.send(Self.push(h.token, stream: 1, apnsId: a))
+        h.send(Self.push(h.token, stream: 3))  // no apns-id: known by token and aps.timestamp
+        h.send(Self.push(h.token, stream: 5, apnsId: b))
+        h.send(Self.push(h.token, stream: 7, body: Array("not json".utf8)))  // neither: untracked
+        h.serve.advance(toNanos: 3_000 * Self.ms)
+        h.send(Self.push(h.token, stream: 9, apnsId: a))  // back after 2 s (and refused again)
+        h.serve.advance(toNanos: 3_500 * Self.ms)
+        h.send(Self.push(h.token, stream: 11))  // back after 2.5 s
+        h.send(Self.push(h.token, stream: 13, body: other))  // another timestamp: a new push, not a retry
+        let r = h.server.retries.final
+        #expect(r.refused == [7, 0, 0, 0] && r.retried == [2, 0, 0, 0], "\(r)")
+        #expect(r.neverRetried == [4, 0, 0, 0] && r.untracked == 1, "\(r)")
+        #expect(r.identityHolds)
+        #expect(r.delayNanos.totalCount == 2)
+        #expect(r.delayNanos.min >= 1_998 * Self.ms && r.delayNanos.max <= 2_502 * Self.ms, "\(r.delayNanos.max)")
+        var small = RetryTracker(capacity: 1)
+        small.refused(1, kind: 3, nowNanos: 0)
+        small.refused(2, kind: 3, nowNanos: 0)  // over the bound
+        small.arrived(2, nowNanos: 4)  // not remembered: not matched
+        small.arrived(1, nowNanos: 5)  // back, refused again
+        small.refused(1, kind: 3, nowNanos: 5)
+        let s = small.final
+        #expect(s.untracked == 1 && s.retried == [0, 0, 0, 1] && s.neverRetried == [0, 0, 0, 1] && s.identityHolds)
     }
 
     @Test("--latency 50ms: the answer is held on the loop's clock and sent when due, not before")
