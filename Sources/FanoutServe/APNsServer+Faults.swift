@@ -126,7 +126,8 @@ extension APNsServer {
 
     /// At shutdown: every held answer goes now, and the fault timers close.
     func stopFaults() {
-        if !held.isEmpty { for entry in held.takeAll() { send(entry) } }
+        // One at a time: a connection that ends meanwhile takes its other held answers out (counted dropped).
+        while let entry = held.popDue(nowNanos: .max) { send(entry) }
         holdTimer?.close()
         holdTimer = nil
         goAwayTimer?.close()

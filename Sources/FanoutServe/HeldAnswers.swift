@@ -67,14 +67,6 @@ struct HeldAnswers {
         return before - entries.count
     }
 
-    /// Removes and returns every entry, earliest first. O(n log n).
-    mutating func takeAll() -> [Entry] {
-        var out: [Entry] = []
-        out.reserveCapacity(entries.count)
-        while let e = popDue(nowNanos: .max) { out.append(e) }
-        return out
-    }
-
     private mutating func siftDown(_ start: Int) {
         var i = start
         let n = entries.count

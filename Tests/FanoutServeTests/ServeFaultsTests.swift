@@ -284,6 +284,35 @@ struct ServeFaultsTests {
         #expect(s.untracked == 1 && s.retried == [0, 0, 0, 1] && s.neverRetried == [0, 0, 0, 1] && s.identityHolds)
     }
 
+    @Test("lognormal delays: answers leave in due order, each when due, also after another connection's answers left")
+    func dueOrder() throws {
+        let h = try Harness { $0.faults.latency = try ServeFaults.parseLatency("p50=20ms,p99=250ms") }
+        defer { try? h.serve.close() }
+        let other = try h.serve.open(on: 0) { _ in }
+        Self.preface.withUnsafeBytes { other.receive($0) }
+        // Draws alternate between the two connections: this one gets the odd draws, the other the even ones.
+        let count = 100
+        for k in 0..<count {
+            h.send(Self.push(h.token, stream: UInt32(2 * k + 1)))
+            Self.push(h.token, stream: UInt32(2 * k + 1)).withUnsafeBytes { other.receive($0) }
+        }
+        #expect(h.serve.heldAnswers == 2 * count)
+        other.abort(reason: "gone")  // its answers leave the heap, which is rebuilt
+        #expect(h.serve.heldAnswers == count)
+        let faults = h.server.faults
+        let delays = (0..<count).map { faults.delayNanos(loop: 0, draw: UInt64(2 * $0 + 1)) }
+        let expected = (0..<count).sorted { (delays[$0], $0) < (delays[$1], $1) }.map { UInt32(2 * $0 + 1) }
+        let sorted = delays.sorted()
+        for step in [sorted[10], sorted[50] - 1, sorted[50], sorted[99]] {
+            h.serve.advance(toNanos: step)
+            let answered = h.frames.filter { $0.type == 1 }.map(\.stream)
+            #expect(answered == Array(expected.prefix(delays.filter { $0 <= step }.count)), "at \(step) ns")
+        }
+        #expect(h.serve.heldAnswers == 0)
+        h.connection.abort(reason: "done")
+        #expect(h.wireIdentityHolds)
+    }
+
     @Test("--latency 50ms: the answer is held on the loop's clock and sent when due, not before")
     func latencyHolds() throws {
         let h = try Harness { $0.faults.latency = .fixed(nanos: 50 * Self.ms) }
