@@ -186,6 +186,12 @@ struct Serve: ParsableCommand {
         _ = try faultOptions(seed: 1)
     }
 
+    /// What the start line says of `--latency` and `--faults` (nothing when neither is given).
+    func faultsLine(_ f: ServeFaults) -> String {
+        guard f.latencyText != nil || f.faultsText != nil else { return "" }
+        return "; injecting --latency \(f.latencyText ?? "none") --faults \(f.faultsText ?? "none") (seed \(f.seed))"
+    }
+
     /// `--latency` and `--faults`, read (a flag error is a usage error: exit 64, nothing written).
     func faultOptions(seed: UInt64) throws -> ServeFaults {
         var f = ServeFaults()
@@ -300,7 +306,8 @@ struct Serve: ParsableCommand {
         FileHandle.standardError.write(Data((
             "fanout serve: listening on \(shownHost):\(port) (\(transport), auth \(auth), \(count) event loop"
             + (count == 1 ? "" : "s") + "); \(activities) activities on \(devices) devices "
-            + String(format: "built in %.2f s", buildSeconds) + "; population: \(folder)/population.jsonl\n").utf8))
+            + String(format: "built in %.2f s", buildSeconds) + "; population: \(folder)/population.jsonl"
+            + faultsLine(options.faults) + "\n").utf8))
         // Serving begins: the histogram log's StartTime, interval times counted from here (after the population
         // was built and written).
         let servingSince = Date()

@@ -15,6 +15,7 @@ struct ServeFaultsCommandTests {
     @Test("--latency 1s: curl waits a second or more; answers held for a client that left are counted dropped")
     func latency() throws {
         let serve = try ServeProcess(["--h2c", "--workers", "1", "--latency", "1s"])
+        #expect(serve.stderr.contains("injecting --latency 1s --faults none (seed 7)"), "\(serve.stderr)")
         let p = try serve.population()[0]
         let token = p["token"] as! String
         let app = p["app"] as! String
@@ -45,6 +46,8 @@ struct ServeFaultsCommandTests {
         #expect(f["latency"] as? String == "1s" && f["held"] as? Int == 6, "\(f)")
         let md = try String(contentsOf: serve.folder.appendingPathComponent("summary.md"), encoding: .utf8)
         #expect(md.contains("## Faults injected") && md.contains("--latency 1s"), "\(md)")
+        let html = try String(contentsOf: serve.folder.appendingPathComponent("report.html"), encoding: .utf8)
+        #expect(html.contains("<h2>Faults injected</h2>") && html.contains("--latency 1s"))
     }
 
     @Test("--faults 503/429/500/reset: APNs's exact answers or RST_STREAM INTERNAL_ERROR; counted, retries too")
