@@ -4,7 +4,7 @@ import UVLoop
 // `--faults` and `--latency` on one loop (docs/INGEST.md §3, *Fault injection*): a fault drawn per request before
 // it is judged (503, 429, 500 answered as APNs answers them, or RST_STREAM), answers held until due on one uv timer
 // armed for the earliest, stall windows, a GOAWAY to every connection every so often. Nothing here runs unless
-// `faultsActive` / `holdsAnswers`.
+// `drawsFaults` / `holdsAnswers` / a `goaway-every`.
 extension APNsServer {
     /// The clock of held answers and stall windows.
     var nowNanos: UInt64 { fixedNowNanos ?? EventLoop.hrtimeNanos }

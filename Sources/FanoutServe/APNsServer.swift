@@ -43,11 +43,12 @@ public final class APNsServer: H2ServerDelegate {
     /// The wall clock requests are judged by (UNIX milliseconds); nil: `WallClock`. Fixed in the in-memory
     /// harness (APNsServer+Memory.swift), so that a provider token's age does not depend on when it runs.
     public var fixedWallMillis: Int64?
-    /// `--faults` and `--latency` (APNsServer+Faults.swift): what to inject, whether anything is (the one branch
-    /// the normal path pays), answers held until due, this loop's draws so far, the timer armed for the earliest
-    /// held answer and the one sending GOAWAYs.
+    /// `--faults` and `--latency` (APNsServer+Faults.swift): what to inject; whether requests draw a fault and
+    /// whether answers may be held (the one branch each that the normal path pays); answers held until due, this
+    /// loop's draws so far, the pushes refused and not back yet, the timer armed for the earliest held answer and
+    /// the one sending GOAWAYs.
     let faults: ServeFaults
-    let faultsActive: Bool
+    let drawsFaults: Bool
     let holdsAnswers: Bool
     @exclusivity(unchecked) var held = HeldAnswers()
     @exclusivity(unchecked) var faultDraws: UInt64 = 0
@@ -71,7 +72,7 @@ public final class APNsServer: H2ServerDelegate {
         self.socket = socket
         streamBudget = StreamBudget(limit: options.maxOpenStreamsPerLoop)
         faults = options.faults
-        faultsActive = options.faults.isActive
+        drawsFaults = options.faults.sharePPM > 0
         holdsAnswers = options.faults.holdsAnswers
         if let cert = options.certificateFile, let key = options.keyFile {
             tls = try TLSContext(certificateFile: cert, keyFile: key)
@@ -123,7 +124,7 @@ public final class APNsServer: H2ServerDelegate {
         drainDeadline = nil
         endNanos = EventLoop.hrtimeNanos
         connectionStats.acceptErrors = listener?.acceptErrors ?? 0
-        if faults.sharePPM > 0 { connectionStats.faults.retries = retries.final }
+        if drawsFaults { connectionStats.faults.retries = retries.final }
         service.closeInterval(last: true)  // the last, partial second
     }
 
@@ -298,7 +299,7 @@ public final class APNsServer: H2ServerDelegate {
             method: request.method, path: request.path, headers: request.headers, body: request.body,
             arrivalNanos: request.arrivalNanos)
         var became = false
-        if _slowPath(faultsActive), faults.sharePPM > 0 {
+        if _slowPath(drawsFaults) {
             let fault = drawFault()
             trackRetry(fault, input)
             if let fault {
