@@ -1,3 +1,4 @@
+import FanoutMetrics
 import FanoutWire
 import UVLoop
 
@@ -73,6 +74,7 @@ extension APNsServer {
         request.retained = true
         held.push(dueNanos: due, connection: connection, request: request, response: response, record: record)
         connectionStats.faults.held += 1
+        connectionStats.faults.heldNanos.record(min(due - now, HdrLayout.highestTrackableValue))
         connectionStats.faults.heldPeak = max(connectionStats.faults.heldPeak, held.count)
         if earliest { armHoldTimer(now: now) }
         return true

@@ -1,3 +1,4 @@
+import FanoutMetrics
 import FanoutSim
 
 #if canImport(Glibc)
@@ -224,6 +225,9 @@ public struct FaultCounts: Sendable, Equatable {
     public var held = 0
     public var heldPeak = 0
     public var heldOverflow = 0
+    /// How long each held answer was held (drawn latency, stall windows included): what was injected, apart from
+    /// the `service` time that includes it.
+    public var heldNanos = LatencyHistogram()
     /// Token pushes refused by a fault that came back, after how long, and those that never did.
     public var retries = RetryCounts()
 
@@ -247,6 +251,7 @@ public struct FaultCounts: Sendable, Equatable {
         held += o.held
         heldPeak += o.heldPeak
         heldOverflow += o.heldOverflow
+        heldNanos.add(o.heldNanos)
         retries.add(o.retries)
     }
 }

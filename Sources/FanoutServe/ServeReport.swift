@@ -219,7 +219,7 @@ public enum ServeReport {
         }
         return [
             "latency": info.latency ?? NSNull(), "faults": info.faults ?? NSNull(), "injected": injected,
-            "held": f.held, "heldPeak": f.heldPeak, "heldOverflow": f.heldOverflow,
+            "held": f.held, "heldPeak": f.heldPeak, "heldOverflow": f.heldOverflow, "heldFor": percentiles(f.heldNanos),
             "retries": [
                 "refused": byKind(r.refused), "retried": byKind(r.retried), "neverRetried": byKind(r.neverRetried),
                 "untracked": r.untracked, "identityHolds": r.identityHolds, "delay": percentiles(r.delayNanos),
@@ -234,8 +234,10 @@ public enum ServeReport {
         md += "--latency \(info.latency ?? "none"), --faults \(info.faults ?? "none"), seed \(info.seed).\n\n"
         md += "| fault | count |\n|---|---:|\n"
         for (kind, n) in f.injected { md += "| \(kind) | \(n) |\n" }
+        let held = f.heldNanos.values(atPercentiles: [50, 99])
         md += "\nAnswers held: \(f.held) (at most \(f.heldPeak) at once; \(f.heldOverflow) sent at once, over "
-        md += "--max-open-streams held). 503/429/500 are counted with the answers above and reached no device; "
+        md += "--max-open-streams held), for p50 \(micros(held[0])) µs, p99 \(micros(held[1])) µs, max "
+        md += "\(micros(f.heldNanos.max)) µs. 503/429/500 are counted with the answers above and reached no device; "
         md += "reset streams got RST_STREAM INTERNAL_ERROR and are not in the requests; goaway: connections sent "
         md += "GOAWAY Shutdown; stall: answers held to a stall window's end. The service time includes the time "
         md += "an answer was held.\n\n"

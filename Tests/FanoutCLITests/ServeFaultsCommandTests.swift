@@ -44,6 +44,10 @@ struct ServeFaultsCommandTests {
         #expect(requests["total"] as? Int == 6 && requests["wireIdentityHolds"] as? Bool == true, "\(requests)")
         let f = faults(summary)
         #expect(f["latency"] as? String == "1s" && f["held"] as? Int == 6, "\(f)")
+        let heldFor = f["heldFor"] as? [String: Any] ?? [:]
+        #expect((heldFor["p50Nanos"] as? Int ?? 0) >= 999_000_000, "held a second: \(heldFor)")
+        let service = (summary["latency"] as? [String: Any])?["service"] as? [String: Any] ?? [:]
+        #expect((service["maxNanos"] as? Int ?? 0) >= 999_000_000, "the service time includes it: \(service)")
         let md = try String(contentsOf: serve.folder.appendingPathComponent("summary.md"), encoding: .utf8)
         #expect(md.contains("## Faults injected") && md.contains("--latency 1s"), "\(md)")
         let html = try String(contentsOf: serve.folder.appendingPathComponent("report.html"), encoding: .utf8)

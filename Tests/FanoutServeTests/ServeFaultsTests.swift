@@ -327,6 +327,8 @@ struct ServeFaultsTests {
         h.serve.advance(toNanos: 1_050 * Self.ms)
         #expect(h.answered(1) && h.serve.heldAnswers == 0)
         #expect(h.server.connectionStats.faults.held == 1)
+        let heldFor = h.server.connectionStats.faults.heldNanos
+        #expect(heldFor.totalCount == 1 && heldFor.min <= 50 * Self.ms && heldFor.max >= 50 * Self.ms, "50 ms")
         h.connection.abort(reason: "done")
         #expect(h.server.connectionStats.responsesSubmitted == 1)
         #expect(h.wireIdentityHolds)
@@ -351,6 +353,7 @@ struct ServeFaultsTests {
         let second = try #require(h.frames.firstIndex { $0.type == 1 && $0.stream == 5 })
         #expect(first < second, "in the order they were held")
         #expect(h.server.connectionStats.faults.stalled == 2)
+        #expect(h.server.connectionStats.faults.heldNanos.max >= 500 * Self.ms, "held for the window's last 0.5 s")
         #expect(h.server.openConnections == 1, "connections are kept")
     }
 
