@@ -24,7 +24,7 @@ public final class APNsServer: H2ServerDelegate {
     public internal(set) var connectionStats = ConnectionStats()
     public private(set) var startNanos: UInt64 = 0
     public private(set) var endNanos: UInt64 = 0
-    private var stoppingSinceNanos: UInt64?
+    private(set) var stoppingSinceNanos: UInt64?
     /// The port bound (useful with port 0).
     public private(set) var port = 0
     /// Once a second: (seconds since start, this server) for a progress line.
@@ -43,6 +43,22 @@ public final class APNsServer: H2ServerDelegate {
     /// The wall clock requests are judged by (UNIX milliseconds); nil: `WallClock`. Fixed in the in-memory
     /// harness (APNsServer+Memory.swift), so that a provider token's age does not depend on when it runs.
     public var fixedWallMillis: Int64?
+    /// `--faults` and `--latency` (APNsServer+Faults.swift): what to inject; whether requests draw a fault and
+    /// whether answers may be held (the one branch each that the normal path pays); answers held until due, this
+    /// loop's draws so far, the pushes refused and not back yet, the timer armed for the earliest held answer and
+    /// the one sending GOAWAYs.
+    let faults: ServeFaults
+    let drawsFaults: Bool
+    let holdsAnswers: Bool
+    @exclusivity(unchecked) var held = HeldAnswers()
+    @exclusivity(unchecked) var faultDraws: UInt64 = 0
+    @exclusivity(unchecked) var latencyDraws: UInt64 = 0
+    @exclusivity(unchecked) var retries = RetryTracker()
+    var holdTimer: UVLoop.Timer?
+    var goAwayTimer: UVLoop.Timer?
+    /// The clock held answers and stall windows are timed by (monotonic nanoseconds); nil: `uv_hrtime`. Set by the
+    /// in-memory harness, which then releases due answers itself (no timer is armed).
+    public var fixedNowNanos: UInt64?
 
     public init(
         loop: EventLoop, service: APNsService, options: ServeOptions, cluster: ServeCluster? = nil, index: Int = 0,
@@ -55,6 +71,9 @@ public final class APNsServer: H2ServerDelegate {
         self.index = index
         self.socket = socket
         streamBudget = StreamBudget(limit: options.maxOpenStreamsPerLoop)
+        faults = options.faults
+        drawsFaults = options.faults.sharePPM > 0
+        holdsAnswers = options.faults.holdsAnswers
         if let cert = options.certificateFile, let key = options.keyFile {
             tls = try TLSContext(certificateFile: cert, keyFile: key)
         } else {
@@ -90,6 +109,7 @@ public final class APNsServer: H2ServerDelegate {
         let sweep = UVLoop.Timer(loop: loop) { [unowned self] _ in self.tick() }
         sweep.start(afterMillis: 1000, repeatMillis: 1000)
         self.sweep = sweep
+        startGoAwayTimer()
         if let d = options.durationSeconds {
             let deadline = UVLoop.Timer(loop: loop) { [unowned self] timer in
                 timer.close()
@@ -104,6 +124,7 @@ public final class APNsServer: H2ServerDelegate {
         drainDeadline = nil
         endNanos = EventLoop.hrtimeNanos
         connectionStats.acceptErrors = listener?.acceptErrors ?? 0
+        if drawsFaults { connectionStats.faults.retries = retries.final }
         service.closeInterval(last: true)  // the last, partial second
     }
 
@@ -120,6 +141,7 @@ public final class APNsServer: H2ServerDelegate {
         deadline?.close()
         deadline = nil
         for s in signals { s.close() }
+        stopFaults()  // held answers go now
         for c in Array(connections.values) { c.goAway(reason: "Shutdown") }
         let drain = UVLoop.Timer(loop: loop) { [unowned self] timer in
             timer.close()
@@ -182,8 +204,7 @@ public final class APNsServer: H2ServerDelegate {
                     connectionStats.answersDropped += 1  // its connection closed while the answer was on its way
                     continue
                 }
-                connection.respond(to: request, with: response)
-                service.recordService(max(EventLoop.hrtimeNanos &- request.completeNanos, 1))
+                answer(connection, request, response)
             case .peer(let peer):
                 switch peer {
                 case .broadcast(let b): service.acceptRemoteBroadcast(b)
@@ -278,6 +299,14 @@ public final class APNsServer: H2ServerDelegate {
             method: request.method, path: request.path, headers: request.headers, body: request.body,
             arrivalNanos: request.arrivalNanos)
         var became = false
+        if _slowPath(drawsFaults) {
+            let fault = drawFault()
+            trackRetry(fault, input)
+            if let fault {
+                inject(fault, connection, request, input)
+                return
+            }
+        }
         let wallMillis = self.wallMillis
         if let cluster {
             let placement = service.place(
@@ -288,7 +317,7 @@ public final class APNsServer: H2ServerDelegate {
             switch placement {
             case .local: break
             case .answered(let response):
-                connection.respond(to: request, with: response)
+                answer(connection, request, response, record: false)
                 return
             case .worker(let k):
                 nextForward += 1
@@ -305,8 +334,16 @@ public final class APNsServer: H2ServerDelegate {
                 body: Array("{\"reason\":\"DuplicateHeaders\"}".utf8))
         }
         if became { connection.raiseStreamLimit() }
+        answer(connection, request, response)
+    }
+
+    /// Sends a request's answer, or holds it until due (`--latency`, a stall window), and records its service
+    /// time (END_STREAM → submitted, the time held included) when `record`.
+    @inline(__always)
+    func answer(_ connection: H2ServerConnection, _ request: H2Request, _ response: H2Response, record: Bool = true) {
+        if _slowPath(holdsAnswers), hold(connection, request, response, record: record) { return }
         connection.respond(to: request, with: response)
-        service.recordService(max(EventLoop.hrtimeNanos &- request.completeNanos, 1))
+        if record { service.recordService(max(EventLoop.hrtimeNanos &- request.completeNanos, 1)) }
     }
 
     public func connectionDidProcessInput(_ connection: H2ServerConnection) {
@@ -324,6 +361,8 @@ public final class APNsServer: H2ServerDelegate {
         // more: its broadcasts' fan-outs and peer messages go now, not at some later connection's input.
         connectionDidProcessInput(connection)
         if !forwarded.isEmpty { forwarded = forwarded.filter { $0.value.connection !== connection } }
+        // Answers held for it are dropped (counted: the wire identity).
+        if !held.isEmpty { connectionStats.answersDropped += held.removeAll { $0.connection === connection } }
         connectionStats.closed += 1
         connectionStats.bytesIn += connection.bytesRead
         connectionStats.bytesOut += connection.bytesWritten

@@ -26,6 +26,7 @@ public final class InMemoryServe {
             loops.append(loop)
             let server = try APNsServer(loop: loop, service: service, options: options, cluster: cluster, index: k)
             server.fixedWallMillis = wallMillis
+            server.fixedNowNanos = 0  // held answers (--latency, stalls) wait for `advance(toNanos:)`, not a timer
             try server.openInbox()
             servers.append(server)
         }
@@ -55,6 +56,19 @@ public final class InMemoryServe {
         }
         return rounds
     }
+
+    /// Moves the harness's clock (monotonic nanoseconds, 0 when it was built: the servers' start) to `nanos`:
+    /// every answer held until then (`--latency`, stall windows) is sent, on every worker; then `settle`.
+    public func advance(toNanos nanos: UInt64) {
+        for server in servers {
+            server.fixedNowNanos = nanos
+            server.releaseDueAnswers()
+        }
+        settle()
+    }
+
+    /// Answers held now, all workers.
+    public var heldAnswers: Int { servers.reduce(0) { $0 + $1.held.count } }
 
     /// Requests judged so far, all workers (each request is judged once: where it arrived, or by the worker owning
     /// its token).

@@ -68,7 +68,9 @@ public enum ServeHTML {
             out += "</ul></li>\n"
         }
         if !any { out += "<li>None.</li>\n" }
-        out += "</ul>\n</section>\n<section>\n<h2>Connections</h2>\n<table>\n<tr><th>how they ended</th><th>count</th></tr>\n"
+        out += "</ul>\n</section>\n"
+        out += faults(info, c.faults)
+        out += "<section>\n<h2>Connections</h2>\n<table>\n<tr><th>how they ended</th><th>count</th></tr>\n"
         for (r, n) in c.endReasons.sorted(by: { $0.key < $1.key }) {
             out += "<tr><td>\(e(r))</td><td>\(Units.grouped(n))</td></tr>\n"
         }
@@ -79,6 +81,29 @@ public enum ServeHTML {
         out += "<footer>fanout serve · HdrHistogram, 3 significant digits, values recorded in nanoseconds · this page "
         out += "has no script and loads nothing.</footer>\n</main>\n</body>\n</html>\n"
         return out
+    }
+
+    /// What `--latency` and `--faults` injected, and which refused pushes came back (only when either was given).
+    static func faults(_ info: ServeReport.Info, _ f: FaultCounts) -> String {
+        guard info.latency != nil || info.faults != nil else { return "" }
+        var out = "<section>\n<h2>Faults injected</h2>\n<p>--latency \(e(info.latency ?? "none")), --faults "
+        out += "\(e(info.faults ?? "none")), seed \(info.seed); \(Units.grouped(f.held)) answers held (at most "
+        out += "\(Units.grouped(f.heldPeak)) at once, \(Units.grouped(f.heldOverflow)) over the bound).</p>\n"
+        out += "<table>\n<tr><th>fault</th><th>injected</th><th>came back</th><th>never did</th></tr>\n"
+        let r = f.retries
+        for (kind, n) in f.injected {
+            let k = RetryTracker.kinds.firstIndex(of: kind)
+            let back = k.map { Units.grouped(r.retried[$0]) } ?? ""
+            let never = k.map { Units.grouped(r.neverRetried[$0]) } ?? ""
+            out += "<tr><td>\(kind)</td><td>\(Units.grouped(n))</td><td>\(back)</td><td>\(never)</td></tr>\n"
+        }
+        out += "</table>\n"
+        if !r.delayNanos.isEmpty {
+            let v = r.delayNanos.values(atPercentiles: [50, 99])
+            out += "<p>Refusal → retry: p50 \(micros(v[0])), p99 \(micros(v[1])), max \(micros(r.delayNanos.max)); "
+            out += "\(Units.grouped(r.untracked)) refused pushes untracked.</p>\n"
+        }
+        return out + "</section>\n"
     }
 
     /// Requests per second as bars, service p99 per second as a line (its own scale, right).

@@ -30,6 +30,8 @@ public struct ServeOptions: Sendable {
     /// The same, every connection of a loop together: beyond it, requests are refused on every connection that
     /// holds unsent answer bytes (a client that reads everything it is sent holds none, and is still served).
     public var maxUnsentBytesPerLoop = 64 << 20
+    /// Faults and latency to inject (`--faults`, `--latency`; none by default).
+    public var faults = ServeFaults()
     public init() {}
 }
 
@@ -60,6 +62,8 @@ public struct ConnectionStats: Sendable {
     /// Answers nghttp2 accepted for sending; answers dropped because their stream or connection was gone.
     public var responsesSubmitted = 0
     public var answersDropped = 0
+    /// What `--faults` and `--latency` did on the loop.
+    public var faults = FaultCounts()
     /// Why connections ended (closed by the client, protocol error, no preface, IdleTimeout, Shutdown, TLS…).
     public var endReasons: [String: Int] = [:]
 
@@ -81,6 +85,7 @@ public struct ConnectionStats: Sendable {
         trailerFields += o.trailerFields
         responsesSubmitted += o.responsesSubmitted
         answersDropped += o.answersDropped
+        faults.add(o.faults)
         for (r, n) in o.endReasons { endReasons[r, default: 0] += n }
     }
 

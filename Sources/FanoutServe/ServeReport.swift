@@ -22,6 +22,9 @@ public enum ServeReport {
         public var workers = 1
         /// UNIX seconds when serving began, after the population was built (the histogram log's StartTime).
         public var startedAtSeconds = 0.0
+        /// `--latency` and `--faults` as given (nil: none).
+        public var latency: String?
+        public var faults: String?
         public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
                     startedAt: String, gitRevision: String) {
             self.scenario = scenario
@@ -196,6 +199,7 @@ public enum ServeReport {
                 "responsesSubmitted": c.responsesSubmitted, "answersDropped": c.answersDropped,
             ],
             "findings": findings,
+            "faults": faultsJSON(info, c.faults),
         ]
         do {
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
@@ -203,6 +207,54 @@ public enum ServeReport {
         } catch {
             throw MetricsError("summary.json could not be written: \(error)")
         }
+    }
+
+    /// What `--latency` and `--faults` injected (zeros when neither was given).
+    static func faultsJSON(_ info: Info, _ f: FaultCounts) -> [String: Any] {
+        var injected: [String: Int] = [:]
+        for (kind, n) in f.injected { injected[kind] = n }
+        let r = f.retries
+        func byKind(_ counts: [Int]) -> [String: Int] {
+            Dictionary(uniqueKeysWithValues: zip(RetryTracker.kinds, counts))
+        }
+        return [
+            "latency": info.latency ?? NSNull(), "faults": info.faults ?? NSNull(), "injected": injected,
+            "held": f.held, "heldPeak": f.heldPeak, "heldOverflow": f.heldOverflow, "heldFor": percentiles(f.heldNanos),
+            "retries": [
+                "refused": byKind(r.refused), "retried": byKind(r.retried), "neverRetried": byKind(r.neverRetried),
+                "untracked": r.untracked, "identityHolds": r.identityHolds, "delay": percentiles(r.delayNanos),
+            ] as [String: Any],
+        ]
+    }
+
+    /// summary.md's *Faults* section (only when `--latency` or `--faults` was given).
+    static func faultsMarkdown(_ info: Info, _ f: FaultCounts) -> String {
+        guard info.latency != nil || info.faults != nil else { return "" }
+        var md = "## Faults injected\n\n"
+        md += "--latency \(info.latency ?? "none"), --faults \(info.faults ?? "none"), seed \(info.seed).\n\n"
+        md += "| fault | count |\n|---|---:|\n"
+        for (kind, n) in f.injected { md += "| \(kind) | \(n) |\n" }
+        let held = f.heldNanos.values(atPercentiles: [50, 99])
+        md += "\nAnswers held: \(f.held) (at most \(f.heldPeak) at once; \(f.heldOverflow) sent at once, over "
+        md += "--max-open-streams held), for p50 \(micros(held[0])) µs, p99 \(micros(held[1])) µs, max "
+        md += "\(micros(f.heldNanos.max)) µs. 503/429/500 are counted with the answers above and reached no device; "
+        md += "reset streams got RST_STREAM INTERNAL_ERROR and are not in the requests; goaway: connections sent "
+        md += "GOAWAY Shutdown; stall: answers held to a stall window's end. The service time includes the time "
+        md += "an answer was held.\n\n"
+        let r = f.retries
+        if r.refused.reduce(0, +) > 0 {
+            md += "| refused token pushes | refused | came back | never did |\n|---|---:|---:|---:|\n"
+            for (k, kind) in RetryTracker.kinds.enumerated() {
+                md += "| \(kind) | \(r.refused[k]) | \(r.retried[k]) | \(r.neverRetried[k]) |\n"
+            }
+            let v = r.delayNanos.values(atPercentiles: [50, 99])
+            md += "\nRetries (the same apns-id, or the same token and aps.timestamp, on the same event loop) came "
+            md += "back after p50 \(micros(v[0])) µs, p99 \(micros(v[1])) µs, max \(micros(r.delayNanos.max)) µs; "
+            md += "\(r.untracked) refused pushes untracked (no apns-id nor aps.timestamp, or over 100,000 remembered "
+            md += "per loop). refused = came back + never did + untracked: "
+            md += r.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n"
+        }
+        return md
     }
 
     static func micros(_ nanos: UInt64) -> String { String(format: "%.1f", Double(nanos) / 1000) }
@@ -263,6 +315,7 @@ public enum ServeReport {
             for (r, n) in c.endReasons.sorted(by: { $0.key < $1.key }) { md += "| \(r) | \(n) |\n" }
             md += "\n"
         }
+        md += faultsMarkdown(info, c.faults)
         md += "## Findings for the backend\n\n"
         var any = false
         for f in ServeStats.Finding.allCases {

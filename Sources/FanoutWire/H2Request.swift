@@ -76,6 +76,13 @@ public final class H2Request {
     }
 }
 
+/// RST_STREAM error codes an owner may reset a request's stream with (RFC 9113 §7).
+public enum H2ResetCode: UInt32, Sendable {
+    case internalError = 2
+    case refusedStream = 7
+    case cancel = 8
+}
+
 /// A response to submit: status, headers (lowercase names), body.
 public struct H2Response: Sendable {
     public var status: Int

@@ -78,6 +78,15 @@ extension H2ServerConnection {
         if !inFlush && !inReceive { flush() }
     }
 
+    /// Resets a complete request's stream instead of answering it (RST_STREAM with `code`), e.g. an injected
+    /// fault. Not counted here (the owner counts why it reset); not a stream reset before its answer either.
+    public func reset(_ request: H2Request, code: H2ResetCode) {
+        guard let session, !request.answered, stream(request.streamId) === request else { return }
+        request.answered = true
+        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), request.streamId, code.rawValue)
+        if !inFlush && !inReceive { flush() }
+    }
+
     /// The part of a request's answer body nghttp2 has not taken leaves the unsent counts, and the body its memory
     /// (its stream closed, or the connection ended).
     func releaseAnswer(_ request: H2Request) {
@@ -91,10 +100,12 @@ extension H2ServerConnection {
     }
 
     /// Graceful end: GOAWAY with NO_ERROR and `{"reason": reason}` as debug data; streams already opened
-    /// finish; the connection closes when nothing is left to send or receive.
-    public func goAway(reason: String, errorCode: UInt32 = 0) {
+    /// finish; the connection closes when nothing is left to send or receive. `endReason` (default: `reason`) is
+    /// why the connection is counted as ended, unless a reason was set before.
+    public func goAway(reason: String, errorCode: UInt32 = 0, endReason label: String? = nil) {
         guard let session, !finished else { return }
-        endReason = endReason ?? reason
+        goingAway = true
+        endReason = endReason ?? label ?? reason
         let debug = Array("{\"reason\":\"\(reason)\"}".utf8)
         let last = nghttp2_session_get_last_proc_stream_id(session)
         _ = debug.withUnsafeBufferPointer {

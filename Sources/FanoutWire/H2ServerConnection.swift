@@ -108,6 +108,8 @@ public final class H2ServerConnection {
     /// Inside `nghttp2_session_mem_recv` (its callbacks may submit, but must not send).
     @exclusivity(unchecked) var inReceive = false
     @exclusivity(unchecked) var finished = false
+    /// A GOAWAY was sent (``goAway(reason:errorCode:endReason:)``): no new stream will be served.
+    @exclusivity(unchecked) public internal(set) var goingAway = false
     /// Output stopped at the watermark (reading too), until the socket drains.
     @exclusivity(unchecked) public internal(set) var outputPaused = false
     /// The client sent GOAWAY (with this error code); nghttp2 found an invalid frame (this library error).

@@ -15,7 +15,9 @@ struct Serve: ParsableCommand {
             (docs/INGEST.md) and every accepted push is applied by the devices it reaches. population.jsonl \
             (the subscribers, to load into the backend) is written to the run folder at start; on SIGINT, \
             SIGTERM or --duration the server sends GOAWAY, lets in-flight streams finish and writes the rest \
-            of the folder (summary.json/md, .hgrm, state.jsonl).
+            of the folder (summary.json/md, .hgrm, state.jsonl). --latency and --faults make it answer as APNs \
+            does on a bad day (slow answers, 503/429/500, resets, GOAWAYs, stalls), each draw from --seed \
+            (docs/INGEST.md §3).
             """
     )
 
@@ -111,6 +113,26 @@ struct Serve: ParsableCommand {
         help: "Channel ids in one all-channels answer (the first created; up to APNs's 10,000 per app).")
     var maxListedChannels = 1000
 
+    @Option(
+        help: ArgumentHelp(
+            "Delay every answer on the event loop's timers: fixed (30ms) or lognormal through its median and 99th "
+                + "percentile (p50=20ms,p99=250ms), drawn from --seed. Judged and applied at arrival; only the "
+                + "answer waits (its stream stays open, within --max-streams and --max-open-streams).",
+            valueName: "DIST"))
+    var latency: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Answer as APNs does on a bad day: shares of requests answered 503 ServiceUnavailable, 429 "
+                + "TooManyRequests, 500 InternalServerError (never applied) or reset (RST_STREAM INTERNAL_ERROR); a "
+                + "graceful GOAWAY to every connection every T; no answers for D out of every T. E.g. "
+                + "503=1%,429=0.5%,500=0.1%,reset=0.1%,goaway-every=30s,stall-every=10s:1s. Drawn from --seed.",
+            valueName: "LIST"))
+    var faults: String?
+
+    @Option(help: "Override the scenario's seed (the population, and every --faults and --latency draw).")
+    var seed: UInt64?
+
     @Option(help: "Run folder (default reports/runs/<UTC time>-serve-<scenario>/).")
     var out: String?
 
@@ -161,6 +183,29 @@ struct Serve: ParsableCommand {
             throw ValidationError("--drain-timeout: expected seconds from 0 to 3600")
         }
         _ = try Self.parseListen(listen)
+        _ = try faultOptions(seed: 1)
+    }
+
+    /// What the start line says of `--latency` and `--faults` (nothing when neither is given).
+    func faultsLine(_ f: ServeFaults) -> String {
+        guard f.latencyText != nil || f.faultsText != nil else { return "" }
+        return "; injecting --latency \(f.latencyText ?? "none") --faults \(f.faultsText ?? "none") (seed \(f.seed))"
+    }
+
+    /// `--latency` and `--faults`, read (a flag error is a usage error: exit 64, nothing written).
+    func faultOptions(seed: UInt64) throws -> ServeFaults {
+        var f = ServeFaults()
+        f.seed = seed
+        do {
+            if let latency {
+                f.latency = try ServeFaults.parseLatency(latency)
+                f.latencyText = latency
+            }
+            if let faults { try ServeFaults.parseFaults(faults, into: &f) }
+        } catch {
+            throw ValidationError(error.description)
+        }
+        return f
     }
 
     static func parseListen(_ text: String) throws -> (host: String, port: Int) {
@@ -176,6 +221,7 @@ struct Serve: ParsableCommand {
     func run() throws {
         var s = try ScenarioSource.load(scenario)
         if let devices { s.population.devices = devices }
+        if let seed { s.seed = seed }
         var providerAuth: ProviderAuth?
         if auth == "jwt", let team {
             var keys: [String: ES256Key] = [:]
@@ -208,6 +254,7 @@ struct Serve: ParsableCommand {
         options.maxUnsentBytesPerLoop = maxUnsentBytes * 64
         options.requestTimeoutSeconds = requestTimeout
         options.drainSeconds = drainTimeout
+        options.faults = try faultOptions(seed: s.seed)
 
         let startedAt = Date()
         let folder = out ?? "reports/runs/\(Run.timestamp())-serve-\(s.name)"
@@ -259,7 +306,8 @@ struct Serve: ParsableCommand {
         FileHandle.standardError.write(Data((
             "fanout serve: listening on \(shownHost):\(port) (\(transport), auth \(auth), \(count) event loop"
             + (count == 1 ? "" : "s") + "); \(activities) activities on \(devices) devices "
-            + String(format: "built in %.2f s", buildSeconds) + "; population: \(folder)/population.jsonl\n").utf8))
+            + String(format: "built in %.2f s", buildSeconds) + "; population: \(folder)/population.jsonl"
+            + faultsLine(options.faults) + "\n").utf8))
         // Serving begins: the histogram log's StartTime, interval times counted from here (after the population
         // was built and written).
         let servingSince = Date()
@@ -280,6 +328,8 @@ struct Serve: ParsableCommand {
             scenario: s.name, seed: s.seed, listen: "\(shownHost):\(port)", transport: transport, auth: auth,
             startedAt: ISO8601DateFormatter().string(from: servingSince), gitRevision: Machine.gitRevision())
         info.workers = count
+        info.latency = options.faults.latencyText
+        info.faults = options.faults.faultsText
         info.startedAtSeconds = servingSince.timeIntervalSince1970
         let files: [String: String]
         do {

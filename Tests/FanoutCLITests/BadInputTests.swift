@@ -37,6 +37,29 @@ struct BadInputTests {
     nonisolated(unsafe) static var smokeText = ""
 
     static let cases: [Case] = [
+        // Flags of `serve` --latency and --faults: usage errors, status 64, nothing written.
+        Case(
+            name: "serve latency unreadable",
+            arguments: ["serve", "smoke", "--h2c", "--latency", "30xs", "--out", "$DIR/out"],
+            status: 64, message: "Error: --latency: expected a duration such as 30ms, 1.5s or 250us, got \"30xs\""),
+        Case(
+            name: "serve latency p99 below p50",
+            arguments: ["serve", "smoke", "--h2c", "--latency", "p50=20ms,p99=10ms", "--out", "$DIR/out"],
+            status: 64, message: "Error: --latency: expected 0 < p50 < p99, got \"p50=20ms,p99=10ms\""),
+        Case(
+            name: "serve faults over 100%",
+            arguments: ["serve", "smoke", "--h2c", "--faults", "503=60%,429=50%", "--out", "$DIR/out"],
+            status: 64, message: "Error: --faults: the shares of 503, 429, 500 and reset add up to over 100%"),
+        Case(
+            name: "serve faults unknown kind",
+            arguments: ["serve", "smoke", "--h2c", "--faults", "418=1%", "--out", "$DIR/out"],
+            status: 64,
+            message:
+                "Error: --faults: unknown kind \"418\" (expected 503, 429, 500, reset, goaway-every, stall-every)"),
+        Case(
+            name: "serve faults stall longer than its period",
+            arguments: ["serve", "smoke", "--h2c", "--faults", "stall-every=1s:2s", "--out", "$DIR/out"],
+            status: 64, message: "Error: --faults: stall-every=EVERY:FOR needs 1ms <= FOR < EVERY, got \"1s:2s\""),
         // Flags of `run`: usage errors, status 64.
         Case(
             name: "workers negative", arguments: ["run", "smoke", "--workers=-3", "--out", "$DIR/out"],

@@ -190,6 +190,31 @@ struct H2ServerConnectionTests {
         #expect(h.connection.responsesSubmitted == 1 && h.connection.answersDropped == 2)
     }
 
+    @Test("the owner resets a request (RST_STREAM with its code): not an answer, not a stream reset by the client")
+    func ownerReset() throws {
+        let h = try Harness()
+        h.send(Client.request(1, end: true))
+        let r = try #require(h.keeper.requests.first)
+        h.connection.reset(r, code: .internalError)
+        #expect(resets(h.written)[1] == 2, "INTERNAL_ERROR on stream 1: \(resets(h.written))")
+        #expect(h.connection.streamsReset == 0 && h.connection.responsesSubmitted == 0)
+        h.connection.respond(to: r, with: H2Response(status: 200))
+        #expect(h.connection.answersDropped == 1, "an answer after the reset is dropped, and counted")
+    }
+
+    @Test("GOAWAY with an end reason of the owner's: counted under it, the streams in flight still answered")
+    func goAwayLabel() throws {
+        let h = try Harness()
+        h.send(Client.request(1, end: true))
+        h.connection.goAway(reason: "Shutdown", endReason: "retired")
+        #expect(h.connection.goingAway && h.keeper.closed == 0)
+        h.connection.respond(to: h.keeper.requests[0], with: H2Response(status: 200))
+        #expect(h.connection.responsesSubmitted == 1 && h.keeper.closed == 1)
+        #expect(h.connection.endReason == "retired")
+        let goaway = try #require(frames(h.written).first { $0.type == 7 })
+        #expect(String(decoding: goaway.payload[8...], as: UTF8.self) == #"{"reason":"Shutdown"}"#)
+    }
+
     @Test("how a session ended: the client's GOAWAY and a protocol error nghttp2 found are told apart")
     func endReasons() throws {
         let clean = try Harness()
