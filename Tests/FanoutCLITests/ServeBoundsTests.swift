@@ -49,8 +49,11 @@ struct ServeBoundsTests {
         #expect(serve.stop() == 0, "\(serve.stderr)")
         let connections = try serve.summary()["connections"] as! [String: Any]
         #expect((connections["outputPauses"] as? Int ?? 0) > 0, "\(connections)")
+        // Ended by the shutdown either way: still holding answers nghttp2 had not framed ("drain time over"), or
+        // with everything framed and only the socket's flush left (bounded by the same drain time). Which one
+        // depends on how far a loaded machine let the server get before it stopped reading.
         let reasons = connections["endReasons"] as! [String: Int]
-        #expect(reasons["Shutdown (drain time over)"] == 1, "\(reasons)")
+        #expect(reasons["Shutdown (drain time over)", default: 0] + reasons["Shutdown", default: 0] == 1, "\(reasons)")
     }
 
     @Test("a client that asks for 2,000 all-channels lists and never reads: answers held up to --max-unsent-bytes")
