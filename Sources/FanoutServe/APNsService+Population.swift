@@ -2,10 +2,6 @@ import FanoutCore
 import FanoutMetrics
 import FanoutSim
 import FanoutWire
-import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// What a backend loads (population.jsonl, rotated-tokens.jsonl) and what the loops' token directory is built from.
 extension APNsService {
@@ -14,13 +10,30 @@ extension APNsService {
     /// its server. Strings are written by `JSONWriter`, as the state dump's are.
     public func populationLines() -> [UInt8] {
         var out: [UInt8] = []
+        appendPopulation(to: &out, chunkBytes: .max) { _ in }
+        return out
+    }
+
+    /// The population's lines (those of the activities built at start), appended to `out`; whenever `out` holds
+    /// `chunkBytes` or more it is handed to `flush` (which writes and empties it). Nothing is allocated per line.
+    public func appendPopulation(
+        to out: inout [UInt8], chunkBytes: Int, flush: (inout [UInt8]) throws -> Void
+    ) rethrows {
         let store = pipeline.store
         let world = engine.world
         var token: [UInt8] = []
         var name: [UInt8] = []
-        for a in 0..<Int32(store.activityCount) {
+        var encoded: [UInt8] = []
+        var previousDevice = -1
+        var startApp: Int32 = -1
+        for a in 0..<Int32(engine.activityCount) {
             let i = Int(a)
             let (d, k) = engine.deviceAndSlot(of: a)
+            // A device's push-to-start token is for the app of its first activity (its activities are consecutive).
+            if d != previousDevice {
+                previousDevice = d
+                startApp = store.app[i]
+            }
             let source = world.source(device: d, slot: k)
             JSONWriter.append("{\"device\": ", to: &out)
             store.deviceIds.withBytes(store.device[i]) { JSONWriter.appendString($0, to: &out) }
@@ -31,12 +44,14 @@ extension APNsService {
             JSONWriter.append(", \"attributes-type\": ", to: &out)
             JSONWriter.appendString(pipeline.schemas[store.schema[i]].name, to: &out)
             token.removeAll(keepingCapacity: true)
-            pipeline.router.updateTokens.withBytes(store.token[i]) { token.append(contentsOf: $0) }
+            pipeline.router.updateTokens.withBytes(store.token[i]) { APNsService.appendTokenText($0, to: &token) }
             JSONWriter.append(", \"token\": ", to: &out)
-            JSONWriter.appendString(APNsService.tokenText(token), to: &out)
+            token.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
             JSONWriter.append(", \"push-to-start-token\": ", to: &out)
-            if let start = startTokenOf[APNsService.startTokenKey(device: d, app: store.app[i])] {
-                start.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
+            if store.app[i] == startApp {
+                token.removeAll(keepingCapacity: true)
+                world.appendToken(device: d, slot: 0xFFFF, generation: 0, to: &token)
+                token.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
             } else {
                 JSONWriter.append("null", to: &out)
             }
@@ -44,7 +59,9 @@ extension APNsService {
             world.appendChannelId(source: source, to: &name)
             JSONWriter.append(", \"channel\": ", to: &out)
             if world.sourceIsBroadcast[source] {
-                JSONWriter.appendString(Base64.encode(name), to: &out)
+                encoded.removeAll(keepingCapacity: true)
+                Base64.append(encoding: name, to: &encoded)
+                encoded.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
             } else {
                 JSONWriter.append("null", to: &out)
             }
@@ -52,14 +69,22 @@ extension APNsService {
             JSONWriter.append(", \"source\": ", to: &out)
             name.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
             JSONWriter.append("}\n", to: &out)
+            if out.count >= chunkBytes { try flush(&out) }
         }
-        return out
     }
 
     /// One line per update token rotated away at start: the token a backend that missed the rotation would
     /// still push to (answered 410 Unregistered), its activity, and when it stopped being valid.
     public func rotatedTokenLines() -> [UInt8] {
         var out: [UInt8] = []
+        appendRotatedTokens(to: &out, chunkBytes: .max) { _ in }
+        return out
+    }
+
+    /// The rotated tokens' lines, appended to `out` and handed to `flush` as `appendPopulation` does.
+    public func appendRotatedTokens(
+        to out: inout [UInt8], chunkBytes: Int, flush: (inout [UInt8]) throws -> Void
+    ) rethrows {
         for (token, a) in retiredList {
             JSONWriter.append("{\"token\": ", to: &out)
             token.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
@@ -68,39 +93,47 @@ extension APNsService {
             JSONWriter.append(", \"retiredAt\": ", to: &out)
             JSONWriter.appendInt(retired[token] ?? startMillis, to: &out)
             JSONWriter.append("}\n", to: &out)
+            if out.count >= chunkBytes { try flush(&out) }
         }
-        return out
     }
 
-    /// The key of a device's push-to-start token for an app: the global device number and the app's id.
-    static func startTokenKey(device d: Int, app: Int32) -> Int64 { Int64(d) << 32 | Int64(app) }
-
-    /// The router keeps canonical tokens as bytes behind a tag (see `Router.withTokenKey`): back to hex.
-    static func tokenText(_ key: [UInt8]) -> String {
-        guard let tag = key.first else { return "" }
-        if tag == 1 { return String(decoding: key.dropFirst(), as: UTF8.self) }
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
+    /// The router keeps canonical tokens as bytes behind a tag (see `Router.withTokenKey`): back to text (hex).
+    static func appendTokenText(_ key: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        guard let tag = key.first else { return }
+        if tag == 1 {
+            out.append(contentsOf: key.dropFirst())
+            return
+        }
         for byte in key.dropFirst() {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 15)])
+            out.append(hexDigits[Int(byte >> 4)])
+            out.append(hexDigits[Int(byte & 15)])
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
-    /// Every token this worker answers for (update tokens now and rotated away, push-to-start tokens): the
-    /// directory that sends a push to the worker owning its device.
-    public func ownedTokens() -> [[UInt8]] {
-        var out: [[UInt8]] = []
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// The directory hash (`TokenDirectory.hash`) of every token this worker answers for: update tokens now and
+    /// rotated away, push-to-start tokens. The directory sends a push to the worker owning its device.
+    public func ownedTokenHashes() -> [UInt64] {
+        var out: [UInt64] = []
         let store = pipeline.store
-        out.reserveCapacity(store.activityCount + retiredList.count + startTokenOf.count)
-        for a in 0..<store.activityCount {
-            var key: [UInt8] = []
-            pipeline.router.updateTokens.withBytes(store.token[a]) { key.append(contentsOf: $0) }
-            out.append(Array(APNsService.tokenText(key).utf8))
+        let world = engine.world
+        out.reserveCapacity(engine.activityCount * 6 / 5 + retiredList.count)
+        var text: [UInt8] = []
+        var previousDevice = -1
+        for a in 0..<Int32(engine.activityCount) {
+            text.removeAll(keepingCapacity: true)
+            pipeline.router.updateTokens.withBytes(store.token[Int(a)]) { APNsService.appendTokenText($0, to: &text) }
+            out.append(text.withUnsafeBytes { TokenDirectory.hash($0) })
+            let d = engine.deviceAndSlot(of: a).device
+            if d != previousDevice {  // the device's push-to-start token
+                previousDevice = d
+                text.removeAll(keepingCapacity: true)
+                world.appendToken(device: d, slot: 0xFFFF, generation: 0, to: &text)
+                out.append(text.withUnsafeBytes { TokenDirectory.hash($0) })
+            }
         }
-        for (token, _) in retiredList { out.append(token) }
-        for token in startTokenOf.values { out.append(token) }
+        for (token, _) in retiredList { out.append(token.withUnsafeBytes { TokenDirectory.hash($0) }) }
         return out
     }
 }

@@ -9,7 +9,7 @@ import Foundation
 /// identities, latency percentiles, connections, findings with examples), latency.hlog (the loops' intervals
 /// merged, each sample once; the totals are their sum), one `.hgrm` per latency metric,
 /// population.jsonl (written at start) and state.jsonl (what a user would see at the end, in the trace
-/// state-dump format). Every file is renamed into place; summary.json last.
+/// state-dump format; streamed by `writeState`). Every file is renamed into place; summary.json last.
 public enum ServeReport {
     public struct Info: Sendable {
         public var scenario: String
@@ -38,8 +38,8 @@ public enum ServeReport {
     public typealias Measured = (totals: LatencyRecorder, intervals: [LoggedInterval])
 
     /// The files of a run served by several workers: their counts added, their measurements merged interval by
-    /// interval (`ServeMeasurements`, shared by the workers), their state dumps merged (lines sorted as one
-    /// dump sorts them, one totals line). A measurement that could not be merged or stored is thrown.
+    /// interval (`ServeMeasurements`, shared by the workers); state.jsonl is written apart (`writeState`). A
+    /// measurement that could not be merged or stored is thrown.
     public static func files(
         _ info: Info, services: [APNsService], connections: ConnectionStats, bytes: (read: Int, written: Int),
         elapsedSeconds: Double, nowMillis: Int64
@@ -67,34 +67,40 @@ public enum ServeReport {
                 "#[fanout serve \(m.name): \(m.about); values in microseconds (us), recorded in nanoseconds]\n"
                 + PercentileText.distribution(latency[serve: m], scale: 1000)
         }
-        if services.count == 1 {
-            files["state.jsonl"] = String(
-                decoding: StateDump.render(services[0].pipeline, nowMillis: nowMillis), as: UTF8.self)
-        } else {
-            var activities: [Substring] = []
-            var devices: [Substring] = []
-            var texts: [String] = []
-            for s in services {
-                texts.append(String(decoding: StateDump.render(s.pipeline, nowMillis: nowMillis), as: UTF8.self))
-            }
-            for text in texts {
-                for line in text.split(separator: "\n") {
-                    if line.hasPrefix("{\"activity\"") { activities.append(line) }
-                    else if line.hasPrefix("{\"device\"") { devices.append(line) }
-                }
-            }
-            activities.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            devices.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            var dump = (activities + devices).joined(separator: "\n") + "\n"
-            dump += String(decoding: StateDump.totalsLine(accounting), as: UTF8.self)
-            files["state.jsonl"] = dump
-        }
         files["latency.hlog"] = histogramLog(info, measured.intervals)
         files["report.html"] = ServeHTML.render(
             info, stats, latency, accounting, connections, bytes, elapsedSeconds, seconds: overTime(measured.intervals))
         files["summary.json"] = try summaryJSON(info, stats, latency, accounting, connections, bytes, elapsedSeconds)
         files["summary.md"] = summaryMarkdown(info, stats, latency, accounting, connections, bytes, elapsedSeconds)
         return files
+    }
+
+    /// state.jsonl at `path`: what users see at `nowMillis` (the trace state-dump format), streamed to disk as it
+    /// is produced (chunks of `StreamedFile.chunkBytes`, a temporary name renamed into place; nothing under `path`
+    /// if a write fails). Several workers: their dumps merged (lines sorted as one dump sorts them, one totals
+    /// line). `progress` counts the bytes written; returns their number.
+    @discardableResult
+    public static func writeState(
+        services: [APNsService], nowMillis: Int64, path: String, progress: ProgressCounter? = nil
+    ) throws -> Int {
+        let file = try StreamedFile(path: path, progress: progress)
+        var chunk: [UInt8] = []
+        chunk.reserveCapacity(StreamedFile.chunkBytes + StreamedFile.chunkBytes / 4)
+        let size = StreamedFile.chunkBytes
+        if services.count == 1 {
+            try StateDump.write(services[0].pipeline, nowMillis: nowMillis, to: &chunk, chunkBytes: size) {
+                try file.write(&$0)
+            }
+        } else {
+            var accounting = Accounting()
+            for s in services { accounting.add(s.pipeline.accounting) }
+            try StateDump.writeMerged(
+                services.map(\.pipeline), totals: accounting, nowMillis: nowMillis, to: &chunk, chunkBytes: size
+            ) { try file.write(&$0) }
+        }
+        try file.write(&chunk)
+        try file.commit()
+        return file.bytesWritten
     }
 
     /// One row per second of the run, from the intervals' summaries (nothing decoded): responses submitted

@@ -149,7 +149,11 @@ public final class WorkerEngine {
     let expirationSeconds: Int64?
     let coalescing: Bool
 
-    public init(world: World, index: Int, count: Int, hrtime: @escaping @Sendable () -> UInt64) {
+    /// `progress` counts the devices populated, in batches (a long build's progress line).
+    public init(
+        world: World, index: Int, count: Int, hrtime: @escaping @Sendable () -> UInt64,
+        progress: ProgressCounter? = nil
+    ) {
         self.world = world
         self.index = index
         self.count = count
@@ -179,7 +183,7 @@ public final class WorkerEngine {
         heldBytes.reserveCapacity(1 << 16)
         tokenScratch.initialize(repeating: 0, count: World.tokenBytes)
         channel.reserveCapacity(64)
-        populate()
+        populate(progress: progress)
     }
 
     deinit { tokenScratch.deallocate() }

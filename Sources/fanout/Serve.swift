@@ -1,5 +1,6 @@
 import ArgumentParser
 import FanoutCore
+import FanoutMetrics
 import FanoutReport
 import FanoutServe
 import FanoutSim
@@ -212,18 +213,7 @@ struct Serve: ParsableCommand {
         let startedAt = Date()
         let folder = out ?? "reports/runs/\(Run.timestamp())-serve-\(s.name)"
         let count = workers == 0 ? max(1, ProcessInfo.processInfo.activeProcessorCount) : workers
-        let buildStart = EventLoop.hrtimeNanos
-        let services = (0..<count).map { k in
-            APNsService(
-                scenario: s, auth: providerAuth, nowSeconds: Int64(startedAt.timeIntervalSince1970), worker: k,
-                of: count, clock: { EventLoop.hrtimeNanos })
-        }
-        for service in services {
-            service.channelLimits.apiBundles = maxAPIBundles
-            service.channelLimits.listedChannels = maxListedChannels
-        }
-        let cluster = count > 1 ? ServeCluster(serving: services) : nil
-        let buildSeconds = Double(EventLoop.hrtimeNanos &- buildStart) / 1e9
+        // The address and the TLS files are checked before the population is built and anything is written.
         let sockets: [Int32]
         let port: Int
         do {
@@ -232,7 +222,6 @@ struct Serve: ParsableCommand {
             throw CommandFailure("cannot serve on \(listen): \(error)")
         }
         options.port = port
-        // TLS files are read before anything is written.
         var tlsFailure: Error?
         if !h2c {
             do { _ = try TLSContext(certificateFile: tlsCert!, keyFile: tlsKey!) } catch { tlsFailure = error }
@@ -241,17 +230,44 @@ struct Serve: ParsableCommand {
             for fd in sockets { close(fd) }
             throw CommandFailure("cannot serve on \(listen): \(tlsFailure)")
         }
-        // The subscribers, for the backend to load, before the first request can arrive.
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            try Data(services.flatMap { $0.populationLines() }).write(
-                to: URL(fileURLWithPath: folder).appendingPathComponent("population.jsonl"), options: .atomic)
-            try Data(services.flatMap { $0.rotatedTokenLines() }).write(
-                to: URL(fileURLWithPath: folder).appendingPathComponent("rotated-tokens.jsonl"), options: .atomic)
         } catch {
             for fd in sockets { close(fd) }
-            throw CommandFailure("cannot write \(folder)/population.jsonl: \(error)")
+            throw CommandFailure("cannot create \(folder): \(error)")
         }
+        // The population, one thread per loop, and the subscribers for the backend to load (population.jsonl,
+        // streamed as it is produced), before the first request can arrive.
+        let buildStart = EventLoop.hrtimeNanos
+        let progress = ServePopulation.Progress()
+        let totalDevices = s.population.devices
+        let ticker = ProgressTicker { seconds in
+            let built = progress.devicesBuilt.value
+            if built < totalDevices {
+                return "building population: \(ProgressTicker.grouped(built)) / \(ProgressTicker.grouped(totalDevices)) "
+                    + String(format: "devices (%.1f s)", seconds)
+            }
+            return "writing population.jsonl: \(ProgressTicker.bytes(progress.populationBytes.value)) "
+                + String(format: "(%.1f s)", seconds)
+        }
+        let built: ServePopulation.Built
+        do {
+            built = try ServePopulation.build(
+                scenario: s, auth: providerAuth, nowSeconds: Int64(startedAt.timeIntervalSince1970), workers: count,
+                folder: folder, progress: progress, clock: { EventLoop.hrtimeNanos })
+        } catch {
+            ticker.finish()
+            for fd in sockets { close(fd) }
+            throw CommandFailure("fanout serve: \(error)")
+        }
+        ticker.finish()
+        let services = built.services
+        for service in services {
+            service.channelLimits.apiBundles = maxAPIBundles
+            service.channelLimits.listedChannels = maxListedChannels
+        }
+        let cluster = built.cluster
+        let buildSeconds = Double(EventLoop.hrtimeNanos &- buildStart) / 1e9
         let transport = h2c ? "h2c" : "TLS"
         let shownHost = host.contains(":") ? "[\(host)]" : host
         let activities = services.reduce(0) { $0 + $1.pipeline.store.activityCount }
@@ -281,15 +297,32 @@ struct Serve: ParsableCommand {
             startedAt: ISO8601DateFormatter().string(from: servingSince), gitRevision: Machine.gitRevision())
         info.workers = count
         info.startedAtSeconds = servingSince.timeIntervalSince1970
+        let endMillis = Int64(Date().timeIntervalSince1970 * 1000)
+        // state.jsonl first (the largest file, streamed as it is produced), then the rest, summary.json last.
+        let stateBytes = ProgressCounter()
+        let stateTicker = ProgressTicker { seconds in
+            let written = stateBytes.value
+            return "writing state.jsonl: "
+                + (written == 0 ? "sorting the ids" : ProgressTicker.bytes(written)) + String(format: " (%.1f s)", seconds)
+        }
+        do {
+            try ServeReport.writeState(
+                services: services, nowMillis: endMillis, path: folder + "/state.jsonl", progress: stateBytes)
+        } catch {
+            stateTicker.finish()
+            throw CommandFailure(
+                "fanout serve: \(error); \(folder) holds population.jsonl and rotated-tokens.jsonl only, no summary")
+        }
+        stateTicker.finish()
         let files: [String: String]
         do {
             files = try ServeReport.files(
                 info, services: services, connections: results.connections, bytes: results.bytes,
-                elapsedSeconds: results.elapsedSeconds, nowMillis: Int64(Date().timeIntervalSince1970 * 1000))
+                elapsedSeconds: results.elapsedSeconds, nowMillis: endMillis)
         } catch {
             throw CommandFailure(
                 "fanout serve: the measurements could not be merged or stored (\(error)); \(folder) holds "
-                    + "population.jsonl and rotated-tokens.jsonl only, no summary")
+                    + "population.jsonl, rotated-tokens.jsonl and state.jsonl only, no summary")
         }
         try RunFiles.write(folder: folder, files: files)
         var st = ServeStats()

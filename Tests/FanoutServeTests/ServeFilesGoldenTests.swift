@@ -15,28 +15,34 @@ struct ServeFilesGoldenTests {
     /// When the state is dumped: an hour after the start (the stale dates have passed, ended activities are dismissed).
     static let dumpMillis = now * 1000 + 3_600_000
 
-    static func services(workers: Int) -> [APNsService] {
+    /// Built as `fanout serve` builds them, population.jsonl and rotated-tokens.jsonl written into `folder`.
+    static func services(workers: Int, folder: URL) throws -> [APNsService] {
         var s = BuiltinScenarios.named("smoke")!
         s.population.devices = 120
         s.faults.rotationShare = 0.05
-        return (0..<workers).map { k in
-            APNsService(scenario: s, auth: nil, nowSeconds: now, worker: k, of: workers) { 0 }
-        }
+        return try ServePopulation.build(
+            scenario: s, auth: nil, nowSeconds: now, workers: workers, folder: folder.path, clock: { 0 }
+        ).services
     }
 
-    /// The three files as `fanout serve` writes them.
-    static func files(_ services: [APNsService]) throws -> [String: [UInt8]] {
+    /// The three files as `fanout serve` writes them: population.jsonl and rotated-tokens.jsonl as
+    /// `ServePopulation.build` streams them (the workers' parts joined), state.jsonl as `ServeReport.writeState`
+    /// streams it, into a temporary folder, read back.
+    static func files(_ services: [APNsService], folder: URL) throws -> [String: [UInt8]] {
         var out: [String: [UInt8]] = [:]
-        out["population.jsonl"] = services.flatMap { $0.populationLines() }
-        out["rotated-tokens.jsonl"] = services.flatMap { $0.rotatedTokenLines() }
-        let info = ServeReport.Info(
-            scenario: "smoke", seed: 7, listen: "memory", transport: "h2c", auth: "none", startedAt: "-",
-            gitRevision: "-")
-        let files = try ServeReport.files(
-            info, services: services, measured: (LatencyRecorder.serve(), []), connections: ConnectionStats(),
-            bytes: (0, 0), elapsedSeconds: 1, nowMillis: dumpMillis)
-        out["state.jsonl"] = Array(try #require(files["state.jsonl"]).utf8)
+        try ServeReport.writeState(services: services, nowMillis: dumpMillis, path: folder.path + "/state.jsonl")
+        for name in ["population.jsonl", "rotated-tokens.jsonl", "state.jsonl"] {
+            out[name] = Array(try Data(contentsOf: folder.appendingPathComponent(name)))
+        }
+        let left = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        #expect(left == ["population.jsonl", "rotated-tokens.jsonl", "state.jsonl"], "no temporary file left")
         return out
+    }
+
+    static func temporaryFolder() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-golden-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
     }
 
     struct Row {
@@ -157,9 +163,12 @@ struct ServeFilesGoldenTests {
 
     /// Serves the script on one connection to worker 0, in batches of 50 streams, the workers settled after each.
     static func serve(workers: Int) throws -> (files: [String: [UInt8]], accepted: Int, requests: Int) {
-        let services = Self.services(workers: workers)
-        let population = services.flatMap { $0.populationLines() }
-        let rotated = try services.flatMap { $0.rotatedTokenLines() }.split(separator: UInt8(ascii: "\n")).map {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let services = try Self.services(workers: workers, folder: folder)
+        let population = Array(try Data(contentsOf: folder.appendingPathComponent("population.jsonl")))
+        let rotatedFile = Array(try Data(contentsOf: folder.appendingPathComponent("rotated-tokens.jsonl")))
+        let rotated = try rotatedFile.split(separator: UInt8(ascii: "\n")).map {
             try #require(try JSONSerialization.jsonObject(with: Data($0)) as? [String: Any])
         }
         // In activity order, so that both workers' devices are pushed to (the population lists worker 0's first).
@@ -184,7 +193,7 @@ struct ServeFilesGoldenTests {
         #expect(services.reduce(0) { $0 + $1.stats.acceptedBroadcasts } == 3)
         let accepted = services.reduce(0) { $0 + $1.stats.acceptedPushes + $1.stats.acceptedBroadcasts }
         let requests = services.reduce(0) { $0 + $1.stats.requests }
-        return (try files(services), accepted, requests)
+        return (try files(services, folder: folder), accepted, requests)
     }
 
     /// Compares `bytes` with a golden file (FANOUT_UPDATE_GOLDEN=1 rewrites it first).
