@@ -19,8 +19,9 @@ public struct FileWriteError: Error, CustomStringConvertible {
 
 /// A large file written as it is produced, in bounded chunks: the producer appends to a buffer of its own and hands
 /// it to `write` each time it holds `chunkBytes` or more (POSIX `write`, the buffer emptied), so memory stays at one
-/// chunk whatever the file's size. The bytes go to a temporary name in the same folder; `commit` renames it into place, so the final name
-/// holds a whole file or nothing (a failed or abandoned file is removed). Confined to one thread.
+/// chunk whatever the file's size. The bytes go to a temporary name in the same folder; `commit` renames it into
+/// place, so the final name holds a whole file or nothing (a failed or abandoned file is removed). Confined to one
+/// thread.
 public final class StreamedFile {
     public static let chunkBytes = 1 << 20
 
@@ -71,7 +72,9 @@ public final class StreamedFile {
                 throw FileWriteError(other, errno: errno)
             }
             if n == 0 { return }
-            let failure: Int32? = buffer.withUnsafeBytes { Self.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+            let failure: Int32? = buffer.withUnsafeBytes {
+                Self.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[..<n]))
+            }
             if let failure { throw FileWriteError(path, errno: failure) }
             bytesWritten += n
             progress?.add(n)

@@ -244,8 +244,8 @@ struct Serve: ParsableCommand {
         let ticker = ProgressTicker { seconds in
             let built = progress.devicesBuilt.value
             if built < totalDevices {
-                return "building population: \(ProgressTicker.grouped(built)) / \(ProgressTicker.grouped(totalDevices)) "
-                    + String(format: "devices (%.1f s)", seconds)
+                return "building population: \(ProgressTicker.grouped(built)) / "
+                    + "\(ProgressTicker.grouped(totalDevices)) " + String(format: "devices (%.1f s)", seconds)
             }
             return "writing population.jsonl: \(ProgressTicker.bytes(progress.populationBytes.value)) "
                 + String(format: "(%.1f s)", seconds)
@@ -302,8 +302,8 @@ struct Serve: ParsableCommand {
         let stateBytes = ProgressCounter()
         let stateTicker = ProgressTicker { seconds in
             let written = stateBytes.value
-            return "writing state.jsonl: "
-                + (written == 0 ? "sorting the ids" : ProgressTicker.bytes(written)) + String(format: " (%.1f s)", seconds)
+            return "writing state.jsonl: " + (written == 0 ? "sorting the ids" : ProgressTicker.bytes(written))
+                + String(format: " (%.1f s)", seconds)
         }
         do {
             try ServeReport.writeState(
