@@ -11,6 +11,15 @@ import Foundation
 /// population.jsonl (written at start) and state.jsonl (what a user would see at the end, in the trace
 /// state-dump format; streamed by `writeState`). Every file is renamed into place; summary.json last.
 public enum ServeReport {
+    /// What state.jsonl holds (`fanout serve --state`): every activity and device line and the totals (`full`), the
+    /// totals line only (`summary`), or no file (`none`).
+    public enum StateDetail: String, Sendable, CaseIterable {
+        case none, summary, full
+
+        /// The default: the whole dump up to 100,000 devices, the totals above (a million devices' dump is ~2 GB).
+        public static func automatic(devices: Int) -> StateDetail { devices <= 100_000 ? .full : .summary }
+    }
+
     public struct Info: Sendable {
         public var scenario: String
         public var seed: UInt64
@@ -20,6 +29,8 @@ public enum ServeReport {
         public var startedAt: String
         public var gitRevision: String
         public var workers = 1
+        /// What state.jsonl holds (`--state`).
+        public var state = StateDetail.full
         /// UNIX seconds when serving began, after the population was built (the histogram log's StartTime).
         public var startedAtSeconds = 0.0
         public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
@@ -78,16 +89,23 @@ public enum ServeReport {
     /// state.jsonl at `path`: what users see at `nowMillis` (the trace state-dump format), streamed to disk as it
     /// is produced (chunks of `StreamedFile.chunkBytes`, a temporary name renamed into place; nothing under `path`
     /// if a write fails). Several workers: their dumps merged (lines sorted as one dump sorts them, one totals
-    /// line). `progress` counts the bytes written; returns their number.
+    /// line). `detail` `.summary`: the totals line alone; `.none`: no file (any earlier one is left as it is).
+    /// `progress` counts the bytes written; returns their number.
     @discardableResult
     public static func writeState(
-        services: [APNsService], nowMillis: Int64, path: String, progress: ProgressCounter? = nil
+        services: [APNsService], nowMillis: Int64, path: String, detail: StateDetail = .full,
+        progress: ProgressCounter? = nil
     ) throws -> Int {
+        if detail == .none { return 0 }
         let file = try StreamedFile(path: path, progress: progress)
         var chunk: [UInt8] = []
         chunk.reserveCapacity(StreamedFile.chunkBytes + StreamedFile.chunkBytes / 4)
         let size = StreamedFile.chunkBytes
-        if services.count == 1 {
+        if detail == .summary {
+            var accounting = Accounting()
+            for s in services { accounting.add(s.pipeline.accounting) }
+            chunk = StateDump.totalsLine(accounting)
+        } else if services.count == 1 {
             try StateDump.write(services[0].pipeline, nowMillis: nowMillis, to: &chunk, chunkBytes: size) {
                 try file.write(&$0)
             }
@@ -176,6 +194,7 @@ public enum ServeReport {
             "kind": "serve",
             "scenario": info.scenario, "seed": info.seed, "listen": info.listen, "transport": info.transport,
             "auth": info.auth, "startedAt": info.startedAt, "gitRevision": info.gitRevision, "workers": info.workers,
+            "state": info.state.rawValue,
             "elapsedSeconds": (elapsed * 1000).rounded() / 1000,
             "requests": [
                 "total": s.requests, "byStatus": statuses, "byReason": reasons, "acceptedPushes": s.acceptedPushes,
@@ -285,7 +304,12 @@ public enum ServeReport {
         if !any { md += "None: no push went to a rotated or unknown token, none was stale, late, rejected or throttled.\n" }
         md += "\nFiles: report.html, latency.hlog (every metric, one interval per second of serving, each sample "
         md += "once), "
-        md += "population.jsonl (the subscribers, written at start), state.jsonl (what users see at the end), "
+        md += "population.jsonl (the subscribers, written at start), "
+        switch info.state {
+        case .full: md += "state.jsonl (what users see at the end), "
+        case .summary: md += "state.jsonl (the totals line only: --state summary), "
+        case .none: md += "no state.jsonl (--state none), "
+        }
         md += ServeMetric.allCases.map { "\($0.name).hgrm" }.joined(separator: ", ") + ".\n"
         return md
     }

@@ -16,7 +16,9 @@ struct Serve: ParsableCommand {
             (docs/INGEST.md) and every accepted push is applied by the devices it reaches. population.jsonl \
             (the subscribers, to load into the backend) is written to the run folder at start; on SIGINT, \
             SIGTERM or --duration the server sends GOAWAY, lets in-flight streams finish and writes the rest \
-            of the folder (summary.json/md, .hgrm, state.jsonl).
+            of the folder (summary.json/md, .hgrm, state.jsonl as --state says). The loops build their devices \
+            at once; the large files are streamed to disk as they are produced, with a progress line each \
+            second when that takes longer than a second.
             """
     )
 
@@ -112,6 +114,13 @@ struct Serve: ParsableCommand {
         help: "Channel ids in one all-channels answer (the first created; up to APNs's 10,000 per app).")
     var maxListedChannels = 1000
 
+    @Option(
+        help: ArgumentHelp(
+            "What state.jsonl holds at shutdown: full (every activity and device, ~2 GB for a million devices), "
+                + "summary (the totals line only) or none (no file). Default: full up to 100000 devices, summary "
+                + "above.", valueName: "full|summary|none"))
+    var state: String?
+
     @Option(help: "Run folder (default reports/runs/<UTC time>-serve-<scenario>/).")
     var out: String?
 
@@ -119,6 +128,9 @@ struct Serve: ParsableCommand {
         if h2c && (tlsCert != nil || tlsKey != nil) { throw ValidationError("--h2c and --tls-cert/--tls-key exclude each other") }
         if !h2c && (tlsCert == nil || tlsKey == nil) {
             throw ValidationError("choose --h2c, or TLS with both --tls-cert FILE and --tls-key FILE")
+        }
+        if let state, ServeReport.StateDetail(rawValue: state) == nil {
+            throw ValidationError("--state: expected full, summary or none, got \(state)")
         }
         guard auth == "none" || auth == "jwt" else { throw ValidationError("--auth: expected none or jwt, got \(auth)") }
         if auth == "jwt" && (authKeys.isEmpty || team == nil) {
@@ -296,6 +308,8 @@ struct Serve: ParsableCommand {
             scenario: s.name, seed: s.seed, listen: "\(shownHost):\(port)", transport: transport, auth: auth,
             startedAt: ISO8601DateFormatter().string(from: servingSince), gitRevision: Machine.gitRevision())
         info.workers = count
+        info.state = state.flatMap(ServeReport.StateDetail.init(rawValue:))
+            ?? .automatic(devices: s.population.devices)
         info.startedAtSeconds = servingSince.timeIntervalSince1970
         let endMillis = Int64(Date().timeIntervalSince1970 * 1000)
         // state.jsonl first (the largest file, streamed as it is produced), then the rest, summary.json last.
@@ -307,7 +321,8 @@ struct Serve: ParsableCommand {
         }
         do {
             try ServeReport.writeState(
-                services: services, nowMillis: endMillis, path: folder + "/state.jsonl", progress: stateBytes)
+                services: services, nowMillis: endMillis, path: folder + "/state.jsonl", detail: info.state,
+                progress: stateBytes)
         } catch {
             stateTicker.finish()
             throw CommandFailure(
@@ -334,7 +349,8 @@ struct Serve: ParsableCommand {
         print(
             "fanout serve: \(st.requests) requests (\(st.acceptedPushes) pushes, \(st.acceptedBroadcasts) broadcasts "
                 + "accepted), \(accounting.deliveries) deliveries, "
-                + "\(results.connections.accepted) connections; run folder \(folder)")
+                + "\(results.connections.accepted) connections; state.jsonl: \(info.state.rawValue); "
+                + "run folder \(folder)")
         if !results.connections.answersAccountedFor(requests: st.requests) {
             throw CommandFailure(
                 "the wire identity is broken: \(st.requests) answers produced, "
