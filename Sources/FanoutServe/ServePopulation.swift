@@ -12,6 +12,8 @@ public enum ServePopulation {
     public struct Progress: Sendable {
         public let devicesBuilt = ProgressCounter()
         public let populationBytes = ProgressCounter()
+        /// Set once every thread is done: the token directory is built and the parts joined.
+        public let joining = ProgressCounter()
         public init() {}
     }
 
@@ -75,6 +77,7 @@ public enum ServePopulation {
             thread.start()
         }
         for _ in 0..<count { done.wait() }
+        progress.joining.add(1)
         var built = Built(services: services.map { $0.value! })
         if count > 1 {
             built.cluster = ServeCluster(

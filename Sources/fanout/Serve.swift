@@ -259,8 +259,14 @@ struct Serve: ParsableCommand {
                 return "building population: \(ProgressTicker.grouped(built)) / "
                     + "\(ProgressTicker.grouped(totalDevices)) " + String(format: "devices (%.1f s)", seconds)
             }
-            return "writing population.jsonl: \(ProgressTicker.bytes(progress.populationBytes.value)) "
-                + String(format: "(%.1f s)", seconds)
+            if progress.joining.value > 0 {
+                return "joining population.jsonl's parts, building the token directory "
+                    + String(format: "(%.1f s)", seconds)
+            }
+            let written = progress.populationBytes.value
+            return "writing population.jsonl: "
+                + (written == 0 ? "start tokens and rotations" : ProgressTicker.bytes(written))
+                + String(format: " (%.1f s)", seconds)
         }
         let built: ServePopulation.Built
         do {
