@@ -21,7 +21,7 @@ public struct FileWriteError: Error, CustomStringConvertible {
 /// it to `write` each time it holds `chunkBytes` or more (POSIX `write`, the buffer emptied), so memory stays at one
 /// chunk whatever the file's size. The bytes go to a temporary name in the same folder; `commit` renames it into
 /// place, so the final name holds a whole file or nothing (a failed or abandoned file is removed). Confined to one
-/// thread.
+/// thread, but for `write(_:at:)`: threads writing their own ranges of one file at once.
 public final class StreamedFile {
     public static let chunkBytes = 1 << 20
 
@@ -59,26 +59,21 @@ public final class StreamedFile {
         progress?.add(count)
     }
 
-    /// Appends another file's bytes (a part written by another thread), a chunk at a time.
-    public func append(contentsOfFile other: String) throws(FileWriteError) {
-        let source = open(other, O_RDONLY | O_CLOEXEC)
-        guard source >= 0 else { throw FileWriteError(other, errno: errno) }
-        defer { close(source) }
-        var buffer = [UInt8](repeating: 0, count: Self.chunkBytes)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
+    /// Writes `chunk` at `offset` (POSIX `pwrite`, the file position untouched) and empties it: several threads may
+    /// each write their own range of the file at once (each with its own chunk). Not counted in `bytesWritten`.
+    public func write(_ chunk: inout [UInt8], at offset: Int) throws(FileWriteError) {
+        let count = chunk.count
+        var done = 0
+        while done < count {
+            let n = chunk.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, count - done, off_t(offset + done)) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw FileWriteError(other, errno: errno)
+                throw FileWriteError(path, errno: errno)
             }
-            if n == 0 { return }
-            let failure: Int32? = buffer.withUnsafeBytes {
-                Self.writeAll(fd, UnsafeRawBufferPointer(rebasing: $0[..<n]))
-            }
-            if let failure { throw FileWriteError(path, errno: failure) }
-            bytesWritten += n
-            progress?.add(n)
+            done += n
         }
+        chunk.removeAll(keepingCapacity: true)
+        progress?.add(count)
     }
 
     /// Closes the file and renames it into place (write the last chunk first).

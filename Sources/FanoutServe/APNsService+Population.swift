@@ -35,19 +35,19 @@ extension APNsService {
                 startApp = store.app[i]
             }
             let source = world.source(device: d, slot: k)
-            JSONWriter.append("{\"device\": ", to: &out)
+            JSONWriter.append(PopulationLine.device, to: &out)
             store.deviceIds.withBytes(store.device[i]) { JSONWriter.appendString($0, to: &out) }
-            JSONWriter.append(", \"app\": ", to: &out)
+            JSONWriter.append(PopulationLine.app, to: &out)
             store.appIds.withBytes(store.app[i]) { JSONWriter.appendString($0, to: &out) }
-            JSONWriter.append(", \"activity\": ", to: &out)
+            JSONWriter.append(PopulationLine.activity, to: &out)
             store.activityIds.withBytes(a) { JSONWriter.appendString($0, to: &out) }
-            JSONWriter.append(", \"attributes-type\": ", to: &out)
+            JSONWriter.append(PopulationLine.type, to: &out)
             JSONWriter.appendString(pipeline.schemas[store.schema[i]].name, to: &out)
             token.removeAll(keepingCapacity: true)
             pipeline.router.updateTokens.withBytes(store.token[i]) { APNsService.appendTokenText($0, to: &token) }
-            JSONWriter.append(", \"token\": ", to: &out)
+            JSONWriter.append(PopulationLine.token, to: &out)
             token.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
-            JSONWriter.append(", \"push-to-start-token\": ", to: &out)
+            JSONWriter.append(PopulationLine.startToken, to: &out)
             if store.app[i] == startApp {
                 token.removeAll(keepingCapacity: true)
                 world.appendToken(device: d, slot: 0xFFFF, generation: 0, to: &token)
@@ -57,7 +57,7 @@ extension APNsService {
             }
             name.removeAll(keepingCapacity: true)
             world.appendChannelId(source: source, to: &name)
-            JSONWriter.append(", \"channel\": ", to: &out)
+            JSONWriter.append(PopulationLine.channel, to: &out)
             if world.sourceIsBroadcast[source] {
                 encoded.removeAll(keepingCapacity: true)
                 Base64.append(encoding: name, to: &encoded)
@@ -66,11 +66,60 @@ extension APNsService {
                 JSONWriter.append("null", to: &out)
             }
             // A source's id is its channel's name (`source-NNNNN`), whether it broadcasts or not.
-            JSONWriter.append(", \"source\": ", to: &out)
+            JSONWriter.append(PopulationLine.source, to: &out)
             name.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
-            JSONWriter.append("}\n", to: &out)
+            JSONWriter.append(PopulationLine.end, to: &out)
             if out.count >= chunkBytes { try flush(&out) }
         }
+    }
+
+    /// The bytes `appendPopulation` writes, counted without writing them (a loop's part of population.jsonl then
+    /// goes straight to its place in the file): each line's fixed text and its strings' quoted lengths (a string
+    /// with a byte JSON escapes is escaped into a scratch buffer to be counted).
+    public func populationByteCount() -> Int {
+        let store = pipeline.store
+        let world = engine.world
+        var total = 0
+        var scratch: [UInt8] = []
+        func quoted(_ bytes: UnsafeRawBufferPointer) -> Int {
+            guard bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+                return bytes.count + 2
+            }
+            scratch.removeAll(keepingCapacity: true)
+            JSONWriter.appendString(bytes, to: &scratch)
+            return scratch.count
+        }
+        let typeBytes = (0..<pipeline.schemas.schemas.count).map { id in
+            var name: [UInt8] = []
+            JSONWriter.appendString(pipeline.schemas[Int32(id)].name, to: &name)
+            return name.count
+        }
+        var name: [UInt8] = []
+        var previousDevice = -1
+        var startApp: Int32 = -1
+        for a in 0..<Int32(engine.activityCount) {
+            let i = Int(a)
+            let (d, k) = engine.deviceAndSlot(of: a)
+            if d != previousDevice {
+                previousDevice = d
+                startApp = store.app[i]
+            }
+            let source = world.source(device: d, slot: k)
+            total += PopulationLine.fixedBytes + typeBytes[Int(store.schema[i])]
+            total += store.deviceIds.withBytes(store.device[i]) { quoted($0) }
+            total += store.appIds.withBytes(store.app[i]) { quoted($0) }
+            total += store.activityIds.withBytes(a) { quoted($0) }
+            total += pipeline.router.updateTokens.withBytes(store.token[i]) { key in
+                guard key.first == 1 else { return 2 * (key.count - 1) + 2 }  // hex digits
+                return quoted(UnsafeRawBufferPointer(rebasing: key.dropFirst()))
+            }
+            total += store.app[i] == startApp ? World.tokenBytes + 2 : 4
+            name.removeAll(keepingCapacity: true)
+            world.appendChannelId(source: source, to: &name)
+            total += world.sourceIsBroadcast[source] ? (name.count + 2) / 3 * 4 + 2 : 4
+            total += name.count + 2  // `source-NNNNN`: nothing to escape
+        }
+        return total
     }
 
     /// One line per update token rotated away at start: the token a backend that missed the rotation would
@@ -136,4 +185,21 @@ extension APNsService {
         for (token, _) in retiredList { out.append(token.withUnsafeBytes { TokenDirectory.hash($0) }) }
         return out
     }
+}
+
+/// The fixed text of a population.jsonl line, shared by the writer and the byte count.
+enum PopulationLine {
+    static let device: StaticString = "{\"device\": "
+    static let app: StaticString = ", \"app\": "
+    static let activity: StaticString = ", \"activity\": "
+    static let type: StaticString = ", \"attributes-type\": "
+    static let token: StaticString = ", \"token\": "
+    static let startToken: StaticString = ", \"push-to-start-token\": "
+    static let channel: StaticString = ", \"channel\": "
+    static let source: StaticString = ", \"source\": "
+    static let end: StaticString = "}\n"
+
+    /// Every fixed piece of one line together.
+    static let fixedBytes = [device, app, activity, type, token, startToken, channel, source, end]
+        .reduce(0) { $0 + $1.utf8CodeUnitCount }
 }

@@ -18,6 +18,13 @@ public struct TokenDirectory: Sendable {
         }
     }
 
+    mutating func reserveCapacity(_ n: Int) { owners.reserveCapacity(n) }
+
+    /// Adds a worker's token hashes (`APNsService.ownedTokenHashes`).
+    mutating func add(_ hashes: [UInt64], owner worker: Int) {
+        for h in hashes { owners[h] = UInt8(worker) }
+    }
+
     static func hash(_ bytes: ArraySlice<UInt8>) -> UInt64 {
         bytes.withUnsafeBytes { hash($0) }
     }

@@ -4,15 +4,15 @@ import FanoutSim
 import Foundation
 
 /// The start of `fanout serve`: the workers' services built at once, one thread each (as `fanout run` populates
-/// its workers), each thread then writing its part of population.jsonl as it goes (bounded chunks) and hashing
-/// the tokens it owns; the parts joined in worker order into population.jsonl, rotated-tokens.jsonl written, the
-/// token directory built. Nothing is kept per activity beyond what the run engine keeps.
+/// its workers), each thread then hashing the tokens it owns (for the token directory) and writing its part of
+/// population.jsonl at its place in the file as it goes (bounded chunks); then rotated-tokens.jsonl. Nothing is
+/// kept per activity beyond what the run engine keeps.
 public enum ServePopulation {
     /// What the threads have done so far, for a progress line.
     public struct Progress: Sendable {
         public let devicesBuilt = ProgressCounter()
         public let populationBytes = ProgressCounter()
-        /// Set once every thread is done: the token directory is built and the parts joined.
+        /// Set once every thread is done (the files are being closed).
         public let joining = ProgressCounter()
         public init() {}
     }
@@ -31,81 +31,120 @@ public enum ServePopulation {
         init(_ value: T) { self.value = value }
     }
 
+    /// Each loop's byte count of population.jsonl, published once known: a loop writes its part at the sum of the
+    /// counts of the loops before it (the parts land in loop order, written at once, nothing copied afterwards).
+    final class PartOffsets: @unchecked Sendable {
+        // @unchecked: `sizes` is touched only under `condition`.
+        private let condition = NSCondition()
+        private var sizes: [Int?]
+
+        init(count: Int) { sizes = Array(repeating: nil, count: count) }
+
+        func publish(_ k: Int, size: Int) {
+            condition.lock()
+            sizes[k] = size
+            condition.broadcast()
+            condition.unlock()
+        }
+
+        /// The offset of part `k`, once every part before it is counted.
+        func offset(of k: Int) -> Int {
+            condition.lock()
+            defer { condition.unlock() }
+            while sizes[..<k].contains(where: { $0 == nil }) { condition.wait() }
+            return sizes[..<k].reduce(0) { $0 + $1! }
+        }
+    }
+
+    struct PartFailure: Error, CustomStringConvertible {
+        var description: String
+    }
+
     /// Builds `workers` services for `scenario` at UNIX time `nowSeconds`; with a `folder`, writes
     /// population.jsonl and rotated-tokens.jsonl into it (temporary names renamed into place; a failed write
-    /// leaves neither and is thrown).
+    /// leaves neither and is thrown). Each loop's thread builds its service, counts the bytes of its part of
+    /// population.jsonl (but the last loop), hashes the tokens it owns (the calling thread adds them to the token
+    /// directory meanwhile) and writes its part at its offset once the parts before it are counted: the parts
+    /// land in loop order, written at once, nothing copied afterwards.
     public static func build(
         scenario: Scenario, auth: ProviderAuth?, nowSeconds: Int64, workers count: Int, folder: String?,
         progress: Progress = Progress(), clock: @escaping @Sendable () -> UInt64
     ) throws -> Built {
-        let done = DispatchSemaphore(value: 0)
+        let population = try folder.map { try StreamedFile(path: $0 + "/population.jsonl") }
+        population?.progress = progress.populationBytes
+        let shared = population.map { Box($0) }
+        let offsets = PartOffsets(count: count)
+        let done = (0..<count).map { _ in DispatchSemaphore(value: 0) }
+        let hashed = (0..<count).map { _ in DispatchSemaphore(value: 0) }
         let services = (0..<count).map { _ in Box<APNsService?>(nil) }
-        let parts = (0..<count).map { _ in Box<Result<StreamedFile?, FileWriteError>>(.success(nil)) }
+        let failures = (0..<count).map { _ in Box<(any Error)?>(nil) }
+        let written = (0..<count).map { _ in Box(0) }
         let hashes = (0..<count).map { _ in Box<[UInt64]>([]) }
-        let path = folder.map { $0 + "/population.jsonl" }
         for k in 0..<count {
-            let (service, part, owned) = (services[k], parts[k], hashes[k])
+            let (service, failure, part, owned) = (services[k], failures[k], written[k], hashes[k])
+            let (finished, ownedReady) = (done[k], hashed[k])
             let thread = Thread {
-                defer { done.signal() }
+                defer { finished.signal() }
                 let built = APNsService(
                     scenario: scenario, auth: auth, nowSeconds: nowSeconds, worker: k, of: count,
                     progress: progress.devicesBuilt, clock: clock)
                 service.value = built
-                if let path {
-                    part.value = Result { () throws(FileWriteError) -> StreamedFile? in
-                        let file = try StreamedFile(path: path, tag: "part\(k)", progress: progress.populationBytes)
-                        var chunk: [UInt8] = []
-                        chunk.reserveCapacity(StreamedFile.chunkBytes + StreamedFile.chunkBytes / 4)
-                        do {
-                            try built.appendPopulation(to: &chunk, chunkBytes: StreamedFile.chunkBytes) {
-                                try file.write(&$0)
-                            }
-                            try file.write(&chunk)
-                        } catch let error as FileWriteError {
-                            file.discard()
-                            throw error
-                        } catch {
-                            preconditionFailure("only writes fail: \(error)")
-                        }
-                        return file
-                    }
-                }
+                // First what the loops after this one wait for (this part's size; the last part's is not needed),
+                // then the token hashes (the calling thread adds them to the directory), then the part itself.
+                let file = shared?.value
+                let size = file != nil && k < count - 1 ? built.populationByteCount() : nil
+                if let size { offsets.publish(k, size: size) }
                 if count > 1 { owned.value = built.ownedTokenHashes() }
+                ownedReady.signal()
+                guard let file else { return }
+                let start = offsets.offset(of: k)
+                var offset = start
+                var chunk: [UInt8] = []
+                chunk.reserveCapacity(StreamedFile.chunkBytes + StreamedFile.chunkBytes / 4)
+                do {
+                    try built.appendPopulation(to: &chunk, chunkBytes: StreamedFile.chunkBytes) {
+                        let n = $0.count
+                        try file.write(&$0, at: offset)
+                        offset += n
+                    }
+                    let n = chunk.count
+                    try file.write(&chunk, at: offset)
+                    offset += n
+                    part.value = offset - start
+                    if let size, part.value != size {
+                        throw PartFailure(
+                            description: "population.jsonl: loop \(k) wrote \(part.value) bytes where \(size) were "
+                                + "counted (the loops after it wrote at the wrong offsets)")
+                    }
+                } catch {
+                    failure.value = error
+                }
             }
             thread.name = "fanout-build-\(k)"
             thread.stackSize = 8 << 20
             thread.start()
         }
-        for _ in 0..<count { done.wait() }
+        // The token directory, loop by loop as their hashes come (while they write their parts).
+        var directory = TokenDirectory()
+        for k in 0..<count {
+            hashed[k].wait()
+            guard count > 1 else { continue }
+            // The loops hold about as many tokens each.
+            if k == 0 { directory.reserveCapacity(hashes[0].value.count * count * 21 / 20) }
+            directory.add(hashes[k].value, owner: k)
+            hashes[k].value = []
+        }
+        for k in 0..<count { done[k].wait() }
         progress.joining.add(1)
         var built = Built(services: services.map { $0.value! })
-        if count > 1 {
-            built.cluster = ServeCluster(
-                count: count, directory: TokenDirectory(hashesByWorker: hashes.map(\.value)))
-            for h in hashes { h.value = [] }
-        }
-        guard let folder else { return built }
-        // Join the parts in worker order: part 0 becomes population.jsonl, the others are appended to it.
-        let files: [StreamedFile]
-        do {
-            files = try parts.map { try $0.value.get()! }
-        } catch {
-            for p in parts { if case .success(let file) = p.value { file?.discard() } }
+        if count > 1 { built.cluster = ServeCluster(count: count, directory: directory) }
+        guard let folder, let population else { return built }
+        if let error = failures.lazy.compactMap(\.value).first {
+            population.discard()
             throw error
         }
-        let population = files[0]
-        population.progress = nil
-        for file in files.dropFirst() {
-            do {
-                try population.append(contentsOfFile: file.temporaryPath)
-            } catch {
-                for f in files { f.discard() }
-                throw error
-            }
-            file.discard()
-        }
         try population.commit()
-        built.populationBytes = population.bytesWritten
+        built.populationBytes = written.reduce(0) { $0 + $1.value }
         let rotated = try StreamedFile(path: folder + "/rotated-tokens.jsonl")
         var chunk: [UInt8] = []
         do {

@@ -260,12 +260,11 @@ struct Serve: ParsableCommand {
                     + "\(ProgressTicker.grouped(totalDevices)) " + String(format: "devices (%.1f s)", seconds)
             }
             if progress.joining.value > 0 {
-                return "joining population.jsonl's parts, building the token directory "
-                    + String(format: "(%.1f s)", seconds)
+                return "closing population.jsonl, writing rotated-tokens.jsonl " + String(format: "(%.1f s)", seconds)
             }
             let written = progress.populationBytes.value
             return "writing population.jsonl: "
-                + (written == 0 ? "start tokens and rotations" : ProgressTicker.bytes(written))
+                + (written == 0 ? "hashing the tokens, counting the lines" : ProgressTicker.bytes(written))
                 + String(format: " (%.1f s)", seconds)
         }
         let built: ServePopulation.Built

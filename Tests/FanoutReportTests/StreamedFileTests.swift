@@ -3,7 +3,8 @@ import FanoutReport
 import Foundation
 import Testing
 
-/// A large file written in chunks under a temporary name and renamed into place: whole or absent.
+/// A large file written in chunks under a temporary name and renamed into place: whole or absent; parts written by
+/// threads at their offsets.
 @Suite("StreamedFile: chunks written, renamed into place on commit, nothing left otherwise")
 struct StreamedFileTests {
     static func folder() throws -> URL {
@@ -57,23 +58,52 @@ struct StreamedFileTests {
         #expect(try Self.names(dir) == ["population.jsonl"])
     }
 
-    @Test("parts joined: another file's bytes appended in order, the part removed by its owner")
-    func append() throws {
+    @Test("parts written at their offsets by threads at once land in order, whole")
+    func parts() throws {
         let dir = try Self.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("population.jsonl").path
-        let whole = try StreamedFile(path: path, tag: "part0")
-        let part = try StreamedFile(path: path, tag: "part1")
-        var a = Array("worker 0\n".utf8)
-        var b = Array(repeating: UInt8(ascii: "b"), count: StreamedFile.chunkBytes + 7)
-        try whole.write(&a)
-        try part.write(&b)
-        try whole.append(contentsOfFile: part.temporaryPath)
-        part.discard()
-        try whole.commit()
+        let progress = ProgressCounter()
+        let file = try StreamedFile(path: path, progress: progress)
+        // Part k: `size(k)` bytes of the letter k, in chunks of 1,000 bytes.
+        @Sendable func size(_ k: Int) -> Int { 300_000 + k * 77_777 }
+        final class Shared: @unchecked Sendable {
+            let file: StreamedFile
+            var failures: [String] = []
+            let lock = NSLock()
+            init(_ file: StreamedFile) { self.file = file }
+        }
+        let shared = Shared(file)
+        let group = DispatchGroup()
+        for k in 0..<4 {
+            let start = (0..<k).reduce(0) { $0 + size($1) }
+            DispatchQueue.global().async(group: group) {
+                var offset = start
+                var written = 0
+                while written < size(k) {
+                    let n = min(1_000, size(k) - written)
+                    var chunk = [UInt8](repeating: UInt8(ascii: "a") + UInt8(k), count: n)
+                    do {
+                        try shared.file.write(&chunk, at: offset)
+                    } catch {
+                        shared.lock.lock()
+                        shared.failures.append("\(error)")
+                        shared.lock.unlock()
+                        return
+                    }
+                    offset += n
+                    written += n
+                }
+            }
+        }
+        group.wait()
+        #expect(shared.failures.isEmpty)
+        try file.commit()
+        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        let expected = (0..<4).flatMap { [UInt8](repeating: UInt8(ascii: "a") + UInt8($0), count: size($0)) }
+        #expect(bytes == expected)
+        #expect(progress.value == expected.count)
         #expect(try Self.names(dir) == ["population.jsonl"])
-        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
-        #expect(bytes.count == 9 + StreamedFile.chunkBytes + 7 && bytes.prefix(9) == Data("worker 0\n".utf8))
     }
 
     @Test("a folder that does not exist: a FileWriteError naming the file and the system's reason")

@@ -205,6 +205,29 @@ struct ServeFilesGoldenTests {
         return try Array(Data(contentsOf: url)) == bytes
     }
 
+    @Test("three loops: each part lands at its counted offset, the directory knows every token's loop")
+    func threeLoops() throws {
+        let folder = try Self.temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var s = BuiltinScenarios.named("smoke")!
+        s.faults.rotationShare = 0.05
+        let built = try ServePopulation.build(
+            scenario: s, auth: nil, nowSeconds: Self.now, workers: 3, folder: folder.path, clock: { 0 })
+        let file = Array(try Data(contentsOf: folder.appendingPathComponent("population.jsonl")))
+        #expect(file == built.services.flatMap { $0.populationLines() })
+        #expect(built.populationBytes == file.count)
+        #expect(built.services.dropLast().allSatisfy { $0.populationByteCount() == $0.populationLines().count })
+        let rotated = Array(try Data(contentsOf: folder.appendingPathComponent("rotated-tokens.jsonl")))
+        #expect(!rotated.isEmpty && rotated == built.services.flatMap { $0.rotatedTokenLines() })
+        let directory = try #require(built.cluster?.directory)
+        let expected = TokenDirectory(hashesByWorker: built.services.map { $0.ownedTokenHashes() })
+        #expect(directory.count == expected.count && directory.count > 1_500)
+        for row in try Self.rows(file) {
+            let owner = directory.owner(Array(row.token.utf8)[...])
+            #expect(owner != nil && owner == expected.owner(Array(row.token.utf8)[...]))
+        }
+    }
+
     @Test("one loop and two: the files match the golden files byte for byte", arguments: [1, 2])
     func matchesGolden(workers: Int) throws {
         let (files, accepted, requests) = try Self.serve(workers: workers)
