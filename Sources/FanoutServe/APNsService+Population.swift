@@ -21,6 +21,7 @@ extension APNsService {
     ) rethrows {
         let store = pipeline.store
         let world = engine.world
+        let sources = engine.sourcesOfActivities()
         var token: [UInt8] = []
         var name: [UInt8] = []
         var encoded: [UInt8] = []
@@ -34,7 +35,7 @@ extension APNsService {
                 previousDevice = d
                 startApp = store.app[i]
             }
-            let source = world.source(device: d, slot: k)
+            let source = sources[i] >= 0 ? Int(sources[i]) : world.source(device: d, slot: k)
             JSONWriter.append(PopulationLine.device, to: &out)
             store.deviceIds.withBytes(store.device[i]) { JSONWriter.appendString($0, to: &out) }
             JSONWriter.append(PopulationLine.app, to: &out)
@@ -79,6 +80,7 @@ extension APNsService {
     public func populationByteCount() -> Int {
         let store = pipeline.store
         let world = engine.world
+        let sources = engine.sourcesOfActivities()
         var total = 0
         var scratch: [UInt8] = []
         func quoted(_ bytes: UnsafeRawBufferPointer) -> Int {
@@ -104,7 +106,7 @@ extension APNsService {
                 previousDevice = d
                 startApp = store.app[i]
             }
-            let source = world.source(device: d, slot: k)
+            let source = sources[i] >= 0 ? Int(sources[i]) : world.source(device: d, slot: k)
             total += PopulationLine.fixedBytes + typeBytes[Int(store.schema[i])]
             total += store.deviceIds.withBytes(store.device[i]) { quoted($0) }
             total += store.appIds.withBytes(store.app[i]) { quoted($0) }

@@ -63,9 +63,9 @@ public enum ServePopulation {
     /// Builds `workers` services for `scenario` at UNIX time `nowSeconds`; with a `folder`, writes
     /// population.jsonl and rotated-tokens.jsonl into it (temporary names renamed into place; a failed write
     /// leaves neither and is thrown). Each loop's thread builds its service, counts the bytes of its part of
-    /// population.jsonl (but the last loop), hashes the tokens it owns (the calling thread adds them to the token
-    /// directory meanwhile) and writes its part at its offset once the parts before it are counted: the parts
-    /// land in loop order, written at once, nothing copied afterwards.
+    /// population.jsonl (but the last loop) and writes its part at its offset once the parts before it are
+    /// counted: the parts land in loop order, written at once, nothing copied afterwards. Meanwhile the calling
+    /// thread hashes each built loop's tokens into the token directory.
     public static func build(
         scenario: Scenario, auth: ProviderAuth?, nowSeconds: Int64, workers count: Int, folder: String?,
         progress: Progress = Progress(), clock: @escaping @Sendable () -> UInt64
@@ -75,34 +75,31 @@ public enum ServePopulation {
         let shared = population.map { Box($0) }
         let offsets = PartOffsets(count: count)
         let done = (0..<count).map { _ in DispatchSemaphore(value: 0) }
-        let hashed = (0..<count).map { _ in DispatchSemaphore(value: 0) }
+        let ready = (0..<count).map { _ in DispatchSemaphore(value: 0) }
         let services = (0..<count).map { _ in Box<APNsService?>(nil) }
         let failures = (0..<count).map { _ in Box<(any Error)?>(nil) }
         let written = (0..<count).map { _ in Box(0) }
-        let hashes = (0..<count).map { _ in Box<[UInt64]>([]) }
         for k in 0..<count {
-            let (service, failure, part, owned) = (services[k], failures[k], written[k], hashes[k])
-            let (finished, ownedReady) = (done[k], hashed[k])
+            let (service, failure, part) = (services[k], failures[k], written[k])
+            let (finished, madeReady) = (done[k], ready[k])
             let thread = Thread {
                 defer { finished.signal() }
-                let built = APNsService(
+                let made = APNsService(
                     scenario: scenario, auth: auth, nowSeconds: nowSeconds, worker: k, of: count,
                     progress: progress.devicesBuilt, clock: clock)
-                service.value = built
+                service.value = made
+                madeReady.signal()
                 // First what the loops after this one wait for (this part's size; the last part's is not needed),
-                // then the token hashes (the calling thread adds them to the directory), then the part itself.
-                let file = shared?.value
-                let size = file != nil && k < count - 1 ? built.populationByteCount() : nil
+                // then the part itself. The token hashes are the calling thread's (it only reads the service).
+                guard let file = shared?.value else { return }
+                let size = k < count - 1 ? made.populationByteCount() : nil
                 if let size { offsets.publish(k, size: size) }
-                if count > 1 { owned.value = built.ownedTokenHashes() }
-                ownedReady.signal()
-                guard let file else { return }
                 let start = offsets.offset(of: k)
                 var offset = start
                 var chunk: [UInt8] = []
                 chunk.reserveCapacity(StreamedFile.chunkBytes + StreamedFile.chunkBytes / 4)
                 do {
-                    try built.appendPopulation(to: &chunk, chunkBytes: StreamedFile.chunkBytes) {
+                    try made.appendPopulation(to: &chunk, chunkBytes: StreamedFile.chunkBytes) {
                         let n = $0.count
                         try file.write(&$0, at: offset)
                         offset += n
@@ -124,15 +121,15 @@ public enum ServePopulation {
             thread.stackSize = 8 << 20
             thread.start()
         }
-        // The token directory, loop by loop as their hashes come (while they write their parts).
+        // The token directory, loop by loop as they are built (while they write their parts; reads only).
         var directory = TokenDirectory()
         for k in 0..<count {
-            hashed[k].wait()
-            guard count > 1 else { continue }
+            ready[k].wait()
+            guard count > 1, let service = services[k].value else { continue }
+            let hashes = service.ownedTokenHashes()
             // The loops hold about as many tokens each.
-            if k == 0 { directory.reserveCapacity(hashes[0].value.count * count * 21 / 20) }
-            directory.add(hashes[k].value, owner: k)
-            hashes[k].value = []
+            if k == 0 { directory.reserveCapacity(hashes.count * count * 21 / 20) }
+            directory.add(hashes, owner: k)
         }
         for k in 0..<count { done[k].wait() }
         progress.joining.add(1)

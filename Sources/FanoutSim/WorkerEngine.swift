@@ -190,6 +190,20 @@ public final class WorkerEngine {
 
     public var activityCount: Int { slot.count }
 
+    /// The source each activity built at start follows (what `world.source(device:slot:)` draws for its device and
+    /// slot), read back from the sources' followers and the channels' subscribers instead of drawn again; -1 where
+    /// neither lists it (an activity ended or moved since: draw it). O(activities).
+    public func sourcesOfActivities() -> [Int32] {
+        var out = [Int32](repeating: -1, count: activityCount)
+        for (s, list) in followers.enumerated() {
+            for a in list where Int(a) < out.count { out[Int(a)] = Int32(s) }
+        }
+        for (s, c) in channelOfSource.enumerated() where c >= 0 {
+            for a in pipeline.router.subscribers[Int(c)] where Int(a) < out.count { out[Int(a)] = Int32(s) }
+        }
+        return out
+    }
+
     /// The global device number and the slot on it of local activity `a` (names and tokens derive from them).
     public func deviceAndSlot(of a: Int32) -> (device: Int, slot: Int) {
         (Int(deviceOf[Int(a)]), Int(slot[Int(a)]))

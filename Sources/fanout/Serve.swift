@@ -264,7 +264,7 @@ struct Serve: ParsableCommand {
             }
             let written = progress.populationBytes.value
             return "writing population.jsonl: "
-                + (written == 0 ? "hashing the tokens, counting the lines" : ProgressTicker.bytes(written))
+                + (written == 0 ? "counting the lines" : ProgressTicker.bytes(written))
                 + String(format: " (%.1f s)", seconds)
         }
         let built: ServePopulation.Built

@@ -70,4 +70,22 @@ struct ServeFilesCommandTests {
         #expect(result.stderr.contains("cannot create \(blocker.path)/run"), "\(result.stderr)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["file"])
     }
+
+    @Test("population.jsonl cannot be written whole (a file size limit): a clear error, a non-zero exit, no file")
+    func populationWriteFails() throws {
+        let folder = try CLI.temporaryDirectory().appendingPathComponent("run")
+        // SIGXFSZ ignored (inherited across exec): a write past the limit fails with EFBIG instead of killing.
+        // dash counts `ulimit -f` in 512-byte blocks, bash in 1024: either way 100–200 KB, under smoke's ~440 KB.
+        let result = try CLI.launch(
+            URL(fileURLWithPath: "/bin/sh"),
+            [
+                "-c", "trap '' XFSZ; ulimit -f 200; exec \"$0\" \"$@\"", CLI.binary.path, "serve", "smoke", "--h2c",
+                "--listen", "127.0.0.1:0", "--duration", "0.5", "--out", folder.path,
+            ])
+        #expect(result.status != 0)
+        #expect(
+            result.stderr.contains("cannot write \(folder.path)/population.jsonl: File too large"), "\(result.stderr)")
+        #expect(!result.stderr.contains("listening on"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty, "nothing half-written")
+    }
 }

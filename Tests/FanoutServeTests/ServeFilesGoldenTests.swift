@@ -205,6 +205,26 @@ struct ServeFilesGoldenTests {
         return try Array(Data(contentsOf: url)) == bytes
     }
 
+    @Test("the sources read back from the followers and the channels are the ones the world draws")
+    func sources() throws {
+        for service in Self.servicesWithoutFiles(workers: 2) {
+            let sources = service.engine.sourcesOfActivities()
+            #expect(sources.count == service.engine.activityCount && !sources.isEmpty)
+            for a in 0..<Int32(sources.count) {
+                let (d, k) = service.engine.deviceAndSlot(of: a)
+                #expect(Int(sources[Int(a)]) == service.engine.world.source(device: d, slot: k))
+            }
+        }
+    }
+
+    static func servicesWithoutFiles(workers: Int) -> [APNsService] {
+        var s = BuiltinScenarios.named("smoke")!
+        s.population.devices = 120
+        return (0..<workers).map { k in
+            APNsService(scenario: s, auth: nil, nowSeconds: now, worker: k, of: workers) { 0 }
+        }
+    }
+
     @Test("three loops: each part lands at its counted offset, the directory knows every token's loop")
     func threeLoops() throws {
         let folder = try Self.temporaryFolder()
