@@ -19,7 +19,10 @@ extension APNsService {
     public func appendPopulation(
         to out: inout [UInt8], chunkBytes: Int, flush: (inout [UInt8]) throws -> Void
     ) rethrows {
+        // Read once: each read through the pipeline is a copy (a retain per column), once per line adds up.
         let store = pipeline.store
+        let tokens = pipeline.router.updateTokens
+        let types = quotedTypeNames()
         let world = engine.world
         let sources = engine.sourcesOfActivities()
         var token: [UInt8] = []
@@ -43,9 +46,9 @@ extension APNsService {
             JSONWriter.append(PopulationLine.activity, to: &out)
             store.activityIds.withBytes(a) { JSONWriter.appendString($0, to: &out) }
             JSONWriter.append(PopulationLine.type, to: &out)
-            JSONWriter.appendString(pipeline.schemas[store.schema[i]].name, to: &out)
+            out.append(contentsOf: types[Int(store.schema[i])])
             token.removeAll(keepingCapacity: true)
-            pipeline.router.updateTokens.withBytes(store.token[i]) { APNsService.appendTokenText($0, to: &token) }
+            tokens.withBytes(store.token[i]) { APNsService.appendTokenText($0, to: &token) }
             JSONWriter.append(PopulationLine.token, to: &out)
             token.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
             JSONWriter.append(PopulationLine.startToken, to: &out)
@@ -74,6 +77,15 @@ extension APNsService {
         }
     }
 
+    /// Each schema's `attributes-type` name as a JSON string, by schema id.
+    func quotedTypeNames() -> [[UInt8]] {
+        pipeline.schemas.schemas.map { schema in
+            var name: [UInt8] = []
+            JSONWriter.appendString(schema.name, to: &name)
+            return name
+        }
+    }
+
     /// The bytes `appendPopulation` writes, counted without writing them (a loop's part of population.jsonl then
     /// goes straight to its place in the file): each line's fixed text and its strings' quoted lengths (a string
     /// with a byte JSON escapes is escaped into a scratch buffer to be counted).
@@ -91,11 +103,8 @@ extension APNsService {
             JSONWriter.appendString(bytes, to: &scratch)
             return scratch.count
         }
-        let typeBytes = (0..<pipeline.schemas.schemas.count).map { id in
-            var name: [UInt8] = []
-            JSONWriter.appendString(pipeline.schemas[Int32(id)].name, to: &name)
-            return name.count
-        }
+        let typeBytes = quotedTypeNames().map(\.count)
+        let tokens = pipeline.router.updateTokens
         var name: [UInt8] = []
         var previousDevice = -1
         var startApp: Int32 = -1
@@ -111,7 +120,7 @@ extension APNsService {
             total += store.deviceIds.withBytes(store.device[i]) { quoted($0) }
             total += store.appIds.withBytes(store.app[i]) { quoted($0) }
             total += store.activityIds.withBytes(a) { quoted($0) }
-            total += pipeline.router.updateTokens.withBytes(store.token[i]) { key in
+            total += tokens.withBytes(store.token[i]) { key in
                 guard key.first == 1 else { return 2 * (key.count - 1) + 2 }  // hex digits
                 return quoted(UnsafeRawBufferPointer(rebasing: key.dropFirst()))
             }
@@ -170,11 +179,12 @@ extension APNsService {
         let store = pipeline.store
         let world = engine.world
         out.reserveCapacity(engine.activityCount * 6 / 5 + retiredList.count)
+        let tokens = pipeline.router.updateTokens
         var text: [UInt8] = []
         var previousDevice = -1
         for a in 0..<Int32(engine.activityCount) {
             text.removeAll(keepingCapacity: true)
-            pipeline.router.updateTokens.withBytes(store.token[Int(a)]) { APNsService.appendTokenText($0, to: &text) }
+            tokens.withBytes(store.token[Int(a)]) { APNsService.appendTokenText($0, to: &text) }
             out.append(text.withUnsafeBytes { TokenDirectory.hash($0) })
             let d = engine.deviceAndSlot(of: a).device
             if d != previousDevice {  // the device's push-to-start token
