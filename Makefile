@@ -144,6 +144,16 @@ scale-million: build
 	@$(BIN) run million --clock virtual --workers 2 --out .build/scale-million 2>/dev/null \
 	  | grep -aE '^(deliveries|identities|throughput|memory)'
 
+## fanout serve million on 2 loops against fanout run million (virtual, 1 s, before and after), in one session: time to listening vs
+## the run's population build, peak RSS (/usr/bin/time -v), 60 s of h2load token pushes, SIGTERM until every file
+## (state.jsonl in full) is written, file sizes; reports/benchmarks/scale-serve-<date>.md. Fails when serve
+## listens later than 1.5x the run's build, peaks above 1.25x its RSS or takes over 30 s to shut down. The
+## run folders (GBs) live in .build/scale-serve and are removed. About 5 minutes; needs ~3 GiB and 4 GB of disk.
+.PHONY: scale-serve
+scale-serve: build
+	@command -v /usr/bin/time >/dev/null 2>&1 || { echo "scale-serve needs /usr/bin/time (apt-get install time)"; exit 1; }
+	python3 scripts/scale-serve.py --binary $(BIN)
+
 ## h2load against fanout serve and against nghttpd (nghttp2's C server), h2c and TLS, alternating rounds:
 ## medians, the ratio, reports/benchmarks/serve-<date>.md; fails below half of nghttpd's rate.
 .PHONY: serve-bench

@@ -64,6 +64,7 @@ extension ServeCluster {
     /// The cluster of these workers' services (service `k` is worker `k`), with the directory of the tokens
     /// each one owns, as `fanout serve --workers N` builds it.
     public convenience init(serving services: [APNsService]) {
-        self.init(count: services.count, directory: TokenDirectory(services.map { $0.ownedTokens() }))
+        self.init(
+            count: services.count, directory: TokenDirectory(hashesByWorker: services.map { $0.ownedTokenHashes() }))
     }
 }

@@ -2,10 +2,6 @@ import FanoutCore
 import FanoutMetrics
 import FanoutSim
 import FanoutWire
-import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// What a backend loads (population.jsonl, rotated-tokens.jsonl) and what the loops' token directory is built from.
 extension APNsService {
@@ -14,52 +10,141 @@ extension APNsService {
     /// its server. Strings are written by `JSONWriter`, as the state dump's are.
     public func populationLines() -> [UInt8] {
         var out: [UInt8] = []
+        appendPopulation(to: &out, chunkBytes: .max) { _ in }
+        return out
+    }
+
+    /// The population's lines (those of the activities built at start), appended to `out`; whenever `out` holds
+    /// `chunkBytes` or more it is handed to `flush` (which writes and empties it). Nothing is allocated per line.
+    public func appendPopulation(
+        to out: inout [UInt8], chunkBytes: Int, flush: (inout [UInt8]) throws -> Void
+    ) rethrows {
+        // Read once: each read through the pipeline is a copy (a retain per column), once per line adds up.
         let store = pipeline.store
+        let tokens = pipeline.router.updateTokens
+        let types = quotedTypeNames()
         let world = engine.world
+        let sources = engine.sourcesOfActivities()
         var token: [UInt8] = []
         var name: [UInt8] = []
-        for a in 0..<Int32(store.activityCount) {
+        var encoded: [UInt8] = []
+        var previousDevice = -1
+        var startApp: Int32 = -1
+        for a in 0..<Int32(engine.activityCount) {
             let i = Int(a)
             let (d, k) = engine.deviceAndSlot(of: a)
-            let source = world.source(device: d, slot: k)
-            JSONWriter.append("{\"device\": ", to: &out)
+            // A device's push-to-start token is for the app of its first activity (its activities are consecutive).
+            if d != previousDevice {
+                previousDevice = d
+                startApp = store.app[i]
+            }
+            let source = sources[i] >= 0 ? Int(sources[i]) : world.source(device: d, slot: k)
+            JSONWriter.append(PopulationLine.device, to: &out)
             store.deviceIds.withBytes(store.device[i]) { JSONWriter.appendString($0, to: &out) }
-            JSONWriter.append(", \"app\": ", to: &out)
+            JSONWriter.append(PopulationLine.app, to: &out)
             store.appIds.withBytes(store.app[i]) { JSONWriter.appendString($0, to: &out) }
-            JSONWriter.append(", \"activity\": ", to: &out)
+            JSONWriter.append(PopulationLine.activity, to: &out)
             store.activityIds.withBytes(a) { JSONWriter.appendString($0, to: &out) }
-            JSONWriter.append(", \"attributes-type\": ", to: &out)
-            JSONWriter.appendString(pipeline.schemas[store.schema[i]].name, to: &out)
+            JSONWriter.append(PopulationLine.type, to: &out)
+            out.append(contentsOf: types[Int(store.schema[i])])
             token.removeAll(keepingCapacity: true)
-            pipeline.router.updateTokens.withBytes(store.token[i]) { token.append(contentsOf: $0) }
-            JSONWriter.append(", \"token\": ", to: &out)
-            JSONWriter.appendString(APNsService.tokenText(token), to: &out)
-            JSONWriter.append(", \"push-to-start-token\": ", to: &out)
-            if let start = startTokenOf[APNsService.startTokenKey(device: d, app: store.app[i])] {
-                start.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
+            tokens.withBytes(store.token[i]) { APNsService.appendTokenText($0, to: &token) }
+            JSONWriter.append(PopulationLine.token, to: &out)
+            token.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
+            JSONWriter.append(PopulationLine.startToken, to: &out)
+            if store.app[i] == startApp {
+                token.removeAll(keepingCapacity: true)
+                world.appendToken(device: d, slot: 0xFFFF, generation: 0, to: &token)
+                token.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
             } else {
                 JSONWriter.append("null", to: &out)
             }
             name.removeAll(keepingCapacity: true)
             world.appendChannelId(source: source, to: &name)
-            JSONWriter.append(", \"channel\": ", to: &out)
+            JSONWriter.append(PopulationLine.channel, to: &out)
             if world.sourceIsBroadcast[source] {
-                JSONWriter.appendString(Base64.encode(name), to: &out)
+                encoded.removeAll(keepingCapacity: true)
+                Base64.append(encoding: name, to: &encoded)
+                encoded.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
             } else {
                 JSONWriter.append("null", to: &out)
             }
             // A source's id is its channel's name (`source-NNNNN`), whether it broadcasts or not.
-            JSONWriter.append(", \"source\": ", to: &out)
+            JSONWriter.append(PopulationLine.source, to: &out)
             name.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
-            JSONWriter.append("}\n", to: &out)
+            JSONWriter.append(PopulationLine.end, to: &out)
+            if out.count >= chunkBytes { try flush(&out) }
         }
-        return out
+    }
+
+    /// Each schema's `attributes-type` name as a JSON string, by schema id.
+    func quotedTypeNames() -> [[UInt8]] {
+        pipeline.schemas.schemas.map { schema in
+            var name: [UInt8] = []
+            JSONWriter.appendString(schema.name, to: &name)
+            return name
+        }
+    }
+
+    /// The bytes `appendPopulation` writes, counted without writing them (a loop's part of population.jsonl then
+    /// goes straight to its place in the file): each line's fixed text and its strings' quoted lengths (a string
+    /// with a byte JSON escapes is escaped into a scratch buffer to be counted).
+    public func populationByteCount() -> Int {
+        let store = pipeline.store
+        let world = engine.world
+        let sources = engine.sourcesOfActivities()
+        var total = 0
+        var scratch: [UInt8] = []
+        func quoted(_ bytes: UnsafeRawBufferPointer) -> Int {
+            guard bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+                return bytes.count + 2
+            }
+            scratch.removeAll(keepingCapacity: true)
+            JSONWriter.appendString(bytes, to: &scratch)
+            return scratch.count
+        }
+        let typeBytes = quotedTypeNames().map(\.count)
+        let tokens = pipeline.router.updateTokens
+        var name: [UInt8] = []
+        var previousDevice = -1
+        var startApp: Int32 = -1
+        for a in 0..<Int32(engine.activityCount) {
+            let i = Int(a)
+            let (d, k) = engine.deviceAndSlot(of: a)
+            if d != previousDevice {
+                previousDevice = d
+                startApp = store.app[i]
+            }
+            let source = sources[i] >= 0 ? Int(sources[i]) : world.source(device: d, slot: k)
+            total += PopulationLine.fixedBytes + typeBytes[Int(store.schema[i])]
+            total += store.deviceIds.withBytes(store.device[i]) { quoted($0) }
+            total += store.appIds.withBytes(store.app[i]) { quoted($0) }
+            total += store.activityIds.withBytes(a) { quoted($0) }
+            total += tokens.withBytes(store.token[i]) { key in
+                guard key.first == 1 else { return 2 * (key.count - 1) + 2 }  // hex digits
+                return quoted(UnsafeRawBufferPointer(rebasing: key.dropFirst()))
+            }
+            total += store.app[i] == startApp ? World.tokenBytes + 2 : 4
+            name.removeAll(keepingCapacity: true)
+            world.appendChannelId(source: source, to: &name)
+            total += world.sourceIsBroadcast[source] ? (name.count + 2) / 3 * 4 + 2 : 4
+            total += name.count + 2  // `source-NNNNN`: nothing to escape
+        }
+        return total
     }
 
     /// One line per update token rotated away at start: the token a backend that missed the rotation would
     /// still push to (answered 410 Unregistered), its activity, and when it stopped being valid.
     public func rotatedTokenLines() -> [UInt8] {
         var out: [UInt8] = []
+        appendRotatedTokens(to: &out, chunkBytes: .max) { _ in }
+        return out
+    }
+
+    /// The rotated tokens' lines, appended to `out` and handed to `flush` as `appendPopulation` does.
+    public func appendRotatedTokens(
+        to out: inout [UInt8], chunkBytes: Int, flush: (inout [UInt8]) throws -> Void
+    ) rethrows {
         for (token, a) in retiredList {
             JSONWriter.append("{\"token\": ", to: &out)
             token.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
@@ -68,39 +153,65 @@ extension APNsService {
             JSONWriter.append(", \"retiredAt\": ", to: &out)
             JSONWriter.appendInt(retired[token] ?? startMillis, to: &out)
             JSONWriter.append("}\n", to: &out)
+            if out.count >= chunkBytes { try flush(&out) }
         }
-        return out
     }
 
-    /// The key of a device's push-to-start token for an app: the global device number and the app's id.
-    static func startTokenKey(device d: Int, app: Int32) -> Int64 { Int64(d) << 32 | Int64(app) }
-
-    /// The router keeps canonical tokens as bytes behind a tag (see `Router.withTokenKey`): back to hex.
-    static func tokenText(_ key: [UInt8]) -> String {
-        guard let tag = key.first else { return "" }
-        if tag == 1 { return String(decoding: key.dropFirst(), as: UTF8.self) }
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
+    /// The router keeps canonical tokens as bytes behind a tag (see `Router.withTokenKey`): back to text (hex).
+    static func appendTokenText(_ key: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        guard let tag = key.first else { return }
+        if tag == 1 {
+            out.append(contentsOf: key.dropFirst())
+            return
+        }
         for byte in key.dropFirst() {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 15)])
+            out.append(hexDigits[Int(byte >> 4)])
+            out.append(hexDigits[Int(byte & 15)])
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
-    /// Every token this worker answers for (update tokens now and rotated away, push-to-start tokens): the
-    /// directory that sends a push to the worker owning its device.
-    public func ownedTokens() -> [[UInt8]] {
-        var out: [[UInt8]] = []
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// The directory hash (`TokenDirectory.hash`) of every token this worker answers for: update tokens now and
+    /// rotated away, push-to-start tokens. The directory sends a push to the worker owning its device.
+    public func ownedTokenHashes() -> [UInt64] {
+        var out: [UInt64] = []
         let store = pipeline.store
-        out.reserveCapacity(store.activityCount + retiredList.count + startTokenOf.count)
-        for a in 0..<store.activityCount {
-            var key: [UInt8] = []
-            pipeline.router.updateTokens.withBytes(store.token[a]) { key.append(contentsOf: $0) }
-            out.append(Array(APNsService.tokenText(key).utf8))
+        let world = engine.world
+        out.reserveCapacity(engine.activityCount * 6 / 5 + retiredList.count)
+        let tokens = pipeline.router.updateTokens
+        var text: [UInt8] = []
+        var previousDevice = -1
+        for a in 0..<Int32(engine.activityCount) {
+            text.removeAll(keepingCapacity: true)
+            tokens.withBytes(store.token[Int(a)]) { APNsService.appendTokenText($0, to: &text) }
+            out.append(text.withUnsafeBytes { TokenDirectory.hash($0) })
+            let d = engine.deviceAndSlot(of: a).device
+            if d != previousDevice {  // the device's push-to-start token
+                previousDevice = d
+                text.removeAll(keepingCapacity: true)
+                world.appendToken(device: d, slot: 0xFFFF, generation: 0, to: &text)
+                out.append(text.withUnsafeBytes { TokenDirectory.hash($0) })
+            }
         }
-        for (token, _) in retiredList { out.append(token) }
-        for token in startTokenOf.values { out.append(token) }
+        for (token, _) in retiredList { out.append(token.withUnsafeBytes { TokenDirectory.hash($0) }) }
         return out
     }
+}
+
+/// The fixed text of a population.jsonl line, shared by the writer and the byte count.
+enum PopulationLine {
+    static let device: StaticString = "{\"device\": "
+    static let app: StaticString = ", \"app\": "
+    static let activity: StaticString = ", \"activity\": "
+    static let type: StaticString = ", \"attributes-type\": "
+    static let token: StaticString = ", \"token\": "
+    static let startToken: StaticString = ", \"push-to-start-token\": "
+    static let channel: StaticString = ", \"channel\": "
+    static let source: StaticString = ", \"source\": "
+    static let end: StaticString = "}\n"
+
+    /// Every fixed piece of one line together.
+    static let fixedBytes = [device, app, activity, type, token, startToken, channel, source, end]
+        .reduce(0) { $0 + $1.utf8CodeUnitCount }
 }

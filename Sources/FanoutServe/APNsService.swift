@@ -61,8 +61,8 @@ public final class APNsService {
         public init() {}
     }
     public var channelLimits = ChannelLimits()
-    /// Push-to-start tokens of the population, by (device, app) as written to population.jsonl.
-    var startTokenOf: [Int64: [UInt8]] = [:]
+    // Push-to-start tokens of the population are not kept here: each device's is derived from the world (slot
+    // 0xFFFF, generation 0) for the app of its first activity (the router holds them for lookups).
     var startedActivities = 0
 
     /// Broadcasts answered and waiting for their fan-out (run after the connection's input is processed,
@@ -88,13 +88,13 @@ public final class APNsService {
 
     /// Builds the scenario's whole population at UNIX time `nowSeconds`, rotates the scenario's
     /// `rotationShare` of the update tokens once (the old ones answer 410), and gives each device a
-    /// push-to-start token for the app of its first activity.
+    /// push-to-start token for the app of its first activity. `progress` counts the devices built.
     public init(
         scenario: Scenario, auth: ProviderAuth?, nowSeconds: Int64, worker: Int = 0, of workers: Int = 1,
-        clock: @escaping @Sendable () -> UInt64
+        progress: ProgressCounter? = nil, clock: @escaping @Sendable () -> UInt64
     ) {
         let world = World(scenario: scenario, epochSeconds: nowSeconds)
-        engine = WorkerEngine(world: world, index: worker, count: workers, hrtime: clock)
+        engine = WorkerEngine(world: world, index: worker, count: workers, hrtime: clock, progress: progress)
         self.worker = worker
         self.workers = workers
         self.auth = auth
@@ -111,6 +111,7 @@ public final class APNsService {
         let share = scenario.faults.rotationShare
         var deviceBytes: [UInt8] = []
         var bundle: [UInt8] = []
+        var token: [UInt8] = []
         // Read through the pipeline's in-place accessors: a copy of the store taken here would be copied
         // again, whole, by the first setStartToken below.
         var previousDevice = -1
@@ -118,7 +119,7 @@ public final class APNsService {
             let (d, k) = engine.deviceAndSlot(of: a)
             if d != previousDevice {  // a device's activities are consecutive: its first one
                 previousDevice = d
-                var token: [UInt8] = []
+                token.removeAll(keepingCapacity: true)
                 world.appendToken(device: d, slot: 0xFFFF, generation: 0, to: &token)
                 let app = pipeline.app(of: a)
                 deviceBytes.removeAll(keepingCapacity: true)
@@ -130,7 +131,6 @@ public final class APNsService {
                         token.withUnsafeBytes { pipeline.setStartToken(device: dev, app: b, token: $0) }
                     }
                 }
-                startTokenOf[APNsService.startTokenKey(device: d, app: app)] = token
             }
             if share > 0, Mix.unit(Mix.hash(scenario.seed, 0x5E, UInt64(d), UInt64(k))) < share {
                 let (old, _) = engine.rotateToken(of: a)

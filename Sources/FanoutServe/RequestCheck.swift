@@ -233,6 +233,12 @@ public enum Base64 {
     public static func encode(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        append(encoding: bytes, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the encoding of `bytes` to `out` (no intermediate string).
+    public static func append(encoding bytes: [UInt8], to out: inout [UInt8]) {
         var i = 0
         while i < bytes.count {
             let b0 = UInt32(bytes[i])
@@ -245,7 +251,6 @@ public enum Base64 {
             out.append(i + 2 < bytes.count ? alphabet[Int(n & 63)] : UInt8(ascii: "="))
             i += 3
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Decodes base64 (`url`: base64url); nil for anything else (a character outside the alphabet, a bad

@@ -10,14 +10,26 @@ public struct TokenDirectory: Sendable {
 
     public init() {}
 
-    public init(_ tokensByWorker: [[[UInt8]]]) {
-        owners.reserveCapacity(tokensByWorker.reduce(0) { $0 + $1.count })
-        for (worker, tokens) in tokensByWorker.enumerated() {
-            for t in tokens { owners[TokenDirectory.hash(t[...])] = UInt8(worker) }
+    /// From each worker's token hashes (`APNsService.ownedTokenHashes`).
+    public init(hashesByWorker: [[UInt64]]) {
+        owners.reserveCapacity(hashesByWorker.reduce(0) { $0 + $1.count })
+        for (worker, hashes) in hashesByWorker.enumerated() {
+            for h in hashes { owners[h] = UInt8(worker) }
         }
     }
 
+    mutating func reserveCapacity(_ n: Int) { owners.reserveCapacity(n) }
+
+    /// Adds a worker's token hashes (`APNsService.ownedTokenHashes`).
+    mutating func add(_ hashes: [UInt64], owner worker: Int) {
+        for h in hashes { owners[h] = UInt8(worker) }
+    }
+
     static func hash(_ bytes: ArraySlice<UInt8>) -> UInt64 {
+        bytes.withUnsafeBytes { hash($0) }
+    }
+
+    static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
         for b in bytes {
             h ^= UInt64(b)

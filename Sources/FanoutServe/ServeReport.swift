@@ -9,8 +9,17 @@ import Foundation
 /// identities, latency percentiles, connections, findings with examples), latency.hlog (the loops' intervals
 /// merged, each sample once; the totals are their sum), one `.hgrm` per latency metric,
 /// population.jsonl (written at start) and state.jsonl (what a user would see at the end, in the trace
-/// state-dump format). Every file is renamed into place; summary.json last.
+/// state-dump format; streamed by `writeState`). Every file is renamed into place; summary.json last.
 public enum ServeReport {
+    /// What state.jsonl holds (`fanout serve --state`): every activity and device line and the totals (`full`), the
+    /// totals line only (`summary`), or no file (`none`).
+    public enum StateDetail: String, Sendable, CaseIterable {
+        case none, summary, full
+
+        /// The default: the whole dump up to 100,000 devices, the totals above (a million devices' dump is ~2 GB).
+        public static func automatic(devices: Int) -> StateDetail { devices <= 100_000 ? .full : .summary }
+    }
+
     public struct Info: Sendable {
         public var scenario: String
         public var seed: UInt64
@@ -20,6 +29,8 @@ public enum ServeReport {
         public var startedAt: String
         public var gitRevision: String
         public var workers = 1
+        /// What state.jsonl holds (`--state`).
+        public var state = StateDetail.full
         /// UNIX seconds when serving began, after the population was built (the histogram log's StartTime).
         public var startedAtSeconds = 0.0
         /// `--latency` and `--faults` as given (nil: none).
@@ -41,8 +52,8 @@ public enum ServeReport {
     public typealias Measured = (totals: LatencyRecorder, intervals: [LoggedInterval])
 
     /// The files of a run served by several workers: their counts added, their measurements merged interval by
-    /// interval (`ServeMeasurements`, shared by the workers), their state dumps merged (lines sorted as one
-    /// dump sorts them, one totals line). A measurement that could not be merged or stored is thrown.
+    /// interval (`ServeMeasurements`, shared by the workers); state.jsonl is written apart (`writeState`). A
+    /// measurement that could not be merged or stored is thrown.
     public static func files(
         _ info: Info, services: [APNsService], connections: ConnectionStats, bytes: (read: Int, written: Int),
         elapsedSeconds: Double, nowMillis: Int64
@@ -70,34 +81,47 @@ public enum ServeReport {
                 "#[fanout serve \(m.name): \(m.about); values in microseconds (us), recorded in nanoseconds]\n"
                 + PercentileText.distribution(latency[serve: m], scale: 1000)
         }
-        if services.count == 1 {
-            files["state.jsonl"] = String(
-                decoding: StateDump.render(services[0].pipeline, nowMillis: nowMillis), as: UTF8.self)
-        } else {
-            var activities: [Substring] = []
-            var devices: [Substring] = []
-            var texts: [String] = []
-            for s in services {
-                texts.append(String(decoding: StateDump.render(s.pipeline, nowMillis: nowMillis), as: UTF8.self))
-            }
-            for text in texts {
-                for line in text.split(separator: "\n") {
-                    if line.hasPrefix("{\"activity\"") { activities.append(line) }
-                    else if line.hasPrefix("{\"device\"") { devices.append(line) }
-                }
-            }
-            activities.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            devices.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            var dump = (activities + devices).joined(separator: "\n") + "\n"
-            dump += String(decoding: StateDump.totalsLine(accounting), as: UTF8.self)
-            files["state.jsonl"] = dump
-        }
         files["latency.hlog"] = histogramLog(info, measured.intervals)
         files["report.html"] = ServeHTML.render(
             info, stats, latency, accounting, connections, bytes, elapsedSeconds, seconds: overTime(measured.intervals))
         files["summary.json"] = try summaryJSON(info, stats, latency, accounting, connections, bytes, elapsedSeconds)
         files["summary.md"] = summaryMarkdown(info, stats, latency, accounting, connections, bytes, elapsedSeconds)
         return files
+    }
+
+    /// state.jsonl at `path`: what users see at `nowMillis` (the trace state-dump format), streamed to disk as it
+    /// is produced (chunks of `StreamedFile.chunkBytes`, a temporary name renamed into place; nothing under `path`
+    /// if a write fails). Several workers: their dumps merged (lines sorted as one dump sorts them, one totals
+    /// line). `detail` `.summary`: the totals line alone; `.none`: no file (any earlier one is left as it is).
+    /// `progress` counts the bytes written; returns their number.
+    @discardableResult
+    public static func writeState(
+        services: [APNsService], nowMillis: Int64, path: String, detail: StateDetail = .full,
+        progress: ProgressCounter? = nil
+    ) throws -> Int {
+        if detail == .none { return 0 }
+        let file = try StreamedFile(path: path, progress: progress)
+        var chunk: [UInt8] = []
+        chunk.reserveCapacity(StreamedFile.chunkBytes + StreamedFile.chunkBytes / 4)
+        let size = StreamedFile.chunkBytes
+        if detail == .summary {
+            var accounting = Accounting()
+            for s in services { accounting.add(s.pipeline.accounting) }
+            chunk = StateDump.totalsLine(accounting)
+        } else if services.count == 1 {
+            try StateDump.write(services[0].pipeline, nowMillis: nowMillis, to: &chunk, chunkBytes: size) {
+                try file.write(&$0)
+            }
+        } else {
+            var accounting = Accounting()
+            for s in services { accounting.add(s.pipeline.accounting) }
+            try StateDump.writeMerged(
+                services.map(\.pipeline), totals: accounting, nowMillis: nowMillis, to: &chunk, chunkBytes: size
+            ) { try file.write(&$0) }
+        }
+        try file.write(&chunk)
+        try file.commit()
+        return file.bytesWritten
     }
 
     /// One row per second of the run, from the intervals' summaries (nothing decoded): responses submitted
@@ -173,6 +197,7 @@ public enum ServeReport {
             "kind": "serve",
             "scenario": info.scenario, "seed": info.seed, "listen": info.listen, "transport": info.transport,
             "auth": info.auth, "startedAt": info.startedAt, "gitRevision": info.gitRevision, "workers": info.workers,
+            "state": info.state.rawValue,
             "elapsedSeconds": (elapsed * 1000).rounded() / 1000,
             "requests": [
                 "total": s.requests, "byStatus": statuses, "byReason": reasons, "acceptedPushes": s.acceptedPushes,
@@ -327,7 +352,12 @@ public enum ServeReport {
         if !any { md += "None: no push went to a rotated or unknown token, none was stale, late, rejected or throttled.\n" }
         md += "\nFiles: report.html, latency.hlog (every metric, one interval per second of serving, each sample "
         md += "once), "
-        md += "population.jsonl (the subscribers, written at start), state.jsonl (what users see at the end), "
+        md += "population.jsonl (the subscribers, written at start), "
+        switch info.state {
+        case .full: md += "state.jsonl (what users see at the end), "
+        case .summary: md += "state.jsonl (the totals line only: --state summary), "
+        case .none: md += "no state.jsonl (--state none), "
+        }
         md += ServeMetric.allCases.map { "\($0.name).hgrm" }.joined(separator: ", ") + ".\n"
         return md
     }

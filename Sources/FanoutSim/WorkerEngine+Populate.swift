@@ -1,8 +1,9 @@
 import FanoutCore
+import FanoutMetrics
 
 /// The worker's devices and their activities, created before the run starts.
 extension WorkerEngine {
-    func populate() {
+    func populate(progress: ProgressCounter?) {
         let scenario = world.scenario
         // Every broadcast channel exists on every worker, registered for its source's app, so that a
         // worker without subscribers still routes it (zero local deliveries) and judges its topic alike.
@@ -54,7 +55,13 @@ extension WorkerEngine {
         slot.reserveCapacity(expected)
         generation.reserveCapacity(expected)
         deviceOf.reserveCapacity(expected)
+        var unreported = 0
         for d in deviceNumbers.lazy.map({ Int($0) }) {
+            unreported += 1
+            if unreported == 4096 {
+                progress?.add(unreported)
+                unreported = 0
+            }
             deviceBytes.removeAll(keepingCapacity: true)
             world.appendDeviceId(d, to: &deviceBytes)
             for k in 0..<world.activityCount(device: d) {
@@ -91,6 +98,7 @@ extension WorkerEngine {
                 if !world.sourceIsBroadcast[source] { followers[source].append(a) }
             }
         }
+        progress?.add(unreported)
         bundles.removeAll()
         for s in 0..<scenario.sources.count where world.sourceIsBroadcast[s] {
             channel.removeAll(keepingCapacity: true)

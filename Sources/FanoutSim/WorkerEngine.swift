@@ -149,7 +149,11 @@ public final class WorkerEngine {
     let expirationSeconds: Int64?
     let coalescing: Bool
 
-    public init(world: World, index: Int, count: Int, hrtime: @escaping @Sendable () -> UInt64) {
+    /// `progress` counts the devices populated, in batches (a long build's progress line).
+    public init(
+        world: World, index: Int, count: Int, hrtime: @escaping @Sendable () -> UInt64,
+        progress: ProgressCounter? = nil
+    ) {
         self.world = world
         self.index = index
         self.count = count
@@ -179,12 +183,26 @@ public final class WorkerEngine {
         heldBytes.reserveCapacity(1 << 16)
         tokenScratch.initialize(repeating: 0, count: World.tokenBytes)
         channel.reserveCapacity(64)
-        populate()
+        populate(progress: progress)
     }
 
     deinit { tokenScratch.deallocate() }
 
     public var activityCount: Int { slot.count }
+
+    /// The source each activity built at start follows (what `world.source(device:slot:)` draws for its device and
+    /// slot), read back from the sources' followers and the channels' subscribers instead of drawn again; -1 where
+    /// neither lists it (an activity ended or moved since: draw it). O(activities).
+    public func sourcesOfActivities() -> [Int32] {
+        var out = [Int32](repeating: -1, count: activityCount)
+        for (s, list) in followers.enumerated() {
+            for a in list where Int(a) < out.count { out[Int(a)] = Int32(s) }
+        }
+        for (s, c) in channelOfSource.enumerated() where c >= 0 {
+            for a in pipeline.router.subscribers[Int(c)] where Int(a) < out.count { out[Int(a)] = Int32(s) }
+        }
+        return out
+    }
 
     /// The global device number and the slot on it of local activity `a` (names and tokens derive from them).
     public func deviceAndSlot(of a: Int32) -> (device: Int, slot: Int) {

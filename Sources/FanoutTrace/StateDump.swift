@@ -7,25 +7,43 @@ import FanoutCore
 public enum StateDump {
     public static func render(_ pipeline: Pipeline, nowMillis: Int64) -> [UInt8] {
         var out: [UInt8] = []
-        let store = pipeline.store
-        for a in sortedIds(store.activityIds) {
-            appendActivity(a, pipeline, nowMillis: nowMillis, to: &out)
-        }
-        for d in sortedIds(store.deviceIds) {
-            JSONWriter.append("{\"device\": ", to: &out)
-            appendId(store.deviceIds, d, to: &out)
-            JSONWriter.append(", \"lockScreen\": ", to: &out)
-            appendIdList(store.lockScreen(device: d, nowMillis: nowMillis), store.activityIds, to: &out)
-            JSONWriter.append(", \"island\": ", to: &out)
-            appendIdList(store.island(device: d, nowMillis: nowMillis), store.activityIds, to: &out)
-            JSONWriter.append("}\n", to: &out)
-        }
-        appendTotals(pipeline.accounting, to: &out)
+        write(pipeline, nowMillis: nowMillis, to: &out, chunkBytes: .max) { _ in }
         return out
     }
 
-    private static func appendActivity(_ a: Int32, _ pipeline: Pipeline, nowMillis: Int64, to out: inout [UInt8]) {
+    /// The dump of one pipeline, appended to `out` line by line; whenever `out` holds `chunkBytes` or more it is
+    /// handed to `flush` (which writes and empties it), so a dump of any size is written in bounded memory. What
+    /// is left in `out` at the end is the caller's to write.
+    public static func write(
+        _ pipeline: Pipeline, nowMillis: Int64, to out: inout [UInt8], chunkBytes: Int,
+        flush: (inout [UInt8]) throws -> Void
+    ) rethrows {
+        // Read once (each read of `pipeline.store` is a copy of its columns: a retain and a release each).
         let store = pipeline.store
+        for a in sortedIds(store.activityIds) {
+            appendActivity(a, pipeline, store, nowMillis: nowMillis, to: &out)
+            if out.count >= chunkBytes { try flush(&out) }
+        }
+        for d in sortedIds(store.deviceIds) {
+            appendDevice(d, store, nowMillis: nowMillis, to: &out)
+            if out.count >= chunkBytes { try flush(&out) }
+        }
+        appendTotals(pipeline.accounting, to: &out)
+    }
+
+    static func appendDevice(_ d: Int32, _ store: ActivityStore, nowMillis: Int64, to out: inout [UInt8]) {
+        JSONWriter.append("{\"device\": ", to: &out)
+        appendId(store.deviceIds, d, to: &out)
+        JSONWriter.append(", \"lockScreen\": ", to: &out)
+        appendIdList(store.lockScreen(device: d, nowMillis: nowMillis), store.activityIds, to: &out)
+        JSONWriter.append(", \"island\": ", to: &out)
+        appendIdList(store.island(device: d, nowMillis: nowMillis), store.activityIds, to: &out)
+        JSONWriter.append("}\n", to: &out)
+    }
+
+    static func appendActivity(
+        _ a: Int32, _ pipeline: Pipeline, _ store: ActivityStore, nowMillis: Int64, to out: inout [UInt8]
+    ) {
         let i = Int(a)
         JSONWriter.append("{\"activity\": ", to: &out)
         appendId(store.activityIds, a, to: &out)
@@ -42,20 +60,24 @@ public enum StateDump {
             JSONWriter.append("null", to: &out)
         }
         JSONWriter.append(", \"content\": ", to: &out)
-        store.withContent(a) { pipeline.schemas[store.schema[i]].appendJSON(record: $0, style: .python, to: &out) }
+        let schema = store.schema[i]
+        store.withContent(a) { pipeline.schemas[schema].appendJSON(record: $0, style: .python, to: &out) }
         JSONWriter.append(", \"staleDate\": ", to: &out)
         appendDate(store.staleDateSeconds(a), to: &out)
         JSONWriter.append(", \"relevance\": ", to: &out)
         JSONWriter.appendPythonFloat(store.relevance[i], to: &out)
         JSONWriter.append(", \"outcomes\": {", to: &out)
         var first = true
-        for outcome in Outcome.allCases {
+        for outcome in outcomes {
             let count = store.outcomeCount(outcome, for: a)
             if count == 0 { continue }
             appendCount(outcome.name, count, first: &first, to: &out)
         }
         JSONWriter.append("}}\n", to: &out)
     }
+
+    /// Read once (`allCases` builds its array at each call).
+    private static let outcomes = Outcome.allCases
 
     /// The totals line alone (several pipelines' dumps merged: their lines sorted, one totals line).
     public static func totalsLine(_ totals: Accounting) -> [UInt8] {
@@ -64,7 +86,7 @@ public enum StateDump {
         return out
     }
 
-    private static func appendTotals(_ totals: Accounting, to out: inout [UInt8]) {
+    static func appendTotals(_ totals: Accounting, to out: inout [UInt8]) {
         JSONWriter.append("{\"totals\": {\"pushes\": ", to: &out)
         JSONWriter.appendInt(Int64(totals.pushes), to: &out)
         JSONWriter.append(", \"rejected\": {", to: &out)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import FanoutCore
+import FanoutMetrics
 import FanoutReport
 import FanoutServe
 import FanoutSim
@@ -15,8 +16,10 @@ struct Serve: ParsableCommand {
             (docs/INGEST.md) and every accepted push is applied by the devices it reaches. population.jsonl \
             (the subscribers, to load into the backend) is written to the run folder at start; on SIGINT, \
             SIGTERM or --duration the server sends GOAWAY, lets in-flight streams finish and writes the rest \
-            of the folder (summary.json/md, .hgrm, state.jsonl). --latency and --faults make it answer as APNs \
-            does on a bad day (slow answers, 503/429/500, resets, GOAWAYs, stalls), each draw from --seed \
+            of the folder (summary.json/md, .hgrm, state.jsonl as --state says). The loops build their devices \
+            at once; the large files are streamed to disk as they are produced, with a progress line each \
+            second when that takes longer than a second. --latency and --faults make it answer as APNs does on \
+            a bad day (slow answers, 503/429/500, resets, GOAWAYs, stalls), each draw from --seed \
             (docs/INGEST.md §3).
             """
     )
@@ -133,6 +136,13 @@ struct Serve: ParsableCommand {
     @Option(help: "Override the scenario's seed (the population, and every --faults and --latency draw).")
     var seed: UInt64?
 
+    @Option(
+        help: ArgumentHelp(
+            "What state.jsonl holds at shutdown: full (every activity and device, ~2 GB for a million devices), "
+                + "summary (the totals line only) or none (no file). Default: full up to 100000 devices, summary "
+                + "above.", valueName: "full|summary|none"))
+    var state: String?
+
     @Option(help: "Run folder (default reports/runs/<UTC time>-serve-<scenario>/).")
     var out: String?
 
@@ -140,6 +150,9 @@ struct Serve: ParsableCommand {
         if h2c && (tlsCert != nil || tlsKey != nil) { throw ValidationError("--h2c and --tls-cert/--tls-key exclude each other") }
         if !h2c && (tlsCert == nil || tlsKey == nil) {
             throw ValidationError("choose --h2c, or TLS with both --tls-cert FILE and --tls-key FILE")
+        }
+        if let state, ServeReport.StateDetail(rawValue: state) == nil {
+            throw ValidationError("--state: expected full, summary or none, got \(state)")
         }
         guard auth == "none" || auth == "jwt" else { throw ValidationError("--auth: expected none or jwt, got \(auth)") }
         if auth == "jwt" && (authKeys.isEmpty || team == nil) {
@@ -259,18 +272,7 @@ struct Serve: ParsableCommand {
         let startedAt = Date()
         let folder = out ?? "reports/runs/\(Run.timestamp())-serve-\(s.name)"
         let count = workers == 0 ? max(1, ProcessInfo.processInfo.activeProcessorCount) : workers
-        let buildStart = EventLoop.hrtimeNanos
-        let services = (0..<count).map { k in
-            APNsService(
-                scenario: s, auth: providerAuth, nowSeconds: Int64(startedAt.timeIntervalSince1970), worker: k,
-                of: count, clock: { EventLoop.hrtimeNanos })
-        }
-        for service in services {
-            service.channelLimits.apiBundles = maxAPIBundles
-            service.channelLimits.listedChannels = maxListedChannels
-        }
-        let cluster = count > 1 ? ServeCluster(serving: services) : nil
-        let buildSeconds = Double(EventLoop.hrtimeNanos &- buildStart) / 1e9
+        // The address and the TLS files are checked before the population is built and anything is written.
         let sockets: [Int32]
         let port: Int
         do {
@@ -279,7 +281,6 @@ struct Serve: ParsableCommand {
             throw CommandFailure("cannot serve on \(listen): \(error)")
         }
         options.port = port
-        // TLS files are read before anything is written.
         var tlsFailure: Error?
         if !h2c {
             do { _ = try TLSContext(certificateFile: tlsCert!, keyFile: tlsKey!) } catch { tlsFailure = error }
@@ -288,17 +289,49 @@ struct Serve: ParsableCommand {
             for fd in sockets { close(fd) }
             throw CommandFailure("cannot serve on \(listen): \(tlsFailure)")
         }
-        // The subscribers, for the backend to load, before the first request can arrive.
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            try Data(services.flatMap { $0.populationLines() }).write(
-                to: URL(fileURLWithPath: folder).appendingPathComponent("population.jsonl"), options: .atomic)
-            try Data(services.flatMap { $0.rotatedTokenLines() }).write(
-                to: URL(fileURLWithPath: folder).appendingPathComponent("rotated-tokens.jsonl"), options: .atomic)
         } catch {
             for fd in sockets { close(fd) }
-            throw CommandFailure("cannot write \(folder)/population.jsonl: \(error)")
+            throw CommandFailure("cannot create \(folder): \(error)")
         }
+        // The population, one thread per loop, and the subscribers for the backend to load (population.jsonl,
+        // streamed as it is produced), before the first request can arrive.
+        let buildStart = EventLoop.hrtimeNanos
+        let progress = ServePopulation.Progress()
+        let totalDevices = s.population.devices
+        let ticker = ProgressTicker { seconds in
+            let built = progress.devicesBuilt.value
+            if built < totalDevices {
+                return "building population: \(ProgressTicker.grouped(built)) / "
+                    + "\(ProgressTicker.grouped(totalDevices)) " + String(format: "devices (%.1f s)", seconds)
+            }
+            if progress.joining.value > 0 {
+                return "closing population.jsonl, writing rotated-tokens.jsonl " + String(format: "(%.1f s)", seconds)
+            }
+            let written = progress.populationBytes.value
+            return "writing population.jsonl: "
+                + (written == 0 ? "counting the lines" : ProgressTicker.bytes(written))
+                + String(format: " (%.1f s)", seconds)
+        }
+        let built: ServePopulation.Built
+        do {
+            built = try ServePopulation.build(
+                scenario: s, auth: providerAuth, nowSeconds: Int64(startedAt.timeIntervalSince1970), workers: count,
+                folder: folder, progress: progress, clock: { EventLoop.hrtimeNanos })
+        } catch {
+            ticker.finish()
+            for fd in sockets { close(fd) }
+            throw CommandFailure("fanout serve: \(error)")
+        }
+        ticker.finish()
+        let services = built.services
+        for service in services {
+            service.channelLimits.apiBundles = maxAPIBundles
+            service.channelLimits.listedChannels = maxListedChannels
+        }
+        let cluster = built.cluster
+        let buildSeconds = Double(EventLoop.hrtimeNanos &- buildStart) / 1e9
         let transport = h2c ? "h2c" : "TLS"
         let shownHost = host.contains(":") ? "[\(host)]" : host
         let activities = services.reduce(0) { $0 + $1.pipeline.store.activityCount }
@@ -330,16 +363,36 @@ struct Serve: ParsableCommand {
         info.workers = count
         info.latency = options.faults.latencyText
         info.faults = options.faults.faultsText
+        info.state = state.flatMap(ServeReport.StateDetail.init(rawValue:))
+            ?? .automatic(devices: s.population.devices)
         info.startedAtSeconds = servingSince.timeIntervalSince1970
+        let endMillis = Int64(Date().timeIntervalSince1970 * 1000)
+        // state.jsonl first (the largest file, streamed as it is produced), then the rest, summary.json last.
+        let stateBytes = ProgressCounter()
+        let stateTicker = ProgressTicker { seconds in
+            let written = stateBytes.value
+            return "writing state.jsonl: " + (written == 0 ? "sorting the ids" : ProgressTicker.bytes(written))
+                + String(format: " (%.1f s)", seconds)
+        }
+        do {
+            try ServeReport.writeState(
+                services: services, nowMillis: endMillis, path: folder + "/state.jsonl", detail: info.state,
+                progress: stateBytes)
+        } catch {
+            stateTicker.finish()
+            throw CommandFailure(
+                "fanout serve: \(error); \(folder) holds population.jsonl and rotated-tokens.jsonl only, no summary")
+        }
+        stateTicker.finish()
         let files: [String: String]
         do {
             files = try ServeReport.files(
                 info, services: services, connections: results.connections, bytes: results.bytes,
-                elapsedSeconds: results.elapsedSeconds, nowMillis: Int64(Date().timeIntervalSince1970 * 1000))
+                elapsedSeconds: results.elapsedSeconds, nowMillis: endMillis)
         } catch {
             throw CommandFailure(
                 "fanout serve: the measurements could not be merged or stored (\(error)); \(folder) holds "
-                    + "population.jsonl and rotated-tokens.jsonl only, no summary")
+                    + "population.jsonl, rotated-tokens.jsonl and state.jsonl only, no summary")
         }
         try RunFiles.write(folder: folder, files: files)
         var st = ServeStats()
@@ -351,7 +404,8 @@ struct Serve: ParsableCommand {
         print(
             "fanout serve: \(st.requests) requests (\(st.acceptedPushes) pushes, \(st.acceptedBroadcasts) broadcasts "
                 + "accepted), \(accounting.deliveries) deliveries, "
-                + "\(results.connections.accepted) connections; run folder \(folder)")
+                + "\(results.connections.accepted) connections; state.jsonl: \(info.state.rawValue); "
+                + "run folder \(folder)")
         if !results.connections.answersAccountedFor(requests: st.requests) {
             throw CommandFailure(
                 "the wire identity is broken: \(st.requests) answers produced, "
