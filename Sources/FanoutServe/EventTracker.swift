@@ -110,11 +110,6 @@ public struct EventTracker {
 }
 
 extension APNsService {
-    /// Correlates this service's deliveries with `events` from now on (call before serving).
-    public func expect(_ events: ServeEvents) {
-        tracker = EventTracker(events: events, sourceOf: engine.sourcesOfActivities())
-    }
-
     /// Classifies one delivery (see `EventTracker`) and records its endToEnd.
     @inline(__always)
     func correlate(_ a: Int32, timestamp: Int64, outcome: Outcome, nowNanos: UInt64, t0Nanos: UInt64) {
@@ -131,5 +126,39 @@ extension APNsService {
                     + " aps.timestamp \(timestamp)")
         default: break
         }
+    }
+}
+
+extension ServeEvents {
+    /// The scenario's events, with the followers of every service's sources counted, and each service correlating
+    /// its deliveries with them from now on (`--expect-events`; call before serving). t0 is 0 until set.
+    @discardableResult
+    public static func expect(services: [APNsService]) -> ServeEvents {
+        precondition(!services.isEmpty, "at least one service")
+        let world = services[0].engine.world
+        let sourceOfs = services.map { $0.engine.sourcesOfActivities() }
+        var followers = [Int32](repeating: 0, count: world.scenario.sources.count)
+        for list in sourceOfs {
+            for s in list where s >= 0 { followers[Int(s)] += 1 }
+        }
+        let events = ServeEvents(world: world, followers: followers)
+        for (k, service) in services.enumerated() {
+            service.tracker = EventTracker(events: events, sourceOf: sourceOfs[k])
+        }
+        return events
+    }
+
+    /// events.jsonl: one line per event, in intended-time order — its number, source, app, kind, `timestamp` (what
+    /// the backend puts into `aps.timestamp`), intended offset from t0 and the activities following its source.
+    public func jsonl(apps: [String]) -> String {
+        var out = ""
+        out.reserveCapacity(count * 140)
+        for e in 0..<count {
+            let s = Int(source[e])
+            out += "{\"event\": \(e), \"source\": \"\(ServeEvents.sourceName(s))\", \"app\": \"\(apps[sourceApp[s]])\", "
+            out += "\"kind\": \"\(kind[e] == 1 ? "end" : "update")\", \"timestamp\": \(timestamp[e]), "
+            out += "\"offsetNanos\": \(offsetNanos[e]), \"followers\": \(followers[s])}\n"
+        }
+        return out
     }
 }
