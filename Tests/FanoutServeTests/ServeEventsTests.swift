@@ -194,3 +194,83 @@ struct ServeEventsTests {
         ).contains(.endToEnd))
     }
 }
+
+/// Two event loops in memory (`InMemoryServe`): a broadcast fans out on both, a token push arriving at loop 0 is
+/// applied (and correlated) by the loop owning its device; the judge adds both loops up.
+@Suite("Serve events across two event loops (in memory)")
+struct ServeEventsTwoLoopsTests {
+    typealias M = InMemoryServeTests
+
+    @Test("a broadcast on both loops and a forwarded token push: correlated where applied, judged together")
+    func twoLoops() throws {
+        var s = BuiltinScenarios.named("smoke")!
+        s.population.devices = 40
+        s.faults.rotationShare = 0
+        let clock = ServeEventsTests.Clock()
+        let services = (0..<2).map { k in
+            APNsService(scenario: s, auth: nil, nowSeconds: M.now, worker: k, of: 2) { clock.nanos }
+        }
+        let events = ServeEvents.expect(services: services)
+        events.t0Nanos = 500
+        let serve = try InMemoryServe(services: services, wallMillis: M.now * 1000)
+        defer { try? serve.close() }
+        let rows = services.flatMap { ServeEventsTests.rows($0) }
+        let world = services[0].engine.world
+        // A broadcast source of the scores app followed on both loops, and a token source's follower on loop 1.
+        let b = try #require(
+            (0..<events.followers.count).first { src in
+                world.sourceIsBroadcast[src] && world.sourceApp[src] == 0 && !events.events(of: src).isEmpty
+                    && Set(rows.filter { $0["source"] as? String == ServeEvents.sourceName(src) }.map { $0["loop"] as! Int })
+                        .count == 2
+            })
+        let bRows = rows.filter { $0["source"] as? String == ServeEvents.sourceName(b) }
+        let eb = Int(events.events(of: b).first!)
+        let tRow = try #require(
+            rows.first { row in
+                let src = Int((row["source"] as! String).dropFirst("source-".count))!
+                return row["loop"] as? Int == 1 && !world.sourceIsBroadcast[src] && world.sourceApp[src] == 0
+                    && !events.events(of: src).isEmpty
+            })
+        let tSource = Int((tRow["source"] as! String).dropFirst("source-".count))!
+        let et = Int(events.events(of: tSource).first!)
+        clock.nanos = 500 + events.offsetNanos[eb] + 1_000_000
+        let headers: [(String, [UInt8])] = [
+            ("apns-channel-id", Array((bRows[0]["channel"] as! String).utf8)),
+            ("apns-push-type", Array("liveactivity".utf8)), ("apns-priority", Array("5".utf8)),
+            ("apns-expiration", Array("0".utf8)),
+        ]
+        let c1 = try serve.open(on: 0) { _ in }
+        M.post(path: "/4/broadcasts/apps/com.example.scores", headers: headers, body: ServeEventsTests.body(events.timestamp[eb]))
+            .withUnsafeBytes { c1.receive($0) }
+        serve.settle()
+        let c2 = try serve.open(on: 0) { _ in }
+        M.post(
+            path: "/3/device/\(tRow["token"] as! String)",
+            headers: [
+                ("apns-push-type", Array("liveactivity".utf8)), ("apns-priority", Array("5".utf8)),
+                ("apns-topic", Array("com.example.scores.push-type.liveactivity".utf8)),
+            ], body: ServeEventsTests.body(events.timestamp[et])
+        ).withUnsafeBytes { c2.receive($0) }
+        serve.settle()
+        #expect(services[0].tracker!.correlated + services[1].tracker!.correlated == bRows.count + 1)
+        #expect(services[1].tracker!.correlated >= 1, "the token push is correlated by the loop that applied it")
+        let r = try #require(ServeEventsReport.judge(services: services, nowNanos: clock.nanos))
+        #expect(r.perEvent.delivered[eb] == Int32(bRows.count) && r.perEvent.missing[eb] == 0)
+        #expect(r.perEvent.delivered[et] == 1 && r.delivered == bRows.count + 1 && r.uncorrelated == 0)
+        #expect(r.identitiesHold && r.completeEvents >= 1)
+        #expect(serve.identitiesHold)
+    }
+}
+
+extension ServeEventsTests {
+    /// Population rows with the loop that holds each.
+    static func rows(_ service: APNsService) -> [[String: Any]] {
+        T.population(service).map {
+            var row = $0
+            row["loop"] = service.worker
+            return row
+        }
+    }
+
+    static func body(_ timestamp: Int64) -> [UInt8] { T.payload(timestamp) }
+}
