@@ -423,6 +423,8 @@ struct ServeCommandTests {
         #expect(files.contains("events.jsonl") && files.contains("events-judged.jsonl") && files.contains("endToEnd.hgrm"))
         let md = try String(contentsOf: serve.folder.appendingPathComponent("summary.md"), encoding: .utf8)
         #expect(md.contains("## Events (--expect-events)") && !md.contains("BROKEN"))
+        let html = try String(contentsOf: serve.folder.appendingPathComponent("report.html"), encoding: .utf8)
+        #expect(html.contains("<h2>Events (--expect-events)</h2>") && !html.contains("BROKEN"))
     }
 
     @Test("without --expect-events: no events in the summary, no endToEnd, no events files")
