@@ -16,7 +16,7 @@ import Darwin
 /// out-of-order fault) cannot be told apart by a push: the later is left out and counted in `sharedTimestamps`.
 ///
 /// Memory: ~29 bytes per event here and two columns per source; each loop's `EventTracker` adds ~28 bytes per event
-/// and 8 per activity (its source, its newest event). `million` (~6,300 events, 5 million activities) adds ~40 MB.
+/// and 8 per activity (its source, its newest event). `million` (4,280 events, 5 million activities) adds ~40 MB.
 public final class ServeEvents: @unchecked Sendable {
     // @unchecked: every column is immutable after init; `t0` is touched only under its mutex.
     /// Per event (its number is its position in the schedule among the events kept): the source, update (0) or end
