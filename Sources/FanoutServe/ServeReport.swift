@@ -36,6 +36,8 @@ public enum ServeReport {
         /// `--latency` and `--faults` as given (nil: none).
         public var latency: String?
         public var faults: String?
+        /// What `--expect-events` found (nil: not given; the report then is as without events).
+        public var events: ServeEventsReport?
         public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
                     startedAt: String, gitRevision: String) {
             self.scenario = scenario
@@ -76,12 +78,13 @@ public enum ServeReport {
             accounting.add(s.pipeline.accounting)
         }
         let latency = measured.totals
-        for m in ServeMetric.allCases {
+        for m in metrics(info) {
             files["\(m.name).hgrm"] =
                 "#[fanout serve \(m.name): \(m.about); values in microseconds (us), recorded in nanoseconds]\n"
                 + PercentileText.distribution(latency[serve: m], scale: 1000)
         }
         files["latency.hlog"] = histogramLog(info, measured.intervals)
+        if let events = info.events { files["events-judged.jsonl"] = eventsJudged(events) }
         files["report.html"] = ServeHTML.render(
             info, stats, latency, accounting, connections, bytes, elapsedSeconds, seconds: overTime(measured.intervals))
         files["summary.json"] = try summaryJSON(info, stats, latency, accounting, connections, bytes, elapsedSeconds)
@@ -184,7 +187,7 @@ public enum ServeReport {
         _ elapsed: Double
     ) throws(MetricsError) -> String {
         var latencyObject: [String: Any] = [:]
-        for m in ServeMetric.allCases { latencyObject[m.name] = percentiles(latency[serve: m]) }
+        for m in metrics(info) { latencyObject[m.name] = percentiles(latency[serve: m]) }
         var findings: [String: Any] = [:]
         for f in ServeStats.Finding.allCases {
             findings["\(f)"] = ["about": f.about, "count": s.findings[f] ?? 0, "examples": s.examples[f] ?? []]
@@ -193,7 +196,7 @@ public enum ServeReport {
         for (r, n) in s.byReason { reasons[r.rawValue] = n }
         var statuses: [String: Int] = [:]
         for (k, n) in s.byStatus { statuses[String(k)] = n }
-        let object: [String: Any] = [
+        var object: [String: Any] = [
             "kind": "serve",
             "scenario": info.scenario, "seed": info.seed, "listen": info.listen, "transport": info.transport,
             "auth": info.auth, "startedAt": info.startedAt, "gitRevision": info.gitRevision, "workers": info.workers,
@@ -226,6 +229,7 @@ public enum ServeReport {
             "findings": findings,
             "faults": faultsJSON(info, c.faults),
         ]
+        if let events = info.events { object["events"] = eventsJSON(events, latency) }
         do {
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
             return String(decoding: data, as: UTF8.self) + "\n"
@@ -322,7 +326,7 @@ public enum ServeReport {
         md += "| outcome | count |\n|---|---:|\n"
         for o in Outcome.allCases { md += "| \(o.name) | \(a[o]) |\n" }
         md += "\n## Latency (µs)\n\n| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
-        for m in ServeMetric.allCases {
+        for m in metrics(info) {
             let h = latency[serve: m]
             let v = h.values(atPercentiles: [50, 90, 99, 99.9])
             md += "| \(m.name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
@@ -330,6 +334,7 @@ public enum ServeReport {
         }
         md += "\nservice: \(ServeMetric.service.about); delivery: \(ServeMetric.delivery.about); "
         md += "fanout: \(ServeMetric.fanout.about).\n\n"
+        if let events = info.events { md += eventsMarkdown(events, latency) }
         md += "## Connections\n\n"
         md += "\(c.accepted) accepted (\(c.tlsConnections) over TLS), peak \(c.peakOpen) open, \(bytes.read) bytes in, "
         md += "\(bytes.written) bytes out, \(c.streamsReset) streams reset.\n\n"
@@ -358,7 +363,8 @@ public enum ServeReport {
         case .summary: md += "state.jsonl (the totals line only: --state summary), "
         case .none: md += "no state.jsonl (--state none), "
         }
-        md += ServeMetric.allCases.map { "\($0.name).hgrm" }.joined(separator: ", ") + ".\n"
+        if info.events != nil { md += "events.jsonl (the scenario's events, written at start), events-judged.jsonl, " }
+        md += metrics(info).map { "\($0.name).hgrm" }.joined(separator: ", ") + ".\n"
         return md
     }
 

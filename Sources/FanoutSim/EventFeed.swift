@@ -212,8 +212,7 @@ struct BatchProducer {
         world.makeContent(
             schema: world.appSchema[app], event: event.index, source: source,
             final: event.kind == .end, into: &content)
-        var timestamp = world.epochSeconds + Int64(event.index)
-        if Mix.unit(Mix.hash(seed, 0x00, e)) < scenario.faults.outOfOrderShare { timestamp -= 10 }
+        let timestamp = world.timestamp(of: event)
         let relevance = Double(Mix.hash(seed, 0x4E, e) % 100)
         let schema = world.schemas[world.appSchema[app]]
         let nowSeconds = world.epochSeconds + Int64(event.intendedNanos / 1_000_000_000)

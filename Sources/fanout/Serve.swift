@@ -146,6 +146,14 @@ struct Serve: ParsableCommand {
     @Option(help: "Run folder (default reports/runs/<UTC time>-serve-<scenario>/).")
     var out: String?
 
+    @Flag(
+        help: ArgumentHelp(
+            "Correlate pushes with the scenario's events (docs/INGEST.md §5): a push whose aps.timestamp is an event's "
+                + "timestamp for the activity's source is matched to it; endToEnd from the event's intended time (t0 = "
+                + "when serving starts, + its offset); missing and stale-at-end judged at shutdown. Writes events.jsonl "
+                + "(the events, at start) and events-judged.jsonl; adds `events` to the summary."))
+    var expectEvents = false
+
     func validate() throws {
         if h2c && (tlsCert != nil || tlsKey != nil) { throw ValidationError("--h2c and --tls-cert/--tls-key exclude each other") }
         if !h2c && (tlsCert == nil || tlsKey == nil) {
@@ -331,6 +339,18 @@ struct Serve: ParsableCommand {
             service.channelLimits.listedChannels = maxListedChannels
         }
         let cluster = built.cluster
+        // --expect-events: the scenario's events and their followers, each service correlating from now on.
+        var events: ServeEvents?
+        if expectEvents {
+            let expected = ServeEvents.expect(services: services)
+            do {
+                try RunFiles.write(folder: folder, files: ["events.jsonl": expected.jsonl(apps: s.apps.map(\.bundle))], last: "events.jsonl")
+            } catch {
+                for fd in sockets { close(fd) }
+                throw CommandFailure("fanout serve: cannot write \(folder)/events.jsonl: \(error)")
+            }
+            events = expected
+        }
         let buildSeconds = Double(EventLoop.hrtimeNanos &- buildStart) / 1e9
         let transport = h2c ? "h2c" : "TLS"
         let shownHost = host.contains(":") ? "[\(host)]" : host
@@ -346,6 +366,8 @@ struct Serve: ParsableCommand {
         let servingSince = Date()
         let measurements = ServeMeasurements(loops: count, startNanos: EventLoop.hrtimeNanos)
         for service in services { service.measure(into: measurements) }
+        // t0 of the events: when serving starts (--trigger will set it when it starts sending them).
+        events?.t0Nanos = measurements.startNanos
         let interactive = isatty(STDERR_FILENO) != 0
         let width = ProgressWidth.columns()
         let board = ProgressBoard(count: count)
@@ -366,6 +388,7 @@ struct Serve: ParsableCommand {
         info.state = state.flatMap(ServeReport.StateDetail.init(rawValue:))
             ?? .automatic(devices: s.population.devices)
         info.startedAtSeconds = servingSince.timeIntervalSince1970
+        info.events = ServeEventsReport.judge(services: services, nowNanos: EventLoop.hrtimeNanos)
         let endMillis = Int64(Date().timeIntervalSince1970 * 1000)
         // state.jsonl first (the largest file, streamed as it is produced), then the rest, summary.json last.
         let stateBytes = ProgressCounter()
@@ -412,7 +435,13 @@ struct Serve: ParsableCommand {
                     + "\(results.connections.responsesSubmitted) submitted + "
                     + "\(results.connections.answersDropped) dropped")
         }
-        if !st.identitiesHold || !accounting.identitiesHold {
+        if let e = info.events {
+            print(
+                "fanout serve: events: \(e.correlated) correlated (\(e.delivered) delivered, \(e.duplicate) duplicate, "
+                    + "\(e.reordered) reordered), \(e.uncorrelated) uncorrelated, \(e.missing) missing, "
+                    + "\(e.staleAtEnd) stale at the end")
+        }
+        if !st.identitiesHold || !accounting.identitiesHold || info.events.map({ !$0.identitiesHold }) == true {
             throw CommandFailure("accounting identities are broken")
         }
     }
