@@ -26,7 +26,7 @@ public enum ServeHTML {
         var out = HTMLReport.pageStart(title: title)
         out += """
             <header><h1>\(e(title))</h1>
-            <p>\(e(info.listen)) · \(e(info.transport)) · auth \(e(info.auth)) · \(info.workers) event loop\(info.workers == 1 ? "" : "s") · started \(e(info.startedAt)) · served \(String(format: "%.1f", elapsed)) s · seed \(info.seed) · git \(e(info.gitRevision))</p>
+            <p>\(e(info.listen + (info.manageListen.map { ", channel management on \($0)" } ?? ""))) · \(e(info.transport)) · auth \(e(info.auth)) · \(info.workers) event loop\(info.workers == 1 ? "" : "s") · started \(e(info.startedAt)) · served \(String(format: "%.1f", elapsed)) s · seed \(info.seed) · git \(e(info.gitRevision))</p>
             <p>\(Units.grouped(s.requests)) requests (\(Units.grouped(s.acceptedPushes)) pushes and \(Units.grouped(s.acceptedBroadcasts)) broadcasts accepted), \(Units.grouped(a.deliveries)) deliveries, \(Units.grouped(c.accepted)) connections, \(Units.grouped(bytes.read)) bytes in, \(Units.grouped(bytes.written)) bytes out. Identities: requests \(s.identitiesHold ? "hold" : "BROKEN"), devices \(a.identitiesHold ? "hold" : "BROKEN").</p>
             </header>
 
@@ -78,7 +78,9 @@ public enum ServeHTML {
         out += "</table>\n<p>peak \(c.peakOpen) open (summed over loops), \(c.tlsConnections) over TLS, "
         out += "\(c.streamsReset) streams reset.</p>\n"
         out += "<p>\(e(ServeReport.boundsHit(c)))</p>\n"
-        out += "<p>\(e(ServeReport.wireIdentity(s, c, broken: "BROKEN")))</p>\n</section>\n"
+        out += "<p>\(e(ServeReport.wireIdentity(s, c, broken: "BROKEN")))</p>\n"
+        if info.manageListen != nil { out += "<p>\(e(ServeReport.misplaced(c)))</p>\n" }
+        out += "</section>\n"
         out += "<footer>fanout serve · HdrHistogram, 3 significant digits, values recorded in nanoseconds · this page "
         out += "has no script and loads nothing.</footer>\n</main>\n</body>\n</html>\n"
         return out

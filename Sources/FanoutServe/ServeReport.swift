@@ -36,6 +36,8 @@ public enum ServeReport {
         /// `--latency` and `--faults` as given (nil: none).
         public var latency: String?
         public var faults: String?
+        /// `--manage-listen`: where channel management was served (nil: on `listen`, with everything else).
+        public var manageListen: String?
         /// What `--expect-events` found (nil: not given; the report then is as without events).
         public var events: ServeEventsReport?
         public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
@@ -225,10 +227,12 @@ public enum ServeReport {
                 "requestTimeouts": c.requestTimeouts,
                 "outputPauses": c.outputPauses, "trailerFields": c.trailerFields,
                 "responsesSubmitted": c.responsesSubmitted, "answersDropped": c.answersDropped,
+                "misplacedRequests": c.misplacedRequests,
             ],
             "findings": findings,
             "faults": faultsJSON(info, c.faults),
         ]
+        if let manage = info.manageListen { object["manageListen"] = manage }
         if let events = info.events { object["events"] = eventsJSON(events, latency) }
         do {
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
@@ -294,7 +298,8 @@ public enum ServeReport {
         _ elapsed: Double
     ) -> String {
         var md = "# fanout serve — \(info.scenario)\n\n"
-        md += "Listening on \(info.listen) (\(info.transport), auth \(info.auth), \(info.workers) event loop"
+        md += "Listening on \(info.listen)" + (info.manageListen.map { ", channel management on \($0)" } ?? "")
+        md += " (\(info.transport), auth \(info.auth), \(info.workers) event loop"
         md += info.workers == 1 ? "), " : "s), "
         md += "started \(info.startedAt), "
         md += String(format: "served %.1f s", elapsed) + ", revision \(info.gitRevision), seed \(info.seed).\n\n"
@@ -340,6 +345,7 @@ public enum ServeReport {
         md += "\(bytes.written) bytes out, \(c.streamsReset) streams reset.\n\n"
         md += boundsHit(c) + "\n\n"
         md += wireIdentity(s, c, broken: "**BROKEN**") + "\n\n"
+        if info.manageListen != nil { md += misplaced(c) + "\n\n" }
         if !c.endReasons.isEmpty {
             md += "| how connections ended | count |\n|---|---:|\n"
             for (r, n) in c.endReasons.sorted(by: { $0.key < $1.key }) { md += "| \(r) | \(n) |\n" }
@@ -374,6 +380,11 @@ public enum ServeReport {
             + "\(c.streamsRefused) streams refused (over --max-open-streams), \(c.requestsRefused) requests refused "
             + "(over --max-unsent-bytes), \(c.requestTimeouts) requests timed out, "
             + "\(c.outputPauses) output pauses (clients not reading), \(c.trailerFields) trailer fields ignored."
+    }
+
+    /// With `--manage-listen`: requests sent to the listener that does not serve their API.
+    static func misplaced(_ c: ConnectionStats) -> String {
+        "\(c.misplacedRequests) requests sent to the listener that does not serve their API (answered 404 BadPath)."
     }
 
     /// The wire identity: every answer the service produced was submitted to nghttp2 or dropped with its stream.

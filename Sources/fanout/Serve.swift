@@ -30,6 +30,15 @@ struct Serve: ParsableCommand {
     @Option(help: "Address to listen on, HOST:PORT (port 0: any free port, printed at start).")
     var listen = "127.0.0.1:2197"
 
+    @Option(
+        name: .customLong("manage-listen"),
+        help: ArgumentHelp(
+            "Serve channel management (/1/apps/...) on this address of its own, HOST:PORT, as APNs does on its "
+                + "api-manage-broadcast hosts; --listen then serves pushes and broadcasts only. A request sent to "
+                + "the listener that does not serve its API is answered 404 BadPath (counted).",
+            valueName: "HOST:PORT"))
+    var manageListen: String?
+
     @Flag(help: "Cleartext HTTP/2 with prior knowledge (no TLS).")
     var h2c = false
 
@@ -204,6 +213,7 @@ struct Serve: ParsableCommand {
             throw ValidationError("--drain-timeout: expected seconds from 0 to 3600")
         }
         _ = try Self.parseListen(listen)
+        if let manageListen { _ = try Self.parseListen(manageListen, flag: "--manage-listen") }
         _ = try faultOptions(seed: 1)
     }
 
@@ -229,13 +239,13 @@ struct Serve: ParsableCommand {
         return f
     }
 
-    static func parseListen(_ text: String) throws -> (host: String, port: Int) {
+    static func parseListen(_ text: String, flag: String = "--listen") throws -> (host: String, port: Int) {
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
             (0...65535).contains(port)
-        else { throw ValidationError("--listen: expected HOST:PORT, got \(text)") }
+        else { throw ValidationError("\(flag): expected HOST:PORT, got \(text)") }
         var host = String(text[..<colon])
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty else { throw ValidationError("--listen: expected HOST:PORT, got \(text)") }
+        guard !host.isEmpty else { throw ValidationError("\(flag): expected HOST:PORT, got \(text)") }
         return (host, port)
     }
 
@@ -289,18 +299,34 @@ struct Serve: ParsableCommand {
             throw CommandFailure("cannot serve on \(listen): \(error)")
         }
         options.port = port
+        // --manage-listen: one socket per loop as well (the kernel spreads the connections).
+        var manageSockets: [Int32] = []
+        var manageShown: String?
+        if let manageListen {
+            let (manageHost, managePort) = try Self.parseListen(manageListen, flag: "--manage-listen")
+            do {
+                let bound = try ReusePortSockets.bind(host: manageHost, port: managePort, count: count)
+                manageSockets = bound.0
+                options.manageHost = manageHost
+                options.managePort = bound.1
+                manageShown = (manageHost.contains(":") ? "[\(manageHost)]" : manageHost) + ":\(bound.1)"
+            } catch {
+                for fd in sockets { close(fd) }
+                throw CommandFailure("cannot serve channel management on \(manageListen): \(error)")
+            }
+        }
         var tlsFailure: Error?
         if !h2c {
             do { _ = try TLSContext(certificateFile: tlsCert!, keyFile: tlsKey!) } catch { tlsFailure = error }
         }
         if let tlsFailure {
-            for fd in sockets { close(fd) }
+            for fd in sockets + manageSockets { close(fd) }
             throw CommandFailure("cannot serve on \(listen): \(tlsFailure)")
         }
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         } catch {
-            for fd in sockets { close(fd) }
+            for fd in sockets + manageSockets { close(fd) }
             throw CommandFailure("cannot create \(folder): \(error)")
         }
         // The population, one thread per loop, and the subscribers for the backend to load (population.jsonl,
@@ -329,7 +355,7 @@ struct Serve: ParsableCommand {
                 folder: folder, progress: progress, clock: { EventLoop.hrtimeNanos })
         } catch {
             ticker.finish()
-            for fd in sockets { close(fd) }
+            for fd in sockets + manageSockets { close(fd) }
             throw CommandFailure("fanout serve: \(error)")
         }
         ticker.finish()
@@ -346,7 +372,7 @@ struct Serve: ParsableCommand {
             do {
                 try RunFiles.write(folder: folder, files: ["events.jsonl": expected.jsonl(apps: s.apps.map(\.bundle))], last: "events.jsonl")
             } catch {
-                for fd in sockets { close(fd) }
+                for fd in sockets + manageSockets { close(fd) }
                 throw CommandFailure("fanout serve: cannot write \(folder)/events.jsonl: \(error)")
             }
             events = expected
@@ -360,6 +386,7 @@ struct Serve: ParsableCommand {
             "fanout serve: listening on \(shownHost):\(port) (\(transport), auth \(auth), \(count) event loop"
             + (count == 1 ? "" : "s") + "); \(activities) activities on \(devices) devices "
             + String(format: "built in %.2f s", buildSeconds) + "; population: \(folder)/population.jsonl"
+            + (manageShown.map { "; channel management on \($0)" } ?? "")
             + faultsLine(options.faults) + "\n").utf8))
         // Serving begins: the histogram log's StartTime, interval times counted from here (after the population
         // was built and written).
@@ -372,7 +399,8 @@ struct Serve: ParsableCommand {
         let width = ProgressWidth.columns()
         let board = ProgressBoard(count: count)
         let results = ServeWorkers.run(
-            services: services, options: options, cluster: cluster, sockets: sockets, board: board
+            services: services, options: options, cluster: cluster, sockets: sockets,
+            manageSockets: manageSockets.isEmpty ? nil : manageSockets, board: board
         ) { seconds in
             let text = ProgressWidth.fit(ServeProgress.line(seconds, board.total()), width)
             FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
@@ -383,6 +411,7 @@ struct Serve: ParsableCommand {
             scenario: s.name, seed: s.seed, listen: "\(shownHost):\(port)", transport: transport, auth: auth,
             startedAt: ISO8601DateFormatter().string(from: servingSince), gitRevision: Machine.gitRevision())
         info.workers = count
+        info.manageListen = manageShown
         info.latency = options.faults.latencyText
         info.faults = options.faults.faultsText
         info.state = state.flatMap(ServeReport.StateDetail.init(rawValue:))
