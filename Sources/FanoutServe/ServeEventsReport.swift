@@ -5,7 +5,7 @@ import FanoutSim
 /// What `--expect-events` found at the end of the run (docs/INGEST.md §5), every event loop's tracker judged and
 /// added up: the counts per event and in total, with examples, and the identities that tie them together.
 ///
-/// The judge's horizon H is the later of (end of serving − t0) and the latest intended offset of an event delivered
+/// The judge's horizon H is the later of (end of serving − `--settle` − t0) and the latest intended offset of an event delivered
 /// anywhere. Source `s`'s events are *due* up to `dueRank[s]`, the highest rank (timestamp order) among its events
 /// intended by H; every follower of `s` is *expected* to end with the event of that rank, and each event of rank
 /// ≤ `dueRank[s]` is, for each follower, exactly one of: delivered (applied, correlated), superseded (a newer event
@@ -18,6 +18,8 @@ public struct ServeEventsReport: Sendable {
     public var dueEvents = 0
     public var sharedTimestamps = 0
     public var t0Nanos: UInt64 = 0
+    /// `--settle`: how long before the end of serving an event had to be intended to be judged.
+    public var settleNanos: UInt64 = 0
     public var horizonNanos: UInt64 = 0
     /// Deliveries: correlated (= delivered + duplicate + reordered + notApplied) and uncorrelated.
     public var correlated = 0
@@ -75,14 +77,21 @@ public struct ServeEventsReport: Sendable {
 
     /// Judges every service's tracker at `nowNanos` (the services' clock) and adds them up; nil without
     /// `--expect-events`. Read after the loops have stopped.
-    public static func judge(services: [APNsService], nowNanos: UInt64) -> ServeEventsReport? {
+    ///
+    /// `settleNanos` (`--settle`): an event intended less than this before `nowNanos` is not yet due (its
+    /// deliveries are still on their way), unless an event of its source as late or later was delivered.
+    public static func judge(services: [APNsService], nowNanos: UInt64, settleNanos: UInt64 = 0)
+        -> ServeEventsReport?
+    {
         guard let events = services.first?.tracker?.events else { return nil }
         var r = ServeEventsReport()
         let n = events.count
         r.events = n
         r.sharedTimestamps = events.sharedTimestamps
         r.t0Nanos = events.t0Nanos
-        var horizon = nowNanos > r.t0Nanos ? nowNanos - r.t0Nanos : 0
+        r.settleNanos = settleNanos
+        let judgedAt = nowNanos > settleNanos ? nowNanos - settleNanos : 0
+        var horizon = judgedAt > r.t0Nanos ? judgedAt - r.t0Nanos : 0
         for s in services { horizon = max(horizon, s.tracker?.latestDeliveredOffset ?? 0) }
         r.horizonNanos = horizon
         let sources = events.followers.count

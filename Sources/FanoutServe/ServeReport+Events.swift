@@ -14,7 +14,7 @@ extension ServeReport {
         for m in Metric.completionMetrics { bySize[m.name] = percentiles(r.completion[m]) }
         return [
             "events": r.events, "dueEvents": r.dueEvents, "sharedTimestamps": r.sharedTimestamps,
-            "t0Nanos": r.t0Nanos, "horizonNanos": r.horizonNanos,
+            "t0Nanos": r.t0Nanos, "horizonNanos": r.horizonNanos, "settleSeconds": Double(r.settleNanos) / 1e9,
             "correlated": r.correlated, "uncorrelated": r.uncorrelated, "delivered": r.delivered,
             "duplicate": r.duplicate, "reordered": r.reordered, "notApplied": r.notApplied, "early": r.early,
             "expected": r.expected, "superseded": r.superseded, "missing": r.missing, "staleAtEnd": r.staleAtEnd,
@@ -36,7 +36,8 @@ extension ServeReport {
     static func eventsMarkdown(_ r: ServeEventsReport, _ latency: LatencyRecorder) -> String {
         var md = "## Events (--expect-events)\n\n"
         md += "\(r.events) events in the scenario's schedule, \(r.dueEvents) due by the judge's horizon "
-        md += "(t0 + \(micros(r.horizonNanos / 1000)) ms)"
+        md += "(t0 + \(micros(r.horizonNanos / 1000)) ms; --settle "
+        md += String(format: "%g s)", Double(r.settleNanos) / 1e9)
         if r.sharedTimestamps > 0 { md += "; \(r.sharedTimestamps) left out (a timestamp shared within a source)" }
         md += ".\n\n"
         md += "Deliveries: \(r.correlated) correlated = \(r.delivered) delivered + \(r.duplicate) duplicate + "

@@ -163,6 +163,13 @@ struct Serve: ParsableCommand {
                 + "(the events, at start) and events-judged.jsonl; adds `events` to the summary."))
     var expectEvents = false
 
+    @Option(
+        help: ArgumentHelp(
+            "With --expect-events: an event intended less than this many seconds before shutdown is not judged yet "
+                + "(its deliveries are still on their way), unless a later event of its source was delivered.",
+            valueName: "S"))
+    var settle = 2.0
+
     func validate() throws {
         if h2c && (tlsCert != nil || tlsKey != nil) { throw ValidationError("--h2c and --tls-cert/--tls-key exclude each other") }
         if !h2c && (tlsCert == nil || tlsKey == nil) {
@@ -212,6 +219,7 @@ struct Serve: ParsableCommand {
         guard drainTimeout >= 0 && drainTimeout <= 3600 else {
             throw ValidationError("--drain-timeout: expected seconds from 0 to 3600")
         }
+        guard settle >= 0 && settle <= 3600 else { throw ValidationError("--settle: expected seconds from 0 to 3600") }
         _ = try Self.parseListen(listen)
         if let manageListen { _ = try Self.parseListen(manageListen, flag: "--manage-listen") }
         _ = try faultOptions(seed: 1)
@@ -417,7 +425,8 @@ struct Serve: ParsableCommand {
         info.state = state.flatMap(ServeReport.StateDetail.init(rawValue:))
             ?? .automatic(devices: s.population.devices)
         info.startedAtSeconds = servingSince.timeIntervalSince1970
-        info.events = ServeEventsReport.judge(services: services, nowNanos: EventLoop.hrtimeNanos)
+        info.events = ServeEventsReport.judge(
+            services: services, nowNanos: EventLoop.hrtimeNanos, settleNanos: UInt64((settle * 1e9).rounded()))
         let endMillis = Int64(Date().timeIntervalSince1970 * 1000)
         // state.jsonl first (the largest file, streamed as it is produced), then the rest, summary.json last.
         let stateBytes = ProgressCounter()

@@ -134,6 +134,30 @@ struct ServeEventsTests {
         #expect(abs(Double(e2e.max) - latest) <= latest * 0.001)
     }
 
+    @Test("--settle: an event intended within the settle time before the judge is not due, unless delivered")
+    func settle() throws {
+        let (service, events, _) = Self.setup()
+        let (s, rows) = Self.source(service, events, broadcast: false)
+        let list = Array(events.events(of: s))
+        let (e0, e1) = (Int(list[0]), Int(list[1]))
+        let t0 = events.t0Nanos
+        // Judged 1 s after e1's intended time: due with no settle time, not with 2 s (e0 still is, if 2 s before).
+        let judgedAt = t0 + events.offsetNanos[e1] + 1_000_000_000
+        let plain = try #require(ServeEventsReport.judge(services: [service], nowNanos: judgedAt))
+        #expect(plain.perEvent.due[e1])
+        let settled = try #require(
+            ServeEventsReport.judge(services: [service], nowNanos: judgedAt, settleNanos: 2_000_000_000))
+        #expect(!settled.perEvent.due[e1] && settled.settleNanos == 2_000_000_000)
+        let e0Settled = events.offsetNanos[e0] + 2_000_000_000 <= events.offsetNanos[e1] + 1_000_000_000
+        #expect(settled.perEvent.due[e0] == e0Settled)
+        #expect(settled.expected < plain.expected && settled.identitiesHold)
+        // A delivered e1 makes it due whatever the settle time: its deliveries have started.
+        _ = Self.push(service, rows[0], events.timestamp[e1])
+        let delivered = try #require(
+            ServeEventsReport.judge(services: [service], nowNanos: judgedAt, settleNanos: 2_000_000_000))
+        #expect(delivered.perEvent.due[e1] && delivered.delivered == 1 && delivered.identitiesHold)
+    }
+
     @Test("the identities fail when a count is dropped")
     func identities() throws {
         let (service, events, clock) = Self.setup()
