@@ -5,13 +5,12 @@ import FanoutSim
 /// What `--expect-events` found at the end of the run (docs/INGEST.md §5), every event loop's tracker judged and
 /// added up: the counts per event and in total, with examples, and the identities that tie them together.
 ///
-/// The judge's horizon H is the later of (end of serving − `--settle` − t0) and the latest intended offset of an event delivered
-/// anywhere. Source `s`'s events are *due* up to `dueRank[s]`, the highest rank (timestamp order) among its events
-/// intended by H; every follower of `s` is *expected* to end with the event of that rank, and each event of rank
-/// ≤ `dueRank[s]` is, for each follower, exactly one of: delivered (applied, correlated), superseded (a newer event
-/// of the source was applied first: the device would ignore it, DOMAIN §3.4), or missing (newer than the follower's
-/// newest delivered event). A follower whose newest delivered event is not its source's due last event is *stale at
-/// the end*.
+/// The judge's horizon H is the later of (end of serving − `--settle` − t0) and the latest intended offset of an event
+/// delivered anywhere. Source `s`'s events are *due* up to `dueRank[s]`, the highest rank (timestamp order) among its
+/// events intended by H; every follower of `s` is *expected* to end with the event of that rank, and each event of rank
+/// ≤ `dueRank[s]` is, for each follower, exactly one of: delivered (applied, correlated), superseded (a newer event of
+/// the source was applied first: the device would ignore it, DOMAIN §3.4), or missing (newer than the follower's newest
+/// delivered event). A follower whose newest delivered event is not its source's due last event is *stale at the end*.
 public struct ServeEventsReport: Sendable {
     /// Events in the schedule, those judged (due), and those left out for a timestamp shared within a source.
     public var events = 0
