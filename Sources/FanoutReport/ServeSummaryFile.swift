@@ -16,13 +16,21 @@ public struct ServeSummaryFile: Sendable {
     public var latency: [String: LatencySummary] = [:]
     /// Every count of the file, named by its path (`requests.byStatus.200`, `accounting.outcomes.applied`).
     public var counts: [String: Int] = [:]
+    /// With `--expect-events`: whether the events' identities held (nil: no `events` section).
+    public var eventsIdentitiesHold: Bool?
+
+    /// The `events` counts a backend's CI gates on: more of any in the current run than in the baseline is a
+    /// regression (a lost, late, doubled or out-of-order delivery is a bug, not noise).
+    public static let gatedEventCounts = ["missing", "staleAtEnd", "uncorrelated", "duplicate", "reordered"]
+    /// The other `events` counts, shown.
+    static let shownEventCounts = ["events", "dueEvents", "expected", "delivered", "superseded", "correlated"]
 
     /// The order counts are shown in: requests, accounting, connections, then each metric's count.
     static let countOrder = [
         "requests.total", "requests.byStatus.", "requests.byReason.", "requests.acceptedPushes",
         "requests.acceptedBroadcasts", "requests.acceptedOtherPushTypes", "requests.channelRequests",
         "accounting.pushes", "accounting.rejected.", "accounting.unroutable.", "accounting.routed",
-        "accounting.deliveries", "accounting.outcomes.", "connections.accepted", "latency.",
+        "accounting.deliveries", "accounting.outcomes.", "connections.accepted", "events.", "latency.",
     ]
 
     static func parse(_ root: Fields, file: String) throws(ReportReadError) -> ServeSummaryFile {
@@ -44,6 +52,14 @@ public struct ServeSummaryFile: Sendable {
             for k in (o.value as? [String: Any] ?? [:]).keys { s.counts["accounting.\(key).\(k)"] = try o.int(k) }
         }
         s.counts["connections.accepted"] = try root.object("connections").int("accepted")
+        if let events = try root.optionalObject("events") {
+            for key in gatedEventCounts + shownEventCounts { s.counts["events.\(key)"] = try events.int(key) }
+            s.eventsIdentitiesHold = (events.value as? [String: Any])
+                .flatMap { ($0["identity"] as? [String: Any])?["holds"] as? Bool }
+            guard s.eventsIdentitiesHold != nil else {
+                throw ReportReadError(file: file, "events.identity.holds: expected true or false")
+            }
+        }
         let latency = try root.object("latency")
         for name in metricNames {
             guard let m = try latency.optionalObject(name) else { continue }
@@ -102,11 +118,25 @@ extension Comparison {
             let rb = ServeSummaryFile.countOrder.firstIndex { b.hasPrefix($0) } ?? Int.max
             return (ra, a) < (rb, b)
         }
+        let gated = Set(ServeSummaryFile.gatedEventCounts.map { "events.\($0)" })
         for name in ordered {
+            let (b, c) = (baseline.counts[name] ?? 0, current.counts[name] ?? 0)
+            // Events judged in both runs: more missing, stale, uncorrelated, doubled or reordered deliveries than
+            // the baseline's is a regression, whatever the latency thresholds say.
+            let judged = gated.contains(name) && baseline.eventsIdentitiesHold != nil
+                && current.eventsIdentitiesHold != nil
+            counts.append(
+                CountRow(name: name, baseline: b, current: c, verdict: judged ? (c > b ? .regression : .ok) : .info))
+        }
+        if current.eventsIdentitiesHold == false {
             counts.append(
                 CountRow(
-                    name: name, baseline: baseline.counts[name] ?? 0, current: current.counts[name] ?? 0,
-                    verdict: .info))
+                    name: "events.identitiesHold", baseline: baseline.eventsIdentitiesHold == false ? 0 : 1,
+                    current: 0, verdict: .regression))
+        }
+        if baseline.eventsIdentitiesHold != nil && current.eventsIdentitiesHold != nil {
+            countsNote += "; events judged in both: more missing, stale at the end, uncorrelated, duplicate or "
+                + "reordered deliveries than the baseline is a regression"
         }
     }
 }

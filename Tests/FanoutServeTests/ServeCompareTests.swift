@@ -9,9 +9,10 @@ import Testing
 @Suite("fanout compare of serve runs")
 struct ServeCompareTests {
     /// Writes a summary.json of the golden fixture, `scale` times slower, with one more 200 when `extra`.
-    static func write(scale: UInt64 = 1, extra: Bool = false) throws -> String {
+    static func write(scale: UInt64 = 1, extra: Bool = false, events: ServeEventsReport? = nil) throws -> String {
         var (info, s, _, a, c) = ServeReportTests.fixture()
         if extra { s.answered(200, nil) }
+        info.events = events
         var latency = LatencyRecorder.serve()
         for v: UInt64 in [3_000, 4_000, 5_000, 9_000, 120_000] {
             latency.record(metricIndex: ServeMetric.service.rawValue, nanos: v * scale)
@@ -64,6 +65,51 @@ struct ServeCompareTests {
         let loose = Comparison.defaultThresholds + [try Comparison.Threshold(parsing: "service.p50=+150%")]
         let d = Comparison(baseline: a, current: b, thresholds: loose)
         #expect(d.rows.first { $0.metricName == "service" && $0.percentile == .p50 }?.verdict == .ok)
+    }
+
+    /// Events judged over one event with `followers` followers: `missing` of them missed it, the rest got it.
+    static func events(followers: Int, missing: Int, broken: Bool = false) -> ServeEventsReport {
+        var r = ServeEventsReport()
+        r.events = 1
+        r.dueEvents = 1
+        r.expected = followers
+        r.delivered = followers - missing
+        r.correlated = r.delivered
+        r.missing = missing
+        r.staleAtEnd = missing
+        r.perEvent.due = [true]
+        r.perEvent.delivered = [Int32(r.delivered)]
+        r.perEvent.missing = [Int32(missing)]
+        r.perEvent.superseded = [0]
+        r.perEvent.duplicate = [0]
+        r.perEvent.reordered = [0]
+        r.perEvent.notApplied = [0]
+        if broken { r.expected += 1 }
+        return r
+    }
+
+    @Test("events in both runs: one more missing delivery is a regression (exit 2), fewer is not; a broken identity is")
+    func missingGate() throws {
+        let base = try Self.read(try Self.write(events: Self.events(followers: 10, missing: 1)))
+        #expect(base.counts["events.missing"] == 1 && base.eventsIdentitiesHold == true)
+        let same = try Self.read(try Self.write(events: Self.events(followers: 10, missing: 1)))
+        #expect(Comparison(baseline: base, current: same, thresholds: Comparison.defaultThresholds).exitCode == 0)
+        let worse = try Self.read(try Self.write(events: Self.events(followers: 10, missing: 2)))
+        let c = Comparison(baseline: base, current: worse, thresholds: Comparison.defaultThresholds)
+        #expect(c.exitCode == 2, "latency unchanged, one more delivery missing")
+        #expect(c.counts.first { $0.name == "events.missing" }?.verdict == .regression)
+        #expect(c.counts.first { $0.name == "events.staleAtEnd" }?.verdict == .regression)
+        #expect(c.counts.first { $0.name == "events.delivered" }?.verdict == .info)
+        let better = Comparison(baseline: worse, current: base, thresholds: Comparison.defaultThresholds)
+        #expect(better.exitCode == 0 && better.counts.first { $0.name == "events.missing" }?.verdict == .ok)
+        let broken = try Self.read(try Self.write(events: Self.events(followers: 10, missing: 1, broken: true)))
+        #expect(broken.eventsIdentitiesHold == false)
+        let d = Comparison(baseline: base, current: broken, thresholds: Comparison.defaultThresholds)
+        #expect(d.exitCode == 2 && d.counts.contains { $0.name == "events.identitiesHold" })
+        // Without events on one side, nothing is judged: the counts are shown.
+        let plain = try Self.read(try Self.write())
+        let e = Comparison(baseline: plain, current: worse, thresholds: Comparison.defaultThresholds)
+        #expect(e.exitCode == 0 && e.counts.first { $0.name == "events.missing" }?.verdict == .info)
     }
 
     @Test("SummaryFile refuses a serve summary with a message naming it")
