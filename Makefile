@@ -33,6 +33,10 @@ deps:
 	@if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import h2, httpx, cryptography' 2>/dev/null; then \
 	  echo "installing: h2 httpx[http2] cryptography (PyPI)"; python3 -m pip install -q h2 'httpx[http2]' cryptography; \
 	fi
+	@# The example backend (examples/backend-aioapns): aiohttp and aioapns.
+	@if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import aiohttp, aioapns' 2>/dev/null; then \
+	  echo "installing: aiohttp aioapns (PyPI)"; python3 -m pip install -q aiohttp aioapns; \
+	fi
 
 build: deps
 	$(SWIFT) build -c $(CONFIG) --product fanout

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""A small Live Activity backend, the kind `fanout serve` is built to test (docs/INGEST.md §5).
+
+It does what a real one does, in about 150 lines:
+  POST /register  an app registers an activity's tokens (update token, push-to-start token, channel, source);
+                  kept in SQLite (the standard library's sqlite3).
+  POST /trigger   an event happened (a goal): one push per registered activity following the event's source,
+                  through aioapns (HTTP/2, TLS, ES256 provider token); or, when the event carries a channel, one
+                  broadcast to that channel (aioapns has no broadcast call, so httpx with HTTP/2 sends it).
+The trigger is answered 202 at once and the fan-out runs in the background, at most --concurrency pushes in flight.
+`aps.timestamp` is the event's `timestamp`, unchanged: that is how fanout matches a push to its event.
+
+    python3 backend.py --listen 127.0.0.1:8080 --apns localhost:2197 --ca cert.pem \
+        --auth-key KEYID=key.p8 --team TEAMID
+"""
+import argparse
+import asyncio
+import json
+import sqlite3
+import ssl
+import time
+
+import httpx
+import jwt
+from aiohttp import web
+from aioapns import APNs, NotificationRequest, PushType
+from aioapns.connection import APNsProductionClientProtocol
+
+
+class Backend:
+    def __init__(self, args):
+        self.args = args
+        self.apns_host, port = args.apns.rsplit(":", 1)
+        self.apns_port = int(port)
+        self.key_id, key_file = args.auth_key.split("=", 1)
+        self.key = open(key_file).read()
+        self.db = sqlite3.connect(args.db)
+        self.db.execute("CREATE TABLE IF NOT EXISTS activity (activity TEXT PRIMARY KEY, device TEXT, app TEXT, "
+                        "source TEXT, token TEXT, start_token TEXT, channel TEXT)")
+        self.db.execute("CREATE INDEX IF NOT EXISTS by_source ON activity (source, app)")
+        self.clients = {}  # one aioapns client (connection pool) per app: the topic is the pool's
+        self.slots = asyncio.Semaphore(args.concurrency)
+        self.http = httpx.AsyncClient(http2=True, verify=ssl.create_default_context(cafile=args.ca), timeout=30)
+        self.counts = {"registered": 0, "triggers": 0, "pushes": 0, "broadcasts": 0, "failed": 0}
+        self.jwt, self.jwt_at = None, 0
+
+    def apns(self, app):
+        """aioapns's client for `app`, pointed at --apns instead of Apple's host."""
+        if app not in self.clients:
+            host, port = self.apns_host, self.apns_port
+
+            class Protocol(APNsProductionClientProtocol):
+                APNS_SERVER = host
+                APNS_PORT = port
+
+            client = APNs(key=self.key, key_id=self.key_id, team_id=self.args.team,
+                          topic=f"{app}.push-type.liveactivity", max_connections=self.args.connections,
+                          ssl_context=ssl.create_default_context(cafile=self.args.ca))
+            client.pool.protocol_class = Protocol
+            self.clients[app] = client
+        return self.clients[app]
+
+    def bearer(self):
+        """The provider token for broadcasts, refreshed every 30 minutes as APNs asks."""
+        if self.jwt is None or time.time() - self.jwt_at > 1800:
+            self.jwt_at = int(time.time())
+            self.jwt = jwt.encode({"iss": self.args.team, "iat": self.jwt_at}, self.key, algorithm="ES256",
+                                  headers={"kid": self.key_id})
+        return self.jwt
+
+    async def register(self, request):
+        r = await request.json()
+        self.db.execute("INSERT OR REPLACE INTO activity VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (r["activity"], r["device"], r["app"], r["source"], r["token"], r.get("push-to-start-token"),
+                         r.get("channel")))
+        self.counts["registered"] += 1
+        return web.Response(status=204)
+
+    async def trigger(self, request):
+        event = await request.json()
+        self.counts["triggers"] += 1
+        asyncio.get_running_loop().create_task(self.fan_out(event))
+        return web.Response(status=202)
+
+    async def fan_out(self, event):
+        aps = {"event": event["event"], "timestamp": event["timestamp"], "content-state": event["content-state"]}
+        for key in ("stale-date", "relevance-score", "dismissal-date"):
+            if event.get(key) is not None:
+                aps[key] = event[key]
+        if event.get("channel"):
+            await self.broadcast(event["app"], event["channel"], {"aps": aps})
+            return
+        rows = self.db.execute("SELECT token FROM activity WHERE source = ? AND app = ?",
+                               (event["source"], event["app"])).fetchall()
+        await asyncio.gather(*(self.push(event["app"], token, {"aps": aps}) for (token,) in rows))
+
+    async def push(self, app, token, payload):
+        async with self.slots:
+            try:
+                result = await self.apns(app).send_notification(NotificationRequest(
+                    device_token=token, message=payload, push_type=PushType.LIVEACTIVITY, priority=10))
+                ok = result.is_successful
+            except Exception:  # a connection that failed: counted, the fan-out goes on
+                ok = False
+        self.counts["pushes" if ok else "failed"] += 1
+
+    async def broadcast(self, app, channel, payload):
+        headers = {"authorization": f"bearer {self.bearer()}", "apns-channel-id": channel,
+                   "apns-push-type": "LiveActivity", "apns-priority": "10", "apns-expiration": "0"}
+        url = f"https://{self.args.apns}/4/broadcasts/apps/{app}"
+        async with self.slots:
+            try:
+                response = await self.http.post(url, headers=headers, content=json.dumps(payload))
+                ok = response.status_code == 200
+            except httpx.HTTPError:
+                ok = False
+        self.counts["broadcasts" if ok else "failed"] += 1
+
+    async def stats(self, _request):
+        return web.json_response(self.counts)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--listen", default="127.0.0.1:8080", help="HOST:PORT for /register and /trigger")
+    p.add_argument("--apns", required=True, help="the APNs endpoint, HOST:PORT (fanout serve's --listen)")
+    p.add_argument("--ca", required=True, help="the CA (or self-signed certificate) the endpoint's TLS chains to")
+    p.add_argument("--auth-key", required=True, help="KEYID=FILE: the .p8 (PEM) signing key")
+    p.add_argument("--team", required=True, help="the team id (the provider token's iss)")
+    p.add_argument("--db", default=":memory:", help="SQLite file for registrations")
+    p.add_argument("--concurrency", type=int, default=256, help="pushes in flight at most")
+    p.add_argument("--connections", type=int, default=4, help="HTTP/2 connections per app")
+    args = p.parse_args()
+
+    async def start():
+        backend = Backend(args)
+        app = web.Application()
+        app.add_routes([web.post("/register", backend.register), web.post("/trigger", backend.trigger),
+                        web.get("/stats", backend.stats)])
+        return app
+
+    host, port = args.listen.rsplit(":", 1)
+    web.run_app(start(), host=host, port=int(port), print=lambda *_: print(f"backend: listening on {args.listen}",
+                                                                           flush=True))
+
+
+if __name__ == "__main__":
+    main()
