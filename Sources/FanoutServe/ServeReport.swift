@@ -36,6 +36,8 @@ public enum ServeReport {
         /// `--latency` and `--faults` as given (nil: none).
         public var latency: String?
         public var faults: String?
+        /// `--trigger`: what the trigger sent and measured (nil: no trigger).
+        public var trigger: TriggerResults?
         public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
                     startedAt: String, gitRevision: String) {
             self.scenario = scenario
@@ -80,6 +82,15 @@ public enum ServeReport {
             files["\(m.name).hgrm"] =
                 "#[fanout serve \(m.name): \(m.about); values in microseconds (us), recorded in nanoseconds]\n"
                 + PercentileText.distribution(latency[serve: m], scale: 1000)
+        }
+        if let t = info.trigger {
+            files["trigger-response.hgrm"] =
+                "#[fanout serve --trigger: from each event's intended time to its answer; values in microseconds "
+                + "(us), recorded in nanoseconds]\n" + PercentileText.distribution(t.responseNanos, scale: 1000)
+            files["trigger-schedule-lag.hgrm"] =
+                "#[fanout serve --trigger: from each event's intended time to its request's start; values in "
+                + "microseconds (us), recorded in nanoseconds]\n"
+                + PercentileText.distribution(t.scheduleLagNanos, scale: 1000)
         }
         files["latency.hlog"] = histogramLog(info, measured.intervals)
         files["report.html"] = ServeHTML.render(
@@ -193,7 +204,7 @@ public enum ServeReport {
         for (r, n) in s.byReason { reasons[r.rawValue] = n }
         var statuses: [String: Int] = [:]
         for (k, n) in s.byStatus { statuses[String(k)] = n }
-        let object: [String: Any] = [
+        var object: [String: Any] = [
             "kind": "serve",
             "scenario": info.scenario, "seed": info.seed, "listen": info.listen, "transport": info.transport,
             "auth": info.auth, "startedAt": info.startedAt, "gitRevision": info.gitRevision, "workers": info.workers,
@@ -226,12 +237,57 @@ public enum ServeReport {
             "findings": findings,
             "faults": faultsJSON(info, c.faults),
         ]
+        if let t = info.trigger { object["trigger"] = triggerJSON(t) }
         do {
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
             return String(decoding: data, as: UTF8.self) + "\n"
         } catch {
             throw MetricsError("summary.json could not be written: \(error)")
         }
+    }
+
+    /// summary.json's `trigger` (only with `--trigger`).
+    static func triggerJSON(_ t: TriggerResults) -> [String: Any] {
+        var statuses: [String: Int] = [:]
+        for (k, n) in t.byStatus { statuses[String(k)] = n }
+        return [
+            "url": t.url, "concurrency": t.concurrency, "sent": t.sent, "byStatus": statuses,
+            "successes": t.successes, "timeouts": t.timeouts, "errors": t.errors,
+            "cancelledAtShutdown": t.cancelledAtShutdown, "unsentAtShutdown": t.unsentAtShutdown,
+            "waitedForSlot": t.waitedForSlot, "peakInFlight": t.peakInFlight, "completed": t.completed,
+            "identityHolds": t.identityHolds, "response": percentiles(t.responseNanos),
+            "scheduleLag": percentiles(t.scheduleLagNanos),
+        ]
+    }
+
+    /// summary.md's *Trigger* section (only with `--trigger`).
+    static func triggerMarkdown(_ info: Info) -> String {
+        guard let t = info.trigger else { return "" }
+        var md = "## Trigger\n\n"
+        md += "POST \(t.url), at most \(t.concurrency) in flight (peak \(t.peakInFlight)): \(t.sent) events sent, "
+        md += "\(t.successes) answered 2xx, \(t.timeouts) timed out, \(t.errors.values.reduce(0, +)) failed, "
+        md += "\(t.cancelledAtShutdown) cancelled at shutdown; \(t.unsentAtShutdown) due but unsent at shutdown; "
+        md += "\(t.waitedForSlot) waited for a free slot. "
+        md += t.completed ? "Every event of the schedule was sent and ended before shutdown. " : ""
+        md += "sent = answered + timeouts + errors + cancelled: " + (t.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n")
+        if !t.byStatus.isEmpty {
+            md += "| answer | count |\n|---|---:|\n"
+            for (status, n) in t.byStatus.sorted(by: { $0.key < $1.key }) { md += "| \(status) | \(n) |\n" }
+            md += "\n"
+        }
+        if !t.errors.isEmpty {
+            md += "| error | count |\n|---|---:|\n"
+            for (e, n) in t.errors.sorted(by: { $0.key < $1.key }) { md += "| \(e) | \(n) |\n" }
+            md += "\n"
+        }
+        md += "| µs from the intended time | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
+        for (name, h) in [("response (answered)", t.responseNanos), ("schedule lag (request started)", t.scheduleLagNanos)] {
+            let v = h.values(atPercentiles: [50, 90, 99, 99.9])
+            md += "| \(name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
+            md += "\(micros(v[3])) | \(micros(h.max)) |\n"
+        }
+        md += "\n"
+        return md
     }
 
     /// What `--latency` and `--faults` injected (zeros when neither was given).
@@ -341,6 +397,7 @@ public enum ServeReport {
             md += "\n"
         }
         md += faultsMarkdown(info, c.faults)
+        md += triggerMarkdown(info)
         md += "## Findings for the backend\n\n"
         var any = false
         for f in ServeStats.Finding.allCases {
@@ -358,7 +415,8 @@ public enum ServeReport {
         case .summary: md += "state.jsonl (the totals line only: --state summary), "
         case .none: md += "no state.jsonl (--state none), "
         }
-        md += ServeMetric.allCases.map { "\($0.name).hgrm" }.joined(separator: ", ") + ".\n"
+        md += ServeMetric.allCases.map { "\($0.name).hgrm" }.joined(separator: ", ")
+        md += info.trigger == nil ? ".\n" : ", trigger-response.hgrm, trigger-schedule-lag.hgrm.\n"
         return md
     }
 

@@ -20,7 +20,8 @@ struct Serve: ParsableCommand {
             at once; the large files are streamed to disk as they are produced, with a progress line each \
             second when that takes longer than a second. --latency and --faults make it answer as APNs does on \
             a bad day (slow answers, 503/429/500, resets, GOAWAYs, stalls), each draw from --seed \
-            (docs/INGEST.md §3).
+            (docs/INGEST.md §3). --trigger URL sends the scenario's events to a backend at their intended times \
+            (open loop, docs/INGEST.md §5), counted from when serving starts.
             """
     )
 
@@ -143,6 +144,33 @@ struct Serve: ParsableCommand {
                 + "above.", valueName: "full|summary|none"))
     var state: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "POST each source event of the scenario to URL at its intended time (docs/INGEST.md §5: source, app, "
+                + "event, timestamp, content-state, …, intendedAt), from the first event loop, counted from when "
+                + "serving starts; answers, timeouts and response times go to the run folder.", valueName: "URL"))
+    var trigger: String?
+
+    @Option(
+        name: .customLong("trigger-concurrency"),
+        help: "Trigger requests in flight at most; an event due while all are busy waits for a free slot (counted).")
+    var triggerConcurrency: Int?
+
+    @Option(
+        name: .customLong("trigger-timeout"),
+        help: "Seconds a trigger request has (connect, send, answer) before it counts as a timeout.")
+    var triggerTimeout: Double?
+
+    @Option(
+        name: .customLong("trigger-http"),
+        help: ArgumentHelp(
+            "The trigger's HTTP version: 1.1 (keep-alive) or 2 (prior knowledge on http://, ALPN on https://).",
+            valueName: "1.1|2"))
+    var triggerHTTP: String?
+
+    @Option(name: .customLong("trigger-ca"), help: "PEM file of the CAs an https:// trigger URL's certificate must chain to.")
+    var triggerCA: String?
+
     @Option(help: "Run folder (default reports/runs/<UTC time>-serve-<scenario>/).")
     var out: String?
 
@@ -197,6 +225,37 @@ struct Serve: ParsableCommand {
         }
         _ = try Self.parseListen(listen)
         _ = try faultOptions(seed: 1)
+        _ = try triggerOptions()
+    }
+
+    /// `--trigger` and its settings (nil: no trigger); a bad value is a usage error (exit 64, nothing written).
+    func triggerOptions() throws -> TriggerOptions? {
+        guard let trigger else {
+            if triggerConcurrency != nil || triggerTimeout != nil || triggerHTTP != nil || triggerCA != nil {
+                throw ValidationError("--trigger-concurrency, --trigger-timeout, --trigger-http and --trigger-ca need --trigger URL")
+            }
+            return nil
+        }
+        do { _ = try HTTPClient.validate(url: trigger) } catch { throw ValidationError("--trigger: \(error)") }
+        var t = TriggerOptions(url: trigger)
+        if let c = triggerConcurrency {
+            guard (1...100_000).contains(c) else { throw ValidationError("--trigger-concurrency: expected 1 to 100000, got \(c)") }
+            t.concurrency = c
+        }
+        if let s = triggerTimeout {
+            guard s > 0 && s <= 3600 else { throw ValidationError("--trigger-timeout: expected seconds above 0, at most 3600") }
+            t.timeoutSeconds = s
+        }
+        switch triggerHTTP {
+        case nil, "1.1": t.version = .http1_1
+        case "2": t.version = .http2
+        case let v?: throw ValidationError("--trigger-http: expected 1.1 or 2, got \(v)")
+        }
+        if let ca = triggerCA {
+            guard FileManager.default.isReadableFile(atPath: ca) else { throw ValidationError("--trigger-ca: cannot read \(ca)") }
+            t.caFile = ca
+        }
+        return t
     }
 
     /// What the start line says of `--latency` and `--faults` (nothing when neither is given).
@@ -268,6 +327,7 @@ struct Serve: ParsableCommand {
         options.requestTimeoutSeconds = requestTimeout
         options.drainSeconds = drainTimeout
         options.faults = try faultOptions(seed: s.seed)
+        options.trigger = try triggerOptions()
 
         let startedAt = Date()
         let folder = out ?? "reports/runs/\(Run.timestamp())-serve-\(s.name)"
@@ -340,11 +400,15 @@ struct Serve: ParsableCommand {
             "fanout serve: listening on \(shownHost):\(port) (\(transport), auth \(auth), \(count) event loop"
             + (count == 1 ? "" : "s") + "); \(activities) activities on \(devices) devices "
             + String(format: "built in %.2f s", buildSeconds) + "; population: \(folder)/population.jsonl"
-            + faultsLine(options.faults) + "\n").utf8))
+            + faultsLine(options.faults)
+            + (options.trigger.map { "; triggering \($0.url) (the scenario's events from now)" } ?? "") + "\n").utf8))
         // Serving begins: the histogram log's StartTime, interval times counted from here (after the population
         // was built and written).
         let servingSince = Date()
         let measurements = ServeMeasurements(loops: count, startNanos: EventLoop.hrtimeNanos)
+        // t0 of the scenario's events (the trigger's schedule): when serving starts.
+        options.eventsT0Nanos = measurements.startNanos
+        options.eventsT0UnixMillis = Int64((servingSince.timeIntervalSince1970 * 1000).rounded())
         for service in services { service.measure(into: measurements) }
         let interactive = isatty(STDERR_FILENO) != 0
         let width = ProgressWidth.columns()
@@ -366,6 +430,7 @@ struct Serve: ParsableCommand {
         info.state = state.flatMap(ServeReport.StateDetail.init(rawValue:))
             ?? .automatic(devices: s.population.devices)
         info.startedAtSeconds = servingSince.timeIntervalSince1970
+        info.trigger = results.trigger
         let endMillis = Int64(Date().timeIntervalSince1970 * 1000)
         // state.jsonl first (the largest file, streamed as it is produced), then the rest, summary.json last.
         let stateBytes = ProgressCounter()
@@ -404,8 +469,12 @@ struct Serve: ParsableCommand {
         print(
             "fanout serve: \(st.requests) requests (\(st.acceptedPushes) pushes, \(st.acceptedBroadcasts) broadcasts "
                 + "accepted), \(accounting.deliveries) deliveries, "
-                + "\(results.connections.accepted) connections; state.jsonl: \(info.state.rawValue); "
-                + "run folder \(folder)")
+                + "\(results.connections.accepted) connections; "
+                + (results.trigger.map {
+                    "trigger: \($0.sent) events sent, \($0.successes) answered 2xx, \($0.timeouts) timeouts, "
+                        + "\($0.errors.values.reduce(0, +)) errors; "
+                } ?? "")
+                + "state.jsonl: \(info.state.rawValue); run folder \(folder)")
         if !results.connections.answersAccountedFor(requests: st.requests) {
             throw CommandFailure(
                 "the wire identity is broken: \(st.requests) answers produced, "
