@@ -38,6 +38,8 @@ public enum ServeReport {
         public var faults: String?
         /// `--trigger`: what the trigger sent and measured (nil: no trigger).
         public var trigger: TriggerResults?
+        /// `--register`: what registration did before serving started (nil: no registration).
+        public var registration: RegisterResults?
         public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
                     startedAt: String, gitRevision: String) {
             self.scenario = scenario
@@ -238,6 +240,7 @@ public enum ServeReport {
             "faults": faultsJSON(info, c.faults),
         ]
         if let t = info.trigger { object["trigger"] = triggerJSON(t) }
+        if let g = info.registration { object["registration"] = registrationJSON(g) }
         do {
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
             return String(decoding: data, as: UTF8.self) + "\n"
@@ -258,6 +261,36 @@ public enum ServeReport {
             "identityHolds": t.identityHolds, "response": percentiles(t.responseNanos),
             "scheduleLag": percentiles(t.scheduleLagNanos),
         ]
+    }
+
+    /// summary.json's `registration` (only with `--register`).
+    static func registrationJSON(_ g: RegisterResults) -> [String: Any] {
+        var statuses: [String: Int] = [:]
+        for (k, n) in g.byStatus { statuses[String(k)] = n }
+        return [
+            "url": g.url, "activities": g.activities, "registered": g.registered, "failed": g.failed,
+            "unregisteredAtDeadline": g.unregisteredAtDeadline, "requests": g.requests, "retries": g.retries,
+            "byStatus": statuses, "timeouts": g.timeouts, "errors": g.errors,
+            "elapsedSeconds": (g.elapsedSeconds * 1000).rounded() / 1000, "identityHolds": g.identityHolds,
+            "response": percentiles(g.responseNanos),
+        ]
+    }
+
+    /// summary.md's *Registration* section (only with `--register`).
+    static func registrationMarkdown(_ info: Info) -> String {
+        guard let g = info.registration else { return "" }
+        var md = "## Registration\n\n"
+        md += "POST \(g.url) before serving started, " + String(format: "%.2f s", g.elapsedSeconds) + ": "
+        md += "\(g.registered) of \(g.activities) activities registered, \(g.failed) failed after every attempt, "
+        md += "\(g.unregisteredAtDeadline) unregistered at the deadline; \(g.requests) requests (\(g.retries) retries), "
+        md += "\(g.timeouts) timeouts, \(g.errors.values.reduce(0, +)) errors. "
+        md += "activities = registered + failed + unregistered: " + (g.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n")
+        if !g.byStatus.isEmpty {
+            md += "| answer | count |\n|---|---:|\n"
+            for (status, n) in g.byStatus.sorted(by: { $0.key < $1.key }) { md += "| \(status) | \(n) |\n" }
+            md += "\n"
+        }
+        return md
     }
 
     /// summary.md's *Trigger* section (only with `--trigger`).
@@ -397,6 +430,7 @@ public enum ServeReport {
             md += "\n"
         }
         md += faultsMarkdown(info, c.faults)
+        md += registrationMarkdown(info)
         md += triggerMarkdown(info)
         md += "## Findings for the backend\n\n"
         var any = false

@@ -152,23 +152,45 @@ struct Serve: ParsableCommand {
     var trigger: String?
 
     @Option(
+        help: ArgumentHelp(
+            "Before the events start, POST each activity's registration to URL (docs/INGEST.md §5: the lines of "
+                + "population.jsonl) at --register-rate, retrying failures with backoff; serving (and t0) starts "
+                + "when every activity has ended or --register-deadline passed.", valueName: "URL"))
+    var register: String?
+
+    @Option(name: .customLong("register-rate"), help: "Registrations started per second (first attempts; open loop).")
+    var registerRate: Double?
+
+    @Option(
+        name: .customLong("register-attempts"),
+        help: "Attempts per registration at most (a non-2xx answer, timeout or error is retried after 100 ms, 200 ms, …).")
+    var registerAttempts: Int?
+
+    @Option(name: .customLong("register-deadline"), help: "Seconds registration may take; what is not registered then is counted.")
+    var registerDeadline: Double?
+
+    @Option(
         name: .customLong("trigger-concurrency"),
-        help: "Trigger requests in flight at most; an event due while all are busy waits for a free slot (counted).")
+        help: ArgumentHelp(
+            "Requests to the backend (--trigger, --register) in flight at most; an event due while all are busy "
+                + "waits for a free slot (counted)."))
     var triggerConcurrency: Int?
 
     @Option(
         name: .customLong("trigger-timeout"),
-        help: "Seconds a trigger request has (connect, send, answer) before it counts as a timeout.")
+        help: "Seconds a request to the backend (--trigger, --register) has (connect, send, answer) before it counts as a timeout.")
     var triggerTimeout: Double?
 
     @Option(
         name: .customLong("trigger-http"),
         help: ArgumentHelp(
-            "The trigger's HTTP version: 1.1 (keep-alive) or 2 (prior knowledge on http://, ALPN on https://).",
-            valueName: "1.1|2"))
+            "HTTP version of the requests to the backend (--trigger, --register): 1.1 (keep-alive) or 2 (prior "
+                + "knowledge on http://, ALPN on https://).", valueName: "1.1|2"))
     var triggerHTTP: String?
 
-    @Option(name: .customLong("trigger-ca"), help: "PEM file of the CAs an https:// trigger URL's certificate must chain to.")
+    @Option(
+        name: .customLong("trigger-ca"),
+        help: "PEM file of the CAs an https:// backend's certificate (--trigger, --register) must chain to.")
     var triggerCA: String?
 
     @Option(help: "Run folder (default reports/runs/<UTC time>-serve-<scenario>/).")
@@ -226,18 +248,24 @@ struct Serve: ParsableCommand {
         _ = try Self.parseListen(listen)
         _ = try faultOptions(seed: 1)
         _ = try triggerOptions()
+        _ = try registerOptions()
     }
 
     /// `--trigger` and its settings (nil: no trigger); a bad value is a usage error (exit 64, nothing written).
     func triggerOptions() throws -> TriggerOptions? {
-        guard let trigger else {
-            if triggerConcurrency != nil || triggerTimeout != nil || triggerHTTP != nil || triggerCA != nil {
-                throw ValidationError("--trigger-concurrency, --trigger-timeout, --trigger-http and --trigger-ca need --trigger URL")
-            }
-            return nil
+        if trigger == nil && register == nil
+            && (triggerConcurrency != nil || triggerTimeout != nil || triggerHTTP != nil || triggerCA != nil)
+        {
+            throw ValidationError(
+                "--trigger-concurrency, --trigger-timeout, --trigger-http and --trigger-ca need --trigger URL or --register URL")
         }
-        do { _ = try HTTPClient.validate(url: trigger) } catch { throw ValidationError("--trigger: \(error)") }
-        var t = TriggerOptions(url: trigger)
+        if register == nil && (registerRate != nil || registerAttempts != nil || registerDeadline != nil) {
+            throw ValidationError("--register-rate, --register-attempts and --register-deadline need --register URL")
+        }
+        if let trigger {
+            do { _ = try HTTPClient.validate(url: trigger) } catch { throw ValidationError("--trigger: \(error)") }
+        }
+        var t = TriggerOptions(url: trigger ?? "")
         if let c = triggerConcurrency {
             guard (1...100_000).contains(c) else { throw ValidationError("--trigger-concurrency: expected 1 to 100000, got \(c)") }
             t.concurrency = c
@@ -255,7 +283,31 @@ struct Serve: ParsableCommand {
             guard FileManager.default.isReadableFile(atPath: ca) else { throw ValidationError("--trigger-ca: cannot read \(ca)") }
             t.caFile = ca
         }
-        return t
+        return trigger == nil ? nil : t
+    }
+
+    /// `--register` and its settings (nil: no registration); the backend's HTTP settings are the trigger's flags.
+    func registerOptions() throws -> RegisterOptions? {
+        guard let register else { return nil }
+        do { _ = try HTTPClient.validate(url: register) } catch { throw ValidationError("--register: \(error)") }
+        var r = RegisterOptions(url: register)
+        if let rate = registerRate {
+            guard rate > 0 && rate <= 1_000_000 else { throw ValidationError("--register-rate: expected 0 < rate <= 1000000, got \(rate)") }
+            r.ratePerSecond = rate
+        }
+        if let a = registerAttempts {
+            guard (1...20).contains(a) else { throw ValidationError("--register-attempts: expected 1 to 20, got \(a)") }
+            r.attempts = a
+        }
+        if let d = registerDeadline {
+            guard d > 0 && d <= 86_400 else { throw ValidationError("--register-deadline: expected seconds above 0, at most 86400") }
+            r.deadlineSeconds = d
+        }
+        if let c = triggerConcurrency, (1...100_000).contains(c) { r.concurrency = c }
+        if let s = triggerTimeout, s > 0 && s <= 3600 { r.timeoutSeconds = s }
+        if triggerHTTP == "2" { r.version = .http2 }
+        r.caFile = triggerCA
+        return r
     }
 
     /// What the start line says of `--latency` and `--faults` (nothing when neither is given).
@@ -402,6 +454,25 @@ struct Serve: ParsableCommand {
             + String(format: "built in %.2f s", buildSeconds) + "; population: \(folder)/population.jsonl"
             + faultsLine(options.faults)
             + (options.trigger.map { "; triggering \($0.url) (the scenario's events from now)" } ?? "") + "\n").utf8))
+        // --register: every activity's registration, on a loop of its own, before serving (and the events) start.
+        var registration: RegisterResults?
+        if let r = try registerOptions() {
+            FileHandle.standardError.write(Data((
+                "fanout serve: registering \(activities) activities with \(r.url) at "
+                + String(format: "%g", r.ratePerSecond) + "/s\n").utf8))
+            do {
+                registration = try Registrar.run(populationFile: folder + "/population.jsonl", options: r)
+            } catch {
+                for fd in sockets { close(fd) }
+                throw CommandFailure("fanout serve --register: \(error)")
+            }
+            if let g = registration {
+                FileHandle.standardError.write(Data((
+                    "fanout serve: registered \(g.registered) of \(g.activities) activities ("
+                    + "\(g.failed) failed, \(g.unregisteredAtDeadline) unregistered at the deadline, \(g.retries) retries) "
+                    + String(format: "in %.2f s", g.elapsedSeconds) + "\n").utf8))
+            }
+        }
         // Serving begins: the histogram log's StartTime, interval times counted from here (after the population
         // was built and written).
         let servingSince = Date()
@@ -431,6 +502,7 @@ struct Serve: ParsableCommand {
             ?? .automatic(devices: s.population.devices)
         info.startedAtSeconds = servingSince.timeIntervalSince1970
         info.trigger = results.trigger
+        info.registration = registration
         let endMillis = Int64(Date().timeIntervalSince1970 * 1000)
         // state.jsonl first (the largest file, streamed as it is produced), then the rest, summary.json last.
         let stateBytes = ProgressCounter()

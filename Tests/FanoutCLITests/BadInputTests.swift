@@ -59,7 +59,23 @@ struct BadInputTests {
             name: "serve trigger settings without trigger",
             arguments: ["serve", "smoke", "--h2c", "--trigger-timeout", "3", "--out", "$DIR/out"],
             status: 64,
-            message: "Error: --trigger-concurrency, --trigger-timeout, --trigger-http and --trigger-ca need --trigger URL"),
+            message:
+                "Error: --trigger-concurrency, --trigger-timeout, --trigger-http and --trigger-ca need --trigger URL or "
+                + "--register URL"),
+        Case(
+            name: "serve register not http",
+            arguments: ["serve", "smoke", "--h2c", "--register", "mailto:x@y", "--out", "$DIR/out"],
+            status: 64, message: "Error: --register: mailto:x@y: not a URL (Unsupported URL scheme)"),
+        Case(
+            name: "serve register rate",
+            arguments: ["serve", "smoke", "--h2c", "--register", "http://127.0.0.1:1/", "--register-rate", "0", "--out",
+                "$DIR/out"],
+            status: 64, message: "Error: --register-rate: expected 0 < rate <= 1000000, got 0.0"),
+        Case(
+            name: "serve register settings without register",
+            arguments: ["serve", "smoke", "--h2c", "--register-attempts", "2", "--out", "$DIR/out"],
+            status: 64,
+            message: "Error: --register-rate, --register-attempts and --register-deadline need --register URL"),
         Case(
             name: "serve trigger http version",
             arguments: ["serve", "smoke", "--h2c", "--trigger", "http://127.0.0.1:1/", "--trigger-http", "3", "--out",

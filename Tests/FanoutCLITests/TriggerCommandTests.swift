@@ -166,4 +166,71 @@ struct TriggerCommandTests {
         #expect(errors.values.reduce(0, +) == refused["sent"] as! Int)
         #expect(errors.keys.contains { $0.contains("connect") })
     }
+
+    @Test("--register: every population line POSTed as it is, a refusal retried, the events only after registration")
+    func registration() throws {
+        let backend = try TriggerBackend("h1", ["--fail-first", "3"])
+        let base = "http://127.0.0.1:\(backend.port)"
+        let serve = try ServeProcess([
+            "--h2c", "--duration", "2", "--register", base + "/register", "--register-rate", "2000", "--trigger",
+            base + "/trigger",
+        ])
+        serve.process.waitUntilExit()
+        #expect(serve.process.terminationStatus == 0, "\(serve.stderr)")
+        let summary = try serve.summary()
+        let g = try #require(summary["registration"] as? [String: Any])
+        let population = try serve.population()
+        #expect(g["activities"] as? Int == population.count)
+        #expect(g["registered"] as? Int == population.count)
+        #expect(g["retries"] as? Int == 3 && g["failed"] as? Int == 0 && g["identityHolds"] as? Bool == true)
+        #expect((g["byStatus"] as! [String: Int]) == ["200": population.count, "503": 3])
+        let seen = try backend.requests()
+        let registrations = seen.filter { $0["path"] as? String == "/register" }
+        #expect(registrations.count == population.count + 3)
+        // The same objects as population.jsonl (INGEST §5), each activity at least once.
+        func key(_ o: [String: Any]) -> String { o["activity"] as! String }
+        var bodies: [String: NSDictionary] = [:]
+        for r in registrations { let b = r["body"] as! [String: Any]; bodies[key(b)] = b as NSDictionary }
+        #expect(bodies.count == population.count)
+        for line in population { #expect(bodies[key(line)] == line as NSDictionary) }
+        let triggers = seen.filter { $0["path"] as? String == "/trigger" }
+        #expect(!triggers.isEmpty)
+        let lastRegistration = registrations.map { $0["t"] as! Double }.max()!
+        #expect(triggers.allSatisfy { ($0["t"] as! Double) >= lastRegistration })
+        #expect(CLI.text(of: serve.folder.appendingPathComponent("summary.md")).contains("## Registration"))
+    }
+
+    @Test("--register against a backend refusing everything: every attempt made, every activity counted failed")
+    func registrationFailures() throws {
+        let backend = try TriggerBackend("h1", ["--status", "500"])
+        let serve = try ServeProcess([
+            "--h2c", "--duration", "1", "--devices", "50", "--register", backend.url, "--register-rate", "2000",
+            "--register-attempts", "2",
+        ])
+        serve.process.waitUntilExit()
+        #expect(serve.process.terminationStatus == 0, "\(serve.stderr)")
+        let g = try #require(try serve.summary()["registration"] as? [String: Any])
+        let activities = g["activities"] as! Int
+        #expect(activities > 0)
+        #expect(g["failed"] as? Int == activities && g["registered"] as? Int == 0)
+        #expect(g["requests"] as? Int == 2 * activities && g["retries"] as? Int == activities)
+        #expect((g["byStatus"] as! [String: Int]) == ["500": 2 * activities])
+        #expect(try backend.requests().count == 2 * activities)
+    }
+
+    @Test("--register-deadline: a backend too slow to finish; the rest counted unregistered, serving starts anyway")
+    func registrationDeadline() throws {
+        let backend = try TriggerBackend("h1", ["--delay", "3"])
+        let start = Date()
+        let serve = try ServeProcess([
+            "--h2c", "--duration", "1", "--devices", "50", "--register", backend.url, "--register-deadline", "0.5",
+        ])
+        serve.process.waitUntilExit()
+        #expect(serve.process.terminationStatus == 0, "\(serve.stderr)")
+        #expect(Date().timeIntervalSince(start) < 2.9)  // neither the 3 s answers nor a 10 s timeout were awaited
+        let g = try #require(try serve.summary()["registration"] as? [String: Any])
+        let activities = g["activities"] as! Int
+        #expect(g["unregisteredAtDeadline"] as? Int == activities && g["registered"] as? Int == 0)
+        #expect(g["identityHolds"] as? Bool == true)
+    }
 }
