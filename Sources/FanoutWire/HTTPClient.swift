@@ -272,7 +272,8 @@ public final class HTTPClient {
     /// closes the socket).
     private func watch(_ socket: Int32, _ what: Int32) -> Int32 {
         if what == CURL_POLL_REMOVE {
-            if let poll = polls.removeValue(forKey: socket) { poll.close() }
+            // Closed already if the loop's owner closed every handle (`EventLoop.closeRemainingHandles`).
+            if let poll = polls.removeValue(forKey: socket), !poll.isClosed { poll.close() }
             return 0
         }
         if closing && timer == nil { return 0 }
@@ -282,6 +283,7 @@ public final class HTTPClient {
         do {
             let poll: Poll
             if let existing = polls[socket] {
+                guard !existing.isClosed else { return -1 }  // closed behind libcurl's back: fail its transfers
                 poll = existing
             } else {
                 poll = try Poll(loop: loop, socket: socket) { [unowned self] poll, status, events in

@@ -21,7 +21,8 @@ struct Serve: ParsableCommand {
             second when that takes longer than a second. --latency and --faults make it answer as APNs does on \
             a bad day (slow answers, 503/429/500, resets, GOAWAYs, stalls), each draw from --seed \
             (docs/INGEST.md §3). --trigger URL sends the scenario's events to a backend at their intended times \
-            (open loop, docs/INGEST.md §5), counted from when serving starts.
+            (open loop, docs/INGEST.md §5), counted from when serving starts; --register URL first registers \
+            every activity (population.jsonl's lines) with it, and serving starts when that has ended.
             """
     )
 
@@ -158,34 +159,34 @@ struct Serve: ParsableCommand {
                 + "when every activity has ended or --register-deadline passed.", valueName: "URL"))
     var register: String?
 
-    @Option(name: .customLong("register-rate"), help: "Registrations started per second (first attempts; open loop).")
+    @Option(name: .customLong("register-rate"), help: "Registrations started per second (first attempts; open loop; default 1000).")
     var registerRate: Double?
 
     @Option(
         name: .customLong("register-attempts"),
-        help: "Attempts per registration at most (a non-2xx answer, timeout or error is retried after 100 ms, 200 ms, …).")
+        help: "Attempts per registration at most (a non-2xx answer, timeout or error is retried after 100 ms, 200 ms, …; default 3).")
     var registerAttempts: Int?
 
-    @Option(name: .customLong("register-deadline"), help: "Seconds registration may take; what is not registered then is counted.")
+    @Option(name: .customLong("register-deadline"), help: "Seconds registration may take; what is not registered then is counted (default 600).")
     var registerDeadline: Double?
 
     @Option(
         name: .customLong("trigger-concurrency"),
         help: ArgumentHelp(
             "Requests to the backend (--trigger, --register) in flight at most; an event due while all are busy "
-                + "waits for a free slot (counted)."))
+                + "waits for a free slot (counted). Default 256."))
     var triggerConcurrency: Int?
 
     @Option(
         name: .customLong("trigger-timeout"),
-        help: "Seconds a request to the backend (--trigger, --register) has (connect, send, answer) before it counts as a timeout.")
+        help: "Seconds a request to the backend (--trigger, --register) has (connect, send, answer) before it counts as a timeout (default 10).")
     var triggerTimeout: Double?
 
     @Option(
         name: .customLong("trigger-http"),
         help: ArgumentHelp(
             "HTTP version of the requests to the backend (--trigger, --register): 1.1 (keep-alive) or 2 (prior "
-                + "knowledge on http://, ALPN on https://).", valueName: "1.1|2"))
+                + "knowledge on http://, ALPN on https://); default 1.1.", valueName: "1.1|2"))
     var triggerHTTP: String?
 
     @Option(
