@@ -233,4 +233,27 @@ struct TriggerCommandTests {
         #expect(g["unregisteredAtDeadline"] as? Int == activities && g["registered"] as? Int == 0)
         #expect(g["identityHolds"] as? Bool == true)
     }
+
+    @Test("TLS: https:// with --trigger-ca and --trigger-http 2 (ALPN h2); without the CA every request fails")
+    func tls() throws {
+        let dir = try CLI.temporaryDirectory()
+        let cert = dir.appendingPathComponent("cert.pem").path
+        let key = dir.appendingPathComponent("key.pem").path
+        let made = try Tool.run("openssl", [
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out",
+            cert, "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ])
+        try #require(made.status == 0, "\(made.stderr)")
+        let backend = try TriggerBackend("h2tls", ["--cert", cert, "--key", key])
+        let url = "https://127.0.0.1:\(backend.port)/trigger"
+        let (_, trigger) = try triggerRun(["--trigger", url, "--trigger-http", "2", "--trigger-ca", cert], seconds: 2)
+        let seen = try backend.requests()
+        #expect(seen.count == trigger["sent"] as! Int && seen.count > 10)
+        #expect(seen.allSatisfy { $0["version"] as? String == "2" })
+        let cancelled = trigger["cancelledAtShutdown"] as! Int
+        #expect((trigger["byStatus"] as! [String: Int]) == ["200": seen.count - cancelled])
+        let (_, untrusted) = try triggerRun(["--trigger", url, "--trigger-http", "2"], seconds: 1)
+        #expect((untrusted["errors"] as! [String: Int]).values.reduce(0, +) == untrusted["sent"] as! Int)
+        #expect((untrusted["byStatus"] as! [String: Int]).isEmpty)
+    }
 }
