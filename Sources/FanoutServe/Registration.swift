@@ -65,8 +65,10 @@ public final class Registrar {
 
     let loop: EventLoop
     let options: RegisterOptions
-    private var lines: [[UInt8]]
+    private let lines: LineFile
+    /// Lines taken from the file (first attempts due so far).
     private var nextLine = 0
+    private let lineCount: Int
     private let startNanos: UInt64
     private var client: HTTPClient?
     private var timer: UVLoop.Timer?
@@ -80,10 +82,11 @@ public final class Registrar {
     private var finished = false
     public private(set) var results = RegisterResults()
 
-    init(loop: EventLoop, lines: [[UInt8]], options: RegisterOptions) throws(HTTPClientError) {
+    init(loop: EventLoop, lines: LineFile, options: RegisterOptions) throws(HTTPClientError) {
         self.loop = loop
         self.options = options
         self.lines = lines
+        lineCount = lines.count
         backoff = Array(repeating: [], count: max(options.attempts, 1) + 1)
         var http = HTTPClient.Options()
         http.version = options.version
@@ -93,16 +96,14 @@ public final class Registrar {
         client = try HTTPClient(loop: loop, options: http)
         startNanos = EventLoop.hrtimeNanos
         results.url = options.url
-        results.activities = lines.count
+        results.activities = lineCount
     }
 
     /// Registers every line of `populationFile` (population.jsonl) on a loop of its own, to the end or the
     /// deadline; the loop is closed before this returns.
     public static func run(populationFile: String, options: RegisterOptions) throws -> RegisterResults {
-        guard let data = FileManager.default.contents(atPath: populationFile) else {
-            throw HTTPClientError("cannot read \(populationFile)")
-        }
-        let lines = data.split(separator: UInt8(ascii: "\n")).map { Array($0) }
+        let lines = try LineFile(path: populationFile)
+        defer { lines.close() }
         let loop = try EventLoop()
         let registrar: Registrar
         do {
@@ -135,9 +136,8 @@ public final class Registrar {
     private func tick() {
         guard !finished else { return }
         let now = EventLoop.hrtimeNanos
-        while nextLine < lines.count, firstDue(nextLine) <= now {
-            ready.append(Pending(line: lines[nextLine], attempt: 1, dueNanos: firstDue(nextLine)))
-            lines[nextLine] = []
+        while nextLine < lineCount, firstDue(nextLine) <= now {
+            ready.append(Pending(line: lines.next() ?? [], attempt: 1, dueNanos: firstDue(nextLine)))
             nextLine += 1
         }
         for a in backoff.indices {
@@ -152,7 +152,7 @@ public final class Registrar {
         finishIfDone()
         guard !finished else { return }
         var next: UInt64 = .max
-        if nextLine < lines.count { next = firstDue(nextLine) }
+        if nextLine < lineCount { next = firstDue(nextLine) }
         for queue in backoff { if let first = queue.first { next = min(next, first.dueNanos) } }
         if next != .max {
             let now = EventLoop.hrtimeNanos
@@ -216,7 +216,7 @@ public final class Registrar {
     }
 
     private func finishIfDone() {
-        guard !finished, nextLine == lines.count, readyHead == ready.count, inFlight == 0,
+        guard !finished, nextLine == lineCount, readyHead == ready.count, inFlight == 0,
             backoff.allSatisfy(\.isEmpty)
         else { return }
         finish()
@@ -225,9 +225,9 @@ public final class Registrar {
     /// Every activity not registered yet counts as unregistered at the deadline; what is in flight is cancelled.
     private func deadlinePassed() {
         guard !finished else { return }
-        results.unregisteredAtDeadline += (lines.count - nextLine) + (ready.count - readyHead)
+        results.unregisteredAtDeadline += (lineCount - nextLine) + (ready.count - readyHead)
             + backoff.reduce(0) { $0 + $1.count }
-        nextLine = lines.count
+        nextLine = lineCount
         ready.removeAll()
         readyHead = 0
         for a in backoff.indices { backoff[a].removeAll() }
@@ -250,4 +250,63 @@ public final class Registrar {
         }
         closer.start(afterMillis: 0)
     }
+}
+
+/// A JSON-lines file read line by line in 1 MiB chunks (population.jsonl can be a gigabyte): its line count first
+/// (one pass), then each line once, in order. POSIX reads of a finished file.
+final class LineFile {
+    let count: Int
+    private let fd: Int32
+    private var buffer: [UInt8] = []
+    private var start = 0
+    private var atEnd = false
+    static let chunkBytes = 1 << 20
+
+    init(path: String) throws(HTTPClientError) {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw HTTPClientError("cannot read \(path): \(String(cString: strerror(errno)))") }
+        var lines = 0
+        var last: UInt8 = UInt8(ascii: "\n")
+        var chunk = [UInt8](repeating: 0, count: LineFile.chunkBytes)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                let message = String(cString: strerror(errno))
+                Glibc.close(fd)
+                throw HTTPClientError("cannot read \(path): \(message)")
+            }
+            if n == 0 { break }
+            for b in chunk[0..<n] where b == UInt8(ascii: "\n") { lines += 1 }
+            last = chunk[n - 1]
+        }
+        count = lines + (last == UInt8(ascii: "\n") ? 0 : 1)
+        lseek(fd, 0, SEEK_SET)
+        self.fd = fd
+    }
+
+    /// The next line without its newline; nil past the end.
+    func next() -> [UInt8]? {
+        while true {
+            if let newline = buffer[start...].firstIndex(of: UInt8(ascii: "\n")) {
+                let line = Array(buffer[start..<newline])
+                start = newline + 1
+                return line
+            }
+            if atEnd {
+                guard start < buffer.count else { return nil }
+                let line = Array(buffer[start...])
+                start = buffer.count
+                return line
+            }
+            buffer.removeFirst(start)
+            start = 0
+            let old = buffer.count
+            buffer.append(contentsOf: repeatElement(0, count: LineFile.chunkBytes))
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + old, LineFile.chunkBytes) }
+            buffer.removeLast(LineFile.chunkBytes - max(n, 0))
+            if n <= 0 { atEnd = true }
+        }
+    }
+
+    func close() { Glibc.close(fd) }
 }

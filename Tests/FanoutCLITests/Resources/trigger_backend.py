@@ -81,6 +81,8 @@ class Handler(BaseHTTPRequestHandler):
 
 def serve_h1():
     ThreadingHTTPServer.daemon_threads = True
+    # A burst of new connections (one per request in flight) must not overflow the listen backlog (default 5).
+    ThreadingHTTPServer.request_queue_size = 1024
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     write_port(server.server_address[1])
     server.serve_forever()
@@ -142,7 +144,7 @@ async def serve_h2(tls):
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(opts["--cert"], opts["--key"])
         context.set_alpn_protocols(["h2"])
-    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=context)
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=context, backlog=1024)
     write_port(server.sockets[0].getsockname()[1])
     async with server:
         await server.serve_forever()
