@@ -81,7 +81,7 @@ struct TriggerCommandTests {
             "channel", "intendedAt",
         ]
         let apps = Set(try serve.population().map { $0["app"] as! String })
-        var previous = 0.0
+        var latest = 0.0
         for request in seen {
             #expect(request["path"] as? String == "/trigger" && request["version"] as? String == "1.1")
             let body = request["body"] as! [String: Any]
@@ -93,12 +93,13 @@ struct TriggerCommandTests {
             #expect(body["relevance-score"] is Double || body["relevance-score"] is Int)
             #expect(body["dismissal-date"] is NSNull || body["dismissal-date"] is Int)
             #expect(body["channel"] is NSNull || body["channel"] is String)
-            // Sent at its intended time (open loop, a fast backend): within half a second of it, in order.
+            // Sent at its intended time (open loop, a fast backend): within 0.75 s of it, on a loaded machine too.
+            // (Arrival order is not send order: concurrent requests travel on different connections.)
             let intended = intendedSeconds(body["intendedAt"] as! String)
-            #expect(intended >= previous)
-            previous = intended
-            #expect(abs((request["t"] as! Double) - intended) < 0.5)
+            latest = max(latest, intended)
+            #expect(abs((request["t"] as! Double) - intended) < 0.75)
         }
+        #expect(latest > 0)
         let response = trigger["response"] as! [String: Any]
         #expect(response["count"] as? Int == sent - cancelled)
         for file in ["trigger-response.hgrm", "trigger-schedule-lag.hgrm"] {
@@ -117,7 +118,7 @@ struct TriggerCommandTests {
         #expect(seenFree.count == free["sent"] as! Int)
         for request in seenFree {
             let body = request["body"] as! [String: Any]
-            #expect(abs((request["t"] as! Double) - intendedSeconds(body["intendedAt"] as! String)) < 0.5)
+            #expect(abs((request["t"] as! Double) - intendedSeconds(body["intendedAt"] as! String)) < 0.75)
         }
         #expect((seenFree.compactMap { $0["inflight"] as? Int }.max() ?? 0) > 4)
         #expect(free["waitedForSlot"] as? Int == 0)
