@@ -39,6 +39,8 @@ public struct RegisterResults: Sendable {
     public var timeouts = 0
     public var errors: [String: Int] = [:]
     public var elapsedSeconds = 0.0
+    /// SIGINT or SIGTERM ended registration (what was not registered counts as unregistered at the deadline).
+    public var interrupted = false
     /// Each request, from when it was due (its rate slot or its backoff) to its end.
     public var responseNanos = LatencyHistogram()
 
@@ -73,6 +75,7 @@ public final class Registrar {
     private var client: HTTPClient?
     private var timer: UVLoop.Timer?
     private var deadline: UVLoop.Timer?
+    private var signals: [SignalWatcher] = []
     /// Due and waiting for a free slot, FIFO.
     private var ready: [Pending] = []
     private var readyHead = 0
@@ -123,6 +126,16 @@ public final class Registrar {
         let deadline = UVLoop.Timer(loop: loop) { [unowned self] _ in self.deadlinePassed() }
         deadline.start(afterMillis: UInt64((options.deadlineSeconds * 1000).rounded()))
         self.deadline = deadline
+        // Ctrl-C or SIGTERM ends registration as its deadline does (then `fanout serve` ends at once).
+        for signal in [SIGINT, SIGTERM] {
+            if let watcher = try? SignalWatcher(loop: loop, signal: signal, { [unowned self] _, _ in
+                self.results.interrupted = true
+                self.deadlinePassed()
+            }) {
+                watcher.isReferenced = false
+                signals.append(watcher)
+            }
+        }
         tick()
     }
 
@@ -246,6 +259,8 @@ public final class Registrar {
             self.timer = nil
             self.deadline?.close()
             self.deadline = nil
+            for watcher in self.signals { watcher.close() }
+            self.signals.removeAll()
             self.results.elapsedSeconds = Double(EventLoop.hrtimeNanos &- self.startNanos) / 1e9
         }
         closer.start(afterMillis: 0)

@@ -272,6 +272,7 @@ public enum ServeReport {
             "unregisteredAtDeadline": g.unregisteredAtDeadline, "requests": g.requests, "retries": g.retries,
             "byStatus": statuses, "timeouts": g.timeouts, "errors": g.errors,
             "elapsedSeconds": (g.elapsedSeconds * 1000).rounded() / 1000, "identityHolds": g.identityHolds,
+            "interrupted": g.interrupted,
             "response": percentiles(g.responseNanos),
         ]
     }
@@ -284,6 +285,7 @@ public enum ServeReport {
         md += "\(g.registered) of \(g.activities) activities registered, \(g.failed) failed after every attempt, "
         md += "\(g.unregisteredAtDeadline) unregistered at the deadline; \(g.requests) requests (\(g.retries) retries), "
         md += "\(g.timeouts) timeouts, \(g.errors.values.reduce(0, +)) errors. "
+        md += g.interrupted ? "Interrupted (SIGINT or SIGTERM): serving ended at once. " : ""
         md += "activities = registered + failed + unregistered: " + (g.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n")
         if !g.byStatus.isEmpty {
             md += "| answer | count |\n|---|---:|\n"

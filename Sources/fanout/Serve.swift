@@ -471,7 +471,10 @@ struct Serve: ParsableCommand {
                 FileHandle.standardError.write(Data((
                     "fanout serve: registered \(g.registered) of \(g.activities) activities ("
                     + "\(g.failed) failed, \(g.unregisteredAtDeadline) unregistered at the deadline, \(g.retries) retries) "
-                    + String(format: "in %.2f s", g.elapsedSeconds) + "\n").utf8))
+                    + String(format: "in %.2f s", g.elapsedSeconds)
+                    + (g.interrupted ? "; interrupted: serving ends at once" : "") + "\n").utf8))
+                // Interrupted (SIGINT, SIGTERM): no serving, but the run folder as a shutdown writes it.
+                if g.interrupted { options.durationSeconds = 0.001 }
             }
         }
         // Serving begins: the histogram log's StartTime, interval times counted from here (after the population

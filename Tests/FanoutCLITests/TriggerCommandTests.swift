@@ -257,4 +257,20 @@ struct TriggerCommandTests {
         #expect((untrusted["errors"] as! [String: Int]).values.reduce(0, +) == untrusted["sent"] as! Int)
         #expect((untrusted["byStatus"] as! [String: Int]).isEmpty)
     }
+
+    @Test("SIGINT during registration: it ends, serving ends at once, the run folder is written")
+    func registrationInterrupted() throws {
+        let backend = try TriggerBackend("h1", ["--delay", "5"])
+        let serve = try ServeProcess(["--h2c", "--devices", "50", "--register", backend.url])
+        let deadline = Date().addingTimeInterval(20)
+        while !serve.stderr.contains("registering") && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        Thread.sleep(forTimeInterval: 0.3)
+        serve.process.interrupt()
+        serve.process.waitUntilExit()
+        #expect(serve.process.terminationStatus == 0, "\(serve.stderr)")
+        let g = try #require(try serve.summary()["registration"] as? [String: Any])
+        #expect(g["interrupted"] as? Bool == true)
+        #expect(g["unregisteredAtDeadline"] as? Int == g["activities"] as? Int)
+        #expect(g["identityHolds"] as? Bool == true)
+    }
 }
