@@ -5,7 +5,7 @@ import Foundation
 /// latency percentiles, what `fanout compare` needs.
 public struct ServeSummaryFile: Sendable {
     /// `fanout serve`'s latency metrics, in report order (`ServeMetric`'s names; a test keeps them equal).
-    public static let metricNames = ["service", "delivery", "fanout", "validate", "route"]
+    public static let metricNames = ["service", "delivery", "fanout", "validate", "route", "endToEnd"]
 
     public var path: String
     public var scenario: String

@@ -13,6 +13,13 @@ public final class APNsServer: H2ServerDelegate {
     public let options: ServeOptions
     private let tls: TLSContext?
     private var listener: TCPListener?
+    /// `--manage-listen`: the channel-management listener (its socket, or its host and port).
+    private var manageListener: TCPListener?
+    private let manageSocket: Int32?
+    /// Whether the two kinds of request have listeners of their own (checked per request only then).
+    let splitListeners: Bool
+    /// The management listener's port (0 without `--manage-listen`).
+    public private(set) var managePort = 0
     private var sweep: UVLoop.Timer?
     private var deadline: UVLoop.Timer?
     /// Runs once the shutdown's drain time is over: every connection still open, or still flushing, is closed.
@@ -64,8 +71,10 @@ public final class APNsServer: H2ServerDelegate {
 
     public init(
         loop: EventLoop, service: APNsService, options: ServeOptions, cluster: ServeCluster? = nil, index: Int = 0,
-        socket: Int32? = nil
+        socket: Int32? = nil, manageSocket: Int32? = nil
     ) throws {
+        self.manageSocket = manageSocket
+        splitListeners = manageSocket != nil || options.managePort != nil
         self.loop = loop
         self.service = service
         self.options = options
@@ -88,14 +97,30 @@ public final class APNsServer: H2ServerDelegate {
     public func listen() throws -> Int {
         let listener: TCPListener
         if let socket {
-            listener = try TCPListener(loop: loop, socket: socket) { [unowned self] stream in self.accept(stream) }
+            listener = try TCPListener(loop: loop, socket: socket) { [unowned self] stream in
+                self.accept(stream, serving: self.splitListeners ? .push : .all)
+            }
         } else {
             listener = try TCPListener(loop: loop, host: options.host, port: options.port) { [unowned self] stream in
-                self.accept(stream)
+                self.accept(stream, serving: self.splitListeners ? .push : .all)
             }
         }
         self.listener = listener
         port = listener.localPort
+        if splitListeners {
+            let manage: TCPListener
+            if let manageSocket {
+                manage = try TCPListener(loop: loop, socket: manageSocket) { [unowned self] stream in
+                    self.accept(stream, serving: .manage)
+                }
+            } else {
+                manage = try TCPListener(loop: loop, host: options.manageHost, port: options.managePort ?? 0) {
+                    [unowned self] stream in self.accept(stream, serving: .manage)
+                }
+            }
+            manageListener = manage
+            managePort = manage.localPort
+        }
         return port
     }
 
@@ -142,6 +167,7 @@ public final class APNsServer: H2ServerDelegate {
         onShutdown?()
         onShutdown = nil
         listener?.close()
+        manageListener?.close()
         deadline?.close()
         deadline = nil
         for s in signals { s.close() }
@@ -264,7 +290,7 @@ public final class APNsServer: H2ServerDelegate {
         finishIfDrained()
     }
 
-    private func accept(_ stream: TCPStream) {
+    private func accept(_ stream: TCPStream, serving role: ServeListener.Role) {
         guard stoppingSinceNanos == nil else {
             stream.close()
             return
@@ -278,6 +304,7 @@ public final class APNsServer: H2ServerDelegate {
             let connection = try H2ServerConnection(stream: stream, tls: tls, settings: connectionSettings)
             if tls != nil { connectionStats.tlsConnections += 1 }
             try register(connection)
+            if role != .all { unsafeDowncast(connection.context!, to: ProviderAuth.ConnectionState.self).serves = role }
         } catch {
             connectionStats.endReasons["\(error)", default: 0] += 1
             stream.close()
@@ -302,6 +329,12 @@ public final class APNsServer: H2ServerDelegate {
         let input = RequestInput(
             method: request.method, path: request.path, headers: request.headers, body: request.body,
             arrivalNanos: request.arrivalNanos)
+        // `--manage-listen`: a request for the other listener's API is a path this host does not serve.
+        if _slowPath(splitListeners) && ServeListener.misplaced(request.path, on: state.serves) {
+            connectionStats.misplacedRequests += 1
+            answer(connection, request, service.injectedAnswer(.badPath, input))
+            return
+        }
         var became = false
         if _slowPath(drawsFaults) {
             let fault = drawFault()

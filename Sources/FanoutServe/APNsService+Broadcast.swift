@@ -67,9 +67,14 @@ extension APNsService {
                     pipeline.resume(kind: .channel, resolution: .channel(f.channel), headers: headers, payload: payload)
                 }
                 let subscribers = pipeline.router.subscribers[Int(f.channel)]
+                let t0 = tracker?.events.t0Nanos ?? 0
                 for a in subscribers {
                     let outcome = pipeline.deliver(flight, payload: payload, to: a, nowMillis: wallMillis)
-                    record(.delivery, max(clock() &- f.arrivalNanos, 1))
+                    let now = clock()
+                    record(.delivery, max(now &- f.arrivalNanos, 1))
+                    if tracker != nil {
+                        correlate(a, timestamp: flight.aps.timestamp, outcome: outcome, nowNanos: now, t0Nanos: t0)
+                    }
                     if outcome != .applied { noteOutcome(outcome, a, "(broadcast)") }
                 }
             }

@@ -39,6 +39,8 @@ extension APNsService {
 /// The latency metrics of `fanout serve`, in report order.
 public enum ServeMetric: Int, CaseIterable, Sendable {
     case service, delivery, fanout, validate, route
+    /// Only with `--expect-events` (left out of the report files without it).
+    case endToEnd
 
     /// What the metric measures (summary.md, the .hgrm headers).
     public var about: String {
@@ -48,6 +50,7 @@ public enum ServeMetric: Int, CaseIterable, Sendable {
         case .fanout: "broadcast arrival → its last subscriber applied"
         case .validate: "stage: headers and payload checked (accepted pushes)"
         case .route: "stage: recipients found (accepted pushes)"
+        case .endToEnd: "event's intended time (t0 + offset) → applied on the device, per correlated delivery"
         }
     }
 
@@ -58,6 +61,7 @@ public enum ServeMetric: Int, CaseIterable, Sendable {
         case .fanout: "fanout"
         case .validate: "validate"
         case .route: "route"
+        case .endToEnd: "endToEnd"
         }
     }
 }

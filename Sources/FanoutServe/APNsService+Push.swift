@@ -106,6 +106,10 @@ extension APNsService {
             let outcome = pipeline.deliver(flight, payload: payload, to: a, nowMillis: wallMillis)
             let t3 = clock()
             record(.delivery, max(t3 &- r.arrivalNanos, 1))
+            if tracker != nil {
+                correlate(
+                    a, timestamp: flight.aps.timestamp, outcome: outcome, nowNanos: t3, t0Nanos: tracker!.events.t0Nanos)
+            }
             noteOutcome(outcome, a, idHeader.value)
             return nil
         }

@@ -140,6 +140,9 @@ public final class APNsService {
         }
     }
 
+    /// The correlation of deliveries with the scenario's events (`--expect-events`; nil: none, serve as without it).
+    @exclusivity(unchecked) public internal(set) var tracker: EventTracker?
+
     // Measurements (the functions: APNsService+Measurements.swift).
     /// Every sample is recorded here once; the interval is taken each second (`closeInterval`).
     let recorder = IntervalRecorder(metricCount: ServeMetric.allCases.count)

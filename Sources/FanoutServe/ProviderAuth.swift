@@ -36,6 +36,8 @@ public final class ProviderAuth: Sendable {
         var rejectedVerdict: Result<Claims, APNsReason> = .failure(.invalidProviderToken)
         /// Tokens parsed and verified on this connection (each costs base64, JSON and ECDSA).
         public internal(set) var verifications = 0
+        /// The requests this connection's listener serves (`--manage-listen` splits channel management off).
+        public var serves = ServeListener.Role.all
         public init() {}
     }
 

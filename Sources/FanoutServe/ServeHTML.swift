@@ -26,7 +26,7 @@ public enum ServeHTML {
         var out = HTMLReport.pageStart(title: title)
         out += """
             <header><h1>\(e(title))</h1>
-            <p>\(e(info.listen)) · \(e(info.transport)) · auth \(e(info.auth)) · \(info.workers) event loop\(info.workers == 1 ? "" : "s") · started \(e(info.startedAt)) · served \(String(format: "%.1f", elapsed)) s · seed \(info.seed) · git \(e(info.gitRevision))</p>
+            <p>\(e(info.listen + (info.manageListen.map { ", channel management on \($0)" } ?? ""))) · \(e(info.transport)) · auth \(e(info.auth)) · \(info.workers) event loop\(info.workers == 1 ? "" : "s") · started \(e(info.startedAt)) · served \(String(format: "%.1f", elapsed)) s · seed \(info.seed) · git \(e(info.gitRevision))</p>
             <p>\(Units.grouped(s.requests)) requests (\(Units.grouped(s.acceptedPushes)) pushes and \(Units.grouped(s.acceptedBroadcasts)) broadcasts accepted), \(Units.grouped(a.deliveries)) deliveries, \(Units.grouped(c.accepted)) connections, \(Units.grouped(bytes.read)) bytes in, \(Units.grouped(bytes.written)) bytes out. Identities: requests \(s.identitiesHold ? "hold" : "BROKEN"), devices \(a.identitiesHold ? "hold" : "BROKEN").</p>
             </header>
 
@@ -43,6 +43,7 @@ public enum ServeHTML {
             series: [("validate", "#0072B2", latency[serve: .validate]), ("route", "#009E73", latency[serve: .route])])
         out += "<p>service: \(ServeMetric.service.about); delivery: \(ServeMetric.delivery.about); "
         out += "fanout: \(ServeMetric.fanout.about).</p>\n</section>\n"
+        if let r = info.events { out += events(r, latency) }
         out += overTime(seconds)
         out += "<section>\n<h2>Answers</h2>\n<table>\n<tr><th>status</th><th>count</th></tr>\n"
         for (status, n) in s.byStatus.sorted(by: { $0.key < $1.key }) {
@@ -77,7 +78,9 @@ public enum ServeHTML {
         out += "</table>\n<p>peak \(c.peakOpen) open (summed over loops), \(c.tlsConnections) over TLS, "
         out += "\(c.streamsReset) streams reset.</p>\n"
         out += "<p>\(e(ServeReport.boundsHit(c)))</p>\n"
-        out += "<p>\(e(ServeReport.wireIdentity(s, c, broken: "BROKEN")))</p>\n</section>\n"
+        out += "<p>\(e(ServeReport.wireIdentity(s, c, broken: "BROKEN")))</p>\n"
+        if info.manageListen != nil { out += "<p>\(e(ServeReport.misplaced(c)))</p>\n" }
+        out += "</section>\n"
         out += "<footer>fanout serve · HdrHistogram, 3 significant digits, values recorded in nanoseconds · this page "
         out += "has no script and loads nothing.</footer>\n</main>\n</body>\n</html>\n"
         return out
@@ -139,5 +142,37 @@ public enum ServeHTML {
         svg += "</svg>"
         out += "<figure>\n\(svg)\n</figure>\n</section>\n"
         return out
+    }
+
+    /// The *Events* section (`--expect-events` only): the counts with their identities, endToEnd and the fan-out
+    /// completion spectra, examples.
+    static func events(_ r: ServeEventsReport, _ latency: LatencyRecorder) -> String {
+        var out = "<section>\n<h2>Events (--expect-events)</h2>\n<table>\n<tr><th>count</th><th>value</th></tr>\n"
+        let rows: [(String, Int)] = [
+            ("events (due)", r.dueEvents), ("correlated deliveries", r.correlated), ("delivered", r.delivered),
+            ("duplicate", r.duplicate), ("reordered", r.reordered), ("not applied", r.notApplied),
+            ("uncorrelated", r.uncorrelated), ("expected (event, follower)", r.expected), ("superseded", r.superseded),
+            ("missing", r.missing), ("stale at the end", r.staleAtEnd), ("complete events", r.completeEvents),
+        ]
+        for (name, n) in rows { out += "<tr><td>\(e(name))</td><td>\(Units.grouped(n))</td></tr>\n" }
+        out += "</table>\n<p>expected = delivered + superseded + missing: \(r.pairsAddUp ? "holds" : "BROKEN"); "
+        out += "correlated = delivered + duplicate + reordered + not applied: \(r.deliveriesAddUp ? "holds" : "BROKEN")."
+        out += "</p>\n"
+        out += HTMLReport.spectrum(
+            title: "End-to-end and fan-out completion percentile spectrum",
+            series: [
+                ("endToEnd", "#CC79A7", latency[serve: .endToEnd]),
+                ("fanoutCompletion", "#56B4E9", r.completion[.fanoutCompletion]),
+            ])
+        out += "<p>endToEnd: \(e(ServeMetric.endToEnd.about)); fanoutCompletion: an event's intended time → its last "
+        out += "follower applied.</p>\n"
+        for (title, list) in [
+            ("uncorrelated", r.uncorrelatedExamples), ("missing", r.missingExamples), ("stale at the end", r.staleExamples),
+        ] where !list.isEmpty {
+            out += "<p>\(e(title)):</p>\n<ul>\n"
+            for x in list { out += "<li><code>\(e(x))</code></li>\n" }
+            out += "</ul>\n"
+        }
+        return out + "</section>\n"
     }
 }

@@ -40,6 +40,9 @@ public struct ServeOptions: Sendable {
     public var eventsT0Nanos: UInt64 = 0
     /// The same instant on the wall clock (UNIX milliseconds): the trigger's `intendedAt` is counted from it.
     public var eventsT0UnixMillis: Int64 = 0
+    /// `--manage-listen HOST:PORT`: channel management on a listener of its own (nil: one listener for all).
+    public var manageHost = "127.0.0.1"
+    public var managePort: Int?
     public init() {}
 }
 
@@ -70,6 +73,8 @@ public struct ConnectionStats: Sendable {
     /// Answers nghttp2 accepted for sending; answers dropped because their stream or connection was gone.
     public var responsesSubmitted = 0
     public var answersDropped = 0
+    /// With `--manage-listen`: requests sent to the listener that does not serve their API (answered 404 BadPath).
+    public var misplacedRequests = 0
     /// What `--faults` and `--latency` did on the loop.
     public var faults = FaultCounts()
     /// Why connections ended (closed by the client, protocol error, no preface, IdleTimeout, Shutdown, TLS…).
@@ -93,6 +98,7 @@ public struct ConnectionStats: Sendable {
         trailerFields += o.trailerFields
         responsesSubmitted += o.responsesSubmitted
         answersDropped += o.answersDropped
+        misplacedRequests += o.misplacedRequests
         faults.add(o.faults)
         for (r, n) in o.endReasons { endReasons[r, default: 0] += n }
     }

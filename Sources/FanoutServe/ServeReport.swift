@@ -40,6 +40,10 @@ public enum ServeReport {
         public var trigger: TriggerResults?
         /// `--register`: what registration did before serving started (nil: no registration).
         public var registration: RegisterResults?
+        /// `--manage-listen`: where channel management was served (nil: on `listen`, with everything else).
+        public var manageListen: String?
+        /// What `--expect-events` found (nil: not given; the report then is as without events).
+        public var events: ServeEventsReport?
         public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
                     startedAt: String, gitRevision: String) {
             self.scenario = scenario
@@ -80,7 +84,7 @@ public enum ServeReport {
             accounting.add(s.pipeline.accounting)
         }
         let latency = measured.totals
-        for m in ServeMetric.allCases {
+        for m in metrics(info) {
             files["\(m.name).hgrm"] =
                 "#[fanout serve \(m.name): \(m.about); values in microseconds (us), recorded in nanoseconds]\n"
                 + PercentileText.distribution(latency[serve: m], scale: 1000)
@@ -95,6 +99,7 @@ public enum ServeReport {
                 + PercentileText.distribution(t.scheduleLagNanos, scale: 1000)
         }
         files["latency.hlog"] = histogramLog(info, measured.intervals)
+        if let events = info.events { files["events-judged.jsonl"] = eventsJudged(events) }
         files["report.html"] = ServeHTML.render(
             info, stats, latency, accounting, connections, bytes, elapsedSeconds, seconds: overTime(measured.intervals))
         files["summary.json"] = try summaryJSON(info, stats, latency, accounting, connections, bytes, elapsedSeconds)
@@ -197,7 +202,7 @@ public enum ServeReport {
         _ elapsed: Double
     ) throws(MetricsError) -> String {
         var latencyObject: [String: Any] = [:]
-        for m in ServeMetric.allCases { latencyObject[m.name] = percentiles(latency[serve: m]) }
+        for m in metrics(info) { latencyObject[m.name] = percentiles(latency[serve: m]) }
         var findings: [String: Any] = [:]
         for f in ServeStats.Finding.allCases {
             findings["\(f)"] = ["about": f.about, "count": s.findings[f] ?? 0, "examples": s.examples[f] ?? []]
@@ -235,12 +240,15 @@ public enum ServeReport {
                 "requestTimeouts": c.requestTimeouts,
                 "outputPauses": c.outputPauses, "trailerFields": c.trailerFields,
                 "responsesSubmitted": c.responsesSubmitted, "answersDropped": c.answersDropped,
+                "misplacedRequests": c.misplacedRequests,
             ],
             "findings": findings,
             "faults": faultsJSON(info, c.faults),
         ]
         if let t = info.trigger { object["trigger"] = triggerJSON(t) }
         if let g = info.registration { object["registration"] = registrationJSON(g) }
+        if let manage = info.manageListen { object["manageListen"] = manage }
+        if let events = info.events { object["events"] = eventsJSON(events, latency) }
         do {
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
             return String(decoding: data, as: UTF8.self) + "\n"
@@ -381,7 +389,8 @@ public enum ServeReport {
         _ elapsed: Double
     ) -> String {
         var md = "# fanout serve — \(info.scenario)\n\n"
-        md += "Listening on \(info.listen) (\(info.transport), auth \(info.auth), \(info.workers) event loop"
+        md += "Listening on \(info.listen)" + (info.manageListen.map { ", channel management on \($0)" } ?? "")
+        md += " (\(info.transport), auth \(info.auth), \(info.workers) event loop"
         md += info.workers == 1 ? "), " : "s), "
         md += "started \(info.startedAt), "
         md += String(format: "served %.1f s", elapsed) + ", revision \(info.gitRevision), seed \(info.seed).\n\n"
@@ -413,7 +422,7 @@ public enum ServeReport {
         md += "| outcome | count |\n|---|---:|\n"
         for o in Outcome.allCases { md += "| \(o.name) | \(a[o]) |\n" }
         md += "\n## Latency (µs)\n\n| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
-        for m in ServeMetric.allCases {
+        for m in metrics(info) {
             let h = latency[serve: m]
             let v = h.values(atPercentiles: [50, 90, 99, 99.9])
             md += "| \(m.name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
@@ -421,11 +430,13 @@ public enum ServeReport {
         }
         md += "\nservice: \(ServeMetric.service.about); delivery: \(ServeMetric.delivery.about); "
         md += "fanout: \(ServeMetric.fanout.about).\n\n"
+        if let events = info.events { md += eventsMarkdown(events, latency) }
         md += "## Connections\n\n"
         md += "\(c.accepted) accepted (\(c.tlsConnections) over TLS), peak \(c.peakOpen) open, \(bytes.read) bytes in, "
         md += "\(bytes.written) bytes out, \(c.streamsReset) streams reset.\n\n"
         md += boundsHit(c) + "\n\n"
         md += wireIdentity(s, c, broken: "**BROKEN**") + "\n\n"
+        if info.manageListen != nil { md += misplaced(c) + "\n\n" }
         if !c.endReasons.isEmpty {
             md += "| how connections ended | count |\n|---|---:|\n"
             for (r, n) in c.endReasons.sorted(by: { $0.key < $1.key }) { md += "| \(r) | \(n) |\n" }
@@ -451,7 +462,8 @@ public enum ServeReport {
         case .summary: md += "state.jsonl (the totals line only: --state summary), "
         case .none: md += "no state.jsonl (--state none), "
         }
-        md += ServeMetric.allCases.map { "\($0.name).hgrm" }.joined(separator: ", ")
+        if info.events != nil { md += "events.jsonl (the scenario's events, written at start), events-judged.jsonl, " }
+        md += metrics(info).map { "\($0.name).hgrm" }.joined(separator: ", ")
         md += info.trigger == nil ? ".\n" : ", trigger-response.hgrm, trigger-schedule-lag.hgrm.\n"
         return md
     }
@@ -462,6 +474,11 @@ public enum ServeReport {
             + "\(c.streamsRefused) streams refused (over --max-open-streams), \(c.requestsRefused) requests refused "
             + "(over --max-unsent-bytes), \(c.requestTimeouts) requests timed out, "
             + "\(c.outputPauses) output pauses (clients not reading), \(c.trailerFields) trailer fields ignored."
+    }
+
+    /// With `--manage-listen`: requests sent to the listener that does not serve their API.
+    static func misplaced(_ c: ConnectionStats) -> String {
+        "\(c.misplacedRequests) requests sent to the listener that does not serve their API (answered 404 BadPath)."
     }
 
     /// The wire identity: every answer the service produced was submitted to nghttp2 or dropped with its stream.

@@ -61,7 +61,8 @@ public enum ServeWorkers {
     }
 
     public static func run(
-        services: [APNsService], options: ServeOptions, cluster: ServeCluster?, sockets: [Int32], board: ProgressBoard,
+        services: [APNsService], options: ServeOptions, cluster: ServeCluster?, sockets: [Int32],
+        manageSockets: [Int32]? = nil, board: ProgressBoard,
         progress: @escaping @Sendable (Double) -> Void
     ) -> Results {
         let count = services.count
@@ -73,6 +74,7 @@ public enum ServeWorkers {
             let service = handed[k]
             let outcome = outcomes[k]
             let socket = sockets[k]
+            let manageSocket = manageSockets?[k]
             let thread = Thread {
                 defer { done.signal() }
                 do {
@@ -82,7 +84,7 @@ public enum ServeWorkers {
                     do {
                         server = try APNsServer(
                             loop: loop, service: service.value, options: options, cluster: cluster, index: k,
-                            socket: socket)
+                            socket: socket, manageSocket: manageSocket)
                         try server.listen()
                         // The trigger runs on loop 0, beside that loop's share of the serving.
                         if k == 0, let t = options.trigger {

@@ -244,8 +244,7 @@ struct BatchProducer {
 /// The fields of a source event's push besides its content, as `fanout run` encodes them and `fanout serve
 /// --trigger` sends them to a backend (docs/INGEST.md §5): one definition for both.
 public struct SourceEventFields: Sendable, Equatable {
-    /// `aps.timestamp` (UNIX seconds): the run's epoch plus the event's index; the scenario's out-of-order share
-    /// of events carry one 10 s older.
+    /// `aps.timestamp` (UNIX seconds): `World.timestamp(of:)`.
     public var timestamp: Int64
     public var staleDate: Int64
     /// `end` events only, when the scenario's lifecycle dismisses after a delay.
@@ -258,13 +257,11 @@ extension World {
     public func fields(of event: SourceEvent) -> SourceEventFields {
         let e = UInt64(event.index)
         let seed = scenario.seed
-        var timestamp = epochSeconds + Int64(event.index)
-        if Mix.unit(Mix.hash(seed, 0x00, e)) < scenario.faults.outOfOrderShare { timestamp -= 10 }
         let nowSeconds = epochSeconds + Int64(event.intendedNanos / 1_000_000_000)
         let dismissal =
             event.kind == .end ? scenario.lifecycle.dismissalAfterSeconds.map { nowSeconds + Int64($0) } : nil
         return SourceEventFields(
-            timestamp: timestamp, staleDate: nowSeconds + 3600, dismissalDate: dismissal,
+            timestamp: timestamp(of: event), staleDate: nowSeconds + 3600, dismissalDate: dismissal,
             relevanceScore: Double(Mix.hash(seed, 0x4E, e) % 100))
     }
 

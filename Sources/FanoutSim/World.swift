@@ -196,6 +196,15 @@ public final class World: Sendable {
         return Double(event.intendedNanos) >= end * 1e9
     }
 
+    /// The `aps.timestamp` of an event's push (UNIX seconds): the run's epoch plus the event's index, 10 s
+    /// earlier for the scenario's out-of-order share (docs/INGEST.md §5: a backend copies it unchanged).
+    @inline(__always)
+    public func timestamp(of event: SourceEvent) -> Int64 {
+        let t = epochSeconds + Int64(event.index)
+        let outOfOrder = Mix.unit(Mix.hash(scenario.seed, 0x00, UInt64(event.index))) < scenario.faults.outOfOrderShare
+        return outOfOrder ? t - 10 : t
+    }
+
     /// The content-state of an event (scores from the event, strings of the scenario's length) as a
     /// content record; `event` −1 is the initial content.
     public func makeContent(schema: Int32, event: Int, source: Int, final: Bool, into content: inout [UInt8]) {

@@ -32,6 +32,15 @@ struct Serve: ParsableCommand {
     @Option(help: "Address to listen on, HOST:PORT (port 0: any free port, printed at start).")
     var listen = "127.0.0.1:2197"
 
+    @Option(
+        name: .customLong("manage-listen"),
+        help: ArgumentHelp(
+            "Serve channel management (/1/apps/...) on this address of its own, HOST:PORT, as APNs does on its "
+                + "api-manage-broadcast hosts; --listen then serves pushes and broadcasts only. A request sent to "
+                + "the listener that does not serve its API is answered 404 BadPath (counted).",
+            valueName: "HOST:PORT"))
+    var manageListen: String?
+
     @Flag(help: "Cleartext HTTP/2 with prior knowledge (no TLS).")
     var h2c = false
 
@@ -197,6 +206,14 @@ struct Serve: ParsableCommand {
     @Option(help: "Run folder (default reports/runs/<UTC time>-serve-<scenario>/).")
     var out: String?
 
+    @Flag(
+        help: ArgumentHelp(
+            "Correlate pushes with the scenario's events (docs/INGEST.md §5): a push whose aps.timestamp is an event's "
+                + "timestamp for the activity's source is matched to it; endToEnd from the event's intended time (t0 = "
+                + "when serving starts, + its offset); missing and stale-at-end judged at shutdown. Writes events.jsonl "
+                + "(the events, at start) and events-judged.jsonl; adds `events` to the summary."))
+    var expectEvents = false
+
     func validate() throws {
         if h2c && (tlsCert != nil || tlsKey != nil) { throw ValidationError("--h2c and --tls-cert/--tls-key exclude each other") }
         if !h2c && (tlsCert == nil || tlsKey == nil) {
@@ -247,6 +264,7 @@ struct Serve: ParsableCommand {
             throw ValidationError("--drain-timeout: expected seconds from 0 to 3600")
         }
         _ = try Self.parseListen(listen)
+        if let manageListen { _ = try Self.parseListen(manageListen, flag: "--manage-listen") }
         _ = try faultOptions(seed: 1)
         _ = try triggerOptions()
         _ = try registerOptions()
@@ -333,13 +351,13 @@ struct Serve: ParsableCommand {
         return f
     }
 
-    static func parseListen(_ text: String) throws -> (host: String, port: Int) {
+    static func parseListen(_ text: String, flag: String = "--listen") throws -> (host: String, port: Int) {
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
             (0...65535).contains(port)
-        else { throw ValidationError("--listen: expected HOST:PORT, got \(text)") }
+        else { throw ValidationError("\(flag): expected HOST:PORT, got \(text)") }
         var host = String(text[..<colon])
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty else { throw ValidationError("--listen: expected HOST:PORT, got \(text)") }
+        guard !host.isEmpty else { throw ValidationError("\(flag): expected HOST:PORT, got \(text)") }
         return (host, port)
     }
 
@@ -394,18 +412,34 @@ struct Serve: ParsableCommand {
             throw CommandFailure("cannot serve on \(listen): \(error)")
         }
         options.port = port
+        // --manage-listen: one socket per loop as well (the kernel spreads the connections).
+        var manageSockets: [Int32] = []
+        var manageShown: String?
+        if let manageListen {
+            let (manageHost, managePort) = try Self.parseListen(manageListen, flag: "--manage-listen")
+            do {
+                let bound = try ReusePortSockets.bind(host: manageHost, port: managePort, count: count)
+                manageSockets = bound.0
+                options.manageHost = manageHost
+                options.managePort = bound.1
+                manageShown = (manageHost.contains(":") ? "[\(manageHost)]" : manageHost) + ":\(bound.1)"
+            } catch {
+                for fd in sockets { close(fd) }
+                throw CommandFailure("cannot serve channel management on \(manageListen): \(error)")
+            }
+        }
         var tlsFailure: Error?
         if !h2c {
             do { _ = try TLSContext(certificateFile: tlsCert!, keyFile: tlsKey!) } catch { tlsFailure = error }
         }
         if let tlsFailure {
-            for fd in sockets { close(fd) }
+            for fd in sockets + manageSockets { close(fd) }
             throw CommandFailure("cannot serve on \(listen): \(tlsFailure)")
         }
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         } catch {
-            for fd in sockets { close(fd) }
+            for fd in sockets + manageSockets { close(fd) }
             throw CommandFailure("cannot create \(folder): \(error)")
         }
         // The population, one thread per loop, and the subscribers for the backend to load (population.jsonl,
@@ -434,7 +468,7 @@ struct Serve: ParsableCommand {
                 folder: folder, progress: progress, clock: { EventLoop.hrtimeNanos })
         } catch {
             ticker.finish()
-            for fd in sockets { close(fd) }
+            for fd in sockets + manageSockets { close(fd) }
             throw CommandFailure("fanout serve: \(error)")
         }
         ticker.finish()
@@ -444,6 +478,18 @@ struct Serve: ParsableCommand {
             service.channelLimits.listedChannels = maxListedChannels
         }
         let cluster = built.cluster
+        // --expect-events: the scenario's events and their followers, each service correlating from now on.
+        var events: ServeEvents?
+        if expectEvents {
+            let expected = ServeEvents.expect(services: services)
+            do {
+                try RunFiles.write(folder: folder, files: ["events.jsonl": expected.jsonl(apps: s.apps.map(\.bundle))], last: "events.jsonl")
+            } catch {
+                for fd in sockets + manageSockets { close(fd) }
+                throw CommandFailure("fanout serve: cannot write \(folder)/events.jsonl: \(error)")
+            }
+            events = expected
+        }
         let buildSeconds = Double(EventLoop.hrtimeNanos &- buildStart) / 1e9
         let transport = h2c ? "h2c" : "TLS"
         let shownHost = host.contains(":") ? "[\(host)]" : host
@@ -453,6 +499,7 @@ struct Serve: ParsableCommand {
             "fanout serve: listening on \(shownHost):\(port) (\(transport), auth \(auth), \(count) event loop"
             + (count == 1 ? "" : "s") + "); \(activities) activities on \(devices) devices "
             + String(format: "built in %.2f s", buildSeconds) + "; population: \(folder)/population.jsonl"
+            + (manageShown.map { "; channel management on \($0)" } ?? "")
             + faultsLine(options.faults)
             + (options.trigger.map { "; triggering \($0.url) (the scenario's events from now)" } ?? "") + "\n").utf8))
         // --register: every activity's registration, on a loop of its own, before serving (and the events) start.
@@ -481,15 +528,18 @@ struct Serve: ParsableCommand {
         // was built and written).
         let servingSince = Date()
         let measurements = ServeMeasurements(loops: count, startNanos: EventLoop.hrtimeNanos)
-        // t0 of the scenario's events (the trigger's schedule): when serving starts.
+        // t0 of the scenario's events: when serving starts (after --register's registration). One instant for the
+        // trigger's schedule (ServeOptions.eventsT0Nanos) and for --expect-events' endToEnd (ServeEvents.t0Nanos).
         options.eventsT0Nanos = measurements.startNanos
         options.eventsT0UnixMillis = Int64((servingSince.timeIntervalSince1970 * 1000).rounded())
         for service in services { service.measure(into: measurements) }
+        events?.t0Nanos = options.eventsT0Nanos
         let interactive = isatty(STDERR_FILENO) != 0
         let width = ProgressWidth.columns()
         let board = ProgressBoard(count: count)
         let results = ServeWorkers.run(
-            services: services, options: options, cluster: cluster, sockets: sockets, board: board
+            services: services, options: options, cluster: cluster, sockets: sockets,
+            manageSockets: manageSockets.isEmpty ? nil : manageSockets, board: board
         ) { seconds in
             let text = ProgressWidth.fit(ServeProgress.line(seconds, board.total()), width)
             FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
@@ -500,6 +550,7 @@ struct Serve: ParsableCommand {
             scenario: s.name, seed: s.seed, listen: "\(shownHost):\(port)", transport: transport, auth: auth,
             startedAt: ISO8601DateFormatter().string(from: servingSince), gitRevision: Machine.gitRevision())
         info.workers = count
+        info.manageListen = manageShown
         info.latency = options.faults.latencyText
         info.faults = options.faults.faultsText
         info.state = state.flatMap(ServeReport.StateDetail.init(rawValue:))
@@ -507,6 +558,7 @@ struct Serve: ParsableCommand {
         info.startedAtSeconds = servingSince.timeIntervalSince1970
         info.trigger = results.trigger
         info.registration = registration
+        info.events = ServeEventsReport.judge(services: services, nowNanos: EventLoop.hrtimeNanos)
         let endMillis = Int64(Date().timeIntervalSince1970 * 1000)
         // state.jsonl first (the largest file, streamed as it is produced), then the rest, summary.json last.
         let stateBytes = ProgressCounter()
@@ -557,7 +609,13 @@ struct Serve: ParsableCommand {
                     + "\(results.connections.responsesSubmitted) submitted + "
                     + "\(results.connections.answersDropped) dropped")
         }
-        if !st.identitiesHold || !accounting.identitiesHold {
+        if let e = info.events {
+            print(
+                "fanout serve: events: \(e.correlated) correlated (\(e.delivered) delivered, \(e.duplicate) duplicate, "
+                    + "\(e.reordered) reordered), \(e.uncorrelated) uncorrelated, \(e.missing) missing, "
+                    + "\(e.staleAtEnd) stale at the end")
+        }
+        if !st.identitiesHold || !accounting.identitiesHold || info.events.map({ !$0.identitiesHold }) == true {
             throw CommandFailure("accounting identities are broken")
         }
     }

@@ -396,6 +396,47 @@ struct ServeCommandTests {
         #expect((summary["latency"] as! [String: [String: Any]])["fanout"]?["count"] as? Int == 2)
     }
 
+    @Test("Python h2, --expect-events: pushes with the events' timestamps correlated, counted and judged at shutdown")
+    func expectEvents() throws {
+        let serve = try ServeProcess(["--h2c", "--expect-events"])
+        let result = try Tool.run("python3", [Tool.script, "events", String(serve.port), serve.folder.path])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        #expect(serve.stop() == 0, "\(serve.stderr)")
+        let seen = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as! [String: Any]
+        let summary = try serve.summary()
+        let events = try #require(summary["events"] as? [String: Any])
+        #expect(events["events"] as? Int == seen["events"] as? Int)
+        #expect(events["correlated"] as? Int == 4 && events["delivered"] as? Int == 2)
+        #expect(events["duplicate"] as? Int == 1 && events["reordered"] as? Int == 1)
+        #expect(events["notApplied"] as? Int == 0 && events["uncorrelated"] as? Int == 1)
+        #expect(events["superseded"] as? Int == 0)
+        // Judged at shutdown: every follower of every source with a due event, other than a, is stale at the end.
+        let missing = events["missing"] as? Int ?? 0
+        #expect(missing > 0 && (events["staleAtEnd"] as? Int ?? 0) > 0)
+        #expect(events["expected"] as? Int == 2 + missing)
+        #expect((events["identity"] as? [String: Any])?["holds"] as? Bool == true)
+        #expect((events["endToEnd"] as? [String: Any])?["count"] as? Int == 2)
+        let examples = events["examples"] as? [String: [String]]
+        #expect(examples?["uncorrelated"]?.first?.contains(seen["b"] as! String) == true)
+        #expect((summary["latency"] as? [String: Any])?["endToEnd"] != nil)
+        let files = try FileManager.default.contentsOfDirectory(atPath: serve.folder.path)
+        #expect(files.contains("events.jsonl") && files.contains("events-judged.jsonl") && files.contains("endToEnd.hgrm"))
+        let md = try String(contentsOf: serve.folder.appendingPathComponent("summary.md"), encoding: .utf8)
+        #expect(md.contains("## Events (--expect-events)") && !md.contains("BROKEN"))
+        let html = try String(contentsOf: serve.folder.appendingPathComponent("report.html"), encoding: .utf8)
+        #expect(html.contains("<h2>Events (--expect-events)</h2>") && !html.contains("BROKEN"))
+    }
+
+    @Test("without --expect-events: no events in the summary, no endToEnd, no events files")
+    func noEvents() throws {
+        let serve = try ServeProcess(["--h2c", "--duration", "0.2"])
+        #expect(serve.stop() == 0)
+        let summary = try serve.summary()
+        #expect(summary["events"] == nil && (summary["latency"] as? [String: Any])?["endToEnd"] == nil)
+        let files = try FileManager.default.contentsOfDirectory(atPath: serve.folder.path)
+        #expect(!files.contains("events.jsonl") && !files.contains("endToEnd.hgrm"))
+    }
+
     @Test("Python h2: ES256 provider tokens checked as APNs does (P-256 keys made by the test)")
     func jwt() throws {
         let dir = try CLI.temporaryDirectory()

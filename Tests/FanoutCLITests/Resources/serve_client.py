@@ -9,6 +9,7 @@ Prints one JSON object with what it saw; exits 1 with a message on the first fai
     serve_client.py jwt PORT KEY1.pem KID1 KEY2.pem KID2 TEAM
     serve_client.py hostile PORT FOLDER
     serve_client.py tls PORT CA.pem FOLDER
+    serve_client.py events PORT FOLDER   (fanout serve --expect-events: pushes carrying the events' timestamps)
 """
 import base64
 import json
@@ -358,6 +359,43 @@ def tls(port, ca, folder):
     c.close()
 
 
+def events(port, folder):
+    """Pushes with the scenario's event timestamps (events.jsonl) to a token source's followers: two delivered, a
+    duplicate, a reordered one and an uncorrelated one (the Swift test checks summary.json's counts)."""
+    with open(f"{folder}/events.jsonl") as f:
+        evs = [json.loads(line) for line in f]
+    pop = population(folder)
+    by_source = {}
+    for e in evs:
+        by_source.setdefault(e["source"], []).append(e)
+    chosen = None
+    for source, list_ in sorted(by_source.items()):
+        followers = [p for p in pop if p["source"] == source and p["channel"] is None]
+        if list_[0]["app"] == "com.example.scores" and len(followers) >= 2 and len(list_) >= 2:
+            chosen = (source, sorted(list_, key=lambda e: e["timestamp"]), followers)
+            break
+    expect(chosen, "a token source of the scores app with two followers and two events")
+    source, list_, followers = chosen
+    a, b = followers[0], followers[1]
+    e0, e1 = list_[0], list_[1]
+    c = Client(port)
+    headers = [("apns-push-type", "liveactivity"), ("apns-topic", "com.example.scores.push-type.liveactivity"),
+               ("apns-priority", "5")]
+
+    def push(row, ts, event="update"):
+        status, _, body = c.request("POST", f"/3/device/{row['token']}", headers, live_payload(event, ts))
+        expect(status == 200, f"push to {row['activity']} timestamp {ts}: {status} {body}")
+
+    push(a, e0["timestamp"], e0["kind"])  # delivered
+    push(a, e0["timestamp"], e0["kind"])  # duplicate
+    push(a, e1["timestamp"], e1["kind"])  # delivered (e0 was delivered: nothing superseded)
+    push(a, e0["timestamp"], e0["kind"])  # reordered
+    push(b, e1["timestamp"] + 100000)     # uncorrelated (no event has it), applied
+    c.close()
+    RESULT.update({"source": source, "followers": e0["followers"], "events": len(evs), "a": a["activity"],
+                   "b": b["activity"]})
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     args = sys.argv[2:]
@@ -369,6 +407,8 @@ if __name__ == "__main__":
         hostile(int(args[0]), args[1])
     elif mode == "tls":
         tls(int(args[0]), args[1], args[2])
+    elif mode == "events":
+        events(int(args[0]), args[1])
     else:
         fail(f"unknown mode {mode}")
     RESULT["ok"] = True

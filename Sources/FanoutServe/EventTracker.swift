@@ -1,0 +1,164 @@
+import FanoutCore
+import FanoutMetrics
+import FanoutSim
+
+/// One event loop's correlation of pushes with the scenario's events (`--expect-events`, docs/INGEST.md §5): every
+/// delivery to an activity is matched by (the activity's source, `aps.timestamp`) and classified; the arrays are
+/// sized once, when the tracker is made, so a delivery allocates nothing. Owned by its `APNsService`.
+///
+/// A correlated delivery of event `e` (rank `r` in its source) to activity `a` whose newest correlated event so far
+/// has rank `l` (−1: none) is exactly one of:
+/// - `duplicate`: r == l (the same event again);
+/// - `reordered`: r < l (an older event after a newer one; the device ignores it as stale, DOMAIN §3.4);
+/// - `notApplied`: r > l but the device did not apply it (stale against an uncorrelated push's timestamp, after the
+///   activity ended, throttled);
+/// - `delivered`: r > l and applied. The events of ranks l+1 ..< r were never applied to `a` and now never will be
+///   (the device would ignore them as stale): each is counted `superseded` for `a`, and `endToEnd` is recorded.
+public struct EventTracker {
+    public let events: ServeEvents
+    /// The source each local activity followed at start (-1: none); later activities (push-to-start) have none.
+    let sourceOf: [Int32]
+    /// The rank of each local activity's newest delivered event (-1: none yet).
+    var last: [Int32]
+    /// Per event, on this loop.
+    var delivered: [Int32]
+    var superseded: [Int32]
+    var duplicates: [Int32]
+    var reordered: [Int32]
+    var notApplied: [Int32]
+    var lastApplyNanos: [UInt64]
+    /// Totals on this loop.
+    public internal(set) var correlated = 0
+    public internal(set) var uncorrelated = 0
+    /// Deliveries applied before their event's intended time (recorded as endToEnd 1 ns).
+    public internal(set) var early = 0
+    var uncorrelatedExamples: [String] = []
+    /// The latest intended offset of an event delivered here (the judge's horizon takes it in).
+    var latestDeliveredOffset: UInt64 = 0
+
+    public init(events: ServeEvents, sourceOf: [Int32]) {
+        self.events = events
+        self.sourceOf = sourceOf
+        last = [Int32](repeating: -1, count: sourceOf.count)
+        let n = events.count
+        delivered = [Int32](repeating: 0, count: n)
+        superseded = delivered
+        duplicates = delivered
+        reordered = delivered
+        notApplied = delivered
+        lastApplyNanos = [UInt64](repeating: 0, count: n)
+        uncorrelatedExamples.reserveCapacity(ServeStats.examplesPerFinding)
+    }
+
+    public enum Verdict: Equatable {
+        case uncorrelated, duplicate, reordered, notApplied
+        /// Delivered: endToEnd = apply time − (t0 + the event's offset), at least 1 ns.
+        case delivered(endToEndNanos: UInt64)
+    }
+
+    /// Classifies one delivery to local activity `a` of a push carrying `timestamp`, applied (or not: `outcome`) at
+    /// `nowNanos`; `t0Nanos` is the events' t0. O(log events of the source) plus the superseded events it passes.
+    @inline(__always)
+    public mutating func correlate(
+        _ a: Int32, timestamp: Int64, outcome: Outcome, nowNanos: UInt64, t0Nanos: UInt64
+    ) -> Verdict {
+        let i = Int(a)
+        let s = i < sourceOf.count ? Int(sourceOf[i]) : -1
+        let e = s >= 0 ? Int(events.find(source: s, timestamp: timestamp)) : -1
+        guard e >= 0 else {
+            uncorrelated += 1
+            return .uncorrelated
+        }
+        correlated += 1
+        let r = events.rank[e]
+        let l = last[i]
+        if r == l {
+            duplicates[e] += 1
+            return .duplicate
+        }
+        if r < l {
+            reordered[e] += 1
+            return .reordered
+        }
+        guard outcome == .applied else {
+            notApplied[e] += 1
+            return .notApplied
+        }
+        let base = Int(events.sourceStart[s])
+        var p = Int(l) + 1
+        while p < Int(r) {
+            superseded[Int(events.bySource[base + p])] += 1
+            p += 1
+        }
+        last[i] = r
+        delivered[e] += 1
+        lastApplyNanos[e] = max(lastApplyNanos[e], nowNanos)
+        let offset = events.offsetNanos[e]
+        latestDeliveredOffset = max(latestDeliveredOffset, offset)
+        let intended = t0Nanos &+ offset
+        guard nowNanos > intended else {
+            early += 1
+            return .delivered(endToEndNanos: 1)
+        }
+        return .delivered(endToEndNanos: nowNanos - intended)
+    }
+
+    /// Keeps an example of an uncorrelated push (the first few).
+    mutating func noteUncorrelated(_ example: @autoclosure () -> String) {
+        if uncorrelatedExamples.count < ServeStats.examplesPerFinding { uncorrelatedExamples.append(example()) }
+    }
+}
+
+extension APNsService {
+    /// Classifies one delivery (see `EventTracker`) and records its endToEnd.
+    @inline(__always)
+    func correlate(_ a: Int32, timestamp: Int64, outcome: Outcome, nowNanos: UInt64, t0Nanos: UInt64) {
+        guard tracker != nil else { return }
+        let verdict = tracker!.correlate(a, timestamp: timestamp, outcome: outcome, nowNanos: nowNanos, t0Nanos: t0Nanos)
+        switch verdict {
+        case .delivered(let nanos): record(.endToEnd, nanos)
+        case .uncorrelated:
+            guard tracker!.uncorrelatedExamples.count < ServeStats.examplesPerFinding else { return }
+            let source = Int(a) < tracker!.sourceOf.count ? Int(tracker!.sourceOf[Int(a)]) : -1
+            let id = engine.pipeline.store.activityIds.string(a)
+            tracker!.noteUncorrelated(
+                "activity \(id) " + (source >= 0 ? "(\(ServeEvents.sourceName(source)))" : "(follows no source)")
+                    + " aps.timestamp \(timestamp)")
+        default: break
+        }
+    }
+}
+
+extension ServeEvents {
+    /// The scenario's events, with the followers of every service's sources counted, and each service correlating
+    /// its deliveries with them from now on (`--expect-events`; call before serving). t0 is 0 until set.
+    @discardableResult
+    public static func expect(services: [APNsService]) -> ServeEvents {
+        precondition(!services.isEmpty, "at least one service")
+        let world = services[0].engine.world
+        let sourceOfs = services.map { $0.engine.sourcesOfActivities() }
+        var followers = [Int32](repeating: 0, count: world.scenario.sources.count)
+        for list in sourceOfs {
+            for s in list where s >= 0 { followers[Int(s)] += 1 }
+        }
+        let events = ServeEvents(world: world, followers: followers)
+        for (k, service) in services.enumerated() {
+            service.tracker = EventTracker(events: events, sourceOf: sourceOfs[k])
+        }
+        return events
+    }
+
+    /// events.jsonl: one line per event, in intended-time order — its number, source, app, kind, `timestamp` (what
+    /// the backend puts into `aps.timestamp`), intended offset from t0 and the activities following its source.
+    public func jsonl(apps: [String]) -> String {
+        var out = ""
+        out.reserveCapacity(count * 140)
+        for e in 0..<count {
+            let s = Int(source[e])
+            out += "{\"event\": \(e), \"source\": \"\(ServeEvents.sourceName(s))\", \"app\": \"\(apps[sourceApp[s]])\", "
+            out += "\"kind\": \"\(kind[e] == 1 ? "end" : "update")\", \"timestamp\": \(timestamp[e]), "
+            out += "\"offsetNanos\": \(offsetNanos[e]), \"followers\": \(followers[s])}\n"
+        }
+        return out
+    }
+}

@@ -1,0 +1,170 @@
+import FanoutCore
+import FanoutMetrics
+import FanoutSim
+
+/// What `--expect-events` found at the end of the run (docs/INGEST.md §5), every event loop's tracker judged and
+/// added up: the counts per event and in total, with examples, and the identities that tie them together.
+///
+/// The judge's horizon H is the later of (end of serving − t0) and the latest intended offset of an event delivered
+/// anywhere. Source `s`'s events are *due* up to `dueRank[s]`, the highest rank (timestamp order) among its events
+/// intended by H; every follower of `s` is *expected* to end with the event of that rank, and each event of rank
+/// ≤ `dueRank[s]` is, for each follower, exactly one of: delivered (applied, correlated), superseded (a newer event
+/// of the source was applied first: the device would ignore it, DOMAIN §3.4), or missing (newer than the follower's
+/// newest delivered event). A follower whose newest delivered event is not its source's due last event is *stale at
+/// the end*.
+public struct ServeEventsReport: Sendable {
+    /// Events in the schedule, those judged (due), and those left out for a timestamp shared within a source.
+    public var events = 0
+    public var dueEvents = 0
+    public var sharedTimestamps = 0
+    public var t0Nanos: UInt64 = 0
+    public var horizonNanos: UInt64 = 0
+    /// Deliveries: correlated (= delivered + duplicate + reordered + notApplied) and uncorrelated.
+    public var correlated = 0
+    public var uncorrelated = 0
+    public var delivered = 0
+    public var duplicate = 0
+    public var reordered = 0
+    public var notApplied = 0
+    public var early = 0
+    /// (event, follower) pairs: expected = Σ over sources of followers × due events, and how each ended.
+    public var expected = 0
+    public var superseded = 0
+    public var missing = 0
+    /// Followers whose final state is not their source's last due event.
+    public var staleAtEnd = 0
+    /// Due events every follower of whose source got delivered, and the others (followed by someone).
+    public var completeEvents = 0
+    public var incompleteEvents = 0
+    public var eventsWithMissing = 0
+    public var uncorrelatedExamples: [String] = []
+    public var missingExamples: [String] = []
+    public var staleExamples: [String] = []
+    /// Per event (`ServeEvents` numbering): delivered, superseded, missing, duplicate, reordered, notApplied, and
+    /// when its last follower applied it (0: none).
+    public var perEvent = PerEvent()
+    /// Fan-out completion of the complete events (last follower applied − intended time), overall and by size
+    /// (`Metric.completionMetrics`).
+    public var completion = LatencyRecorder()
+
+    public struct PerEvent: Sendable, Equatable {
+        public var due: [Bool] = []
+        public var delivered: [Int32] = []
+        public var superseded: [Int32] = []
+        public var missing: [Int32] = []
+        public var duplicate: [Int32] = []
+        public var reordered: [Int32] = []
+        public var notApplied: [Int32] = []
+        public var lastApplyNanos: [UInt64] = []
+    }
+
+    public init() {}
+
+    /// expected = delivered + superseded + missing (pairs), and correlated = delivered + duplicate + reordered +
+    /// notApplied (deliveries); each side is counted on its own path, so a dropped count breaks one.
+    public var pairsAddUp: Bool { expected == delivered + superseded + missing }
+    public var deliveriesAddUp: Bool { correlated == delivered + duplicate + reordered + notApplied }
+    /// The per-event columns add up to the totals.
+    public var perEventAddsUp: Bool {
+        func sum(_ c: [Int32]) -> Int { c.reduce(0) { $0 + Int($1) } }
+        return sum(perEvent.delivered) == delivered && sum(perEvent.superseded) == superseded
+            && sum(perEvent.missing) == missing && sum(perEvent.duplicate) == duplicate
+            && sum(perEvent.reordered) == reordered && sum(perEvent.notApplied) == notApplied
+    }
+    public var identitiesHold: Bool { pairsAddUp && deliveriesAddUp && perEventAddsUp }
+
+    /// Judges every service's tracker at `nowNanos` (the services' clock) and adds them up; nil without
+    /// `--expect-events`. Read after the loops have stopped.
+    public static func judge(services: [APNsService], nowNanos: UInt64) -> ServeEventsReport? {
+        guard let events = services.first?.tracker?.events else { return nil }
+        var r = ServeEventsReport()
+        let n = events.count
+        r.events = n
+        r.sharedTimestamps = events.sharedTimestamps
+        r.t0Nanos = events.t0Nanos
+        var horizon = nowNanos > r.t0Nanos ? nowNanos - r.t0Nanos : 0
+        for s in services { horizon = max(horizon, s.tracker?.latestDeliveredOffset ?? 0) }
+        r.horizonNanos = horizon
+        let sources = events.followers.count
+        var dueRank = [Int32](repeating: -1, count: sources)
+        for s in 0..<sources {
+            for (p, e) in events.events(of: s).enumerated() where events.offsetNanos[Int(e)] <= horizon {
+                dueRank[s] = Int32(p)
+            }
+        }
+        var per = PerEvent()
+        per.due = (0..<n).map { events.rank[$0] <= dueRank[Int(events.source[$0])] }
+        per.delivered = [Int32](repeating: 0, count: n)
+        per.superseded = per.delivered
+        per.missing = per.delivered
+        per.duplicate = per.delivered
+        per.reordered = per.delivered
+        per.notApplied = per.delivered
+        per.lastApplyNanos = [UInt64](repeating: 0, count: n)
+        for service in services {
+            guard let t = service.tracker else { continue }
+            r.correlated += t.correlated
+            r.uncorrelated += t.uncorrelated
+            r.early += t.early
+            r.uncorrelatedExamples += t.uncorrelatedExamples.prefix(ServeStats.examplesPerFinding - r.uncorrelatedExamples.count)
+            for e in 0..<n {
+                per.delivered[e] += t.delivered[e]
+                per.superseded[e] += t.superseded[e]
+                per.duplicate[e] += t.duplicates[e]
+                per.reordered[e] += t.reordered[e]
+                per.notApplied[e] += t.notApplied[e]
+                per.lastApplyNanos[e] = max(per.lastApplyNanos[e], t.lastApplyNanos[e])
+            }
+            for (i, src) in t.sourceOf.enumerated() where src >= 0 {
+                let s = Int(src)
+                let due = dueRank[s]
+                let last = t.last[i]
+                guard last < due else { continue }
+                r.staleAtEnd += 1
+                let base = Int(events.sourceStart[s])
+                for p in Int(last + 1)...Int(due) { per.missing[Int(events.bySource[base + p])] += 1 }
+                if r.staleExamples.count < ServeStats.examplesPerFinding {
+                    let id = service.pipeline.store.activityIds.string(Int32(i))
+                    let newest = last < 0 ? "no event" : "timestamp \(events.timestamp[Int(events.bySource[base + Int(last)])])"
+                    r.staleExamples.append(
+                        "activity \(id) (\(ServeEvents.sourceName(s))) ended with \(newest), the source's last is "
+                            + "timestamp \(events.timestamp[Int(events.bySource[base + Int(due)])])")
+                }
+            }
+        }
+        func sum(_ c: [Int32]) -> Int { c.reduce(0) { $0 + Int($1) } }
+        r.delivered = sum(per.delivered)
+        r.superseded = sum(per.superseded)
+        r.missing = sum(per.missing)
+        r.duplicate = sum(per.duplicate)
+        r.reordered = sum(per.reordered)
+        r.notApplied = sum(per.notApplied)
+        for s in 0..<sources { r.expected += Int(events.followers[s]) * Int(dueRank[s] + 1) }
+        var completions = EventCompletions()
+        for e in 0..<n where per.due[e] {
+            r.dueEvents += 1
+            let followers = events.followers[Int(events.source[e])]
+            if per.missing[e] > 0 {
+                r.eventsWithMissing += 1
+                if r.missingExamples.count < ServeStats.examplesPerFinding {
+                    r.missingExamples.append(
+                        "\(ServeEvents.sourceName(Int(events.source[e]))) \(events.kind[e] == 1 ? "end" : "update") "
+                            + "timestamp \(events.timestamp[e]) (intended at +\(events.offsetNanos[e] / 1_000_000) ms): "
+                            + "missing on \(per.missing[e]) of \(followers) followers")
+                }
+            }
+            guard followers > 0 else { continue }
+            if per.delivered[e] == followers {
+                r.completeEvents += 1
+                completions.intendedNanos.append(r.t0Nanos &+ events.offsetNanos[e])
+                completions.lastNanos.append(per.lastApplyNanos[e])
+                completions.recipients.append(followers)
+            } else {
+                r.incompleteEvents += 1
+            }
+        }
+        completions.record(into: &r.completion)
+        r.perEvent = per
+        return r
+    }
+}

@@ -1,0 +1,84 @@
+import FanoutMetrics
+import Foundation
+
+/// The *events* part of `fanout serve`'s run folder (`--expect-events` only; without it nothing here is written and
+/// the endToEnd metric is left out): summary.json's `events`, summary.md's *Events* section, events-judged.jsonl.
+extension ServeReport {
+    /// The latency metrics the report shows: endToEnd only when events were expected.
+    static func metrics(_ info: Info) -> [ServeMetric] {
+        info.events == nil ? ServeMetric.allCases.filter { $0 != .endToEnd } : ServeMetric.allCases
+    }
+
+    static func eventsJSON(_ r: ServeEventsReport, _ latency: LatencyRecorder) -> [String: Any] {
+        var bySize: [String: Any] = [:]
+        for m in Metric.completionMetrics { bySize[m.name] = percentiles(r.completion[m]) }
+        return [
+            "events": r.events, "dueEvents": r.dueEvents, "sharedTimestamps": r.sharedTimestamps,
+            "t0Nanos": r.t0Nanos, "horizonNanos": r.horizonNanos,
+            "correlated": r.correlated, "uncorrelated": r.uncorrelated, "delivered": r.delivered,
+            "duplicate": r.duplicate, "reordered": r.reordered, "notApplied": r.notApplied, "early": r.early,
+            "expected": r.expected, "superseded": r.superseded, "missing": r.missing, "staleAtEnd": r.staleAtEnd,
+            "completeEvents": r.completeEvents, "incompleteEvents": r.incompleteEvents,
+            "eventsWithMissing": r.eventsWithMissing,
+            "identity": [
+                "pairs": "expected = delivered + superseded + missing", "pairsHold": r.pairsAddUp,
+                "deliveries": "correlated = delivered + duplicate + reordered + notApplied",
+                "deliveriesHold": r.deliveriesAddUp, "perEventHolds": r.perEventAddsUp, "holds": r.identitiesHold,
+            ] as [String: Any],
+            "endToEnd": percentiles(latency[serve: .endToEnd]),
+            "fanoutCompletion": bySize,
+            "examples": [
+                "uncorrelated": r.uncorrelatedExamples, "missing": r.missingExamples, "staleAtEnd": r.staleExamples,
+            ],
+        ]
+    }
+
+    static func eventsMarkdown(_ r: ServeEventsReport, _ latency: LatencyRecorder) -> String {
+        var md = "## Events (--expect-events)\n\n"
+        md += "\(r.events) events in the scenario's schedule, \(r.dueEvents) due by the judge's horizon "
+        md += "(t0 + \(micros(r.horizonNanos / 1000)) ms)"
+        if r.sharedTimestamps > 0 { md += "; \(r.sharedTimestamps) left out (a timestamp shared within a source)" }
+        md += ".\n\n"
+        md += "Deliveries: \(r.correlated) correlated = \(r.delivered) delivered + \(r.duplicate) duplicate + "
+        md += "\(r.reordered) reordered + \(r.notApplied) not applied by the device: "
+        md += r.deliveriesAddUp ? "holds" : "**BROKEN**"
+        md += "; \(r.uncorrelated) uncorrelated (applied, matching no event); \(r.early) applied before their "
+        md += "intended time.\n\n"
+        md += "Expected (event, follower) pairs: \(r.expected) = \(r.delivered) delivered + \(r.superseded) superseded "
+        md += "+ \(r.missing) missing: " + (r.pairsAddUp ? "holds" : "**BROKEN**")
+        md += "; per event: " + (r.perEventAddsUp ? "holds" : "**BROKEN**") + ". "
+        md += "\(r.staleAtEnd) followers stale at the end (not on their source's last event); \(r.eventsWithMissing) "
+        md += "events missing somewhere; \(r.completeEvents) events complete, \(r.incompleteEvents) not.\n\n"
+        md += "| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
+        var rows: [(String, LatencyHistogram)] = [("endToEnd", latency[serve: .endToEnd])]
+        for m in Metric.completionMetrics { rows.append((m.name, r.completion[m])) }
+        for (name, h) in rows {
+            let v = h.values(atPercentiles: [50, 90, 99, 99.9])
+            md += "| \(name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
+            md += "\(micros(v[3])) | \(micros(h.max)) |\n"
+        }
+        md += "\nendToEnd: \(ServeMetric.endToEnd.about); fanoutCompletion: an event's intended time → its last "
+        md += "follower applied, for the events every follower got (µs).\n\n"
+        for (title, list) in [
+            ("uncorrelated", r.uncorrelatedExamples), ("missing", r.missingExamples), ("stale at the end", r.staleExamples),
+        ] where !list.isEmpty {
+            md += "- **\(title)**\n"
+            for e in list { md += "  - `\(e)`\n" }
+        }
+        if !r.uncorrelatedExamples.isEmpty || !r.missingExamples.isEmpty || !r.staleExamples.isEmpty { md += "\n" }
+        return md
+    }
+
+    /// events-judged.jsonl: per event, how it ended (the counts of `ServeEventsReport.PerEvent`).
+    static func eventsJudged(_ r: ServeEventsReport) -> String {
+        let p = r.perEvent
+        var out = ""
+        for e in p.delivered.indices {
+            out += "{\"event\": \(e), \"due\": \(p.due[e]), \"delivered\": \(p.delivered[e]), "
+            out += "\"superseded\": \(p.superseded[e]), \"missing\": \(p.missing[e]), \"duplicate\": \(p.duplicate[e]), "
+            out += "\"reordered\": \(p.reordered[e]), \"notApplied\": \(p.notApplied[e]), "
+            out += "\"lastAppliedNanos\": \(p.lastApplyNanos[e] == 0 ? 0 : p.lastApplyNanos[e] &- r.t0Nanos)}\n"
+        }
+        return out
+    }
+}
