@@ -275,4 +275,25 @@ struct TriggerCommandTests {
         #expect(g["unregisteredAtDeadline"] as? Int == g["activities"] as? Int)
         #expect(g["identityHolds"] as? Bool == true)
     }
+
+    @Test("--trigger with --expect-events: each event sent is one of events.jsonl, at its offset from the same t0")
+    func sameEventsAsExpected() throws {
+        let backend = try TriggerBackend("h1")
+        let (serve, trigger) = try triggerRun(["--workers", "2", "--expect-events", "--trigger", backend.url], seconds: 2)
+        let expected = try CLI.text(of: serve.folder.appendingPathComponent("events.jsonl")).split(separator: "\n").map {
+            try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any]
+        }
+        var offsets: [String: Int] = [:]
+        for e in expected { offsets["\(e["source"] as! String) \(e["timestamp"] as! Int)"] = e["offsetNanos"] as? Int }
+        let sent = try backend.requests().map { $0["body"] as! [String: Any] }
+        #expect(sent.count == trigger["sent"] as! Int && sent.count > 10)
+        // intendedAt − offset is t0 on the wall clock: the same for every event (to the millisecond).
+        var t0s: [Double] = []
+        for body in sent {
+            let offset = offsets["\(body["source"] as! String) \(body["timestamp"] as! Int)"]
+            #expect(offset != nil, "\(body) is not in events.jsonl")
+            if let offset { t0s.append(intendedSeconds(body["intendedAt"] as! String) - Double(offset) / 1e9) }
+        }
+        #expect((t0s.max() ?? 0) - (t0s.min() ?? 0) < 0.0015)
+    }
 }
