@@ -15,6 +15,7 @@ deps:
 	pkg-config --exists zlib 2>/dev/null || missing="$$missing zlib1g-dev"; \
 	pkg-config --exists libnghttp2 2>/dev/null || missing="$$missing libnghttp2-dev"; \
 	pkg-config --exists openssl 2>/dev/null || missing="$$missing libssl-dev"; \
+	pkg-config --exists libcurl 2>/dev/null || missing="$$missing libcurl4-openssl-dev"; \
 	command -v h2load >/dev/null 2>&1 || missing="$$missing nghttp2-client"; \
 	command -v nghttpd >/dev/null 2>&1 || missing="$$missing nghttp2-server"; \
 	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \

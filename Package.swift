@@ -34,7 +34,10 @@ let package = Package(
         // sessions over UVLoop TCP streams, TLS over memory BIOs, ES256 signatures.
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
-        .target(name: "FanoutWire", dependencies: ["UVLoop", "CNGHTTP2", "COpenSSL"]),
+        // libcurl (system library): the HTTP client to a user's backend (trigger, registration), multi-socket
+        // on a UVLoop loop.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .target(name: "FanoutWire", dependencies: ["UVLoop", "CNGHTTP2", "COpenSSL", "CCurl"]),
         // Scenarios, population, arrival processes, workers on event loops, virtual and real time.
         .target(name: "FanoutSim", dependencies: ["FanoutCore", "FanoutMetrics", "FanoutHistogramLog", "UVLoop"]),
         // APNs semantics on the wire (docs/INGEST.md): checks in APNs's order, provider tokens, the channel API,
@@ -102,7 +105,7 @@ let package = Package(
             dependencies: ["FanoutHistogramLog", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
         .testTarget(name: "UVLoopTests", dependencies: ["UVLoop"]),
-        .testTarget(name: "FanoutWireTests", dependencies: ["FanoutWire"]),
+        .testTarget(name: "FanoutWireTests", dependencies: ["FanoutWire", "UVLoop"]),
         .testTarget(
             name: "FanoutServeTests", dependencies: ["FanoutServe", "FanoutWire", "FanoutSim", "FanoutCore"],
             exclude: ["Golden"]  // read from the source tree (#filePath), so FANOUT_UPDATE_GOLDEN=1 can rewrite it

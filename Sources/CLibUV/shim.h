@@ -33,4 +33,8 @@ static inline uv_handle_t *CLibUV_signal_as_handle(uv_signal_t *signal) {
     return (uv_handle_t *)signal;
 }
 
+static inline uv_handle_t *CLibUV_poll_as_handle(uv_poll_t *poll) {
+    return (uv_handle_t *)poll;
+}
+
 #endif // CLIBUV_SHIM_H

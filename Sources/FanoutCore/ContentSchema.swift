@@ -344,6 +344,14 @@ extension ContentSchema {
     /// `appendJSON(record:style: .compact, to:)` into a byte buffer: the payload encoder's path.
     /// The record must be a record of this schema.
     @inline(__always)
+    /// A content record of this schema as the compact JSON object a payload's `content-state` carries (the
+    /// trigger of `fanout serve --trigger` sends it). Allocates; not for the hot path.
+    public func appendCompactJSON(record: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        var buffer = ByteBuffer(capacity: 256)
+        appendCompactJSON(record: record, to: &buffer)
+        out.append(contentsOf: buffer.bytes)
+    }
+
     func appendCompactJSON(record: UnsafeRawBufferPointer, to out: inout ByteBuffer) {
         compactKeys.withUnsafeBytes { keys in
             compactKeyOffsets.withUnsafeBufferPointer { keyOffsets in

@@ -34,6 +34,8 @@ public final class APNsServer: H2ServerDelegate {
     private(set) var stoppingSinceNanos: UInt64?
     /// The port bound (useful with port 0).
     public private(set) var port = 0
+    /// Runs once when shutdown begins (before the GOAWAYs): what else lives on this loop (the trigger) stops.
+    public var onShutdown: (() -> Void)?
     /// Once a second: (seconds since start, this server) for a progress line.
     public var onProgress: ((Double, APNsServer) -> Void)?
     private var lastRequests = 0
@@ -162,6 +164,8 @@ public final class APNsServer: H2ServerDelegate {
     public func beginShutdown() {
         guard stoppingSinceNanos == nil else { return }
         stoppingSinceNanos = EventLoop.hrtimeNanos
+        onShutdown?()
+        onShutdown = nil
         listener?.close()
         manageListener?.close()
         deadline?.close()

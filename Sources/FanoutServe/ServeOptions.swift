@@ -32,6 +32,14 @@ public struct ServeOptions: Sendable {
     public var maxUnsentBytesPerLoop = 64 << 20
     /// Faults and latency to inject (`--faults`, `--latency`; none by default).
     public var faults = ServeFaults()
+    /// `--trigger`: the scenario's events POSTed to a backend from loop 0 (nil: none).
+    public var trigger: TriggerOptions?
+    /// t0 of the scenario's events: the instant event offset 0 is due (`EventLoop.hrtimeNanos`), the same for
+    /// every loop. The trigger sends event k at `eventsT0Nanos + intendedNanos(k)`; a push's end-to-end time is
+    /// its apply time − this − the event's offset. `fanout serve` sets it to when serving starts.
+    public var eventsT0Nanos: UInt64 = 0
+    /// The same instant on the wall clock (UNIX milliseconds): the trigger's `intendedAt` is counted from it.
+    public var eventsT0UnixMillis: Int64 = 0
     /// `--manage-listen HOST:PORT`: channel management on a listener of its own (nil: one listener for all).
     public var manageHost = "127.0.0.1"
     public var managePort: Int?

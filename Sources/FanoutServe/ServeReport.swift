@@ -36,6 +36,10 @@ public enum ServeReport {
         /// `--latency` and `--faults` as given (nil: none).
         public var latency: String?
         public var faults: String?
+        /// `--trigger`: what the trigger sent and measured (nil: no trigger).
+        public var trigger: TriggerResults?
+        /// `--register`: what registration did before serving started (nil: no registration).
+        public var registration: RegisterResults?
         /// `--manage-listen`: where channel management was served (nil: on `listen`, with everything else).
         public var manageListen: String?
         /// What `--expect-events` found (nil: not given; the report then is as without events).
@@ -84,6 +88,15 @@ public enum ServeReport {
             files["\(m.name).hgrm"] =
                 "#[fanout serve \(m.name): \(m.about); values in microseconds (us), recorded in nanoseconds]\n"
                 + PercentileText.distribution(latency[serve: m], scale: 1000)
+        }
+        if let t = info.trigger {
+            files["trigger-response.hgrm"] =
+                "#[fanout serve --trigger: from each event's intended time to its answer; values in microseconds "
+                + "(us), recorded in nanoseconds]\n" + PercentileText.distribution(t.responseNanos, scale: 1000)
+            files["trigger-schedule-lag.hgrm"] =
+                "#[fanout serve --trigger: from each event's intended time to its request's start; values in "
+                + "microseconds (us), recorded in nanoseconds]\n"
+                + PercentileText.distribution(t.scheduleLagNanos, scale: 1000)
         }
         files["latency.hlog"] = histogramLog(info, measured.intervals)
         if let events = info.events { files["events-judged.jsonl"] = eventsJudged(events) }
@@ -232,6 +245,8 @@ public enum ServeReport {
             "findings": findings,
             "faults": faultsJSON(info, c.faults),
         ]
+        if let t = info.trigger { object["trigger"] = triggerJSON(t) }
+        if let g = info.registration { object["registration"] = registrationJSON(g) }
         if let manage = info.manageListen { object["manageListen"] = manage }
         if let events = info.events { object["events"] = eventsJSON(events, latency) }
         do {
@@ -240,6 +255,82 @@ public enum ServeReport {
         } catch {
             throw MetricsError("summary.json could not be written: \(error)")
         }
+    }
+
+    /// summary.json's `trigger` (only with `--trigger`).
+    static func triggerJSON(_ t: TriggerResults) -> [String: Any] {
+        var statuses: [String: Int] = [:]
+        for (k, n) in t.byStatus { statuses[String(k)] = n }
+        return [
+            "url": t.url, "concurrency": t.concurrency, "sent": t.sent, "byStatus": statuses,
+            "successes": t.successes, "timeouts": t.timeouts, "errors": t.errors,
+            "cancelledAtShutdown": t.cancelledAtShutdown, "unsentAtShutdown": t.unsentAtShutdown,
+            "waitedForSlot": t.waitedForSlot, "peakInFlight": t.peakInFlight, "completed": t.completed,
+            "identityHolds": t.identityHolds, "response": percentiles(t.responseNanos),
+            "scheduleLag": percentiles(t.scheduleLagNanos),
+        ]
+    }
+
+    /// summary.json's `registration` (only with `--register`).
+    static func registrationJSON(_ g: RegisterResults) -> [String: Any] {
+        var statuses: [String: Int] = [:]
+        for (k, n) in g.byStatus { statuses[String(k)] = n }
+        return [
+            "url": g.url, "activities": g.activities, "registered": g.registered, "failed": g.failed,
+            "unregisteredAtDeadline": g.unregisteredAtDeadline, "requests": g.requests, "retries": g.retries,
+            "byStatus": statuses, "timeouts": g.timeouts, "errors": g.errors,
+            "elapsedSeconds": (g.elapsedSeconds * 1000).rounded() / 1000, "identityHolds": g.identityHolds,
+            "interrupted": g.interrupted,
+            "response": percentiles(g.responseNanos),
+        ]
+    }
+
+    /// summary.md's *Registration* section (only with `--register`).
+    static func registrationMarkdown(_ info: Info) -> String {
+        guard let g = info.registration else { return "" }
+        var md = "## Registration\n\n"
+        md += "POST \(g.url) before serving started, " + String(format: "%.2f s", g.elapsedSeconds) + ": "
+        md += "\(g.registered) of \(g.activities) activities registered, \(g.failed) failed after every attempt, "
+        md += "\(g.unregisteredAtDeadline) unregistered at the deadline; \(g.requests) requests (\(g.retries) retries), "
+        md += "\(g.timeouts) timeouts, \(g.errors.values.reduce(0, +)) errors. "
+        md += g.interrupted ? "Interrupted (SIGINT or SIGTERM): serving ended at once. " : ""
+        md += "activities = registered + failed + unregistered: " + (g.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n")
+        if !g.byStatus.isEmpty {
+            md += "| answer | count |\n|---|---:|\n"
+            for (status, n) in g.byStatus.sorted(by: { $0.key < $1.key }) { md += "| \(status) | \(n) |\n" }
+            md += "\n"
+        }
+        return md
+    }
+
+    /// summary.md's *Trigger* section (only with `--trigger`).
+    static func triggerMarkdown(_ info: Info) -> String {
+        guard let t = info.trigger else { return "" }
+        var md = "## Trigger\n\n"
+        md += "POST \(t.url), at most \(t.concurrency) in flight (peak \(t.peakInFlight)): \(t.sent) events sent, "
+        md += "\(t.successes) answered 2xx, \(t.timeouts) timed out, \(t.errors.values.reduce(0, +)) failed, "
+        md += "\(t.cancelledAtShutdown) cancelled at shutdown; \(t.unsentAtShutdown) due but unsent at shutdown; "
+        md += "\(t.waitedForSlot) waited for a free slot. "
+        md += t.completed ? "Every event of the schedule was sent and ended before shutdown. " : ""
+        md += "sent = answered + timeouts + errors + cancelled: " + (t.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n")
+        if !t.byStatus.isEmpty {
+            md += "| answer | count |\n|---|---:|\n"
+            for (status, n) in t.byStatus.sorted(by: { $0.key < $1.key }) { md += "| \(status) | \(n) |\n" }
+            md += "\n"
+        }
+        if !t.errors.isEmpty {
+            md += "| error | count |\n|---|---:|\n"
+            for (e, n) in t.errors.sorted(by: { $0.key < $1.key }) { md += "| \(e) | \(n) |\n" }
+            md += "\n"
+        }
+        md += "| µs from the intended time | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
+        for (name, h) in [("response (answered)", t.responseNanos), ("schedule lag (request started)", t.scheduleLagNanos)] {
+            let v = h.values(atPercentiles: [50, 90, 99, 99.9])
+            md += "| \(name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
+            md += "\(micros(v[3])) | \(micros(h.max)) |\n"
+        }
+        md += "\n"
+        return md
     }
 
     /// What `--latency` and `--faults` injected (zeros when neither was given).
@@ -352,6 +443,8 @@ public enum ServeReport {
             md += "\n"
         }
         md += faultsMarkdown(info, c.faults)
+        md += registrationMarkdown(info)
+        md += triggerMarkdown(info)
         md += "## Findings for the backend\n\n"
         var any = false
         for f in ServeStats.Finding.allCases {
@@ -370,7 +463,8 @@ public enum ServeReport {
         case .none: md += "no state.jsonl (--state none), "
         }
         if info.events != nil { md += "events.jsonl (the scenario's events, written at start), events-judged.jsonl, " }
-        md += metrics(info).map { "\($0.name).hgrm" }.joined(separator: ", ") + ".\n"
+        md += metrics(info).map { "\($0.name).hgrm" }.joined(separator: ", ")
+        md += info.trigger == nil ? ".\n" : ", trigger-response.hgrm, trigger-schedule-lag.hgrm.\n"
         return md
     }
 

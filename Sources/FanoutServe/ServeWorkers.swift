@@ -50,6 +50,8 @@ public enum ServeWorkers {
         public var bytes = (read: 0, written: 0)
         public var elapsedSeconds = 0.0
         public var failure: String?
+        /// `--trigger`: what loop 0 sent and measured.
+        public var trigger: TriggerResults?
     }
 
     final class Box<T>: @unchecked Sendable {
@@ -67,6 +69,7 @@ public enum ServeWorkers {
         let done = DispatchSemaphore(value: 0)
         let outcomes = (0..<count).map { _ in Box<(ConnectionStats, (Int, Int), Double, String?)>((ConnectionStats(), (0, 0), 0, nil)) }
         let handed = services.map { Box($0) }
+        let triggerResults = Box<TriggerResults?>(nil)
         for k in 0..<count {
             let service = handed[k]
             let outcome = outcomes[k]
@@ -77,12 +80,23 @@ public enum ServeWorkers {
                 do {
                     let loop = try EventLoop()
                     let server: APNsServer
+                    var trigger: TriggerSender?
                     do {
                         server = try APNsServer(
                             loop: loop, service: service.value, options: options, cluster: cluster, index: k,
                             socket: socket, manageSocket: manageSocket)
                         try server.listen()
+                        // The trigger runs on loop 0, beside that loop's share of the serving.
+                        if k == 0, let t = options.trigger {
+                            let sender = try TriggerSender(
+                                loop: loop, world: service.value.engine.world, options: t,
+                                t0Nanos: options.eventsT0Nanos, t0UnixMillis: options.eventsT0UnixMillis)
+                            trigger = sender
+                            server.onShutdown = { sender.stop() }
+                            sender.start()
+                        }
                     } catch {
+                        trigger?.stop()
                         loop.closeRemainingHandles()
                         try? loop.close()
                         throw error
@@ -99,7 +113,16 @@ public enum ServeWorkers {
                                 serviceP99Nanos: server.service.lastServiceP99Nanos))
                         if k == 0 { progress(seconds) }
                     }
-                    try server.run()
+                    do {
+                        try server.run()
+                    } catch {
+                        trigger?.stop()
+                        throw error
+                    }
+                    if let trigger {
+                        trigger.stop()
+                        triggerResults.value = trigger.results
+                    }
                     try loop.close()
                     outcome.value = (server.connectionStats, server.bytes, server.elapsedSeconds, nil)
                 } catch {
@@ -112,6 +135,7 @@ public enum ServeWorkers {
         }
         for _ in 0..<count { done.wait() }
         var results = Results()
+        results.trigger = triggerResults.value
         for o in outcomes {
             let (c, b, e, f) = o.value
             results.connections.add(c)

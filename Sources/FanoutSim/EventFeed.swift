@@ -174,7 +174,7 @@ struct BatchProducer {
             var priority: Int8 = 0
             var cost: UInt64 = 0
             var timed = false
-            if event.kind != .offlineWindowEnd && !world.hasEnded(event) {
+            if world.sendsPush(event) {
                 let sampleThis = virtual || sampleCounter % scenario.stageSampleEvery == 0
                 sampleCounter &+= 1
                 let t0 = sampleThis && !virtual ? hrtime() : 0
@@ -204,24 +204,18 @@ struct BatchProducer {
 
     /// Encodes one update or end and appends its payload (with the scenario's payload faults).
     mutating func encode(_ event: SourceEvent, into payload: inout [UInt8]) {
-        let scenario = world.scenario
         let source = event.source
         let app = world.sourceApp[source]
         let e = UInt64(event.index)
-        let seed = scenario.seed
         world.makeContent(
             schema: world.appSchema[app], event: event.index, source: source,
             final: event.kind == .end, into: &content)
-        let timestamp = world.timestamp(of: event)
-        let relevance = Double(Mix.hash(seed, 0x4E, e) % 100)
+        let fields = world.fields(of: event)
         let schema = world.schemas[world.appSchema[app]]
-        let nowSeconds = world.epochSeconds + Int64(event.intendedNanos / 1_000_000_000)
-        let dismissal =
-            event.kind == .end ? scenario.lifecycle.dismissalAfterSeconds.map { nowSeconds + Int64($0) } : nil
         _ = content.withUnsafeBytes { c in
             encoder.encode(
-                event: event.kind == .end ? .end : .update, timestamp: timestamp, content: c, schema: schema,
-                staleDate: nowSeconds + 3600, dismissalDate: dismissal, relevanceScore: relevance)
+                event: event.kind == .end ? .end : .update, timestamp: fields.timestamp, content: c, schema: schema,
+                staleDate: fields.staleDate, dismissalDate: fields.dismissalDate, relevanceScore: fields.relevanceScore)
         }
         let start = payload.count
         encoder.withPayload { payload.append(contentsOf: $0) }
@@ -244,5 +238,36 @@ struct BatchProducer {
             payload.append(contentsOf: Array("\",".utf8))
             payload.append(contentsOf: original)
         }
+    }
+}
+
+/// The fields of a source event's push besides its content, as `fanout run` encodes them and `fanout serve
+/// --trigger` sends them to a backend (docs/INGEST.md §5): one definition for both.
+public struct SourceEventFields: Sendable, Equatable {
+    /// `aps.timestamp` (UNIX seconds): `World.timestamp(of:)`.
+    public var timestamp: Int64
+    public var staleDate: Int64
+    /// `end` events only, when the scenario's lifecycle dismisses after a delay.
+    public var dismissalDate: Int64?
+    public var relevanceScore: Double
+}
+
+extension World {
+    /// The push fields of `event` (an update or end).
+    public func fields(of event: SourceEvent) -> SourceEventFields {
+        let e = UInt64(event.index)
+        let seed = scenario.seed
+        let nowSeconds = epochSeconds + Int64(event.intendedNanos / 1_000_000_000)
+        let dismissal =
+            event.kind == .end ? scenario.lifecycle.dismissalAfterSeconds.map { nowSeconds + Int64($0) } : nil
+        return SourceEventFields(
+            timestamp: timestamp(of: event), staleDate: nowSeconds + 3600, dismissalDate: dismissal,
+            relevanceScore: Double(Mix.hash(seed, 0x4E, e) % 100))
+    }
+
+    /// Whether `fanout run` sends a push for `event`: an update or end of a source still running (not an offline
+    /// window's end, not an update after its source ended).
+    public func sendsPush(_ event: SourceEvent) -> Bool {
+        event.kind != .offlineWindowEnd && !hasEnded(event)
     }
 }

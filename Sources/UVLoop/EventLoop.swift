@@ -225,6 +225,8 @@ public final class EventLoop {
             Unmanaged<SignalWatcher>.fromOpaque(data).takeUnretainedValue().close()
         } else if type == UV_TCP {
             Unmanaged<TCPHandle>.fromOpaque(data).takeUnretainedValue().close()
+        } else if type == UV_POLL {
+            Unmanaged<Poll>.fromOpaque(data).takeUnretainedValue().close()
         } else {
             preconditionFailure("UVLoop does not own libuv handles of type \(type.rawValue)")
         }

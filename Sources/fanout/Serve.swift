@@ -20,7 +20,9 @@ struct Serve: ParsableCommand {
             at once; the large files are streamed to disk as they are produced, with a progress line each \
             second when that takes longer than a second. --latency and --faults make it answer as APNs does on \
             a bad day (slow answers, 503/429/500, resets, GOAWAYs, stalls), each draw from --seed \
-            (docs/INGEST.md §3).
+            (docs/INGEST.md §3). --trigger URL sends the scenario's events to a backend at their intended times \
+            (open loop, docs/INGEST.md §5), counted from when serving starts; --register URL first registers \
+            every activity (population.jsonl's lines) with it, and serving starts when that has ended.
             """
     )
 
@@ -152,6 +154,55 @@ struct Serve: ParsableCommand {
                 + "above.", valueName: "full|summary|none"))
     var state: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "POST each source event of the scenario to URL at its intended time (docs/INGEST.md §5: source, app, "
+                + "event, timestamp, content-state, …, intendedAt), from the first event loop, counted from when "
+                + "serving starts; answers, timeouts and response times go to the run folder.", valueName: "URL"))
+    var trigger: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Before the events start, POST each activity's registration to URL (docs/INGEST.md §5: the lines of "
+                + "population.jsonl) at --register-rate, retrying failures with backoff; serving (and t0) starts "
+                + "when every activity has ended or --register-deadline passed.", valueName: "URL"))
+    var register: String?
+
+    @Option(name: .customLong("register-rate"), help: "Registrations started per second (first attempts; open loop; default 1000).")
+    var registerRate: Double?
+
+    @Option(
+        name: .customLong("register-attempts"),
+        help: "Attempts per registration at most (a non-2xx answer, timeout or error is retried after 100 ms, 200 ms, …; default 3).")
+    var registerAttempts: Int?
+
+    @Option(name: .customLong("register-deadline"), help: "Seconds registration may take; what is not registered then is counted (default 600).")
+    var registerDeadline: Double?
+
+    @Option(
+        name: .customLong("trigger-concurrency"),
+        help: ArgumentHelp(
+            "Requests to the backend (--trigger, --register) in flight at most; an event due while all are busy "
+                + "waits for a free slot (counted). Default 256."))
+    var triggerConcurrency: Int?
+
+    @Option(
+        name: .customLong("trigger-timeout"),
+        help: "Seconds a request to the backend (--trigger, --register) has (connect, send, answer) before it counts as a timeout (default 10).")
+    var triggerTimeout: Double?
+
+    @Option(
+        name: .customLong("trigger-http"),
+        help: ArgumentHelp(
+            "HTTP version of the requests to the backend (--trigger, --register): 1.1 (keep-alive) or 2 (prior "
+                + "knowledge on http://, ALPN on https://); default 1.1.", valueName: "1.1|2"))
+    var triggerHTTP: String?
+
+    @Option(
+        name: .customLong("trigger-ca"),
+        help: "PEM file of the CAs an https:// backend's certificate (--trigger, --register) must chain to.")
+    var triggerCA: String?
+
     @Option(help: "Run folder (default reports/runs/<UTC time>-serve-<scenario>/).")
     var out: String?
 
@@ -223,6 +274,67 @@ struct Serve: ParsableCommand {
         _ = try Self.parseListen(listen)
         if let manageListen { _ = try Self.parseListen(manageListen, flag: "--manage-listen") }
         _ = try faultOptions(seed: 1)
+        _ = try triggerOptions()
+        _ = try registerOptions()
+    }
+
+    /// `--trigger` and its settings (nil: no trigger); a bad value is a usage error (exit 64, nothing written).
+    func triggerOptions() throws -> TriggerOptions? {
+        if trigger == nil && register == nil
+            && (triggerConcurrency != nil || triggerTimeout != nil || triggerHTTP != nil || triggerCA != nil)
+        {
+            throw ValidationError(
+                "--trigger-concurrency, --trigger-timeout, --trigger-http and --trigger-ca need --trigger URL or --register URL")
+        }
+        if register == nil && (registerRate != nil || registerAttempts != nil || registerDeadline != nil) {
+            throw ValidationError("--register-rate, --register-attempts and --register-deadline need --register URL")
+        }
+        if let trigger {
+            do { _ = try HTTPClient.validate(url: trigger) } catch { throw ValidationError("--trigger: \(error)") }
+        }
+        var t = TriggerOptions(url: trigger ?? "")
+        if let c = triggerConcurrency {
+            guard (1...100_000).contains(c) else { throw ValidationError("--trigger-concurrency: expected 1 to 100000, got \(c)") }
+            t.concurrency = c
+        }
+        if let s = triggerTimeout {
+            guard s > 0 && s <= 3600 else { throw ValidationError("--trigger-timeout: expected seconds above 0, at most 3600") }
+            t.timeoutSeconds = s
+        }
+        switch triggerHTTP {
+        case nil, "1.1": t.version = .http1_1
+        case "2": t.version = .http2
+        case let v?: throw ValidationError("--trigger-http: expected 1.1 or 2, got \(v)")
+        }
+        if let ca = triggerCA {
+            guard FileManager.default.isReadableFile(atPath: ca) else { throw ValidationError("--trigger-ca: cannot read \(ca)") }
+            t.caFile = ca
+        }
+        return trigger == nil ? nil : t
+    }
+
+    /// `--register` and its settings (nil: no registration); the backend's HTTP settings are the trigger's flags.
+    func registerOptions() throws -> RegisterOptions? {
+        guard let register else { return nil }
+        do { _ = try HTTPClient.validate(url: register) } catch { throw ValidationError("--register: \(error)") }
+        var r = RegisterOptions(url: register)
+        if let rate = registerRate {
+            guard rate > 0 && rate <= 1_000_000 else { throw ValidationError("--register-rate: expected 0 < rate <= 1000000, got \(rate)") }
+            r.ratePerSecond = rate
+        }
+        if let a = registerAttempts {
+            guard (1...20).contains(a) else { throw ValidationError("--register-attempts: expected 1 to 20, got \(a)") }
+            r.attempts = a
+        }
+        if let d = registerDeadline {
+            guard d > 0 && d <= 86_400 else { throw ValidationError("--register-deadline: expected seconds above 0, at most 86400") }
+            r.deadlineSeconds = d
+        }
+        if let c = triggerConcurrency, (1...100_000).contains(c) { r.concurrency = c }
+        if let s = triggerTimeout, s > 0 && s <= 3600 { r.timeoutSeconds = s }
+        if triggerHTTP == "2" { r.version = .http2 }
+        r.caFile = triggerCA
+        return r
     }
 
     /// What the start line says of `--latency` and `--faults` (nothing when neither is given).
@@ -294,6 +406,7 @@ struct Serve: ParsableCommand {
         options.requestTimeoutSeconds = requestTimeout
         options.drainSeconds = drainTimeout
         options.faults = try faultOptions(seed: s.seed)
+        options.trigger = try triggerOptions()
 
         let startedAt = Date()
         let folder = out ?? "reports/runs/\(Run.timestamp())-serve-\(s.name)"
@@ -395,14 +508,40 @@ struct Serve: ParsableCommand {
             + (count == 1 ? "" : "s") + "); \(activities) activities on \(devices) devices "
             + String(format: "built in %.2f s", buildSeconds) + "; population: \(folder)/population.jsonl"
             + (manageShown.map { "; channel management on \($0)" } ?? "")
-            + faultsLine(options.faults) + "\n").utf8))
+            + faultsLine(options.faults)
+            + (options.trigger.map { "; triggering \($0.url) (the scenario's events from now)" } ?? "") + "\n").utf8))
+        // --register: every activity's registration, on a loop of its own, before serving (and the events) start.
+        var registration: RegisterResults?
+        if let r = try registerOptions() {
+            FileHandle.standardError.write(Data((
+                "fanout serve: registering \(activities) activities with \(r.url) at "
+                + String(format: "%g", r.ratePerSecond) + "/s\n").utf8))
+            do {
+                registration = try Registrar.run(populationFile: folder + "/population.jsonl", options: r)
+            } catch {
+                for fd in sockets { close(fd) }
+                throw CommandFailure("fanout serve --register: \(error)")
+            }
+            if let g = registration {
+                FileHandle.standardError.write(Data((
+                    "fanout serve: registered \(g.registered) of \(g.activities) activities ("
+                    + "\(g.failed) failed, \(g.unregisteredAtDeadline) unregistered at the deadline, \(g.retries) retries) "
+                    + String(format: "in %.2f s", g.elapsedSeconds)
+                    + (g.interrupted ? "; interrupted: serving ends at once" : "") + "\n").utf8))
+                // Interrupted (SIGINT, SIGTERM): no serving, but the run folder as a shutdown writes it.
+                if g.interrupted { options.durationSeconds = 0.001 }
+            }
+        }
         // Serving begins: the histogram log's StartTime, interval times counted from here (after the population
         // was built and written).
         let servingSince = Date()
         let measurements = ServeMeasurements(loops: count, startNanos: EventLoop.hrtimeNanos)
+        // t0 of the scenario's events: when serving starts (after --register's registration). One instant for the
+        // trigger's schedule (ServeOptions.eventsT0Nanos) and for --expect-events' endToEnd (ServeEvents.t0Nanos).
+        options.eventsT0Nanos = measurements.startNanos
+        options.eventsT0UnixMillis = Int64((servingSince.timeIntervalSince1970 * 1000).rounded())
         for service in services { service.measure(into: measurements) }
-        // t0 of the events: when serving starts (--trigger will set it when it starts sending them).
-        events?.t0Nanos = measurements.startNanos
+        events?.t0Nanos = options.eventsT0Nanos
         let interactive = isatty(STDERR_FILENO) != 0
         let width = ProgressWidth.columns()
         let board = ProgressBoard(count: count)
@@ -425,6 +564,8 @@ struct Serve: ParsableCommand {
         info.state = state.flatMap(ServeReport.StateDetail.init(rawValue:))
             ?? .automatic(devices: s.population.devices)
         info.startedAtSeconds = servingSince.timeIntervalSince1970
+        info.trigger = results.trigger
+        info.registration = registration
         info.events = ServeEventsReport.judge(
             services: services, nowNanos: EventLoop.hrtimeNanos, settleNanos: UInt64((settle * 1e9).rounded()))
         let endMillis = Int64(Date().timeIntervalSince1970 * 1000)
@@ -465,8 +606,12 @@ struct Serve: ParsableCommand {
         print(
             "fanout serve: \(st.requests) requests (\(st.acceptedPushes) pushes, \(st.acceptedBroadcasts) broadcasts "
                 + "accepted), \(accounting.deliveries) deliveries, "
-                + "\(results.connections.accepted) connections; state.jsonl: \(info.state.rawValue); "
-                + "run folder \(folder)")
+                + "\(results.connections.accepted) connections; "
+                + (results.trigger.map {
+                    "trigger: \($0.sent) events sent, \($0.successes) answered 2xx, \($0.timeouts) timeouts, "
+                        + "\($0.errors.values.reduce(0, +)) errors; "
+                } ?? "")
+                + "state.jsonl: \(info.state.rawValue); run folder \(folder)")
         if !results.connections.answersAccountedFor(requests: st.requests) {
             throw CommandFailure(
                 "the wire identity is broken: \(st.requests) answers produced, "

@@ -46,6 +46,46 @@ struct BadInputTests {
             name: "serve latency p99 below p50",
             arguments: ["serve", "smoke", "--h2c", "--latency", "p50=20ms,p99=10ms", "--out", "$DIR/out"],
             status: 64, message: "Error: --latency: expected 0 < p50 < p99, got \"p50=20ms,p99=10ms\""),
+        // --trigger: usage errors, status 64, nothing written.
+        Case(
+            name: "serve trigger not http",
+            arguments: ["serve", "smoke", "--h2c", "--trigger", "ftp://x/", "--out", "$DIR/out"],
+            status: 64, message: "Error: --trigger: ftp://x/: expected an http:// or https:// URL, got ftp://"),
+        Case(
+            name: "serve trigger not a URL",
+            arguments: ["serve", "smoke", "--h2c", "--trigger", "nota_url", "--out", "$DIR/out"],
+            status: 64, message: "Error: --trigger: nota_url: not a URL (Bad scheme)"),
+        Case(
+            name: "serve trigger settings without trigger",
+            arguments: ["serve", "smoke", "--h2c", "--trigger-timeout", "3", "--out", "$DIR/out"],
+            status: 64,
+            message:
+                "Error: --trigger-concurrency, --trigger-timeout, --trigger-http and --trigger-ca need --trigger URL or "
+                + "--register URL"),
+        Case(
+            name: "serve register not http",
+            arguments: ["serve", "smoke", "--h2c", "--register", "mailto:x@y", "--out", "$DIR/out"],
+            status: 64, message: "Error: --register: mailto:x@y: not a URL (Unsupported URL scheme)"),
+        Case(
+            name: "serve register rate",
+            arguments: ["serve", "smoke", "--h2c", "--register", "http://127.0.0.1:1/", "--register-rate", "0", "--out",
+                "$DIR/out"],
+            status: 64, message: "Error: --register-rate: expected 0 < rate <= 1000000, got 0.0"),
+        Case(
+            name: "serve register settings without register",
+            arguments: ["serve", "smoke", "--h2c", "--register-attempts", "2", "--out", "$DIR/out"],
+            status: 64,
+            message: "Error: --register-rate, --register-attempts and --register-deadline need --register URL"),
+        Case(
+            name: "serve trigger http version",
+            arguments: ["serve", "smoke", "--h2c", "--trigger", "http://127.0.0.1:1/", "--trigger-http", "3", "--out",
+                "$DIR/out"],
+            status: 64, message: "Error: --trigger-http: expected 1.1 or 2, got 3"),
+        Case(
+            name: "serve trigger concurrency",
+            arguments: ["serve", "smoke", "--h2c", "--trigger", "http://127.0.0.1:1/", "--trigger-concurrency", "0",
+                "--out", "$DIR/out"],
+            status: 64, message: "Error: --trigger-concurrency: expected 1 to 100000, got 0"),
         Case(
             name: "serve faults over 100%",
             arguments: ["serve", "smoke", "--h2c", "--faults", "503=60%,429=50%", "--out", "$DIR/out"],
