@@ -165,6 +165,14 @@ scale-serve: build
 serve-bench: build
 	python3 scripts/serve-bench.py --binary $(BIN)
 
+## The whole loop for 30 s (scripts/example-backend.sh): fanout serve smoke over TLS with ES256 tokens registers
+## every activity with the example backend (examples/backend-aioapns: aiohttp, aioapns, sqlite3), sends it the
+## scenario's events at their intended times, and measures each event to the Lock Screen through it
+## (--expect-events): endToEnd, missing and stale deliveries; writes the run folder under reports/runs/.
+.PHONY: example-backend
+example-backend: build
+	FANOUT_BIN=$(BIN) scripts/example-backend.sh 30
+
 ## Hostile clients against fanout serve default on 2 loops, all at once (scripts/serve-attack.py): resets with
 ## pipelined requests, non-reading clients, 10,000 connections, 60 s of channel churn, future and extreme iat,
 ## 5,000 stalled streams, and a valid push every 200 ms. Fails if the server dies, its peak RSS passes 512 MiB,

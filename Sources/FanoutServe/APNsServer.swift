@@ -49,6 +49,9 @@ public final class APNsServer: H2ServerDelegate {
     @exclusivity(unchecked) var forwarded: [Int: (connection: H2ServerConnection, request: H2Request)] = [:]
     @exclusivity(unchecked) private var nextForward = 0
     private var drainedReported = false
+    /// Every worker has drained: this one closes up once no broadcast waits for its fan-out here and no part of one
+    /// answered here is still to come from a peer (a broadcast may sit in the inbox ahead of `.allDrained`).
+    private var allDrainedSeen = false
     /// The wall clock requests are judged by (UNIX milliseconds); nil: `WallClock`. Fixed in the in-memory
     /// harness (APNsServer+Memory.swift), so that a provider token's age does not depend on when it runs.
     public var fixedWallMillis: Int64?
@@ -243,12 +246,12 @@ public final class APNsServer: H2ServerDelegate {
                     service.channelChanged(raw, bundle: bundle, storagePolicy: policy, deleted: deleted)
                 }
             case .allDrained:
-                closeUp()
-                return
+                allDrainedSeen = true
             }
         }
         if service.pendingFanouts > 0 { service.runPendingFanouts(wallMillis: wallMillis) }
         sendOutgoing()
+        if allDrainedSeen && service.pendingFanouts == 0 && service.outstanding.isEmpty { closeUp() }
     }
 
     private func sendOutgoing() {

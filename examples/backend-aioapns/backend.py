@@ -140,8 +140,8 @@ def main():
         return app
 
     host, port = args.listen.rsplit(":", 1)
-    web.run_app(start(), host=host, port=int(port), print=lambda *_: print(f"backend: listening on {args.listen}",
-                                                                           flush=True))
+    web.run_app(start(), host=host, port=int(port), shutdown_timeout=1,
+                print=lambda *_: print(f"backend: listening on {args.listen}", flush=True))
 
 
 if __name__ == "__main__":
