@@ -98,7 +98,7 @@ class Backend:
         async with self.slots:
             try:
                 result = await self.apns(app).send_notification(NotificationRequest(
-                    device_token=token, message=payload, push_type=PushType.LIVEACTIVITY, priority=10))
+                    device_token=token, message=payload, push_type=PushType.LIVEACTIVITY, priority=self.args.priority))
                 ok = result.is_successful
             except Exception:  # a connection that failed: counted, the fan-out goes on
                 ok = False
@@ -106,7 +106,7 @@ class Backend:
 
     async def broadcast(self, app, channel, payload):
         headers = {"authorization": f"bearer {self.bearer()}", "apns-channel-id": channel,
-                   "apns-push-type": "LiveActivity", "apns-priority": "10", "apns-expiration": "0"}
+                   "apns-push-type": "LiveActivity", "apns-priority": str(self.args.priority), "apns-expiration": "0"}
         url = f"https://{self.args.apns}/4/broadcasts/apps/{app}"
         async with self.slots:
             try:
@@ -130,6 +130,9 @@ def main():
     p.add_argument("--db", default=":memory:", help="SQLite file for registrations")
     p.add_argument("--concurrency", type=int, default=256, help="pushes in flight at most")
     p.add_argument("--connections", type=int, default=4, help="HTTP/2 connections per app")
+    p.add_argument("--priority", type=int, default=5, choices=[5, 10],
+                   help="apns-priority of every push: 5 by default, as Apple asks for routine updates (priority 10 "
+                        "counts against a per-activity budget; the devices throttle past it)")
     args = p.parse_args()
 
     async def start():
