@@ -28,7 +28,8 @@ public struct ServeEventsReport: Sendable {
     public var reordered = 0
     public var notApplied = 0
     public var early = 0
-    /// (event, follower) pairs: expected = Σ over sources of followers × due events, and how each ended.
+    /// (event, follower) pairs: expected = Σ over followers of the events due by time, or up to the newest it got
+    /// when that is later; and how each ended.
     public var expected = 0
     public var superseded = 0
     public var missing = 0
@@ -90,18 +91,27 @@ public struct ServeEventsReport: Sendable {
         r.t0Nanos = events.t0Nanos
         r.settleNanos = settleNanos
         let judgedAt = nowNanos > settleNanos ? nowNanos - settleNanos : 0
-        var horizon = judgedAt > r.t0Nanos ? judgedAt - r.t0Nanos : 0
-        for s in services { horizon = max(horizon, s.tracker?.latestDeliveredOffset ?? 0) }
+        let horizon = judgedAt > r.t0Nanos ? judgedAt - r.t0Nanos : 0
         r.horizonNanos = horizon
         let sources = events.followers.count
+        // Due by time: every follower of the source is expected to have it. An event after the horizon that some
+        // follower already got (its pushes were on their way at shutdown) is judged for that follower only: it
+        // ends on it (the ranks below are delivered or superseded), the others are not expected to have it yet.
         var dueRank = [Int32](repeating: -1, count: sources)
         for s in 0..<sources {
             for (p, e) in events.events(of: s).enumerated() where events.offsetNanos[Int(e)] <= horizon {
                 dueRank[s] = Int32(p)
             }
         }
+        var reached = dueRank
+        for service in services {
+            guard let t = service.tracker else { continue }
+            for (i, src) in t.sourceOf.enumerated() where src >= 0 {
+                reached[Int(src)] = max(reached[Int(src)], t.last[i])
+            }
+        }
         var per = PerEvent()
-        per.due = (0..<n).map { events.rank[$0] <= dueRank[Int(events.source[$0])] }
+        per.due = (0..<n).map { events.rank[$0] <= reached[Int(events.source[$0])] }
         per.delivered = [Int32](repeating: 0, count: n)
         per.superseded = per.delivered
         per.missing = per.delivered
@@ -127,6 +137,7 @@ public struct ServeEventsReport: Sendable {
                 let s = Int(src)
                 let due = dueRank[s]
                 let last = t.last[i]
+                r.expected += Int(max(due, last)) + 1
                 guard last < due else { continue }
                 r.staleAtEnd += 1
                 let base = Int(events.sourceStart[s])
@@ -147,7 +158,6 @@ public struct ServeEventsReport: Sendable {
         r.duplicate = sum(per.duplicate)
         r.reordered = sum(per.reordered)
         r.notApplied = sum(per.notApplied)
-        for s in 0..<sources { r.expected += Int(events.followers[s]) * Int(dueRank[s] + 1) }
         var completions = EventCompletions()
         for e in 0..<n where per.due[e] {
             r.dueEvents += 1

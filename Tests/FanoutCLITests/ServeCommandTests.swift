@@ -398,7 +398,7 @@ struct ServeCommandTests {
 
     @Test("Python h2, --expect-events: pushes with the events' timestamps correlated, counted and judged at shutdown")
     func expectEvents() throws {
-        let serve = try ServeProcess(["--h2c", "--expect-events"])
+        let serve = try ServeProcess(["--h2c", "--expect-events", "--settle", "0"])
         let result = try Tool.run("python3", [Tool.script, "events", String(serve.port), serve.folder.path])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         #expect(serve.stop() == 0, "\(serve.stderr)")
