@@ -135,6 +135,8 @@ public final class APNsServer: H2ServerDelegate {
         for signal in [SIGINT, SIGTERM] {
             signals.append(try SignalWatcher(loop: loop, signal: signal) { [unowned self] _, _ in self.beginShutdown() })
         }
+        // One that came before the watchers (after the start line) was noted: shut down as if it came now.
+        if PendingSignals.pending { beginShutdown() }
         try openInbox()
         let sweep = UVLoop.Timer(loop: loop) { [unowned self] _ in self.tick() }
         sweep.start(afterMillis: 1000, repeatMillis: 1000)

@@ -84,3 +84,20 @@ public final class SignalWatcher {
         owner.loop.handleClosed()
     }
 }
+
+/// SIGINT and SIGTERM that arrive while no loop watches them (between a program's start line and its loops'
+/// ``SignalWatcher``s, or after the last watcher closed and libuv restored the default, which ends the process):
+/// noted instead, so a loop that starts watching can act on one that came first.
+public enum PendingSignals {
+    /// Written by the handler only (a signal handler may store a flag and nothing more).
+    nonisolated(unsafe) private static var caught: Int32 = 0
+
+    /// Notes SIGINT and SIGTERM from now on, until a ``SignalWatcher`` takes the signal over.
+    public static func catchUntilWatched() {
+        signal(SIGINT) { _ in PendingSignals.caught = 1 }
+        signal(SIGTERM) { _ in PendingSignals.caught = 1 }
+    }
+
+    /// Whether SIGINT or SIGTERM came while only ``catchUntilWatched()`` was catching them.
+    public static var pending: Bool { caught != 0 }
+}

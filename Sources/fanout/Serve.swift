@@ -503,6 +503,8 @@ struct Serve: ParsableCommand {
         let shownHost = host.contains(":") ? "[\(host)]" : host
         let activities = services.reduce(0) { $0 + $1.pipeline.store.activityCount }
         let devices = services.reduce(0) { $0 + $1.pipeline.store.deviceCount }
+        // From the start line on, SIGINT and SIGTERM end the run with its folder, even before the loops watch them.
+        PendingSignals.catchUntilWatched()
         FileHandle.standardError.write(Data((
             "fanout serve: listening on \(shownHost):\(port) (\(transport), auth \(auth), \(count) event loop"
             + (count == 1 ? "" : "s") + "); \(activities) activities on \(devices) devices "
@@ -518,6 +520,7 @@ struct Serve: ParsableCommand {
                 + String(format: "%g", r.ratePerSecond) + "/s\n").utf8))
             do {
                 registration = try Registrar.run(populationFile: folder + "/population.jsonl", options: r)
+                PendingSignals.catchUntilWatched()  // registration's watchers are gone, the loops' not there yet
             } catch {
                 for fd in sockets { close(fd) }
                 throw CommandFailure("fanout serve --register: \(error)")
@@ -552,6 +555,8 @@ struct Serve: ParsableCommand {
             let text = ProgressWidth.fit(ServeProgress.line(seconds, board.total()), width)
             FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
         }
+        // The loops' watchers are gone (libuv restored the default): a second signal must not cut the folder short.
+        PendingSignals.catchUntilWatched()
         if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
         if let failure = results.failure { throw CommandFailure("fanout serve: \(failure)") }
         var info = ServeReport.Info(

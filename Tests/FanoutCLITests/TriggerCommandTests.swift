@@ -225,11 +225,12 @@ struct TriggerCommandTests {
         let serve = try ServeProcess([
             "--h2c", "--duration", "1", "--devices", "50", "--register", backend.url, "--register-deadline", "0.5",
         ])
-        let start = Date()  // registration begins right after the listening line
         serve.process.waitUntilExit()
         #expect(serve.process.terminationStatus == 0, "\(serve.stderr)")
-        #expect(Date().timeIntervalSince(start) < 2.9)  // neither the 3 s answers nor a 10 s timeout were awaited
         let g = try #require(try serve.summary()["registration"] as? [String: Any])
+        // Registration's own time (a timeout property: neither the 3 s answers nor a 10 s timeout were awaited);
+        // the whole process's time also counts start-up and the report, slow under ThreadSanitizer.
+        #expect((g["elapsedSeconds"] as? Double ?? 99) < 2.9, "\(g)")
         let activities = g["activities"] as! Int
         #expect(g["unregisteredAtDeadline"] as? Int == activities && g["registered"] as? Int == 0)
         #expect(g["identityHolds"] as? Bool == true)
