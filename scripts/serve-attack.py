@@ -460,7 +460,7 @@ def main():
     revision = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
     lines = [f"# fanout serve under attack — {datetime.date.today()}", "",
              f"Commit {revision}, `scripts/serve-attack.py` ({args.workers} loops, churn {span:.0f} s; "
-             f"{os.cpu_count()} cores). Server: `{' '.join(os.path.basename(c) if c == args.binary else c for c in command).replace(work, '$TMP')}`.",
+             f"{os.cpu_count()} cores). Server: `{' '.join(os.path.basename(c) if c == args.binary else c for c in command).replace(work, '$TMP').replace(os.getcwd() + '/', '')}`.",
              "", "| check | result |", "|---|---|"]
     for name, passed in checks.items():
         lines.append(f"| {name} | {'pass' if passed else '**FAIL**'} |")
