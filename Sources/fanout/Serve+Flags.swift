@@ -1,0 +1,160 @@
+import ArgumentParser
+import FanoutCore
+import FanoutMetrics
+import FanoutReport
+import FanoutServe
+import FanoutSim
+import FanoutWire
+import Foundation
+import UVLoop
+
+/// `fanout serve`'s flags checked and turned into the options of each part (listeners, faults, the backend).
+extension Serve {
+    func validate() throws {
+        if h2c && (tlsCert != nil || tlsKey != nil) { throw ValidationError("--h2c and --tls-cert/--tls-key exclude each other") }
+        if !h2c && (tlsCert == nil || tlsKey == nil) {
+            throw ValidationError("choose --h2c, or TLS with both --tls-cert FILE and --tls-key FILE")
+        }
+        if let state, ServeReport.StateDetail(rawValue: state) == nil {
+            throw ValidationError("--state: expected full, summary or none, got \(state)")
+        }
+        guard auth == "none" || auth == "jwt" else { throw ValidationError("--auth: expected none or jwt, got \(auth)") }
+        if auth == "jwt" && (authKeys.isEmpty || team == nil) {
+            throw ValidationError("--auth jwt needs --team TEAMID and at least one --auth-key KEYID=FILE")
+        }
+        if auth == "none" && (!authKeys.isEmpty || team != nil) {
+            throw ValidationError("--auth-key and --team need --auth jwt")
+        }
+        if let duration, !(duration > 0 && duration <= 30 * 86_400) {
+            throw ValidationError("--duration: expected seconds from 0 to 2592000, got \(duration)")
+        }
+        if let devices, !(1...50_000_000).contains(devices) {
+            throw ValidationError("--devices: expected 1 to 50000000, got \(devices)")
+        }
+        guard (0...256).contains(workers) else { throw ValidationError("--workers: expected 0 to 256, got \(workers)") }
+        let cap = ServeOptions.maxConcurrentStreamsCap
+        guard (1...cap).contains(maxStreams) else {
+            throw ValidationError("--max-streams: expected 1 to \(cap), got \(maxStreams)")
+        }
+        guard (1...1_000_000).contains(maxConnections) else {
+            throw ValidationError("--max-connections: expected 1 to 1000000, got \(maxConnections)")
+        }
+        guard (64 * 1024...1 << 30).contains(maxUnsentBytes) else {
+            throw ValidationError("--max-unsent-bytes: expected 65536 to 1073741824, got \(maxUnsentBytes)")
+        }
+        guard (1...10_000_000).contains(maxOpenStreams) else {
+            throw ValidationError("--max-open-streams: expected 1 to 10000000, got \(maxOpenStreams)")
+        }
+        guard prefaceTimeout > 0 else { throw ValidationError("--preface-timeout: expected seconds above 0") }
+        guard idleTimeout > 0 else { throw ValidationError("--idle-timeout: expected seconds above 0") }
+        guard (0...100_000).contains(maxAPIBundles) else {
+            throw ValidationError("--max-api-bundles: expected 0 to 100000")
+        }
+        guard (1...APNsService.channelsPerApp).contains(maxListedChannels) else {
+            throw ValidationError("--max-listed-channels: expected 1 to \(APNsService.channelsPerApp)")
+        }
+        guard requestTimeout > 0 && requestTimeout <= 86_400 else {
+            throw ValidationError("--request-timeout: expected seconds above 0, at most 86400")
+        }
+        guard drainTimeout >= 0 && drainTimeout <= 3600 else {
+            throw ValidationError("--drain-timeout: expected seconds from 0 to 3600")
+        }
+        guard settle >= 0 && settle <= 3600 else { throw ValidationError("--settle: expected seconds from 0 to 3600") }
+        _ = try Self.parseListen(listen)
+        if let manageListen { _ = try Self.parseListen(manageListen, flag: "--manage-listen") }
+        _ = try faultOptions(seed: 1)
+        _ = try triggerOptions()
+        _ = try registerOptions()
+    }
+
+    /// `--trigger` and its settings (nil: no trigger); a bad value is a usage error (exit 64, nothing written).
+    func triggerOptions() throws -> TriggerOptions? {
+        if trigger == nil && register == nil
+            && (triggerConcurrency != nil || triggerTimeout != nil || triggerHTTP != nil || triggerCA != nil)
+        {
+            throw ValidationError(
+                "--trigger-concurrency, --trigger-timeout, --trigger-http and --trigger-ca need --trigger URL or --register URL")
+        }
+        if register == nil && (registerRate != nil || registerAttempts != nil || registerDeadline != nil) {
+            throw ValidationError("--register-rate, --register-attempts and --register-deadline need --register URL")
+        }
+        if let trigger {
+            do { _ = try HTTPClient.validate(url: trigger) } catch { throw ValidationError("--trigger: \(error)") }
+        }
+        var t = TriggerOptions(url: trigger ?? "")
+        if let c = triggerConcurrency {
+            guard (1...100_000).contains(c) else { throw ValidationError("--trigger-concurrency: expected 1 to 100000, got \(c)") }
+            t.concurrency = c
+        }
+        if let s = triggerTimeout {
+            guard s > 0 && s <= 3600 else { throw ValidationError("--trigger-timeout: expected seconds above 0, at most 3600") }
+            t.timeoutSeconds = s
+        }
+        switch triggerHTTP {
+        case nil, "1.1": t.version = .http1_1
+        case "2": t.version = .http2
+        case let v?: throw ValidationError("--trigger-http: expected 1.1 or 2, got \(v)")
+        }
+        if let ca = triggerCA {
+            guard FileManager.default.isReadableFile(atPath: ca) else { throw ValidationError("--trigger-ca: cannot read \(ca)") }
+            t.caFile = ca
+        }
+        return trigger == nil ? nil : t
+    }
+
+    /// `--register` and its settings (nil: no registration); the backend's HTTP settings are the trigger's flags.
+    func registerOptions() throws -> RegisterOptions? {
+        guard let register else { return nil }
+        do { _ = try HTTPClient.validate(url: register) } catch { throw ValidationError("--register: \(error)") }
+        var r = RegisterOptions(url: register)
+        if let rate = registerRate {
+            guard rate > 0 && rate <= 1_000_000 else { throw ValidationError("--register-rate: expected 0 < rate <= 1000000, got \(rate)") }
+            r.ratePerSecond = rate
+        }
+        if let a = registerAttempts {
+            guard (1...20).contains(a) else { throw ValidationError("--register-attempts: expected 1 to 20, got \(a)") }
+            r.attempts = a
+        }
+        if let d = registerDeadline {
+            guard d > 0 && d <= 86_400 else { throw ValidationError("--register-deadline: expected seconds above 0, at most 86400") }
+            r.deadlineSeconds = d
+        }
+        if let c = triggerConcurrency, (1...100_000).contains(c) { r.concurrency = c }
+        if let s = triggerTimeout, s > 0 && s <= 3600 { r.timeoutSeconds = s }
+        if triggerHTTP == "2" { r.version = .http2 }
+        r.caFile = triggerCA
+        return r
+    }
+
+    /// What the start line says of `--latency` and `--faults` (nothing when neither is given).
+    func faultsLine(_ f: ServeFaults) -> String {
+        guard f.latencyText != nil || f.faultsText != nil else { return "" }
+        return "; injecting --latency \(f.latencyText ?? "none") --faults \(f.faultsText ?? "none") (seed \(f.seed))"
+    }
+
+    /// `--latency` and `--faults`, read (a flag error is a usage error: exit 64, nothing written).
+    func faultOptions(seed: UInt64) throws -> ServeFaults {
+        var f = ServeFaults()
+        f.seed = seed
+        do {
+            if let latency {
+                f.latency = try ServeFaults.parseLatency(latency)
+                f.latencyText = latency
+            }
+            if let faults { try ServeFaults.parseFaults(faults, into: &f) }
+        } catch {
+            throw ValidationError(error.description)
+        }
+        return f
+    }
+
+    static func parseListen(_ text: String, flag: String = "--listen") throws -> (host: String, port: Int) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port)
+        else { throw ValidationError("\(flag): expected HOST:PORT, got \(text)") }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { throw ValidationError("\(flag): expected HOST:PORT, got \(text)") }
+        return (host, port)
+    }
+}
