@@ -24,6 +24,9 @@ public struct PlanSettings: Sendable {
     /// Real time (the default) measures this machine. Virtual time runs the steps on the scenario's cost
     /// model: a deterministic plan of the model (the same knee on any machine, as fast as the CPU allows).
     public var clock: Scenario.Clock = .real
+    /// A plan of the user's backend (`--trigger`): each step a `fanout serve` run; one search (`workerCounts` holds
+    /// the serve's event loops), no scaling fit.
+    public var backend: BackendSettings?
 
     public init(
         scenario: Scenario, criteria: PlanCriteria, target: PlanTarget?, workerCounts: [Int],
@@ -154,6 +157,7 @@ public struct CapacityPlan: Sendable {
         guard base > 0 else { throw PlanInputError("scenario \(settings.scenario.name) has no arrival rate to scale") }
         var searches: [WorkerSearch] = []
         var search = settings.search
+        var stepNumber = 0
         for (k, workers) in settings.workerCounts.enumerated() {
             var steps: [Step] = []
             // This worker count's share of the time left; a step is started only if it fits.
@@ -163,20 +167,27 @@ public struct CapacityPlan: Sendable {
                 search,
                 proceed: {
                     let next = settings.stepDuration(eventsPerSecond: base * (steps.last?.factor ?? search.startFactor))
-                    return ContinuousClock.now + .seconds(next + 1) <= deadline
+                    let settle = settings.backend?.settleSeconds ?? 0
+                    return ContinuousClock.now + .seconds(next + settle + 1) <= deadline
                 }
             ) { factor in
-                var step = try measure(
-                    settings, steady: steady, baseEventsPerSecond: base, workers: workers,
-                    factor: factor)
+                func measureStep() throws -> Step {
+                    stepNumber += 1
+                    if let backend = settings.backend {
+                        return try Step.measureBackend(
+                            settings, backend: backend, steady: steady, baseEventsPerSecond: base, factor: factor,
+                            index: stepNumber)
+                    }
+                    return try measure(
+                        settings, steady: steady, baseEventsPerSecond: base, workers: workers, factor: factor)
+                }
+                var step = try measureStep()
                 steps.append(step)
                 progress(PlanText.progress(step, index: steps.count, criteria: settings.criteria))
                 if !step.passed && settings.confirmFailures {
                     // A failure counts only if a repeat fails too: one stall of a shared machine can
                     // fail a step, a rate above capacity fails every time.
-                    step = try measure(
-                        settings, steady: steady, baseEventsPerSecond: base, workers: workers,
-                        factor: factor)
+                    step = try measureStep()
                     step.repeated = true
                     steps.append(step)
                     progress(PlanText.progress(step, index: steps.count, criteria: settings.criteria))
@@ -184,7 +195,9 @@ public struct CapacityPlan: Sendable {
                 return step.passed
             }
             searches.append(WorkerSearch(workers: workers, steps: steps, outcome: outcome))
-            progress("plan \(workers) worker\(workers == 1 ? "" : "s"): \(outcome.conclusion)")
+            progress(
+                (settings.backend == nil ? "plan \(workers) worker\(workers == 1 ? "" : "s")" : "plan backend")
+                    + ": \(outcome.conclusion)")
             if let knee = outcome.lastPass { search.startFactor = knee }
         }
         return finish(
@@ -200,6 +213,8 @@ public struct CapacityPlan: Sendable {
         var plan = CapacityPlan(
             settings: settings, steadyScenario: steady, baseEventsPerSecond: base, searches: searches, fit: nil,
             prediction: nil, startedAt: startedAt, wallSeconds: wallSeconds, machine: MachineInfo.current)
+        // A backend's scaling is not fanout's to vary: no fit, no prediction.
+        guard settings.backend == nil else { return plan }
         let points = plan.points
         plan.fit = USLFit.fit(
             workers: points.map { Double($0.workers) },

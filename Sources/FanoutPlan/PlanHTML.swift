@@ -20,11 +20,13 @@ public enum PlanHTML {
         body.append(searchChart(plan))
         for w in plan.searches {
             body.append("<h3>\(w.workers) worker\(w.workers == 1 ? "" : "s")</h3><p>\(esc(w.outcome.conclusion))</p>")
-            body.append(table(PlanReport.stepHeader(s.criteria), PlanReport.stepRows(w)))
+            body.append(table(PlanReport.stepHeader(s.criteria, backend: s.backend != nil), PlanReport.stepRows(w)))
             for n in PlanReport.stepNotes(w, s.criteria) { body.append("<p class=note>\(esc(n))</p>") }
         }
         body.append("<h2>Scaling</h2>")
-        if let fit = plan.fit {
+        if s.backend != nil {
+            body.append("<p>Not measured: the backend's own scaling is not fanout's to vary.</p>")
+        } else if let fit = plan.fit {
             let m = fit.model
             body.append(
                 "<p>USL X(N) = λN / (1 + σ(N−1) + κN(N−1)): λ = \(PlanText.rate(m.lambda)) "
@@ -44,11 +46,13 @@ public enum PlanHTML {
                     + p.notes.map { "<li>\(esc($0))</li>" }.joined() + "</ul>")
         }
         body.append("<h2>Method and caveats</h2><ul>")
+        body.append("<li>\(inline(PlanReport.criteriaText(plan)))</li>")
+        if let b = s.backend { body.append("<li>\(inline(PlanReport.backendMethod(b))).</li>") }
         body.append(
             "<li>Steady scenario: \(esc(PlanReport.steadyText(plan.steadyScenario.clock))); factor 1 = "
                 + "\(PlanText.fixed(plan.baseEventsPerSecond, 1)) events/s.</li>")
         body.append("<li>\(esc(PlanReport.stepRule(plan))).</li>")
-        body.append("<li>\(esc(PlanReport.lossDefinition)).</li>")
+        if s.backend == nil { body.append("<li>\(esc(PlanReport.lossDefinition)).</li>") }
         body.append("<li>Little's law: \(esc(PlanReport.littleText)).</li>")
         for n in PlanReport.notes(plan) { body.append("<li>\(esc(n))</li>") }
         body.append("</ul>")

@@ -11,21 +11,21 @@ extension PlanReport {
         out.append("")
         out.append(headline(plan))
         out.append("")
-        out.append(
-            "SLOs: " + c.slos.map { "`\($0.description)`" }.joined(separator: ", ")
-                + (c.maxLoss.map { "; loss ≤ \(PlanText.percent($0))" } ?? "; loss not judged")
-                + "; the harness counts as saturated above scheduleLag.p99 \(PlanText.duration(c.maxScheduleLagNanos)) "
-                + "or below \(PlanText.percent(c.minAchievedRatio)) of the offered rate achieved.")
+        out.append(criteriaText(plan))
         out.append("")
         out.append("## Method")
         out.append("")
+        if let b = s.backend { out.append("- \(backendMethod(b)).") }
         out.append(
             "- Scenario `\(s.scenario.name)` (config `\(s.scenario.configHash)`, seed \(s.scenario.seed)), "
                 + "made stationary: \(PlanReport.steadyText(plan.steadyScenario.clock)). "
                 + "Factor 1 = \(PlanText.fixed(plan.baseEventsPerSecond, 1)) source "
                 + "events/s (the scenario's mean rate); steady config `\(plan.steadyScenario.configHash)`.")
         out.append(
-            "- Saturation search per worker count (\(PlanText.list(s.workerCounts))): geometric steps "
+            (s.backend == nil
+                ? "- Saturation search per worker count (\(PlanText.list(s.workerCounts))): "
+                : "- Saturation search (fanout serve on \(PlanText.list(s.workerCounts)) event loops): ")
+                + "geometric steps "
                 + "×\(PlanText.trimmed(s.search.growth, digits: 2)) from ×\(PlanText.factor(s.search.startFactor)) "
                 + "(later worker counts start at the previous knee) until a step fails, then bisection at geometric "
                 + "midpoints until first fail ÷ last pass ≤ \(PlanText.trimmed(s.search.precision, digits: 3)). "
@@ -35,7 +35,15 @@ extension PlanReport {
                     : "")
                 + "The knee is the highest passing factor.")
         out.append("- Step length: \(stepRule(plan)).")
-        out.append("- Deliveries/s count every delivery outcome per scheduled second. \(lossDefinition).")
+        if s.backend != nil {
+            out.append(
+                "- Deliveries/s: deliveries the devices applied (correlated with an event) per scheduled second; "
+                    + "missing: expected deliveries (a follower of the event's source, not superseded by a newer "
+                    + "event) that did not arrive by the end of the step; stale: followers not on their source's last "
+                    + "event at the end.")
+        } else {
+            out.append("- Deliveries/s count every delivery outcome per scheduled second. \(lossDefinition).")
+        }
         out.append("- Little's law per step: \(littleText).")
         out.append(
             "- Wall time of the plan: \(PlanText.fixed(plan.wallSeconds, 1)) s; machine: "
@@ -53,9 +61,8 @@ extension PlanReport {
                             + "**\(PlanText.rate($0.deliveriesPerSecond)) deliveries/s**."
                     } ?? "."))
             out.append("")
-            out += table(
-                stepHeader(c), stepRows(w),
-                align: "rrrrr" + String(repeating: "r", count: c.slos.count) + "rrrrl")
+            let header = stepHeader(c, backend: s.backend != nil)
+            out += table(header, stepRows(w), align: String(repeating: "r", count: header.count - 1) + "l")
             let notes = stepNotes(w, c)
             if !notes.isEmpty {
                 out.append("")
@@ -65,7 +72,11 @@ extension PlanReport {
         out.append("")
         out.append("## Scaling (Universal Scalability Law)")
         out.append("")
-        if let fit = plan.fit {
+        if s.backend != nil {
+            out.append(
+                "Not measured: the backend's own scaling (its processes, its APNs connections) is not fanout's to "
+                    + "vary. Plan it again after scaling the backend and compare the knees.")
+        } else if let fit = plan.fit {
             let m = fit.model
             out.append(
                 "X(N) = λN / (1 + σ(N−1) + κN(N−1)) fitted to the knees (deliveries/s): linearised "
@@ -124,8 +135,36 @@ extension PlanReport {
         return out.joined(separator: "\n")
     }
 
+    /// The criteria in one paragraph.
+    static func criteriaText(_ plan: CapacityPlan) -> String {
+        let c = plan.settings.criteria
+        let objectives = c.slos.map { "`\($0.description)`" } + c.counts.map { "`\($0.description)`" }
+        if plan.settings.backend != nil {
+            return "Objectives: " + objectives.joined(separator: ", ")
+                + "; a step also fails when the backend does not accept every trigger (non-2xx, timeout, error), "
+                + "when registration leaves activities unregistered, when fanout serve exits non-zero or an identity "
+                + "breaks, and when the trigger falls behind (scheduleLag.p99 above "
+                + "\(PlanText.duration(c.maxScheduleLagNanos)), or events unsent at shutdown)."
+        }
+        return "SLOs: " + objectives.joined(separator: ", ")
+            + (c.maxLoss.map { "; loss ≤ \(PlanText.percent($0))" } ?? "; loss not judged")
+            + "; the harness counts as saturated above scheduleLag.p99 \(PlanText.duration(c.maxScheduleLagNanos)) "
+            + "or below \(PlanText.percent(c.minAchievedRatio)) of the offered rate achieved."
+    }
+
+    /// How a backend plan's steps run, in one sentence.
+    static func backendMethod(_ b: BackendSettings) -> String {
+        "The system under test is the backend at \(b.triggerURL): each step is one `fanout serve` run (its folder "
+            + "under `steps/`) that " + (b.registerURL.map { "registers every activity with \($0), then " } ?? "")
+            + "sends the step's events to the trigger URL at their intended times (open loop) and judges every push "
+            + "the backend makes (`--expect-events`, `--settle \(PlanText.trimmed(b.settleSeconds, digits: 2))`: "
+            + "endToEnd from each event's intended time to the device's apply, missing and stale deliveries)"
+            + (b.serveArguments.isEmpty ? "" : "; serve flags `\(b.serveArguments.joined(separator: " "))`")
+    }
+
     /// One sentence: the knee (the best worker count) and the prediction.
     public static func headline(_ plan: CapacityPlan) -> String {
+        if plan.settings.backend != nil { return backendHeadline(plan) }
         guard let best = bestKnee(plan) else {
             return "**No rate met every SLO** at any worker count (see the steps below)."
         }
@@ -162,9 +201,29 @@ extension PlanReport {
         SummaryMarkdown.table(header, rows, align: align)
     }
 
+    /// A backend plan's knee and what broke first above it.
+    static func backendHeadline(_ plan: CapacityPlan) -> String {
+        guard let search = plan.searches.first else { return "**No step ran.**" }
+        let above = search.firstFail.map { f in
+            " Above it, at ×\(PlanText.factor(f.factor)) (\(PlanText.rate(f.offeredEventsPerSecond)) events/s), what "
+                + "broke first: " + f.failures.joined(separator: "; ") + "."
+        }
+        guard let k = search.knee else {
+            return "**No rate met every objective through the backend.**" + (above ?? "")
+        }
+        return "**Knee of the backend: \(PlanText.rate(k.offeredEventsPerSecond)) events/s** (×\(PlanText.factor(k.factor)) "
+            + "the scenario's mean rate; \(PlanText.rate(k.deliveriesPerSecond)) deliveries/s delivered, endToEnd p99 "
+            + "\(PlanText.duration(k.endToEnd.p99)), \(k.backend?[.missing] ?? 0) missing) with every objective met."
+            + (above ?? " No rate above it failed: the knee is a lower bound.")
+    }
+
     /// The columns of a search's step table (plan.md and plan.html).
-    static func stepHeader(_ c: PlanCriteria) -> [String] {
-        ["#", "factor", "events/s", "seconds", "deliveries/s"] + c.slos.map(\.name)
+    static func stepHeader(_ c: PlanCriteria, backend: Bool = false) -> [String] {
+        if backend {
+            return ["#", "factor", "events/s", "seconds", "deliveries/s"] + c.slos.map(\.name)
+                + ["missing", "stale", "trigger lag p99", "L / X·W", "load", "verdict"]
+        }
+        return ["#", "factor", "events/s", "seconds", "deliveries/s"] + c.slos.map(\.name)
             + ["lag p99", "achieved", "L / X·W", "load", "verdict"]
     }
 
@@ -181,10 +240,12 @@ extension PlanReport {
             let little: String =
                 PlanText.fixed(step.little.inFlight, 2) + " / "
                 + PlanText.fixed(step.little.predictedInFlight, 2)
-            row += [
-                PlanText.duration(step.scheduleLag.p99), PlanText.percent(min(step.achievedRatio, 1)), little,
-                step.loadAverage.map { PlanText.fixed($0, 1) } ?? "",
-            ]
+            if let b = step.backend {
+                row += ["\(b[.missing]) of \(b.expected)", "\(b[.staleAtEnd])", PlanText.duration(step.scheduleLag.p99)]
+            } else {
+                row += [PlanText.duration(step.scheduleLag.p99), PlanText.percent(min(step.achievedRatio, 1))]
+            }
+            row += [little, step.loadAverage.map { PlanText.fixed($0, 1) } ?? ""]
             row.append(step.passed ? "pass" : "FAIL: " + step.failures.joined(separator: "; "))
             return row
         }

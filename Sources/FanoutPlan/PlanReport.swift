@@ -28,6 +28,7 @@ public enum PlanReport {
 
     /// Caveats that hold for the whole plan.
     public static func notes(_ plan: CapacityPlan) -> [String] {
+        if plan.settings.backend != nil { return backendNotes(plan) }
         var notes: [String] = []
         let cores = plan.machine.cores
         notes.append(
@@ -60,6 +61,31 @@ public enum PlanReport {
             "Loss does not depend on load in this harness: verdicts and outcomes are decided on the "
                 + "virtual clock of each event's intended time, so --max-loss checks the scenario's injected faults "
                 + "(same at every rate), not capacity.")
+        return notes
+    }
+
+    /// A backend plan's caveats.
+    static func backendNotes(_ plan: CapacityPlan) -> [String] {
+        let cores = plan.machine.cores
+        var notes = [
+            "Measured on \(cores) core\(cores == 1 ? "" : "s") (\(plan.machine.cpu)) shared by fanout serve, the "
+                + "backend and anything else running: every step is one real-time sample of both. A step failed by "
+                + "noise only moves the knee down (the search is conservative); the knee is known to within the "
+                + "bracket shown. On one machine fanout's own work (the devices, the trigger) takes cores from the "
+                + "backend: a backend on machines of its own holds more.",
+            "endToEnd and the other latency objectives are read from each step's latency.hlog after the warm-up; "
+                + "missing, stale and the trigger's counts cover the whole step (a delivery missing is missing "
+                + "whenever its event was intended); fanoutCompletion objectives come from the whole step too.",
+        ]
+        if let search = plan.searches.first, search.knee == nil, let lowest = search.steps.min(by: {
+            $0.factor < $1.factor
+        }) {
+            notes.append(
+                "No rate passed, down to ×\(PlanText.factor(lowest.factor)) "
+                    + "(\(PlanText.rate(lowest.offeredEventsPerSecond)) events/s): "
+                    + lowest.failures.joined(separator: "; ") + ". Look at that step's run folder ("
+                    + (lowest.backend?.folder ?? "steps/") + ") before planning again.")
+        }
         return notes
     }
 
@@ -125,11 +151,23 @@ public enum PlanReport {
                             })
                     ),
                     ("maxLoss", .optional(c.maxLoss)), ("lossDefinition", .string(lossDefinition)),
+                    ("counts", .array(c.counts.map { .string($0.description) })),
                     ("maxScheduleLagNanos", .int(Int(c.maxScheduleLagNanos))),
                     ("minAchievedRatio", .number(c.minAchievedRatio)),
                     ("target", .optional(s.target?.description)),
                 ])
             ))
+        if let b = s.backend {
+            root.append(
+                (
+                    "backend",
+                    .object([
+                        ("trigger", .string(b.triggerURL)), ("register", .optional(b.registerURL)),
+                        ("settleSeconds", .number(b.settleSeconds)),
+                        ("serveArguments", .array(b.serveArguments.map { .string($0) })),
+                    ])
+                ))
+        }
         root.append(("searches", .array(plan.searches.map { search(json: $0, criteria: c) })))
         if let best = bestKnee(plan) {
             root.append(
@@ -195,9 +233,34 @@ public enum PlanReport {
                     ("holds", .bool(s.little.holds)),
                 ])
             ),
+            ("backend", s.backend.map(backend(json:)) ?? .null),
             ("loadAverage", .optional(s.loadAverage)), ("repeated", .bool(s.repeated)),
             ("passed", .bool(s.passed)), ("failures", .array(s.failures.map { .string($0) })),
             ("notes", .array(s.notes.map { .string($0) })),
+        ])
+    }
+
+    static func backend(json b: BackendMeasures) -> JSONValue {
+        .object([
+            ("folder", .string(b.folder)), ("exitStatus", .int(Int(b.exitStatus))),
+            ("serveError", .optional(b.serveError)),
+            (
+                "trigger",
+                .object([
+                    ("sent", .int(b.triggerSent)), ("succeeded", .int(b.triggerSucceeded)),
+                    (
+                        "refusedByStatus",
+                        .object(b.triggerRefusedByStatus.sorted { $0.key < $1.key }.map { ($0.key, .int($0.value)) })
+                    ),
+                    ("timeouts", .int(b.triggerTimeouts)), ("errors", .int(b.triggerErrors)),
+                    ("cancelledAtShutdown", .int(b.triggerCancelled)), ("unsentAtShutdown", .int(b.triggerUnsent)),
+                    ("waitedForSlot", .int(b.waitedForSlot)),
+                ])
+            ),
+            ("activities", .optional(b.activities)), ("registered", .optional(b.registered)),
+            ("expected", .int(b.expected)), ("delivered", .int(b.delivered)), ("superseded", .int(b.superseded)),
+            ("counts", .object(CountObjective.Name.allCases.map { ($0.rawValue, .int(b[$0])) })),
+            ("eventsIdentitiesHold", .bool(b.eventsIdentitiesHold)),
         ])
     }
 

@@ -47,7 +47,7 @@ public enum PlanText {
     /// One line per step on stderr.
     public static func progress(_ s: Step, index: Int, criteria: PlanCriteria) -> String {
         var parts = [
-            "plan \(s.workers)w step \(index)" + (s.repeated ? " (repeat)" : ""),
+            (s.backend == nil ? "plan \(s.workers)w" : "plan backend") + " step \(index)" + (s.repeated ? " (repeat)" : ""),
             "×\(factor(s.factor))",
             "\(rate(s.offeredEventsPerSecond)) events/s",
             "\(trimmed(s.scheduledSeconds, digits: 1)) s",
@@ -56,8 +56,14 @@ public enum PlanText {
         for (k, slo) in criteria.slos.enumerated() {
             parts.append("\(slo.name) \(duration(s.sloValues[k]))")
         }
-        parts.append("lag p99 \(duration(s.scheduleLag.p99))")
-        parts.append("achieved \(percent(min(s.achievedRatio, 1)))")
+        if let b = s.backend {
+            parts.append("missing \(b[.missing]) of \(b.expected)")
+            parts.append("stale \(b[.staleAtEnd])")
+            parts.append("trigger lag p99 \(duration(s.scheduleLag.p99))")
+        } else {
+            parts.append("lag p99 \(duration(s.scheduleLag.p99))")
+            parts.append("achieved \(percent(min(s.achievedRatio, 1)))")
+        }
         if let load = s.loadAverage { parts.append("load \(fixed(load, 1))") }
         parts.append(s.passed ? "pass" : "FAIL (" + s.failures.joined(separator: "; ") + ")")
         return parts.joined(separator: "  ")

@@ -14,6 +14,8 @@ public struct PlanCriteria: Sendable {
     public var maxScheduleLagNanos: UInt64
     /// ... or when it ran behind its schedule: achieved events/s below this share of the offered rate.
     public var minAchievedRatio: Double
+    /// Bounds on the end-to-end judge's counts (a plan of the user's backend: `missing==0`).
+    public var counts: [CountObjective] = []
 
     public init(
         slos: [SLO], maxLoss: Double? = nil, maxScheduleLagNanos: UInt64 = 10_000_000,
@@ -61,6 +63,8 @@ public struct Step: Sendable {
     public var failures: [String]
     /// Caveats (too few samples for a percentile, Little's law off).
     public var notes: [String]
+    /// A step of a backend plan (`fanout plan --trigger`): the serve run's counts.
+    public var backend: BackendMeasures? = nil
 
     public var passed: Bool { failures.isEmpty }
     public var offeredEventsPerSecond: Double { Double(events) / scheduledSeconds }
@@ -131,17 +135,37 @@ extension Step {
         if let maxLoss = criteria.maxLoss, lossShare > maxLoss {
             failures.append("loss \(PlanText.percent(lossShare)) > \(PlanText.percent(maxLoss))")
         }
-        if achievedRatio < criteria.minAchievedRatio {
-            failures.append(
-                "harness behind schedule: achieved \(PlanText.percent(achievedRatio)) of the offered "
-                    + "rate (< \(PlanText.percent(criteria.minAchievedRatio)))")
+        if let b = backend {
+            // The backend's own counts first (what broke), then the trigger's lag: a backend that answers
+            // triggers slowly fills --trigger-concurrency and makes events wait for a slot.
+            for objective in criteria.counts where !objective.met(count: b[objective.name], expected: b.expected) {
+                let limit =
+                    objective.share
+                    ? "\(PlanText.percent(objective.limit)) of \(b.expected) expected" : "\(Int(objective.limit))"
+                failures.append("\(objective.name.rawValue) \(b[objective.name]) > \(limit)")
+            }
+            failures += b.failures
+            if scheduleLag.count > 0, scheduleLag.p99 > criteria.maxScheduleLagNanos {
+                failures.append(
+                    "trigger behind schedule: scheduleLag.p99 \(PlanText.duration(scheduleLag.p99)) > "
+                        + PlanText.duration(criteria.maxScheduleLagNanos)
+                        + (b.waitedForSlot > 0
+                            ? " (\(b.waitedForSlot) events waited for a free --trigger-concurrency slot: the backend "
+                                + "answered too slowly)" : " (fanout's own trigger loop)"))
+            }
+        } else {
+            if achievedRatio < criteria.minAchievedRatio {
+                failures.append(
+                    "harness behind schedule: achieved \(PlanText.percent(achievedRatio)) of the offered "
+                        + "rate (< \(PlanText.percent(criteria.minAchievedRatio)))")
+            }
+            if scheduleLag.count > 0, scheduleLag.p99 > criteria.maxScheduleLagNanos {
+                failures.append(
+                    "harness saturated: scheduleLag.p99 \(PlanText.duration(scheduleLag.p99)) > "
+                        + PlanText.duration(criteria.maxScheduleLagNanos))
+            }
         }
-        if scheduleLag.count > 0, scheduleLag.p99 > criteria.maxScheduleLagNanos {
-            failures.append(
-                "harness saturated: scheduleLag.p99 \(PlanText.duration(scheduleLag.p99)) > "
-                    + PlanText.duration(criteria.maxScheduleLagNanos))
-        }
-        if !identitiesHold { failures.append("accounting identities broken") }
+        if !identitiesHold && backend == nil { failures.append("accounting identities broken") }
         if !little.holds {
             notes.append(
                 "Little's law off by \(PlanText.percent(little.relativeDifference)): L = "

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FanoutMetrics
 import FanoutPlan
 import FanoutSim
 import Foundation
@@ -23,6 +24,16 @@ struct Plan: ParsableCommand {
             unroutable pushes + expired deliveries) / (rejected + unroutable pushes + deliveries), as a \
             fraction or a percentage (0.5%). Target: "fanout=N within=DURATION" needs N/DURATION \
             deliveries per second.
+
+            Your backend (--trigger URL): each step is one `fanout serve` run on the step's scenario (written \
+            to the plan's steps/ folder with the serve's run folder), sending the events to URL at their \
+            intended times, registering the devices first with --register URL, judging every push the backend \
+            makes (--expect-events). Flags after -- go to every serve as they are (--listen, TLS, --auth, \
+            --latency, --faults, --workers). Objectives: latency of endToEnd (event's intended time → applied \
+            on the device) and counts of the judge: missing==0, staleAtEnd<=10, missing<=0.1%. A step also \
+            fails when the backend does not accept every trigger, registration leaves activities \
+            unregistered, or the trigger falls behind. The knee is the highest event rate that passes; the \
+            plan names what broke first above it.
 
             Exit status: 0 a knee was found, 2 no rate met every criterion (the plan is still written), \
             1 a failure, 64 bad options.
@@ -81,16 +92,54 @@ struct Plan: ParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Repeat a failing step; it fails only if the repeat fails too.")
     var confirmFailures = true
 
+    @Option(name: .customLong("max-factor"), help: "The highest rate factor tried (default 1000).")
+    var maxFactor: Double?
+
+    @Option(
+        help: ArgumentHelp(
+            "Plan your backend: each step a fanout serve run POSTing the scenario's events to URL "
+                + "(docs/INGEST.md §5).", valueName: "URL"))
+    var trigger: String?
+
+    @Option(help: ArgumentHelp("With --trigger: register every activity with URL before each step's events.", valueName: "URL"))
+    var register: String?
+
+    @Option(help: "With --trigger: seconds each serve runs past its events; events in them are not judged.")
+    var settle: Double = 2
+
+    @Argument(
+        parsing: .postTerminator,
+        help: ArgumentHelp("With --trigger, after --: flags for every fanout serve step (--listen, --tls-cert, …).",
+            valueName: "serve flags"))
+    var serveArguments: [String] = []
+
     func run() throws {
         var s = try ScenarioSource.load(scenario)
         if let seed { s.seed = seed }
         guard !slos.isEmpty else { throw ValidationError("--slo: give at least one, e.g. --slo \"endToEnd.p99<=5ms\"") }
         var parsed: [SLO] = []
+        var counts: [CountObjective] = []
         do {
-            for text in slos { parsed.append(try SLO(parsing: text)) }
+            for text in slos {
+                if CountObjective.names(text) {
+                    guard trigger != nil else {
+                        throw PlanInputError("\(text): counts of the end-to-end judge need --trigger (a plan of your backend)")
+                    }
+                    counts.append(try CountObjective(parsing: text))
+                    continue
+                }
+                let slo = try SLO(parsing: text)
+                if trigger != nil && !Self.backendMetrics.contains(slo.metric) {
+                    throw PlanInputError(
+                        "\(text): a plan of your backend measures "
+                            + Self.backendMetrics.map(\.name).joined(separator: ", ") + " (\(slo.metric.name) is fanout run's)")
+                }
+                parsed.append(slo)
+            }
         } catch {
             throw ValidationError("--slo: \(error)")
         }
+        let backend = try backendSettings(scenario: s)
         var loss: Double?
         if let maxLoss {
             var text = maxLoss.trimmingCharacters(in: .whitespaces)
@@ -139,23 +188,40 @@ struct Plan: ParsableCommand {
         guard (1...256).contains(workers) else {
             throw ValidationError("--max-workers: expected 1 to 256, got \(workers)")
         }
+        if let maxFactor {
+            guard maxFactor >= startFactor && maxFactor <= 1000 else {
+                throw ValidationError("--max-factor: expected --start-factor to 1000, got \(maxFactor)")
+            }
+        }
 
+        var criteria = PlanCriteria(slos: parsed, maxLoss: loss, maxScheduleLagNanos: lag)
+        criteria.counts = counts
         var settings = PlanSettings(
-            scenario: s, criteria: PlanCriteria(slos: parsed, maxLoss: loss, maxScheduleLagNanos: lag),
-            target: planTarget, workerCounts: Array(1...workers), coresPerMachine: cores)
+            scenario: s, criteria: criteria, target: planTarget,
+            workerCounts: backend.map { [$0.loops] } ?? Array(1...workers), coresPerMachine: cores)
+        settings.backend = backend?.settings
+        if let maxFactor { settings.search.maxFactor = maxFactor }
         settings.stepSeconds = stepSeconds
         settings.maxStepSeconds = maxStepSeconds
         settings.search.startFactor = startFactor
         settings.search.precision = precision
         settings.confirmFailures = confirmFailures
         settings.clock = stepClock
-        let folder = out ?? "reports/plans/\(Run.timestamp())-\(s.name)"
+        let folder = backend?.settings.folder ?? out ?? "reports/plans/\(Run.timestamp())-\(s.name)"
+        let objectives = (parsed.map(\.description) + counts.map(\.description)).joined(separator: ", ")
         FileHandle.standardError.write(
             Data(
-                ("fanout plan \(s.name): \(parsed.map(\.description).joined(separator: ", ")), workers 1...\(workers), "
-                    + "steps ≥ \(stepSeconds) s, \(stepClock.rawValue) time, config \(s.configHash)\n").utf8))
-        let plan = try CapacityPlan.run(settings) { line in
-            FileHandle.standardError.write(Data((line + "\n").utf8))
+                ("fanout plan \(s.name): \(objectives), "
+                    + (backend.map { "your backend at \($0.settings.triggerURL) (steps: \(folder)/steps/)" }
+                        ?? "workers 1...\(workers)")
+                    + ", steps ≥ \(stepSeconds) s, \(stepClock.rawValue) time, config \(s.configHash)\n").utf8))
+        let plan: CapacityPlan
+        do {
+            plan = try CapacityPlan.run(settings) { line in
+                FileHandle.standardError.write(Data((line + "\n").utf8))
+            }
+        } catch let e as BackendStepError {
+            throw CommandFailure("fanout plan: \(e)")
         }
         try PlanReport.write(folder: folder, files: PlanReport.files(plan))
         print(PlanReport.headline(plan).replacingOccurrences(of: "**", with: ""))
@@ -170,5 +236,48 @@ struct Plan: ParsableCommand {
         print(String(format: "wall time   %.1f s", plan.wallSeconds))
         print("report      \(folder)/plan.md (plan.json, plan.html)")
         if PlanReport.bestKnee(plan) == nil { throw ExitCode(2) }
+    }
+
+    /// The serve metrics a backend plan's latency objectives may name.
+    static let backendMetrics: [Metric] = [
+        .endToEnd, .validate, .route, .fanoutCompletion, .fanoutCompletion1, .fanoutCompletion2to100,
+        .fanoutCompletion101to10k, .fanoutCompletionOver10k,
+    ]
+
+    /// `--trigger`'s settings, checked; nil without `--trigger`.
+    func backendSettings(scenario s: Scenario) throws -> (settings: BackendSettings, loops: Int)? {
+        guard let trigger else {
+            if register != nil { throw ValidationError("--register: only with --trigger (a plan of your backend)") }
+            if !serveArguments.isEmpty {
+                throw ValidationError("flags after --: only with --trigger (they go to each fanout serve step)")
+            }
+            return nil
+        }
+        if target != nil { throw ValidationError("--target: a backend's scaling is not measured; without --trigger only") }
+        if maxWorkers != nil { throw ValidationError("--max-workers: with --trigger give serve's --workers after --") }
+        if maxLoss != nil { throw ValidationError("--max-loss: with --trigger use --slo \"missing<=0.1%\"") }
+        if clock != "real" { throw ValidationError("--clock: a plan of your backend runs in real time") }
+        guard settle >= 0 && settle <= 600 else { throw ValidationError("--settle: expected 0 to 600, got \(settle)") }
+        for flag in serveArguments {
+            let name = flag.split(separator: "=", maxSplits: 1).first.map(String.init) ?? flag
+            if BackendSettings.reservedFlags.contains(name) {
+                throw ValidationError("\(name) after --: each step sets it (the plan's own --trigger, --register, --settle)")
+            }
+        }
+        var loops = max(ProcessInfo.processInfo.activeProcessorCount, 1)
+        for (k, flag) in serveArguments.enumerated() {
+            var value: String?
+            if flag == "--workers", k + 1 < serveArguments.count { value = serveArguments[k + 1] }
+            if flag.hasPrefix("--workers=") { value = String(flag.dropFirst("--workers=".count)) }
+            if let value, let n = Int(value), n > 0 { loops = n }
+        }
+        guard let executable = Bundle.main.executablePath else {
+            throw CommandFailure("fanout plan: cannot find its own executable to run fanout serve")
+        }
+        var b = BackendSettings(
+            executable: executable, triggerURL: trigger, registerURL: register, serveArguments: serveArguments,
+            folder: out ?? "reports/plans/\(Run.timestamp())-backend-\(s.name)")
+        b.settleSeconds = settle
+        return (b, loops)
     }
 }

@@ -35,4 +35,30 @@ struct ExampleBackendTests {
         #expect(((events["endToEnd"] as? [String: Any])?["count"] as? Int ?? 0) > 0)
         #expect(result.stdout.contains("endToEnd (event's intended time → applied on the device"))
     }
+
+    @Test("fanout plan --trigger of the example backend: every step passes at its scenario's rate, a knee (lower bound)")
+    func plan() throws {
+        let folder = try CLI.temporaryDirectory().appendingPathComponent("plan")
+        let script = Self.root.appendingPathComponent("scripts/plan-backend.sh").path
+        let result = try CLI.launch(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            [
+                "FANOUT_BIN=\(CLI.binary.path)", "bash", script, folder.path, "smoke", "--", "--slo",
+                "endToEnd.p99<=5s", "--slo", "missing==0", "--step-seconds", "2", "--max-step-seconds", "2",
+                "--start-factor", "0.5", "--max-factor", "1",
+            ])
+        #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+        #expect(result.stdout.contains("Knee of the backend: "), "\(result.stdout)")
+        let json =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: folder.appendingPathComponent("plan.json")))
+            as! [String: Any]
+        let knee = try #require(json["knee"] as? [String: Any])
+        #expect(knee["factor"] as? Double == 1, "\(knee)")
+        let steps = try #require((json["searches"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])
+        for step in steps {
+            let b = try #require(step["backend"] as? [String: Any])
+            #expect(b["registered"] as? Int == b["activities"] as? Int, "\(b)")
+            #expect((b["delivered"] as? Int ?? 0) > 0 && (b["counts"] as? [String: Int])?["missing"] == 0, "\(b)")
+        }
+    }
 }

@@ -1,0 +1,303 @@
+import FanoutHistogramLog
+import FanoutMetrics
+import FanoutSim
+import Foundation
+
+/// `fanout plan --trigger URL`: the user's backend is the system under test. Each step is one `fanout serve`
+/// run (a child process, its run folder kept under the plan's `steps/`): the steady scenario × factor, its
+/// events sent to the backend at their intended times (`--trigger`), the devices registered first
+/// (`--register`), every push correlated and judged (`--expect-events`, `--settle`).
+public struct BackendSettings: Sendable {
+    /// The `fanout` executable the steps run (`fanout serve`).
+    public var executable: String
+    public var triggerURL: String
+    public var registerURL: String?
+    /// Flags given to every `fanout serve` step as they are (listen address, TLS, auth, --latency, --faults…).
+    public var serveArguments: [String]
+    /// `--settle` of each step: the serve runs this much longer than the events, and events intended in its
+    /// last `settle` seconds are not judged.
+    public var settleSeconds: Double = 2
+    /// The plan folder: step N's files go to `steps/NN-xFACTOR/`.
+    public var folder: String
+
+    public init(executable: String, triggerURL: String, registerURL: String?, serveArguments: [String], folder: String) {
+        self.executable = executable
+        self.triggerURL = triggerURL
+        self.registerURL = registerURL
+        self.serveArguments = serveArguments
+        self.folder = folder
+    }
+
+    /// The flags a step sets itself, refused among `serveArguments`.
+    public static let reservedFlags = [
+        "--trigger", "--register", "--expect-events", "--settle", "--duration", "--out", "--seed",
+    ]
+}
+
+/// What one step of a backend plan measured besides latency: the serve run's counts (summary.json).
+public struct BackendMeasures: Sendable, Equatable {
+    /// The step's serve run folder.
+    public var folder: String
+    public var exitStatus: Int32
+    /// The serve's last line on stderr when it exited non-zero.
+    public var serveError: String?
+    public var triggerSent = 0
+    public var triggerSucceeded = 0
+    public var triggerTimeouts = 0
+    public var triggerErrors = 0
+    public var triggerCancelled = 0
+    public var triggerUnsent = 0
+    public var waitedForSlot = 0
+    /// Answers other than 2xx, by status.
+    public var triggerRefusedByStatus: [String: Int] = [:]
+    /// With `--register`: activities, and those registered.
+    public var activities: Int?
+    public var registered: Int?
+    public var expected = 0
+    public var delivered = 0
+    public var superseded = 0
+    public var counts: [CountObjective.Name: Int] = [:]
+    public var eventsIdentitiesHold = true
+
+    public init(folder: String, exitStatus: Int32) {
+        self.folder = folder
+        self.exitStatus = exitStatus
+    }
+
+    public subscript(_ name: CountObjective.Name) -> Int { counts[name] ?? 0 }
+
+    /// Trigger requests not answered 2xx (by status, timed out, failed).
+    public var triggerNotAccepted: Int { triggerRefusedByStatus.values.reduce(0, +) + triggerTimeouts + triggerErrors }
+
+    /// What failed in the step besides the objectives: the serve, the trigger, the registration.
+    public var failures: [String] {
+        var out: [String] = []
+        if exitStatus != 0 { out.append("fanout serve exited \(exitStatus)" + (serveError.map { ": \($0)" } ?? "")) }
+        if triggerNotAccepted > 0 {
+            var parts = triggerRefusedByStatus.sorted { $0.key < $1.key }.map { "\($0.value) answered \($0.key)" }
+            if triggerTimeouts > 0 { parts.append("\(triggerTimeouts) timed out") }
+            if triggerErrors > 0 { parts.append("\(triggerErrors) failed") }
+            out.append(
+                "backend refused events: \(triggerNotAccepted) of \(triggerSent) triggers not accepted ("
+                    + parts.joined(separator: ", ") + ")")
+        }
+        if triggerUnsent + triggerCancelled > 0 {
+            out.append(
+                "trigger behind at shutdown: \(triggerUnsent) events unsent, \(triggerCancelled) requests cancelled")
+        }
+        if let activities, let registered, registered < activities {
+            out.append("registration: \(activities - registered) of \(activities) activities not registered")
+        }
+        if !eventsIdentitiesHold { out.append("the events' identities are broken") }
+        return out
+    }
+}
+
+/// A step's serve run ended without a run folder to judge: the plan cannot go on.
+public struct BackendStepError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+}
+
+extension Step {
+    /// Runs one step of a backend plan: writes the step's scenario, runs `fanout serve` on it, judges its folder.
+    public static func measureBackend(
+        _ settings: PlanSettings, backend b: BackendSettings, steady: Scenario, baseEventsPerSecond: Double,
+        factor: Double, index: Int
+    ) throws -> Step {
+        var s = steady
+        s.scaleRates(by: factor)
+        s.durationSeconds = settings.stepDuration(eventsPerSecond: baseEventsPerSecond * factor)
+        let dir = b.folder + "/steps/" + String(format: "%02d", index) + "-x" + PlanText.factor(factor)
+        let fm = FileManager.default
+        do {
+            try fm.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            try s.canonicalText.write(toFile: dir + "/scenario.json", atomically: true, encoding: .utf8)
+        } catch {
+            throw BackendStepError(description: "cannot write \(dir)/scenario.json: \(error)")
+        }
+        var arguments = ["serve", dir + "/scenario.json", "--trigger", b.triggerURL]
+        if let r = b.registerURL { arguments += ["--register", r] }
+        arguments += [
+            "--expect-events", "--settle", String(b.settleSeconds),
+            "--duration", String(s.durationSeconds + b.settleSeconds), "--out", dir + "/run",
+        ]
+        arguments += b.serveArguments
+        let load = CapacityPlan.loadAverage()
+        let started = ContinuousClock.now
+        let status = try run(b.executable, arguments, stdout: dir + "/serve.out", stderr: dir + "/serve.log")
+        let wall = (ContinuousClock.now - started).seconds
+        let summaryPath = dir + "/run/summary.json"
+        guard fm.fileExists(atPath: summaryPath) else {
+            throw BackendStepError(
+                description: "step \(index) (×\(PlanText.factor(factor))): fanout serve exited \(status) without "
+                    + "a run folder: " + (lastLine(dir + "/serve.log") ?? "no message") + " (\(dir)/serve.log)")
+        }
+        var step = try judgeFolder(
+            dir + "/run", status: status, serveLog: dir + "/serve.log", scenario: s, factor: factor,
+            warmupSeconds: settings.warmupSeconds, criteria: settings.criteria)
+        step.wallSeconds = wall
+        step.loadAverage = load
+        return step
+    }
+
+    /// Judges a finished serve run folder (`--trigger`, `--expect-events`) as a plan step.
+    public static func judgeFolder(
+        _ folder: String, status: Int32, serveLog: String?, scenario s: Scenario, factor: Double,
+        warmupSeconds: Double, criteria: PlanCriteria
+    ) throws -> Step {
+        let summary = try readJSON(folder + "/summary.json")
+        guard let events = summary["events"] as? [String: Any] else {
+            throw BackendStepError(description: "\(folder)/summary.json has no events (was --expect-events on?)")
+        }
+        let trigger = summary["trigger"] as? [String: Any] ?? [:]
+        var m = BackendMeasures(folder: folder, exitStatus: status)
+        if status != 0 { m.serveError = serveLog.flatMap(lastLine) }
+        m.triggerSent = int(trigger["sent"])
+        m.triggerSucceeded = int(trigger["successes"])
+        m.triggerTimeouts = int(trigger["timeouts"])
+        m.triggerErrors = (trigger["errors"] as? [String: Any] ?? [:]).values.reduce(0) { $0 + int($1) }
+        m.triggerCancelled = int(trigger["cancelledAtShutdown"])
+        m.triggerUnsent = int(trigger["unsentAtShutdown"])
+        m.waitedForSlot = int(trigger["waitedForSlot"])
+        for (code, n) in trigger["byStatus"] as? [String: Any] ?? [:] where !code.hasPrefix("2") && int(n) > 0 {
+            m.triggerRefusedByStatus[code] = int(n)
+        }
+        if let r = summary["registration"] as? [String: Any] {
+            m.activities = int(r["activities"])
+            m.registered = int(r["registered"])
+        }
+        m.expected = int(events["expected"])
+        m.delivered = int(events["delivered"])
+        m.superseded = int(events["superseded"])
+        for name in CountObjective.Name.allCases { m.counts[name] = int(events[name.rawValue]) }
+        m.eventsIdentitiesHold = ((events["identity"] as? [String: Any])?["holds"] as? Bool) ?? false
+
+        // Latency over the measured part: the histogram log's one-second intervals from the warm-up on.
+        let hlog: String
+        do {
+            hlog = try String(contentsOfFile: folder + "/latency.hlog", encoding: .utf8)
+        } catch {
+            throw BackendStepError(description: "cannot read \(folder)/latency.hlog: \(error)")
+        }
+        var windows: [String: LatencyHistogram] = [:]
+        do {
+            for interval in try HistogramLogReader.read(hlog) where interval.startSeconds + 1e-6 >= warmupSeconds {
+                guard let tag = interval.tag else { continue }
+                let c = interval.counts
+                guard c.lowestDiscernibleValue == HdrLayout.lowestDiscernibleValue,
+                    c.highestTrackableValue == HdrLayout.highestTrackableValue,
+                    c.significantDigits == HdrLayout.significantDigits
+                else { throw BackendStepError(description: "\(folder)/latency.hlog: an interval of another layout") }
+                let h = c.counts.withUnsafeBufferPointer { LatencyHistogram(first: c.first, counts: $0) }
+                windows[tag, default: LatencyHistogram()].add(h)
+            }
+        } catch let e as HistogramLogReader.ReadError {
+            throw BackendStepError(description: "\(folder)/latency.hlog: \(e)")
+        }
+        let completion = events["fanoutCompletion"] as? [String: Any] ?? [:]
+        func summaryOf(_ metric: Metric) -> LatencySummary {
+            if let h = windows[metric.name] { return LatencySummary(h) }
+            // fanoutCompletion (by size) is not in the log: over the whole step, from summary.json.
+            return latency(completion[metric.name]) ?? LatencySummary(LatencyHistogram())
+        }
+
+        // Per event: intended (t0 + offset), last delivery, recipients: the step's completion and Little's law.
+        let offsets = try jsonLines(folder + "/events.jsonl").map { UInt64(max(int($0["offsetNanos"]), 0)) }
+        let judged = try jsonLines(folder + "/events-judged.jsonl")
+        var intended: [UInt64] = []
+        var completed: [UInt64] = []
+        var recipients: [Int32] = []
+        for line in judged {
+            let k = int(line["event"])
+            guard k >= 0, k < offsets.count else { continue }
+            let delivered = int(line["delivered"])
+            intended.append(offsets[k])
+            completed.append(max(UInt64(max(int(line["lastAppliedNanos"]), 0)), offsets[k]))
+            recipients.append(Int32(clamping: delivered))
+        }
+        let scheduled = s.durationSeconds
+        let windowStart = UInt64(warmupSeconds * 1e9)
+        let little = LittleCheck.compute(
+            intended: intended, completed: completed, recipients: recipients, windowStartNanos: windowStart,
+            windowEndNanos: max(UInt64(scheduled * 1e9), windowStart + 1))
+        var lastCompletion: UInt64 = 0
+        for (k, done) in completed.enumerated() where recipients[k] > 0 { lastCompletion = Swift.max(lastCompletion, done) }
+        let endToEnd = summaryOf(.endToEnd)
+        var step = Step(
+            workers: int(summary["workers"]), factor: factor, scheduledSeconds: scheduled, warmupSeconds: warmupSeconds,
+            wallSeconds: 0, lastCompletionSeconds: Double(lastCompletion) / 1e9,
+            events: m.triggerSent + m.triggerUnsent, measuredEvents: little.events, deliveries: m.delivered,
+            sloValues: criteria.slos.map { $0.value(summaryOf($0.metric)) },
+            sloSamples: criteria.slos.map { summaryOf($0.metric).count }, endToEnd: endToEnd,
+            scheduleLag: latency(trigger["scheduleLag"]) ?? LatencySummary(LatencyHistogram()),
+            lossShare: m.expected > 0 ? Double(m[.missing]) / Double(m.expected) : 0,
+            identitiesHold: m.eventsIdentitiesHold && status == 0, little: little, failures: [], notes: [])
+        step.backend = m
+        step.judge(criteria)
+        return step
+    }
+
+    /// Runs `executable arguments`, its output to two files; its exit status (128 + N for signal N).
+    static func run(_ executable: String, _ arguments: [String], stdout: String, stderr: String) throws -> Int32 {
+        let fm = FileManager.default
+        _ = fm.createFile(atPath: stdout, contents: nil)
+        _ = fm.createFile(atPath: stderr, contents: nil)
+        guard let out = FileHandle(forWritingAtPath: stdout), let err = FileHandle(forWritingAtPath: stderr) else {
+            throw BackendStepError(description: "cannot write \(stdout) and \(stderr)")
+        }
+        defer {
+            try? out.close()
+            try? err.close()
+        }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: executable)
+        p.arguments = arguments
+        p.standardOutput = out
+        p.standardError = err
+        p.standardInput = FileHandle.nullDevice
+        do {
+            try p.run()
+        } catch {
+            throw BackendStepError(description: "cannot start \(executable): \(error)")
+        }
+        p.waitUntilExit()
+        return p.terminationReason == .uncaughtSignal ? 128 + p.terminationStatus : p.terminationStatus
+    }
+
+    static func readJSON(_ path: String) throws -> [String: Any] {
+        guard let data = FileManager.default.contents(atPath: path),
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { throw BackendStepError(description: "cannot read \(path) as a JSON object") }
+        return object
+    }
+
+    static func jsonLines(_ path: String) throws -> [[String: Any]] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw BackendStepError(description: "cannot read \(path)")
+        }
+        var out: [[String: Any]] = []
+        for (k, line) in data.split(separator: UInt8(ascii: "\n")).enumerated() where !line.isEmpty {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else {
+                throw BackendStepError(description: "\(path) line \(k + 1): not a JSON object")
+            }
+            out.append(object)
+        }
+        return out
+    }
+
+    static func int(_ v: Any?) -> Int { (v as? NSNumber)?.intValue ?? 0 }
+
+    /// A summary.json latency object (`count`, `meanNanos`, `p50Nanos`, …).
+    static func latency(_ v: Any?) -> LatencySummary? {
+        guard let o = v as? [String: Any], o["count"] != nil else { return nil }
+        func u(_ k: String) -> UInt64 { UInt64(max(int(o[k]), 0)) }
+        return LatencySummary(
+            count: u("count"), mean: (o["meanNanos"] as? NSNumber)?.doubleValue ?? 0, p50: u("p50Nanos"),
+            p90: u("p90Nanos"), p99: u("p99Nanos"), p999: u("p999Nanos"), p9999: u("p9999Nanos"), max: u("maxNanos"))
+    }
+
+    static func lastLine(_ path: String) -> String? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        return text.split(separator: "\n").last { !$0.trimmingCharacters(in: .whitespaces).isEmpty }.map(String.init)
+    }
+}

@@ -1,0 +1,35 @@
+# Sourced by the scripts that run fanout against the example backend (examples/backend-aioapns): a self-signed
+# TLS certificate and an ES256 provider key in a temporary folder, two free ports, the backend started with
+# EXAMPLE_BACKEND_ARGS, and its cleanup on exit. Sets WORK, SERVE_PORT, BACKEND_PORT, BACKEND_URL and
+# SERVE_FLAGS (what fanout serve needs to be the backend's APNs: listen, TLS, JWT).
+WORK=$(mktemp -d)
+backend_pid=""
+# The backend gets SIGTERM, and SIGKILL if it has not ended a second later (aioapns may still be retrying).
+example_backend_cleanup() {
+    if [ -n "$backend_pid" ]; then
+        kill "$backend_pid" 2>/dev/null || true
+        for _ in $(seq 1 10); do kill -0 "$backend_pid" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$backend_pid" 2>/dev/null || true
+    fi
+    rm -rf "$WORK"
+}
+trap example_backend_cleanup EXIT
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$WORK/key.pem" -out "$WORK/cert.pem" \
+    -days 1 -subj /CN=localhost -addext subjectAltName=DNS:localhost 2>/dev/null
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/auth.p8" 2>/dev/null
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+SERVE_PORT=$(free_port)
+BACKEND_PORT=$(free_port)
+BACKEND_URL="http://127.0.0.1:$BACKEND_PORT"
+
+# shellcheck disable=SC2086
+python3 examples/backend-aioapns/backend.py --listen "127.0.0.1:$BACKEND_PORT" --apns "localhost:$SERVE_PORT" \
+    --ca "$WORK/cert.pem" --auth-key ABC123DEFG="$WORK/auth.p8" --team TEAM123456 ${EXAMPLE_BACKEND_ARGS:-} \
+    < /dev/null > "$WORK/backend.log" 2>&1 &
+backend_pid=$!
+for _ in $(seq 1 100); do grep -q "listening" "$WORK/backend.log" 2>/dev/null && break; sleep 0.1; done
+grep -q "listening" "$WORK/backend.log" || { cat "$WORK/backend.log"; echo "the backend did not start"; exit 1; }
+
+SERVE_FLAGS=(--listen "127.0.0.1:$SERVE_PORT" --tls-cert "$WORK/cert.pem" --tls-key "$WORK/key.pem"
+    --auth jwt --auth-key ABC123DEFG="$WORK/auth.p8" --team TEAM123456)
