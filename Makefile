@@ -173,6 +173,13 @@ serve-bench: build
 example-backend: build
 	FANOUT_BIN=$(BIN) scripts/example-backend.sh 30
 
+## A capacity plan of the example backend (scripts/plan-backend.sh): fanout plan smoke --trigger, each step a
+## fanout serve run that registers the activities, sends the step's events and judges every push; the knee in
+## events/s (endToEnd.p99 <= 250 ms, no missing delivery) and what broke first above it, under reports/plans/.
+.PHONY: plan-backend
+plan-backend: build
+	FANOUT_BIN=$(BIN) scripts/plan-backend.sh
+
 ## Hostile clients against fanout serve default on 2 loops, all at once (scripts/serve-attack.py): resets with
 ## pipelined requests, non-reading clients, 10,000 connections, 60 s of channel churn, future and extreme iat,
 ## 5,000 stalled streams, and a valid push every 200 ms. Fails if the server dies, its peak RSS passes 512 MiB,
