@@ -349,6 +349,7 @@ public enum HTMLReport {
         .identities strong { font-size: 18px; margin-right: 6px; }
         .ok { background: #e4f4ea; color: #125a30; border: 1px solid #9fd4b4; }
         .broken { background: #fde4e1; color: #8a1c12; border: 2px solid #e0796c; }
+        b.bad { color: #b3261e; }
         dl.meta { display: grid; grid-template-columns: max-content 1fr max-content 1fr; gap: 3px 14px;
           margin: 0 0 12px; font-size: 13px; }
         dl.meta dt { color: #5b6472; }

@@ -12,6 +12,9 @@ public enum ServeHTML {
         public var serviceP50: UInt64
         public var serviceP99: UInt64
         public var deliveryP99: UInt64
+        /// With `--expect-events`: deliveries correlated with an event in that second, and their endToEnd p99.
+        public var endToEndCount = 0
+        public var endToEndP99: UInt64 = 0
     }
 
     static func e(_ s: String) -> String { HTMLText.escape(s) }
@@ -31,6 +34,7 @@ public enum ServeHTML {
             </header>
 
             """
+        out += backendVerdict(info, latency, seconds)
         out += "<section>\n<h2>Latency</h2>\n"
         out += HTMLReport.spectrum(
             title: "Request and delivery latency percentile spectrum",
@@ -45,6 +49,8 @@ public enum ServeHTML {
         out += "fanout: \(ServeMetric.fanout.about).</p>\n</section>\n"
         if let r = info.events { out += events(r, latency) }
         out += overTime(seconds)
+        out += trigger(info)
+        out += registration(info)
         out += "<section>\n<h2>Answers</h2>\n<table>\n<tr><th>status</th><th>count</th></tr>\n"
         for (status, n) in s.byStatus.sorted(by: { $0.key < $1.key }) {
             out += "<tr><td>\(status)</td><td>\(Units.grouped(n))</td></tr>\n"
@@ -136,9 +142,22 @@ public enum ServeHTML {
             line += String(format: "%@%.1f,%.1f", line.isEmpty ? "" : " ", x + step / 2, y)
         }
         svg += "<polyline points=\"\(line)\" fill=\"none\" stroke=\"#D55E00\" stroke-width=\"2\"/>"
+        // With --expect-events: endToEnd p99 per second (the seconds with deliveries), on its own scale.
+        let maxEndToEnd = Double(rows.map(\.endToEndP99).max() ?? 0)
+        if maxEndToEnd > 0 {
+            var points = ""
+            for (i, r) in rows.enumerated() where r.endToEndCount > 0 {
+                let y = bottom - (bottom - top) * Double(r.endToEndP99) / maxEndToEnd
+                points += String(format: "%@%.1f,%.1f", points.isEmpty ? "" : " ", left + Double(i) * step + step / 2, y)
+            }
+            svg += "<polyline points=\"\(points)\" fill=\"none\" stroke=\"#CC79A7\" stroke-width=\"2\" "
+            svg += "stroke-dasharray=\"6 3\"/>"
+            svg += "<text x=\"\(right + 6)\" y=\"\(top + 26)\" font-size=\"12\" fill=\"#CC79A7\">"
+            svg += "\(micros(UInt64(maxEndToEnd)))</text>"
+        }
         svg += "<text x=\"\(left - 6)\" y=\"\(top + 10)\" text-anchor=\"end\" font-size=\"12\">\(Units.grouped(Int(maxRequests)))/s</text>"
         svg += "<text x=\"\(right + 6)\" y=\"\(top + 10)\" font-size=\"12\" fill=\"#D55E00\">\(micros(UInt64(maxP99)))</text>"
-        svg += "<text x=\"\((left + right) / 2)\" y=\"\(height - 10)\" text-anchor=\"middle\" font-size=\"13\">seconds 0–\(rows.count - 1): requests answered (bars), service p99 (line)</text>"
+        svg += "<text x=\"\((left + right) / 2)\" y=\"\(height - 10)\" text-anchor=\"middle\" font-size=\"13\">seconds 0–\(rows.count - 1): requests answered (bars), service p99 (line)\(maxEndToEnd > 0 ? ", endToEnd p99 (dashed)" : "")</text>"
         svg += "</svg>"
         out += "<figure>\n\(svg)\n</figure>\n</section>\n"
         return out

@@ -156,6 +156,9 @@ public enum ServeReport {
                 rows[i.index].serviceP50 = i.summary.p50
                 rows[i.index].serviceP99 = i.summary.p99
             case .delivery: rows[i.index].deliveryP99 = i.summary.p99
+            case .endToEnd:
+                rows[i.index].endToEndCount = Int(i.summary.count)
+                rows[i.index].endToEndP99 = i.summary.p99
             default: break
             }
         }

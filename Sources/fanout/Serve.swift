@@ -148,6 +148,11 @@ struct Serve: ParsableCommand {
     var seed: UInt64?
 
     @Option(
+        name: .customLong("rate-scale"),
+        help: "Multiply the scenario's event rates (phases and ramps) by this factor: --trigger's schedule and the events --expect-events expects.")
+    var rateScale: Double?
+
+    @Option(
         help: ArgumentHelp(
             "What state.jsonl holds at shutdown: full (every activity and device, ~2 GB for a million devices), "
                 + "summary (the totals line only) or none (no file). Default: full up to 100000 devices, summary "
@@ -225,6 +230,12 @@ struct Serve: ParsableCommand {
         var s = try ScenarioSource.load(scenario)
         if let devices { s.population.devices = devices }
         if let seed { s.seed = seed }
+        if let rateScale {
+            guard rateScale > 0 && rateScale <= 1000 else {
+                throw ValidationError("--rate-scale: expected a factor above 0 and at most 1000, got \(rateScale)")
+            }
+            s.scaleRates(by: rateScale)
+        }
         var providerAuth: ProviderAuth?
         if auth == "jwt", let team {
             var keys: [String: ES256Key] = [:]

@@ -46,6 +46,10 @@ struct BadInputTests {
             name: "serve latency p99 below p50",
             arguments: ["serve", "smoke", "--h2c", "--latency", "p50=20ms,p99=10ms", "--out", "$DIR/out"],
             status: 64, message: "Error: --latency: expected 0 < p50 < p99, got \"p50=20ms,p99=10ms\""),
+        Case(
+            name: "serve rate scale zero",
+            arguments: ["serve", "smoke", "--h2c", "--rate-scale", "0", "--out", "$DIR/out"],
+            status: 64, message: "Error: --rate-scale: expected a factor above 0 and at most 1000, got 0.0"),
         // --trigger: usage errors, status 64, nothing written.
         Case(
             name: "serve trigger not http",

@@ -297,4 +297,24 @@ struct TriggerCommandTests {
         }
         #expect((t0s.max() ?? 0) - (t0s.min() ?? 0) < 0.0015)
     }
+
+    /// `--rate-scale` scales the scenario's arrival rates, as `fanout run --rate-scale` does: the events expected
+    /// (events.jsonl) over the scenario's duration double with a factor of 2.
+    @Test("--rate-scale 2: about twice the events in events.jsonl, over the same span")
+    func rateScale() throws {
+        func events(_ extra: [String]) throws -> [Int] {
+            let serve = try ServeProcess(["--h2c", "--duration", "0.5", "--expect-events"] + extra)
+            serve.process.waitUntilExit()
+            #expect(serve.process.terminationStatus == 0, "\(serve.stderr)")
+            return CLI.text(of: serve.folder.appendingPathComponent("events.jsonl")).split(separator: "\n").map {
+                let o = try! JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any]
+                return o["offsetNanos"] as! Int
+            }
+        }
+        let base = try events([])
+        let doubled = try events(["--rate-scale", "2"])
+        let ratio = Double(doubled.count) / Double(max(base.count, 1))
+        #expect(base.count > 100 && ratio > 1.8 && ratio < 2.2, "\(base.count) → \(doubled.count)")
+        #expect(abs(Double(doubled.max()! - base.max()!)) < 2e9, "the same span")
+    }
 }

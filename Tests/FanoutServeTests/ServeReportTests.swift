@@ -70,6 +70,85 @@ struct ServeReportTests {
         #expect(html.contains("dropped (stream already gone): BROKEN."))
     }
 
+    /// A backend run's page opens with what the backend did: missing and stale deliveries, endToEnd and whether it
+    /// grew, the events it accepted, the activities it registered; each sentence from this run's counts.
+    @Test("report.html: the backend's verdict — missing, stale, endToEnd growing, triggers refused, registration")
+    func htmlBackendVerdict() {
+        let (fixed, s, fixedLatency, a, c) = Self.fixture()
+        var info = fixed
+        var latency = fixedLatency
+        for v: UInt64 in [2_000_000, 3_000_000, 90_000_000] {
+            latency.record(metricIndex: ServeMetric.endToEnd.rawValue, nanos: v)
+        }
+        var events = ServeEventsReport()
+        events.expected = 1_000
+        events.delivered = 900
+        events.superseded = 50
+        events.missing = 50
+        events.eventsWithMissing = 4
+        events.staleAtEnd = 7
+        events.settleNanos = 2_000_000_000
+        info.events = events
+        var trigger = TriggerResults()
+        trigger.url = "http://127.0.0.1:8080/trigger"
+        trigger.sent = 100
+        trigger.byStatus = [202: 95, 503: 3]
+        trigger.timeouts = 1
+        trigger.cancelledAtShutdown = 1
+        trigger.waitedForSlot = 12
+        trigger.scheduleLagNanos.record(40_000_000)
+        info.trigger = trigger
+        var registration = RegisterResults()
+        registration.url = "http://127.0.0.1:8080/register"
+        registration.activities = 10
+        registration.registered = 8
+        registration.failed = 2
+        info.registration = registration
+        // endToEnd p99 per second: 5 ms for four seconds, then 400 ms for four (a backlog).
+        let rows = (0..<8).map { k in
+            var row = ServeHTML.SecondRow(index: k, requests: 10, serviceP50: 1, serviceP99: 2, deliveryP99: 3)
+            row.endToEndCount = 10
+            row.endToEndP99 = k < 4 ? 5_000_000 : 400_000_000
+            return row
+        }
+        var html = ServeHTML.render(info, s, latency, a, c, (1, 1), 8, seconds: rows)
+        #expect(html.contains("50 of 1,000 expected deliveries missing</b> (5.00%, in 4 events)"), "\(html)")
+        #expect(html.contains("7 followers stale at the end"))
+        #expect(html.contains("endToEnd grew during the run</b>: the median of each second's endToEnd p99 was 5"))
+        #expect(html.contains(
+            "The backend accepted 95 of 100 events</b> (3 answered other than 2xx, 1 timed out, 1 still in flight at shutdown)"))
+        #expect(html.contains("12 events waited for a free slot"))
+        #expect(html.contains("2 of 10 activities not registered</b> (2 failed, 0 at the deadline)"))
+        #expect(html.contains("<h2>Trigger</h2>") && html.contains("<h2>Registration</h2>"))
+        #expect(html.contains("endToEnd p99 (dashed)"))
+        // A healthy run says so, in the same places.
+        events.missing = 0
+        events.staleAtEnd = 0
+        events.delivered = 950
+        info.events = events
+        trigger.byStatus = [202: 100]
+        trigger.timeouts = 0
+        trigger.cancelledAtShutdown = 0
+        info.trigger = trigger
+        registration.registered = 10
+        registration.failed = 0
+        info.registration = registration
+        let steady = rows.map { r in
+            var row = r
+            row.endToEndP99 = 5_000_000
+            return row
+        }
+        html = ServeHTML.render(info, s, latency, a, c, (1, 1), 8, seconds: steady)
+        #expect(html.contains("No expected delivery missing</b>: all 1,000"))
+        #expect(html.contains("endToEnd held steady"))
+        #expect(html.contains("The backend accepted every event: 100 triggers answered 2xx"))
+        #expect(html.contains("Every activity registered (10)."))
+        #expect(!html.contains("class=\"bad\""))
+        // No backend flags: no verdict.
+        html = ServeHTML.render(fixed, s, fixedLatency, a, c, (1, 1), 8, seconds: [])
+        #expect(!html.contains("Through your backend"))
+    }
+
     /// Compares `text` with a golden file (FANOUT_UPDATE_GOLDEN=1 rewrites it first).
     static func golden(_ name: String, _ text: String) throws -> Bool {
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Golden/\(name)")
