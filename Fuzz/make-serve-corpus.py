@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Seeds for the serve fuzz target: a setup byte (bit 0: provider tokens checked, bit 1: two workers, bit 2: the
-connection on worker 1), then what a client sends after the 24-byte HTTP/2 preface (the target adds the preface),
+connection on worker 1, bit 3: faults, latency and the events judged), then what a client sends after the 24-byte HTTP/2 preface (the target adds the preface),
 made with the `h2` library: SETTINGS and requests of every kind the endpoint serves, with a valid provider token
 where tokens are checked (and a few bad ones).
 
@@ -64,8 +64,9 @@ REQUESTS = {
     "list-channels": ("GET", "/1/apps/com.example.scores/all-channels", [], b""),
     "bad-path": ("POST", "/nowhere", [], b"{}"),
 }
-# Setups (the first byte): one worker, two workers (the connection on worker 0, on worker 1); tokens or none.
-SETUPS = {"1w": 0, "2w": 2, "2w-on1": 6}
+# Setups (the first byte): one worker, two workers (the connection on worker 0, on worker 1); tokens or none; APNs
+# on a bad day (faults, latency) with the events judged.
+SETUPS = {"1w": 0, "2w": 2, "2w-on1": 6, "1w-bad": 8, "2w-on1-bad": 14}
 # Provider tokens other than the good one, on a push (two workers, tokens checked).
 BAD_TOKENS = {
     "token-expired": token(iat=NOW - 7200),
