@@ -46,7 +46,8 @@ struct Plan: ParsableCommand {
     @Option(
         name: .customLong("slo"),
         help: ArgumentHelp(
-            "A latency objective, e.g. endToEnd.p99<=5ms. Repeatable; at least one.",
+            "A latency objective, e.g. endToEnd.p99<=5ms; with --trigger also a count, e.g. missing==0. "
+                + "Repeatable; at least one.",
             valueName: "METRIC.PERCENTILE<=DURATION"))
     var slos: [String] = []
 
