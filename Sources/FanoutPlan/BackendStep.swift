@@ -19,6 +19,11 @@ public struct BackendSettings: Sendable {
     public var settleSeconds: Double = 2
     /// The plan folder: step N's files go to `steps/NN-xFACTOR/`.
     public var folder: String
+    /// After each step, a serve on the same address takes what the backend still sends (its backlog), until it has
+    /// been quiet for `quietSeconds` or this long has passed (0: no drain). The next step's devices have the same
+    /// tokens and its events can share timestamps with this step's, so a late push must not reach them.
+    public var cooldownSeconds: Double = 60
+    public var quietSeconds: Double = 2
 
     public init(executable: String, triggerURL: String, registerURL: String?, serveArguments: [String], folder: String) {
         self.executable = executable
@@ -58,6 +63,14 @@ public struct BackendMeasures: Sendable, Equatable {
     public var superseded = 0
     public var counts: [CountObjective.Name: Int] = [:]
     public var eventsIdentitiesHold = true
+    /// Deliveries applied before their event's intended time: pushes the trigger did not cause (a backlog of an
+    /// earlier run reaching the same tokens with the same timestamps).
+    public var early = 0
+    /// The drain after the step: requests the backend still sent, how long until it was quiet, and whether it was
+    /// (false: still sending when the cooldown ended).
+    public var drainedRequests = 0
+    public var drainSeconds = 0.0
+    public var drainQuiet = true
 
     public init(folder: String, exitStatus: Int32) {
         self.folder = folder
@@ -89,6 +102,11 @@ public struct BackendMeasures: Sendable, Equatable {
             out.append("registration: \(activities - registered) of \(activities) activities not registered")
         }
         if !eventsIdentitiesHold { out.append("the events' identities are broken") }
+        if early > 0 {
+            out.append(
+                "\(early) deliveries applied before their event was due: pushes this step did not cause (a backlog "
+                    + "from an earlier run?)")
+        }
         return out
     }
 }
@@ -137,7 +155,106 @@ extension Step {
             warmupSeconds: settings.warmupSeconds, criteria: settings.criteria)
         step.wallSeconds = wall
         step.loadAverage = load
+        if b.cooldownSeconds > 0 {
+            let drained = try drain(b, scenario: dir + "/scenario.json", dir: dir)
+            step.backend?.drainedRequests = drained.requests
+            step.backend?.drainSeconds = drained.seconds
+            step.backend?.drainQuiet = drained.quiet
+            if drained.requests > 0 {
+                step.notes.append(
+                    "after the step the backend sent \(drained.requests) more requests in "
+                        + PlanText.trimmed(drained.seconds, digits: 1) + " s (its backlog; answered, not judged)"
+                        + (drained.quiet ? "" : ", still sending when the cooldown ended: the next step may see them"))
+            }
+        }
         return step
+    }
+
+    /// Serves the step's scenario again on the same address (no trigger, no judge, no state) while the backend
+    /// still sends: stopped (SIGTERM) once no request arrived for `quietSeconds`, or after `cooldownSeconds`.
+    /// Reads serve's progress lines (one a second: total requests) from its stderr file.
+    static func drain(_ b: BackendSettings, scenario: String, dir: String) throws -> (
+        requests: Int, seconds: Double, quiet: Bool
+    ) {
+        let log = dir + "/drain.log"
+        let fm = FileManager.default
+        _ = fm.createFile(atPath: log, contents: nil)
+        guard let err = FileHandle(forWritingAtPath: log) else { throw BackendStepError(description: "cannot write \(log)") }
+        defer { try? err.close() }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: b.executable)
+        p.arguments = ["serve", scenario] + drainArguments(b.serveArguments) + ["--state", "none", "--out", dir + "/drain"]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = err
+        p.standardInput = FileHandle.nullDevice
+        do {
+            try p.run()
+        } catch {
+            throw BackendStepError(description: "cannot start \(b.executable) serve to drain the backend: \(error)")
+        }
+        let start = ContinuousClock.now
+        var listening: ContinuousClock.Instant?
+        var total = 0
+        var lastChange = start
+        var quiet = false
+        while p.isRunning {
+            Thread.sleep(forTimeInterval: 0.2)
+            let now = ContinuousClock.now
+            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            if listening == nil, text.contains("listening on") {
+                listening = now
+                lastChange = now
+            }
+            if let n = lastRequestTotal(text), n != total {
+                total = n
+                lastChange = now
+            }
+            if listening != nil, (now - lastChange).seconds >= b.quietSeconds {
+                quiet = true
+                break
+            }
+            if (now - start).seconds >= b.cooldownSeconds { break }
+        }
+        let seconds = (ContinuousClock.now - (listening ?? start)).seconds
+        if p.isRunning { p.terminate() }
+        p.waitUntilExit()
+        guard listening != nil else {
+            throw BackendStepError(
+                description: "the drain after the step did not start serving: "
+                    + (lastLine(log) ?? "no message") + " (\(log))")
+        }
+        return (total, max(seconds - (quiet ? b.quietSeconds : 0), 0), quiet)
+    }
+
+    /// The step's serve flags without those of the trigger and the registration (the drain has neither) and
+    /// without `--latency` and `--faults` (what is still coming is answered at once, not refused again).
+    static func drainArguments(_ arguments: [String]) -> [String] {
+        let dropped: Set<String> = [
+            "--register-rate", "--register-attempts", "--register-deadline", "--trigger-concurrency",
+            "--trigger-timeout", "--trigger-http", "--trigger-ca", "--latency", "--faults", "--rate-scale",
+        ]
+        var out: [String] = []
+        var k = 0
+        while k < arguments.count {
+            let flag = arguments[k]
+            let name = flag.split(separator: "=", maxSplits: 1).first.map(String.init) ?? flag
+            if dropped.contains(name) {
+                k += flag.contains("=") ? 1 : 2
+                continue
+            }
+            out.append(flag)
+            k += 1
+        }
+        return out
+    }
+
+    /// The request total of serve's last progress line (`  12.0s  2 conns  4500 req  …`).
+    static func lastRequestTotal(_ text: String) -> Int? {
+        for line in text.split(separator: "\n").reversed() {
+            let words = line.split(separator: " ")
+            if let k = words.firstIndex(of: "req"), k > 0, let n = Int(words[k - 1]) { return n }
+        }
+        return nil
     }
 
     /// Judges a finished serve run folder (`--trigger`, `--expect-events`) as a plan step.
@@ -171,6 +288,7 @@ extension Step {
         m.superseded = int(events["superseded"])
         for name in CountObjective.Name.allCases { m.counts[name] = int(events[name.rawValue]) }
         m.eventsIdentitiesHold = ((events["identity"] as? [String: Any])?["holds"] as? Bool) ?? false
+        m.early = int(events["early"])
 
         // Latency over the measured part: the histogram log's one-second intervals from the warm-up on.
         let hlog: String

@@ -159,6 +159,12 @@ extension PlanReport {
             + "sends the step's events to the trigger URL at their intended times (open loop) and judges every push "
             + "the backend makes (`--expect-events`, `--settle \(PlanText.trimmed(b.settleSeconds, digits: 2))`: "
             + "endToEnd from each event's intended time to the device's apply, missing and stale deliveries)"
+            + (b.cooldownSeconds > 0
+                ? "; after each step a serve on the same address takes what the backend still sends, until it is quiet "
+                    + "for \(PlanText.trimmed(b.quietSeconds, digits: 1)) s (at most "
+                    + "\(PlanText.trimmed(b.cooldownSeconds, digits: 0)) s), so that no push of one step reaches the "
+                    + "next step's devices (same tokens, timestamps that can coincide)"
+                : "; no drain between steps (--cooldown 0): a backlog of one step can reach the next")
             + (b.serveArguments.isEmpty ? "" : "; serve flags `\(b.serveArguments.joined(separator: " "))`")
     }
 

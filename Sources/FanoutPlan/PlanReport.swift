@@ -163,7 +163,8 @@ public enum PlanReport {
                     "backend",
                     .object([
                         ("trigger", .string(b.triggerURL)), ("register", .optional(b.registerURL)),
-                        ("settleSeconds", .number(b.settleSeconds)),
+                        ("settleSeconds", .number(b.settleSeconds)), ("cooldownSeconds", .number(b.cooldownSeconds)),
+                        ("quietSeconds", .number(b.quietSeconds)),
                         ("serveArguments", .array(b.serveArguments.map { .string($0) })),
                     ])
                 ))
@@ -260,7 +261,14 @@ public enum PlanReport {
             ("activities", .optional(b.activities)), ("registered", .optional(b.registered)),
             ("expected", .int(b.expected)), ("delivered", .int(b.delivered)), ("superseded", .int(b.superseded)),
             ("counts", .object(CountObjective.Name.allCases.map { ($0.rawValue, .int(b[$0])) })),
-            ("eventsIdentitiesHold", .bool(b.eventsIdentitiesHold)),
+            ("eventsIdentitiesHold", .bool(b.eventsIdentitiesHold)), ("early", .int(b.early)),
+            (
+                "drain",
+                .object([
+                    ("requests", .int(b.drainedRequests)), ("seconds", .number(round3(b.drainSeconds))),
+                    ("quiet", .bool(b.drainQuiet)),
+                ])
+            ),
         ])
     }
 

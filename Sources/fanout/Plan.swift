@@ -108,6 +108,12 @@ struct Plan: ParsableCommand {
     @Option(help: "With --trigger: seconds each serve runs past its events; events in them are not judged.")
     var settle: Double = 2
 
+    @Option(
+        help: ArgumentHelp(
+            "With --trigger: after each step, serve on until the backend has sent nothing for 2 s, at most this "
+                + "many seconds (0: no drain)."))
+    var cooldown: Double = 60
+
     @Argument(
         parsing: .postTerminator,
         help: ArgumentHelp("With --trigger, after --: flags for every fanout serve step (--listen, --tls-cert, …).",
@@ -279,6 +285,10 @@ struct Plan: ParsableCommand {
             executable: executable, triggerURL: trigger, registerURL: register, serveArguments: serveArguments,
             folder: out ?? "reports/plans/\(Run.timestamp())-backend-\(s.name)")
         b.settleSeconds = settle
+        guard cooldown >= 0 && cooldown <= 3600 else {
+            throw ValidationError("--cooldown: expected 0 to 3600, got \(cooldown)")
+        }
+        b.cooldownSeconds = cooldown
         return (b, loops)
     }
 }
