@@ -1,4 +1,5 @@
 internal import CCurl
+import Glibc
 import UVLoop
 
 /// A request the HTTP client could not start, or an unusable URL: libcurl's code and message.
@@ -44,7 +45,8 @@ public final class HTTPClient {
             case answered
             /// No complete answer within the timeout.
             case timedOut
-            /// Connection refused, name unresolved, TLS failure, protocol error…: libcurl's message.
+            /// Connection refused, name unresolved, TLS failure, protocol error…: libcurl's message, with the
+            /// reason where libcurl has one that names no time or size (``HTTPClient/failureText(_:osErrno:detail:)``).
             case failed(String)
             /// ``HTTPClient/close()`` came first.
             case cancelled
@@ -61,19 +63,24 @@ public final class HTTPClient {
 
     public typealias Completion = (Response) -> Void
 
-    /// A request in flight: its easy handle, its header list, what it read, whom to tell.
+    /// A request in flight: its easy handle, its header list, what it read, libcurl's error text, whom to tell.
     final class Request {
         let easy: UnsafeMutableRawPointer
         var headers: UnsafeMutablePointer<curl_slist>?
         var body: [UInt8] = []
         var bodyBytes = 0
         let maxBodyBytes: Int
+        /// `CURLOPT_ERRORBUFFER`: libcurl's words for a failure (OpenSSL's reason for a TLS one); freed after the
+        /// easy handle, which writes it, is cleaned up.
+        let errorText = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
         let completion: Completion
         init(easy: UnsafeMutableRawPointer, maxBodyBytes: Int, completion: @escaping Completion) {
             self.easy = easy
             self.maxBodyBytes = maxBodyBytes
             self.completion = completion
+            errorText.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
         }
+        deinit { errorText.deallocate() }
     }
 
     public let loop: EventLoop
@@ -202,11 +209,20 @@ public final class HTTPClient {
             }
         }
         set(CCurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, options.timeoutMillis))
-        if let caFile = options.caFile { set(CCurl_easy_setopt_string(easy, CURLOPT_CAINFO, caFile)) }
+        if https {
+            if let caFile = options.caFile { set(CCurl_easy_setopt_string(easy, CURLOPT_CAINFO, caFile)) }
+            // The CAs are the CA file's alone (the system bundle, or `caFile`), without the system's CA directory:
+            // with a directory libcurl (7.87+) does not cache the store, and every new connection parsed the
+            // whole system bundle (~140 certificates, ~40 ms of the loop's time) — a backend failing its TLS
+            // handshakes, each retry on a new connection, then held up the loop (serving too) and turned the
+            // failures into timeouts. With the CA file alone libcurl keeps the parsed store for the multi handle.
+            set(CCurl_easy_setopt_pointer(easy, CURLOPT_CAPATH, nil))
+        }
         set(CCurl_easy_setopt_write(easy) { data, size, count, request in
             HTTPClient.received(data, size * count, request)
         })
         set(CCurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, Unmanaged.passUnretained(request).toOpaque()))
+        set(CCurl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, request.errorText))
         guard failed == CURLE_OK else {
             curl_slist_free_all(list)
             curl_easy_cleanup(easy)
@@ -346,7 +362,11 @@ public final class HTTPClient {
             switch result {
             case CURLE_OK: outcome = .answered
             case CURLE_OPERATION_TIMEDOUT: outcome = .timedOut
-            default: outcome = .failed(String(cString: curl_easy_strerror(result)))
+            default:
+                var osErrno = 0
+                _ = CCurl_easy_getinfo_long(easy, CURLINFO_OS_ERRNO, &osErrno)
+                outcome = .failed(
+                    HTTPClient.failureText(result, osErrno: Int32(osErrno), detail: String(cString: request.errorText)))
             }
             let versionText =
                 status == 0 ? "" : version == Int(CURL_HTTP_VERSION_2_0) ? "2" : version == Int(CURL_HTTP_VERSION_1_0)
@@ -356,6 +376,29 @@ public final class HTTPClient {
                 Response(
                     outcome: outcome, status: outcome == .answered ? status : 0, httpVersion: versionText,
                     body: request.body, bodyBytes: request.bodyBytes))
+        }
+    }
+
+    /// A failed request's words, one key per kind of failure (summary.json counts errors by it): libcurl's
+    /// message for `code`, and the reason in parentheses where libcurl's generic message does not say it — the
+    /// system's for a connection refused, reset or broken (`CURLINFO_OS_ERRNO`: "Couldn't connect to server
+    /// (Connection refused)"), libcurl's error buffer for a TLS failure ("SSL peer certificate or SSH remote key
+    /// was not OK (SSL certificate problem: self-signed certificate)", "SSL connect error (…: wrong version
+    /// number)"). Not the error buffer otherwise: it names elapsed milliseconds and byte counts, which would make
+    /// a key per request.
+    static func failureText(_ code: CURLcode, osErrno: Int32, detail: String) -> String {
+        let message = String(cString: curl_easy_strerror(code))
+        switch code {
+        case CURLE_COULDNT_CONNECT, CURLE_SEND_ERROR, CURLE_RECV_ERROR:
+            guard osErrno != 0 else { return message }
+            return message + " (" + String(cString: strerror(osErrno)) + ")"
+        case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_PEER_FAILED_VERIFICATION,
+            CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
+            CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CLIENTCERT:
+            guard !detail.isEmpty, detail != message else { return message }
+            return message + " (" + detail + ")"
+        default:
+            return message
         }
     }
 
