@@ -13,7 +13,7 @@ public struct HTTPClientError: Error, CustomStringConvertible, Sendable {
 /// libcurl's timeouts (`CURLMOPT_TIMERFUNCTION`), as curl's `docs/examples/multi-uv.c`. Requests run
 /// concurrently on the loop's thread; HTTP/1.1 with keep-alive (connections are reused from libcurl's cache) or
 /// HTTP/2 (prior knowledge on `http://`, ALPN `h2` on `https://`, streams multiplexed on one connection); TLS is
-/// checked against the system's CAs or `caFile`.
+/// checked against the system's CA bundle or `caFile` (one file; not the system's CA directory).
 ///
 /// Lifecycle: every easy handle is removed and cleaned up when its request completes (or in ``close()``);
 /// ``close()`` completes what is still in flight as ``Response/Outcome/cancelled``, cleans the multi handle up
@@ -30,7 +30,7 @@ public final class HTTPClient {
 
     public struct Options: Sendable {
         public var version = Version.http1_1
-        /// PEM file of the CAs a TLS server's certificate must chain to (nil: the system's).
+        /// PEM file of the CAs a TLS server's certificate must chain to (nil: the system's CA bundle).
         public var caFile: String?
         /// A request's whole time (connect, send, answer) before it ends as ``Response/Outcome/timedOut``.
         public var timeoutMillis = 10_000
@@ -88,6 +88,8 @@ public final class HTTPClient {
     private let multi: UnsafeMutableRawPointer
     private var timer: UVLoop.Timer?
     private var polls: [Int32: Poll] = [:]
+    /// What libcurl last asked each socket's poll to watch for.
+    private var watched: [Int32: Poll.Events] = [:]
     private var requests: [UnsafeMutableRawPointer: Request] = [:]
     private var closing = false
 
@@ -252,6 +254,7 @@ public final class HTTPClient {
         curl_multi_cleanup(multi)
         for poll in polls.values where !poll.isClosed { poll.close() }
         polls.removeAll()
+        watched.removeAll()
         timer?.close()
         timer = nil
     }
@@ -289,6 +292,7 @@ public final class HTTPClient {
     private func watch(_ socket: Int32, _ what: Int32) -> Int32 {
         if what == CURL_POLL_REMOVE {
             // Closed already if the loop's owner closed every handle (`EventLoop.closeRemainingHandles`).
+            watched[socket] = nil
             if let poll = polls.removeValue(forKey: socket), !poll.isClosed { poll.close() }
             return 0
         }
@@ -308,6 +312,7 @@ public final class HTTPClient {
                 polls[socket] = poll
             }
             try poll.start(events)
+            watched[socket] = events
             return 0
         } catch {
             return -1  // libcurl fails the transfers on this socket
@@ -328,14 +333,25 @@ public final class HTTPClient {
     private func ready(_ socket: Int32, status: Int32, events: Poll.Events) {
         guard !closing else { return }
         var flags: Int32 = 0
-        if status < 0 {
-            flags = CURL_CSELECT_ERR
-        } else {
+        // An error on the socket (libuv stops the poll and says only that): no flags, as curl's multi-uv.c, so
+        // libcurl checks the socket itself and meets the error where it is — "Connection refused" at connect,
+        // "Connection reset by peer" at recv. (CURL_CSELECT_ERR made it fail the transfer as "select/poll returned
+        // error", whatever the error was.)
+        if status >= 0 {
             if events.contains(.readable) { flags |= CURL_CSELECT_IN }
             if events.contains(.writable) { flags |= CURL_CSELECT_OUT }
         }
         var running: Int32 = 0
         _ = curl_multi_socket_action(multi, socket, flags, &running)
+        // Still wanted (libcurl neither removed the socket nor asked again) after libuv stopped its poll: watched
+        // again, so no transfer waits on a poll that cannot fire.
+        if status < 0, let poll = polls[socket], !poll.isClosed, !poll.isActive, let wanted = watched[socket] {
+            do {
+                try poll.start(wanted)
+            } catch {
+                _ = curl_multi_socket_action(multi, socket, CURL_CSELECT_ERR, &running)
+            }
+        }
         completeFinished()
     }
 
@@ -381,17 +397,26 @@ public final class HTTPClient {
 
     /// A failed request's words, one key per kind of failure (summary.json counts errors by it): libcurl's
     /// message for `code`, and the reason in parentheses where libcurl's generic message does not say it — the
-    /// system's for a connection refused, reset or broken (`CURLINFO_OS_ERRNO`: "Couldn't connect to server
-    /// (Connection refused)"), libcurl's error buffer for a TLS failure ("SSL peer certificate or SSH remote key
-    /// was not OK (SSL certificate problem: self-signed certificate)", "SSL connect error (…: wrong version
-    /// number)"). Not the error buffer otherwise: it names elapsed milliseconds and byte counts, which would make
-    /// a key per request.
+    /// system's for a connection that could not be made (`CURLINFO_OS_ERRNO`: "Couldn't connect to server
+    /// (Connection refused)"), the system's words in libcurl's error buffer for one reset or broken ("Failure
+    /// when receiving data from the peer (Connection reset by peer)"), libcurl's
+    /// error buffer for a TLS failure ("SSL peer certificate or SSH remote key was not OK (SSL certificate
+    /// problem: self-signed certificate)", "SSL connect error (…: wrong version number)"). Not the error buffer
+    /// otherwise: it names elapsed milliseconds and byte counts, which would make a key per request.
     static func failureText(_ code: CURLcode, osErrno: Int32, detail: String) -> String {
         let message = String(cString: curl_easy_strerror(code))
         switch code {
-        case CURLE_COULDNT_CONNECT, CURLE_SEND_ERROR, CURLE_RECV_ERROR:
+        case CURLE_COULDNT_CONNECT:
             guard osErrno != 0 else { return message }
             return message + " (" + String(cString: strerror(osErrno)) + ")"
+        case CURLE_SEND_ERROR, CURLE_RECV_ERROR:
+            // "Recv failure: Connection reset by peer": the system's words.
+            var reason = Substring(detail)
+            for prefix in ["Send failure: ", "Recv failure: "] where reason.hasPrefix(prefix) {
+                reason = reason.dropFirst(prefix.count)
+            }
+            guard !reason.isEmpty, reason != message else { return message }
+            return message + " (" + reason + ")"
         case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_PEER_FAILED_VERIFICATION,
             CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
             CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CLIENTCERT:
