@@ -88,8 +88,6 @@ public final class HTTPClient {
     private let multi: UnsafeMutableRawPointer
     private var timer: UVLoop.Timer?
     private var polls: [Int32: Poll] = [:]
-    /// What libcurl last asked each socket's poll to watch for.
-    private var watched: [Int32: Poll.Events] = [:]
     private var requests: [UnsafeMutableRawPointer: Request] = [:]
     private var closing = false
 
@@ -254,7 +252,6 @@ public final class HTTPClient {
         curl_multi_cleanup(multi)
         for poll in polls.values where !poll.isClosed { poll.close() }
         polls.removeAll()
-        watched.removeAll()
         timer?.close()
         timer = nil
     }
@@ -292,7 +289,6 @@ public final class HTTPClient {
     private func watch(_ socket: Int32, _ what: Int32) -> Int32 {
         if what == CURL_POLL_REMOVE {
             // Closed already if the loop's owner closed every handle (`EventLoop.closeRemainingHandles`).
-            watched[socket] = nil
             if let poll = polls.removeValue(forKey: socket), !poll.isClosed { poll.close() }
             return 0
         }
@@ -312,7 +308,6 @@ public final class HTTPClient {
                 polls[socket] = poll
             }
             try poll.start(events)
-            watched[socket] = events
             return 0
         } catch {
             return -1  // libcurl fails the transfers on this socket
@@ -343,14 +338,11 @@ public final class HTTPClient {
         }
         var running: Int32 = 0
         _ = curl_multi_socket_action(multi, socket, flags, &running)
-        // Still wanted (libcurl neither removed the socket nor asked again) after libuv stopped its poll: watched
-        // again, so no transfer waits on a poll that cannot fire.
-        if status < 0, let poll = polls[socket], !poll.isClosed, !poll.isActive, let wanted = watched[socket] {
-            do {
-                try poll.start(wanted)
-            } catch {
-                _ = curl_multi_socket_action(multi, socket, CURL_CSELECT_ERR, &running)
-            }
+        // libcurl did not act on it (the socket neither removed nor watched again, and libuv stopped its poll):
+        // it is told the poll failed, and fails what waits on the socket, rather than wait on a poll that cannot
+        // fire (or watch a socket whose error nobody consumes, again and again).
+        if status < 0, let poll = polls[socket], !poll.isClosed, !poll.isActive {
+            _ = curl_multi_socket_action(multi, socket, CURL_CSELECT_ERR, &running)
         }
         completeFinished()
     }
