@@ -303,6 +303,11 @@ public enum ServeReport {
             for (status, n) in g.byStatus.sorted(by: { $0.key < $1.key }) { md += "| \(status) | \(n) |\n" }
             md += "\n"
         }
+        if !g.errors.isEmpty {
+            md += "| error | attempts |\n|---|---:|\n"
+            for (e, n) in g.errors.sorted(by: { $0.key < $1.key }) { md += "| \(e) | \(n) |\n" }
+            md += "\n"
+        }
         return md
     }
 

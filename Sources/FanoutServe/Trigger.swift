@@ -57,6 +57,38 @@ public struct TriggerResults: Sendable {
     public var identityHolds: Bool {
         sent == answered + timeouts + errors.values.reduce(0, +) + cancelledAtShutdown
     }
+
+    /// Events that ended without a 2xx answer (a non-2xx answer, a timeout or an error; not the cancelled).
+    public var failures: Int { BackendFailures.count(byStatus: byStatus, timeouts: timeouts, errors: errors) }
+
+    /// The stderr line after serving when some event failed (nil when none did): how many succeeded, and each
+    /// failure by its status or libcurl's words.
+    public var failureLine: String? {
+        guard failures > 0 else { return nil }
+        return "fanout serve: trigger \(url): \(successes) of \(sent) events answered 2xx"
+            + (cancelledAtShutdown > 0 ? ", \(cancelledAtShutdown) cancelled at shutdown" : "")
+            + "; failures: " + BackendFailures.text(byStatus: byStatus, timeouts: timeouts, errors: errors)
+    }
+}
+
+/// The requests to a backend that did not succeed, in one line for stderr: "250 answered 500, 12 timed out,
+/// 3 Couldn't connect to server (Connection refused)" — every non-2xx status, the timeouts and each error (libcurl's
+/// words), most frequent first, at most `limit` kinds (then "and N more kinds"); "" when there were none.
+public enum BackendFailures {
+    public static func count(byStatus: [Int: Int], timeouts: Int, errors: [String: Int]) -> Int {
+        byStatus.filter { !(200..<300).contains($0.key) }.values.reduce(0, +) + timeouts + errors.values.reduce(0, +)
+    }
+
+    public static func text(byStatus: [Int: Int], timeouts: Int, errors: [String: Int], limit: Int = 4) -> String {
+        var kinds: [(count: Int, text: String)] = []
+        for (status, n) in byStatus where !(200..<300).contains(status) { kinds.append((n, "\(n) answered \(status)")) }
+        if timeouts > 0 { kinds.append((timeouts, "\(timeouts) timed out")) }
+        for (message, n) in errors { kinds.append((n, "\(n) \(message)")) }
+        kinds.sort { $0.count != $1.count ? $0.count > $1.count : $0.text < $1.text }
+        var text = kinds.prefix(limit).map(\.text).joined(separator: ", ")
+        if kinds.count > limit { text += " and \(kinds.count - limit) more kinds (summary.md)" }
+        return text
+    }
 }
 
 /// Sends the scenario's source events to a backend on one event loop (loop 0 of `fanout serve`), each at its

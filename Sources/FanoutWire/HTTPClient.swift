@@ -1,4 +1,5 @@
 internal import CCurl
+import Glibc
 import UVLoop
 
 /// A request the HTTP client could not start, or an unusable URL: libcurl's code and message.
@@ -12,7 +13,7 @@ public struct HTTPClientError: Error, CustomStringConvertible, Sendable {
 /// libcurl's timeouts (`CURLMOPT_TIMERFUNCTION`), as curl's `docs/examples/multi-uv.c`. Requests run
 /// concurrently on the loop's thread; HTTP/1.1 with keep-alive (connections are reused from libcurl's cache) or
 /// HTTP/2 (prior knowledge on `http://`, ALPN `h2` on `https://`, streams multiplexed on one connection); TLS is
-/// checked against the system's CAs or `caFile`.
+/// checked against the system's CA bundle or `caFile` (one file; not the system's CA directory).
 ///
 /// Lifecycle: every easy handle is removed and cleaned up when its request completes (or in ``close()``);
 /// ``close()`` completes what is still in flight as ``Response/Outcome/cancelled``, cleans the multi handle up
@@ -29,7 +30,7 @@ public final class HTTPClient {
 
     public struct Options: Sendable {
         public var version = Version.http1_1
-        /// PEM file of the CAs a TLS server's certificate must chain to (nil: the system's).
+        /// PEM file of the CAs a TLS server's certificate must chain to (nil: the system's CA bundle).
         public var caFile: String?
         /// A request's whole time (connect, send, answer) before it ends as ``Response/Outcome/timedOut``.
         public var timeoutMillis = 10_000
@@ -44,7 +45,8 @@ public final class HTTPClient {
             case answered
             /// No complete answer within the timeout.
             case timedOut
-            /// Connection refused, name unresolved, TLS failure, protocol error…: libcurl's message.
+            /// Connection refused, name unresolved, TLS failure, protocol error…: libcurl's message, with the
+            /// reason where libcurl has one that names no time or size (``HTTPClient/failureText(_:osErrno:detail:)``).
             case failed(String)
             /// ``HTTPClient/close()`` came first.
             case cancelled
@@ -61,19 +63,24 @@ public final class HTTPClient {
 
     public typealias Completion = (Response) -> Void
 
-    /// A request in flight: its easy handle, its header list, what it read, whom to tell.
+    /// A request in flight: its easy handle, its header list, what it read, libcurl's error text, whom to tell.
     final class Request {
         let easy: UnsafeMutableRawPointer
         var headers: UnsafeMutablePointer<curl_slist>?
         var body: [UInt8] = []
         var bodyBytes = 0
         let maxBodyBytes: Int
+        /// `CURLOPT_ERRORBUFFER`: libcurl's words for a failure (OpenSSL's reason for a TLS one); freed after the
+        /// easy handle, which writes it, is cleaned up.
+        let errorText = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
         let completion: Completion
         init(easy: UnsafeMutableRawPointer, maxBodyBytes: Int, completion: @escaping Completion) {
             self.easy = easy
             self.maxBodyBytes = maxBodyBytes
             self.completion = completion
+            errorText.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
         }
+        deinit { errorText.deallocate() }
     }
 
     public let loop: EventLoop
@@ -202,11 +209,20 @@ public final class HTTPClient {
             }
         }
         set(CCurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, options.timeoutMillis))
-        if let caFile = options.caFile { set(CCurl_easy_setopt_string(easy, CURLOPT_CAINFO, caFile)) }
+        if https {
+            if let caFile = options.caFile { set(CCurl_easy_setopt_string(easy, CURLOPT_CAINFO, caFile)) }
+            // The CAs are the CA file's alone (the system bundle, or `caFile`), without the system's CA directory:
+            // with a directory libcurl (7.87+) does not cache the store, and every new connection parsed the
+            // whole system bundle (~140 certificates, ~40 ms of the loop's time) — a backend failing its TLS
+            // handshakes, each retry on a new connection, then held up the loop (serving too) and turned the
+            // failures into timeouts. With the CA file alone libcurl keeps the parsed store for the multi handle.
+            set(CCurl_easy_setopt_pointer(easy, CURLOPT_CAPATH, nil))
+        }
         set(CCurl_easy_setopt_write(easy) { data, size, count, request in
             HTTPClient.received(data, size * count, request)
         })
         set(CCurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, Unmanaged.passUnretained(request).toOpaque()))
+        set(CCurl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, request.errorText))
         guard failed == CURLE_OK else {
             curl_slist_free_all(list)
             curl_easy_cleanup(easy)
@@ -312,14 +328,22 @@ public final class HTTPClient {
     private func ready(_ socket: Int32, status: Int32, events: Poll.Events) {
         guard !closing else { return }
         var flags: Int32 = 0
-        if status < 0 {
-            flags = CURL_CSELECT_ERR
-        } else {
+        // An error on the socket (libuv stops the poll and says only that): no flags, as curl's multi-uv.c, so
+        // libcurl checks the socket itself and meets the error where it is — "Connection refused" at connect,
+        // "Connection reset by peer" at recv. (CURL_CSELECT_ERR made it fail the transfer as "select/poll returned
+        // error", whatever the error was.)
+        if status >= 0 {
             if events.contains(.readable) { flags |= CURL_CSELECT_IN }
             if events.contains(.writable) { flags |= CURL_CSELECT_OUT }
         }
         var running: Int32 = 0
         _ = curl_multi_socket_action(multi, socket, flags, &running)
+        // libcurl did not act on it (the socket neither removed nor watched again, and libuv stopped its poll):
+        // it is told the poll failed, and fails what waits on the socket, rather than wait on a poll that cannot
+        // fire (or watch a socket whose error nobody consumes, again and again).
+        if status < 0, let poll = polls[socket], !poll.isClosed, !poll.isActive {
+            _ = curl_multi_socket_action(multi, socket, CURL_CSELECT_ERR, &running)
+        }
         completeFinished()
     }
 
@@ -346,7 +370,11 @@ public final class HTTPClient {
             switch result {
             case CURLE_OK: outcome = .answered
             case CURLE_OPERATION_TIMEDOUT: outcome = .timedOut
-            default: outcome = .failed(String(cString: curl_easy_strerror(result)))
+            default:
+                var osErrno = 0
+                _ = CCurl_easy_getinfo_long(easy, CURLINFO_OS_ERRNO, &osErrno)
+                outcome = .failed(
+                    HTTPClient.failureText(result, osErrno: Int32(osErrno), detail: String(cString: request.errorText)))
             }
             let versionText =
                 status == 0 ? "" : version == Int(CURL_HTTP_VERSION_2_0) ? "2" : version == Int(CURL_HTTP_VERSION_1_0)
@@ -356,6 +384,38 @@ public final class HTTPClient {
                 Response(
                     outcome: outcome, status: outcome == .answered ? status : 0, httpVersion: versionText,
                     body: request.body, bodyBytes: request.bodyBytes))
+        }
+    }
+
+    /// A failed request's words, one key per kind of failure (summary.json counts errors by it): libcurl's
+    /// message for `code`, and the reason in parentheses where libcurl's generic message does not say it — the
+    /// system's for a connection that could not be made (`CURLINFO_OS_ERRNO`: "Couldn't connect to server
+    /// (Connection refused)"), the system's words in libcurl's error buffer for one reset or broken ("Failure
+    /// when receiving data from the peer (Connection reset by peer)"), libcurl's
+    /// error buffer for a TLS failure ("SSL peer certificate or SSH remote key was not OK (SSL certificate
+    /// problem: self-signed certificate)", "SSL connect error (…: wrong version number)"). Not the error buffer
+    /// otherwise: it names elapsed milliseconds and byte counts, which would make a key per request.
+    static func failureText(_ code: CURLcode, osErrno: Int32, detail: String) -> String {
+        let message = String(cString: curl_easy_strerror(code))
+        switch code {
+        case CURLE_COULDNT_CONNECT:
+            guard osErrno != 0 else { return message }
+            return message + " (" + String(cString: strerror(osErrno)) + ")"
+        case CURLE_SEND_ERROR, CURLE_RECV_ERROR:
+            // "Recv failure: Connection reset by peer": the system's words.
+            var reason = Substring(detail)
+            for prefix in ["Send failure: ", "Recv failure: "] where reason.hasPrefix(prefix) {
+                reason = reason.dropFirst(prefix.count)
+            }
+            guard !reason.isEmpty, reason != message else { return message }
+            return message + " (" + reason + ")"
+        case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_PEER_FAILED_VERIFICATION,
+            CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
+            CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CLIENTCERT:
+            guard !detail.isEmpty, detail != message else { return message }
+            return message + " (" + detail + ")"
+        default:
+            return message
         }
     }
 

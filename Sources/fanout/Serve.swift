@@ -389,11 +389,7 @@ struct Serve: ParsableCommand {
                 throw CommandFailure("fanout serve --register: \(error)")
             }
             if let g = registration {
-                FileHandle.standardError.write(Data((
-                    "fanout serve: registered \(g.registered) of \(g.activities) activities ("
-                    + "\(g.failed) failed, \(g.unregisteredAtDeadline) unregistered at the deadline, \(g.retries) retries) "
-                    + String(format: "in %.2f s", g.elapsedSeconds)
-                    + (g.interrupted ? "; interrupted: serving ends at once" : "") + "\n").utf8))
+                FileHandle.standardError.write(Data((g.line + "\n").utf8))
                 // Interrupted (SIGINT, SIGTERM): no serving, but the run folder as a shutdown writes it.
                 if g.interrupted { options.durationSeconds = 0.001 }
             }
@@ -422,6 +418,7 @@ struct Serve: ParsableCommand {
         PendingSignals.catchUntilWatched()
         if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
         if let failure = results.failure { throw CommandFailure("fanout serve: \(failure)") }
+        if let line = results.trigger?.failureLine { FileHandle.standardError.write(Data((line + "\n").utf8)) }
         var info = ServeReport.Info(
             scenario: s.name, seed: s.seed, listen: "\(shownHost):\(port)", transport: transport, auth: auth,
             startedAt: ISO8601DateFormatter().string(from: servingSince), gitRevision: Machine.gitRevision())
@@ -494,6 +491,13 @@ struct Serve: ParsableCommand {
         }
         if !st.identitiesHold || !accounting.identitiesHold || info.events.map({ !$0.identitiesHold }) == true {
             throw CommandFailure("accounting identities are broken")
+        }
+        // The backend's failures are measurements (exit 0); the harness losing count of them is not.
+        if info.trigger.map({ !$0.identityHolds }) == true {
+            throw CommandFailure("the trigger's identity is broken: sent ≠ answered + timeouts + errors + cancelled")
+        }
+        if registration.map({ !$0.identityHolds }) == true {
+            throw CommandFailure("registration's identity is broken: activities ≠ registered + failed + unregistered")
         }
     }
 }

@@ -1,19 +1,20 @@
 import Foundation
 import Testing
 
-/// A backend on 127.0.0.1 (Resources/trigger_backend.py: http.server for HTTP/1.1, Python's `h2` for HTTP/2),
-/// started and killed by the test; each request it received is a JSON line.
+/// A backend on 127.0.0.1 (Resources/trigger_backend.py: http.server for HTTP/1.1, Python's `h2` for HTTP/2; or
+/// another script of Resources, e.g. hostile_backend.py), started and killed by the test; each request it received
+/// is a JSON line.
 final class TriggerBackend {
     let process = Process()
     let directory: URL
     let log: URL
     let port: Int
 
-    init(_ mode: String, _ options: [String] = []) throws {
+    init(_ mode: String, _ options: [String] = [], script name: String = "trigger_backend") throws {
         directory = try CLI.temporaryDirectory()
         log = directory.appendingPathComponent("requests.jsonl")
         let portFile = directory.appendingPathComponent("port")
-        let script = Bundle.module.url(forResource: "Resources/trigger_backend", withExtension: "py")!.path
+        let script = Bundle.module.url(forResource: "Resources/\(name)", withExtension: "py")!.path
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", script, mode, portFile.path, log.path] + options
         try process.run()
