@@ -115,7 +115,7 @@ extension APNsService {
         }
         if let rejected {
             if tracker != nil, case .activity(let a) = flight.resolution {
-                tracker!.noteRejected(a, body: r.body, reason: "\(APNsReason(rejected).rawValue)")
+                tracker!.noteRejected(a, body: r.body, reason: APNsReason(rejected).rawValue)
             }
             return failure(APNsReason(rejected), id: idHeader)
         }

@@ -107,7 +107,9 @@ public struct ServeEventsReport: Sendable {
     }
     /// missing = Σ missingByReason.
     public var reasonsAddUp: Bool { missing == missingByReason.values.reduce(0, +) }
-    public var identitiesHold: Bool { pairsAddUp && deliveriesAddUp && perEventAddsUp && reasonsAddUp && refusals.addsUp }
+    public var identitiesHold: Bool {
+        pairsAddUp && deliveriesAddUp && perEventAddsUp && reasonsAddUp && refusals.addsUp
+    }
 
     /// Judges every service's tracker at `nowNanos` (the services' clock) and adds them up; nil without
     /// `--expect-events`. Read after the loops have stopped.

@@ -94,8 +94,9 @@ extension ServeReport {
         if f.pushes + f.broadcasts > 0 {
             md += "Refused by --faults and never resent: \(f.pushes) token pushes and \(f.broadcasts) broadcasts "
             md += "(\(f.unmatched) carrying no follower's event), \(f.pairs) (event, follower) pairs = \(f.missing) "
-            md += "missing + \(f.superseded) superseded (a newer event reached the follower) + \(f.delivered) delivered "
-            md += "(by a resend not matched) + \(f.notDue) not due: " + (f.addsUp ? "holds" : "**BROKEN**") + ".\n\n"
+            md += "missing + \(f.superseded) superseded (a newer event reached the follower) + \(f.delivered) "
+            md += "delivered (by a resend not matched) + \(f.notDue) not due: "
+            md += (f.addsUp ? "holds" : "**BROKEN**") + ".\n\n"
         }
         return md
     }

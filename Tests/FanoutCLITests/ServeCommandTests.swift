@@ -431,7 +431,8 @@ struct ServeCommandTests {
     /// `faults` client: what each push got, by apns-id, and summary.json's events.
     static func faultsRun(seed: Int) throws -> (byId: [String: String], seen: [String: Any], events: [String: Any]) {
         let serve = try ServeProcess([
-            "--h2c", "--workers", "1", "--faults", "503=20%", "--seed", String(seed), "--expect-events", "--settle", "0",
+            "--h2c", "--workers", "1", "--faults", "503=20%", "--seed", String(seed), "--expect-events",
+            "--settle", "0",
         ])
         let result = try Tool.run("python3", [Tool.script, "faults", String(serve.port), serve.folder.path])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
@@ -441,7 +442,7 @@ struct ServeCommandTests {
         return (seen["byId"] as? [String: String] ?? [:], seen, events)
     }
 
-    @Test("Python h2, --faults 503=20%: the same seed refuses the same pushes (by apns-id); refused event pushes are the missing")
+    @Test("Python h2, --faults 503=20%: a seed refuses the same pushes (by apns-id); refused event pushes go missing")
     func faultsBySeed() throws {
         let (first, seen, events) = try Self.faultsRun(seed: 7)
         let (again, _, _) = try Self.faultsRun(seed: 7)
@@ -458,7 +459,8 @@ struct ServeCommandTests {
         #expect(byReason["refused 503 ServiceUnavailable, never resent", default: 0] == eventRefused, "\(byReason)")
         #expect(byReason.values.reduce(0, +) == events["missing"] as? Int)
         let f = events["refusedNotResent"] as? [String: Int] ?? [:]
-        #expect(f["pushes"] == refused + eventRefused && f["unmatched"] == refused && f["missing"] == eventRefused, "\(f)")
+        #expect(f["pushes"] == refused + eventRefused && f["unmatched"] == refused, "\(f)")
+        #expect(f["missing"] == eventRefused, "\(f)")
         #expect((events["identity"] as? [String: Any])?["holds"] as? Bool == true, "\(events)")
     }
 

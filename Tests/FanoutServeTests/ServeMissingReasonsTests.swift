@@ -89,7 +89,8 @@ struct ServeMissingReasonsTests {
         // 5. The sixth's first event rejected by the service's checks of its payload, directly on its loop.
         let f6 = followers[5]
         let bad = E.T.payload(events.timestamp[first(f6)], event: "nonsense")
-        let rejected = E.T.ask(services[f6["loop"] as! Int], path: "/3/device/\(f6["token"] as! String)", E.headers, bad)
+        let owner6 = services[f6["loop"] as! Int]
+        let rejected = E.T.ask(owner6, path: "/3/device/\(f6["token"] as! String)", E.headers, bad)
         #expect(rejected.status == 400)
         serve.advance(toNanos: 1)
         let refusals = serve.servers.flatMap { $0.retries.final.unresent }
@@ -114,7 +115,8 @@ struct ServeMissingReasonsTests {
         // The examples name the follower and its event.
         let example = try #require(r.missingReasonExamples[n503 > 0 ? reason503 : reasonReset]?.first)
         #expect(example.contains("activity ") && example.contains("timestamp "))
-        let rejectedExample = try #require(r.missingReasonExamples["pushed, rejected by the service (BadRequestPayload)"])
+        let rejectedReason = "pushed, rejected by the service (BadRequestPayload)"
+        let rejectedExample = try #require(r.missingReasonExamples[rejectedReason])
         #expect(rejectedExample == [
             "activity \(f6["activity"] as! String) (\(f6["source"] as! String)) "
                 + "\(events.kind[first(f6)] == 1 ? "end" : "update") timestamp "
