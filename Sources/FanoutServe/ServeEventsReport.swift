@@ -90,6 +90,17 @@ public struct ServeEventsReport: Sendable {
         public var reordered: [Int32] = []
         public var notApplied: [Int32] = []
         public var lastApplyNanos: [UInt64] = []
+        /// The missing pairs of the events that have any for a reason other than "never pushed", by reason (the rest
+        /// of `missing[e]` were never pushed).
+        public var missingByReason: [Int32: [String: Int32]] = [:]
+
+        /// Event `e`'s missing pairs by reason, "never pushed" included.
+        public func missingReasons(_ e: Int) -> [String: Int32] {
+            var out = missingByReason[Int32(e)] ?? [:]
+            let never = missing[e] - out.values.reduce(0, +)
+            if never > 0 { out[ServeEventsReport.neverPushed] = never }
+            return out
+        }
     }
 
     public init() {}
@@ -150,6 +161,8 @@ public struct ServeEventsReport: Sendable {
         }
         let refused = refusedPairs(services: services, events: events, refusals: refusals, report: &r)
         var per = PerEvent()
+        var neverPushedCount = 0
+        var neverPushedExamples = 0
         per.due = (0..<n).map { events.rank[$0] <= reached[Int(events.source[$0])] }
         per.delivered = [Int32](repeating: 0, count: n)
         per.superseded = per.delivered
@@ -172,6 +185,7 @@ public struct ServeEventsReport: Sendable {
                 per.notApplied[e] += t.notApplied[e]
                 per.lastApplyNanos[e] = max(per.lastApplyNanos[e], t.lastApplyNanos[e])
             }
+            let plain = refused.isEmpty && t.pairNotes.isEmpty
             for (i, src) in t.sourceOf.enumerated() where src >= 0 {
                 let s = Int(src)
                 let due = dueRank[s]
@@ -183,11 +197,24 @@ public struct ServeEventsReport: Sendable {
                 for p in Int(last + 1)...Int(due) {
                     let e = Int(events.bySource[base + p])
                     per.missing[e] += 1
-                    let reason =
-                        refused[PairKey(k, i, e)].map { refusedReason(kind: $0.kind, broadcast: $0.broadcast) }
-                        ?? t.pairNotes[UInt64(i) << 32 | UInt64(e)] ?? neverPushed
-                    r.missingByReason[reason, default: 0] += 1
-                    if r.missingReasonExamples[reason, default: []].count < ServeStats.examplesPerFinding {
+                    // Never pushed (the common case, and the only one without faults, rejections or refusals) is
+                    // counted without a lookup; its per-event count is missing − the other reasons'.
+                    let named =
+                        plain
+                        ? nil
+                        : refused[PairKey(k, i, e)].map { refusedReason(kind: $0.kind, broadcast: $0.broadcast) }
+                            ?? t.pairNotes[UInt64(i) << 32 | UInt64(e)]
+                    if let named {
+                        r.missingByReason[named, default: 0] += 1
+                        per.missingByReason[Int32(e), default: [:]][named, default: 0] += 1
+                    } else {
+                        neverPushedCount += 1
+                    }
+                    let reason = named ?? neverPushed
+                    if (named == nil ? neverPushedExamples : r.missingReasonExamples[reason]?.count ?? 0)
+                        < ServeStats.examplesPerFinding
+                    {
+                        if named == nil { neverPushedExamples += 1 }
                         let id = service.pipeline.store.activityIds.string(Int32(i))
                         r.missingReasonExamples[reason, default: []].append(
                             "activity \(id) (\(ServeEvents.sourceName(s))) "
@@ -219,6 +246,7 @@ public struct ServeEventsReport: Sendable {
                 r.refusals.missing += 1
             }
         }
+        if neverPushedCount > 0 { r.missingByReason[neverPushed] = neverPushedCount }
         func sum(_ c: [Int32]) -> Int { c.reduce(0) { $0 + Int($1) } }
         r.delivered = sum(per.delivered)
         r.superseded = sum(per.superseded)

@@ -114,6 +114,11 @@ extension ServeReport {
             out += "{\"event\": \(e), \"due\": \(p.due[e]), \"delivered\": \(p.delivered[e]), "
             out += "\"superseded\": \(p.superseded[e]), \"missing\": \(p.missing[e]), \"duplicate\": \(p.duplicate[e]), "
             out += "\"reordered\": \(p.reordered[e]), \"notApplied\": \(p.notApplied[e]), "
+            if p.missing[e] > 0 {
+                let reasons = p.missingReasons(e).sorted { $0.key < $1.key }
+                out += "\"missingByReason\": {" + reasons.map { "\"\($0.key)\": \($0.value)" }.joined(separator: ", ")
+                out += "}, "
+            }
             out += "\"lastAppliedNanos\": \(p.lastApplyNanos[e] == 0 ? 0 : p.lastApplyNanos[e] &- r.t0Nanos)}\n"
         }
         return out

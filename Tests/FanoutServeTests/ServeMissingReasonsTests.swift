@@ -106,6 +106,14 @@ struct ServeMissingReasonsTests {
         #expect(r.missingByReason["pushed, rejected by the service (BadRequestPayload)"] == 1)
         #expect(r.missingByReason[ServeEventsReport.neverPushed, default: 0] > 0)
         #expect(r.missing == r.missingByReason.values.reduce(0, +) && r.reasonsAddUp)
+        // Per event too (events-judged.jsonl): the broadcast's event is missing on every subscriber for its refusal,
+        // and each event's reasons add up to its missing.
+        #expect(r.perEvent.missingReasons(eb)[bReason] == events.followers[b])
+        #expect(r.perEvent.missing.indices.allSatisfy {
+            r.perEvent.missingReasons($0).values.reduce(0, +) == r.perEvent.missing[$0]
+        })
+        let judged = ServeReport.eventsJudged(r).split(separator: "\n")
+        #expect(judged[eb].contains("\"missingByReason\": {\"\(bReason)\": \(events.followers[b])"), "\(judged[eb])")
         // Reconciled: 6 token pushes and a broadcast never resent; 4 + the subscribers missing, 1 superseded.
         let f = r.refusals
         #expect(f.pushes == 6 && f.broadcasts == 1 && f.unmatched == 1, "\(f)")
