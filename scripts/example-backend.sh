@@ -6,6 +6,9 @@
 # deliveries, the trigger's and the registration's counts. Prints the headline figures.
 #
 #   scripts/example-backend.sh [SECONDS] [OUT] [SCENARIO]   # default 30, reports/runs/<UTC time>-example-backend, smoke
+#
+# SERVE_ARGS: more flags for fanout serve, split on spaces, e.g. SERVE_ARGS="--faults 503=5% --seed 7" or
+# SERVE_ARGS="--latency p50=20ms,p99=80ms".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
@@ -43,7 +46,7 @@ status=0
     --auth jwt --auth-key ABC123DEFG="$work/auth.p8" --team TEAM123456 --workers 2 \
     --register "http://127.0.0.1:$backend_port/register" --register-rate 5000 \
     --trigger "http://127.0.0.1:$backend_port/trigger" --expect-events --duration "$seconds" --out "$out" \
-    2> "$work/serve.err" > "$work/serve.out" || status=$?
+    ${SERVE_ARGS:-} 2> "$work/serve.err" > "$work/serve.out" || status=$?
 tail -3 "$work/serve.err"
 echo "backend: $(curl -s "http://127.0.0.1:$backend_port/stats")"
 [ "$status" = 0 ] || { echo "fanout serve exited $status"; exit "$status"; }
@@ -60,6 +63,14 @@ print(f"events: {e['dueEvents']} due of {e['events']}; deliveries {e['delivered'
       f"superseded, {e['missing']} missing of {e['expected']} expected; {e['staleAtEnd']} stale at the end; "
       f"{e['uncorrelated']} uncorrelated, {e['duplicate']} duplicate, {e['reordered']} reordered; identities "
       + ("hold" if e["identity"]["holds"] else "BROKEN"))
+if e.get("missingByReason"):
+    print("missing by reason: " + ", ".join(f"{n} {k}" for k, n in sorted(e["missingByReason"].items(),
+                                                                          key=lambda kv: -kv[1])))
+f = e.get("refusedNotResent", {})
+if f.get("pushes", 0) + f.get("broadcasts", 0):
+    print(f"refused, never resent: {f['pushes']} pushes + {f['broadcasts']} broadcasts → {f['pairs']} pairs = "
+          f"{f['missing']} missing + {f['superseded']} superseded + {f['delivered']} delivered + {f['notDue']} "
+          f"not due ({f['unmatched']} unmatched)")
 if e2e.get("count"):
     print(f"endToEnd (event's intended time → applied on the device, through the backend): p50 "
           f"{e2e['p50Nanos'] / 1e6:.1f} ms, p99 {e2e['p99Nanos'] / 1e6:.1f} ms, max {e2e['maxNanos'] / 1e6:.1f} ms "

@@ -16,19 +16,35 @@ extension APNsServer {
         return faults.fault(forDraw: faults.faultDraw(loop: index, draw: faultDraws))
     }
 
-    /// A token push: did it come back after a refusal (`RetryTracker`)? Is it refused now?
+    /// A token push or a broadcast: did it come back after a refusal (`RetryTracker`)? Is it refused now?
     func trackRetry(_ fault: ServeFaults.Fault?, _ r: RequestInput) {
         let prefix = "/3/device/".utf8
-        guard r.path.count > prefix.count, r.path.starts(with: prefix) else { return }
-        let key = retries.key(r, token: r.path[prefix.count...])
+        guard r.path.count > prefix.count, r.path.starts(with: prefix) else {
+            if r.path.starts(with: "/4/broadcasts/".utf8) { trackBroadcastRetry(fault, r) }
+            return
+        }
+        let token = r.path[prefix.count...]
+        let key = retries.key(r, token: token)
         let now = nowNanos
         if let key { retries.arrived(key, nowNanos: now) }
+        guard let fault else { return }
+        retries.refused(key, kind: Self.retryKind(fault), nowNanos: now, token: token, body: r.body)
+    }
+
+    private func trackBroadcastRetry(_ fault: ServeFaults.Fault?, _ r: RequestInput) {
+        let identity = retries.broadcastKey(r)
+        if let identity { retries.broadcastArrived(identity.key) }
+        guard let fault else { return }
+        retries.broadcastRefused(identity, kind: Self.retryKind(fault), nowNanos: nowNanos)
+    }
+
+    /// A refusing fault as an index of `RetryTracker.kinds`.
+    static func retryKind(_ fault: ServeFaults.Fault) -> Int {
         switch fault {
-        case nil: return
-        case .answer(.serviceUnavailable): retries.refused(key, kind: 0, nowNanos: now)
-        case .answer(.tooManyRequests): retries.refused(key, kind: 1, nowNanos: now)
-        case .answer: retries.refused(key, kind: 2, nowNanos: now)
-        case .reset: retries.refused(key, kind: 3, nowNanos: now)
+        case .answer(.serviceUnavailable): 0
+        case .answer(.tooManyRequests): 1
+        case .answer: 2
+        case .reset: 3
         }
     }
 

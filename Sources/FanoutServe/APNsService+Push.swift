@@ -113,7 +113,12 @@ extension APNsService {
             noteOutcome(outcome, a, idHeader.value)
             return nil
         }
-        if let rejected { return failure(APNsReason(rejected), id: idHeader) }
+        if let rejected {
+            if tracker != nil, case .activity(let a) = flight.resolution {
+                tracker!.noteRejected(a, body: r.body, reason: APNsReason(rejected).rawValue)
+            }
+            return failure(APNsReason(rejected), id: idHeader)
+        }
         stats.acceptedPushes += 1
         return (H2Response(status: 200, id: idHeader), nil)
     }

@@ -35,6 +35,13 @@ public struct EventTracker {
     var uncorrelatedExamples: [String] = []
     /// The latest intended offset of an event delivered here (the judge's horizon takes it in).
     var latestDeliveredOffset: UInt64 = 0
+    /// (activity, event) pairs a push reached without being applied, and why (the newest such push's reason: the
+    /// device's outcome, or the service's rejection): the judge names them as the reason a delivery is missing.
+    /// Filled on those paths only; at most `pairNotesCapacity` pairs (more are counted in `pairNotesOver`).
+    var pairNotes: [UInt64: String] = [:]
+    var pairNotesOver = 0
+    static let pairNotesCapacity = 100_000
+    private var tape = JSONTape()
 
     public init(events: ServeEvents, sourceOf: [Int32]) {
         self.events = events
@@ -82,6 +89,7 @@ public struct EventTracker {
         }
         guard outcome == .applied else {
             notApplied[e] += 1
+            note(i, e, "pushed, not applied by the device (\(outcome.name))")
             return .notApplied
         }
         let base = Int(events.sourceStart[s])
@@ -101,6 +109,27 @@ public struct EventTracker {
             return .delivered(endToEndNanos: 1)
         }
         return .delivered(endToEndNanos: nowNanos - intended)
+    }
+
+    /// Notes why a push reached activity `a`'s pair for event `e` without being applied.
+    mutating func note(_ a: Int, _ e: Int, _ reason: String) {
+        let key = UInt64(a) << 32 | UInt64(e)
+        guard pairNotes.count < Self.pairNotesCapacity || pairNotes[key] != nil else {
+            pairNotesOver += 1
+            return
+        }
+        pairNotes[key] = reason
+    }
+
+    /// A token push to local activity `a` the service rejected (`reason`): noted for its event, if its body's
+    /// `aps.timestamp` names one of the activity's source's.
+    mutating func noteRejected(_ a: Int32, body: [UInt8], reason: String) {
+        let i = Int(a)
+        let s = i < sourceOf.count ? Int(sourceOf[i]) : -1
+        guard s >= 0, let stamp = apsTimestamp(body, tape: &tape) else { return }
+        let e = Int(events.find(source: s, timestamp: stamp))
+        guard e >= 0 else { return }
+        note(i, e, "pushed, rejected by the service (\(reason))")
     }
 
     /// Keeps an example of an uncorrelated push (the first few).

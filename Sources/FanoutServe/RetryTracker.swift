@@ -8,13 +8,28 @@ import FanoutSim
 /// same update). One per event loop: a retry that reaches another loop (another connection, with
 /// `--workers` above 1) is not matched. At most `capacity` (100,000) refused pushes are remembered; more are counted
 /// `untracked`. Only used while faults that refuse are configured. Confined to its loop's thread.
+///
+/// Broadcasts refused by a fault are remembered too, by their `apns-channel-id` and `aps.timestamp` (counted apart,
+/// `broadcastsRefused`): a refused broadcast refuses every subscriber's delivery. Each refused push or broadcast that
+/// never came back is kept with its target and timestamp (`RetryCounts.unresent`) so that the events judge can
+/// name it as the reason of the deliveries it left missing (`ServeEventsReport.missingByReason`).
 struct RetryTracker {
     static let defaultCapacity = 100_000
     let capacity: Int
     /// The fault kinds that refuse a push, as indices of the counts (503, 429, 500, reset).
     static let kinds = ["503", "429", "500", "reset"]
 
-    private var waiting: [UInt64: (atNanos: UInt64, kind: Int)] = [:]
+    private struct Waiting {
+        var atNanos: UInt64
+        var kind: Int
+        /// What the events judge needs of it: its token (or channel id) and `aps.timestamp`.
+        var unresent: Unresent
+    }
+
+    typealias Unresent = UnresentRefusal
+
+    private var waiting: [UInt64: Waiting] = [:]
+    private var waitingBroadcasts: [UInt64: Waiting] = [:]
     private var tape = JSONTape()
     var counts = RetryCounts()
 
@@ -37,19 +52,53 @@ struct RetryTracker {
     }
 
     /// A push was refused by fault `kind` (an index of ``kinds``); ``arrived(_:nowNanos:)`` was told of it first.
-    mutating func refused(_ key: UInt64?, kind: Int, nowNanos: UInt64) {
+    /// `token` and the body's `aps.timestamp` are kept for the events judge (read here, on the refused path only).
+    mutating func refused(
+        _ key: UInt64?, kind: Int, nowNanos: UInt64, token: ArraySlice<UInt8> = [], body: [UInt8] = []
+    ) {
         counts.refused[kind] += 1
         guard let key, waiting.count < capacity else {
             counts.untracked += 1
             return
         }
-        waiting[key] = (nowNanos, kind)
+        let unresent = Unresent(kind: kind, broadcast: false, target: Array(token), timestamp: timestamp(body))
+        waiting[key] = Waiting(atNanos: nowNanos, kind: kind, unresent: unresent)
     }
 
-    /// The counts with the refused pushes still waiting counted as never retried (when the loop stops).
+    /// A broadcast's key: its channel id (decoded, as the router knows channels) and aps.timestamp, and both; nil
+    /// when it has no well-formed channel id or no readable timestamp.
+    mutating func broadcastKey(_ r: RequestInput) -> (key: UInt64, channel: [UInt8], timestamp: Int64)? {
+        guard case .success(let (channel, _)) = RequestCheck.channelId(r.headers), let timestamp = timestamp(r.body)
+        else { return nil }
+        return (Mix.hash(Self.hash(channel, salt: 3), UInt64(bitPattern: timestamp)), channel, timestamp)
+    }
+
+    /// A broadcast arrived: one refused before (same channel, same aps.timestamp) came back.
+    mutating func broadcastArrived(_ key: UInt64) {
+        guard waitingBroadcasts.removeValue(forKey: key) != nil else { return }
+        counts.broadcastsRetried += 1
+    }
+
+    /// A broadcast was refused by fault `kind`; ``broadcastArrived(_:)`` was told of it first.
+    mutating func broadcastRefused(
+        _ identity: (key: UInt64, channel: [UInt8], timestamp: Int64)?, kind: Int, nowNanos: UInt64
+    ) {
+        counts.broadcastsRefused += 1
+        guard let identity, waitingBroadcasts.count < capacity else {
+            counts.broadcastsUntracked += 1
+            return
+        }
+        let unresent = Unresent(kind: kind, broadcast: true, target: identity.channel, timestamp: identity.timestamp)
+        waitingBroadcasts[identity.key] = Waiting(atNanos: nowNanos, kind: kind, unresent: unresent)
+    }
+
+    /// The counts with the refused pushes still waiting counted as never retried (when the loop stops), and every
+    /// refused push and broadcast that never came back listed for the events judge.
     var final: RetryCounts {
         var c = counts
         c.neverRetried = pending
+        c.broadcastsNeverRetried = waitingBroadcasts.count
+        c.unresent = waiting.values.map(\.unresent) + waitingBroadcasts.values.map(\.unresent)
         return c
     }
 
@@ -60,17 +109,7 @@ struct RetryTracker {
         return out
     }
 
-    private mutating func timestamp(_ body: [UInt8]) -> Int64? {
-        body.withUnsafeBytes { bytes -> Int64? in
-            guard tape.scan(bytes) == nil else { return nil }
-            let doc = tape.reading(bytes)
-            guard doc.count > 0 else { return nil }
-            let aps = doc.member(0, "aps")
-            guard aps >= 0 else { return nil }
-            let ts = doc.member(aps, "timestamp")
-            return ts >= 0 ? doc.int64(ts) : nil
-        }
-    }
+    private mutating func timestamp(_ body: [UInt8]) -> Int64? { apsTimestamp(body, tape: &tape) }
 
     private static func hash(_ bytes: some Collection<UInt8>, salt: UInt64) -> UInt64 {
         var h: UInt64 = 0xCBF2_9CE4_8422_2325 ^ salt  // FNV-1a, then mixed
@@ -91,6 +130,15 @@ public struct RetryCounts: Sendable, Equatable {
     public var untracked = 0
     /// Refusal → the push's next arrival.
     public var delayNanos = LatencyHistogram()
+    /// Broadcasts refused by a fault: refused = retried + never retried + untracked (no channel id or readable
+    /// aps.timestamp, or over the bound).
+    public var broadcastsRefused = 0
+    public var broadcastsRetried = 0
+    public var broadcastsNeverRetried = 0
+    public var broadcastsUntracked = 0
+    /// Every refused push and broadcast that never came back, every loop's (for the events judge: which missing
+    /// deliveries each explains). Filled in when the loop stops.
+    public var unresent: [UnresentRefusal] = []
 
     public init() {}
 
@@ -102,10 +150,40 @@ public struct RetryCounts: Sendable, Equatable {
         }
         untracked += o.untracked
         delayNanos.add(o.delayNanos)
+        broadcastsRefused += o.broadcastsRefused
+        broadcastsRetried += o.broadcastsRetried
+        broadcastsNeverRetried += o.broadcastsNeverRetried
+        broadcastsUntracked += o.broadcastsUntracked
+        unresent += o.unresent
     }
 
-    /// refused = retried + never retried + untracked (once the loops have stopped).
+    /// refused = retried + never retried + untracked (once the loops have stopped), token pushes and broadcasts.
     public var identityHolds: Bool {
         refused.reduce(0, +) == retried.reduce(0, +) + neverRetried.reduce(0, +) + untracked
+            && broadcastsRefused == broadcastsRetried + broadcastsNeverRetried + broadcastsUntracked
+    }
+}
+
+/// A token push or broadcast refused by a fault (`--faults`) that has not come back: its fault kind (an index of
+/// ``RetryTracker/kinds``), its token (as the path carried it) or channel id (`apns-channel-id` decoded), and its
+/// `aps.timestamp` (nil: none could be read).
+public struct UnresentRefusal: Sendable, Equatable {
+    public var kind: Int
+    public var broadcast: Bool
+    public var target: [UInt8]
+    public var timestamp: Int64?
+}
+
+/// A push body's `aps.timestamp`, if it is JSON with one (read with `tape`; off the hot path: refusals, rejections).
+func apsTimestamp(_ body: [UInt8], tape: inout JSONTape) -> Int64? {
+    guard !body.isEmpty else { return nil }
+    return body.withUnsafeBytes { bytes -> Int64? in
+        guard tape.scan(bytes) == nil else { return nil }
+        let doc = tape.reading(bytes)
+        guard doc.count > 0 else { return nil }
+        let aps = doc.member(0, "aps")
+        guard aps >= 0 else { return nil }
+        let ts = doc.member(aps, "timestamp")
+        return ts >= 0 ? doc.int64(ts) : nil
     }
 }

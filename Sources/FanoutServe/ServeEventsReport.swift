@@ -48,6 +48,38 @@ public struct ServeEventsReport: Sendable {
     /// Fan-out completion of the complete events (last follower applied − intended time), overall and by size
     /// (`Metric.completionMetrics`).
     public var completion = LatencyRecorder()
+    /// Every missing (event, follower) pair's reason: the fault that refused its push (or the broadcast that carried
+    /// it) when the backend never resent it, the device's or the service's verdict on a push that reached it without
+    /// being applied, else "never pushed"; with a few examples each. missing = Σ missingByReason.
+    public var missingByReason: [String: Int] = [:]
+    public var missingReasonExamples: [String: [String]] = [:]
+    /// What became of the (event, follower) pairs whose push a fault refused and the backend never resent.
+    public var refusals = Refusals()
+
+    /// The token pushes and broadcasts refused by `--faults` that never came back (`RetryCounts.unresent`), and the
+    /// (event, follower) pairs they carried: pairs = missing + superseded + delivered + notDue. A pair is delivered
+    /// when its follower's newest event is that one (a resend the retry tracker did not match delivered it), superseded
+    /// when a newer event of its source reached the follower, not due when the judge did not expect it; `unmatched`
+    /// pushes carry no event of a follower's source (no readable aps.timestamp, an unknown token or channel).
+    public struct Refusals: Sendable, Equatable {
+        public var pushes = 0
+        public var broadcasts = 0
+        public var unmatched = 0
+        public var pairs = 0
+        public var missing = 0
+        public var superseded = 0
+        public var delivered = 0
+        public var notDue = 0
+        public var addsUp: Bool { pairs == missing + superseded + delivered + notDue }
+    }
+
+    /// The reason of a missing pair whose push fault `kind` (an index of `RetryTracker.kinds`) refused.
+    public static func refusedReason(kind: Int, broadcast: Bool) -> String {
+        let what = ["refused 503 ServiceUnavailable", "refused 429 TooManyRequests", "refused 500 InternalServerError",
+                    "reset (RST_STREAM INTERNAL_ERROR)"][kind]
+        return (broadcast ? "broadcast " : "") + what + ", never resent"
+    }
+    public static let neverPushed = "never pushed"
 
     public struct PerEvent: Sendable, Equatable {
         public var due: [Bool] = []
@@ -58,6 +90,17 @@ public struct ServeEventsReport: Sendable {
         public var reordered: [Int32] = []
         public var notApplied: [Int32] = []
         public var lastApplyNanos: [UInt64] = []
+        /// The missing pairs of the events that have any for a reason other than "never pushed", by reason (the rest
+        /// of `missing[e]` were never pushed).
+        public var missingByReason: [Int32: [String: Int32]] = [:]
+
+        /// Event `e`'s missing pairs by reason, "never pushed" included.
+        public func missingReasons(_ e: Int) -> [String: Int32] {
+            var out = missingByReason[Int32(e)] ?? [:]
+            let never = missing[e] - out.values.reduce(0, +)
+            if never > 0 { out[ServeEventsReport.neverPushed] = never }
+            return out
+        }
     }
 
     public init() {}
@@ -73,16 +116,22 @@ public struct ServeEventsReport: Sendable {
             && sum(perEvent.missing) == missing && sum(perEvent.duplicate) == duplicate
             && sum(perEvent.reordered) == reordered && sum(perEvent.notApplied) == notApplied
     }
-    public var identitiesHold: Bool { pairsAddUp && deliveriesAddUp && perEventAddsUp }
+    /// missing = Σ missingByReason.
+    public var reasonsAddUp: Bool { missing == missingByReason.values.reduce(0, +) }
+    public var identitiesHold: Bool {
+        pairsAddUp && deliveriesAddUp && perEventAddsUp && reasonsAddUp && refusals.addsUp
+    }
 
     /// Judges every service's tracker at `nowNanos` (the services' clock) and adds them up; nil without
     /// `--expect-events`. Read after the loops have stopped.
     ///
     /// `settleNanos` (`--settle`): an event intended less than this before `nowNanos` is not yet due (its
     /// deliveries are still on their way), unless an event of its source as late or later was delivered.
-    public static func judge(services: [APNsService], nowNanos: UInt64, settleNanos: UInt64 = 0)
-        -> ServeEventsReport?
-    {
+    /// `refusals`: the pushes and broadcasts `--faults` refused that never came back, every loop's
+    /// (`RetryCounts.unresent`), each the reason of the missing pairs it carried.
+    public static func judge(
+        services: [APNsService], nowNanos: UInt64, settleNanos: UInt64 = 0, refusals: [UnresentRefusal] = []
+    ) -> ServeEventsReport? {
         guard let events = services.first?.tracker?.events else { return nil }
         var r = ServeEventsReport()
         let n = events.count
@@ -110,7 +159,10 @@ public struct ServeEventsReport: Sendable {
                 reached[Int(src)] = max(reached[Int(src)], t.last[i])
             }
         }
+        let refused = refusedPairs(services: services, events: events, refusals: refusals, report: &r)
         var per = PerEvent()
+        var neverPushedCount = 0
+        var neverPushedExamples = 0
         per.due = (0..<n).map { events.rank[$0] <= reached[Int(events.source[$0])] }
         per.delivered = [Int32](repeating: 0, count: n)
         per.superseded = per.delivered
@@ -119,7 +171,7 @@ public struct ServeEventsReport: Sendable {
         per.reordered = per.delivered
         per.notApplied = per.delivered
         per.lastApplyNanos = [UInt64](repeating: 0, count: n)
-        for service in services {
+        for (k, service) in services.enumerated() {
             guard let t = service.tracker else { continue }
             r.correlated += t.correlated
             r.uncorrelated += t.uncorrelated
@@ -133,6 +185,7 @@ public struct ServeEventsReport: Sendable {
                 per.notApplied[e] += t.notApplied[e]
                 per.lastApplyNanos[e] = max(per.lastApplyNanos[e], t.lastApplyNanos[e])
             }
+            let plain = refused.isEmpty && t.pairNotes.isEmpty
             for (i, src) in t.sourceOf.enumerated() where src >= 0 {
                 let s = Int(src)
                 let due = dueRank[s]
@@ -141,7 +194,34 @@ public struct ServeEventsReport: Sendable {
                 guard last < due else { continue }
                 r.staleAtEnd += 1
                 let base = Int(events.sourceStart[s])
-                for p in Int(last + 1)...Int(due) { per.missing[Int(events.bySource[base + p])] += 1 }
+                for p in Int(last + 1)...Int(due) {
+                    let e = Int(events.bySource[base + p])
+                    per.missing[e] += 1
+                    // Never pushed (the common case, and the only one without faults, rejections or refusals) is
+                    // counted without a lookup; its per-event count is missing − the other reasons'.
+                    let named =
+                        plain
+                        ? nil
+                        : refused[PairKey(k, i, e)].map { refusedReason(kind: $0.kind, broadcast: $0.broadcast) }
+                            ?? t.pairNotes[UInt64(i) << 32 | UInt64(e)]
+                    if let named {
+                        r.missingByReason[named, default: 0] += 1
+                        per.missingByReason[Int32(e), default: [:]][named, default: 0] += 1
+                    } else {
+                        neverPushedCount += 1
+                    }
+                    let reason = named ?? neverPushed
+                    if (named == nil ? neverPushedExamples : r.missingReasonExamples[reason]?.count ?? 0)
+                        < ServeStats.examplesPerFinding
+                    {
+                        if named == nil { neverPushedExamples += 1 }
+                        let id = service.pipeline.store.activityIds.string(Int32(i))
+                        r.missingReasonExamples[reason, default: []].append(
+                            "activity \(id) (\(ServeEvents.sourceName(s))) "
+                                + "\(events.kind[e] == 1 ? "end" : "update") timestamp \(events.timestamp[e]) "
+                                + "(intended at +\(events.offsetNanos[e] / 1_000_000) ms)")
+                    }
+                }
                 if r.staleExamples.count < ServeStats.examplesPerFinding {
                     let id = service.pipeline.store.activityIds.string(Int32(i))
                     let newest = last < 0 ? "no event" : "timestamp \(events.timestamp[Int(events.bySource[base + Int(last)])])"
@@ -151,6 +231,22 @@ public struct ServeEventsReport: Sendable {
                 }
             }
         }
+        for key in refused.keys {
+            let t = services[Int(key.service)].tracker!
+            let s = Int(t.sourceOf[Int(key.activity)])
+            let rank = events.rank[Int(key.event)]
+            let last = t.last[Int(key.activity)]
+            if rank > max(dueRank[s], last) {
+                r.refusals.notDue += 1
+            } else if rank == last {
+                r.refusals.delivered += 1
+            } else if rank < last {
+                r.refusals.superseded += 1
+            } else {
+                r.refusals.missing += 1
+            }
+        }
+        if neverPushedCount > 0 { r.missingByReason[neverPushed] = neverPushedCount }
         func sum(_ c: [Int32]) -> Int { c.reduce(0) { $0 + Int($1) } }
         r.delivered = sum(per.delivered)
         r.superseded = sum(per.superseded)
@@ -184,5 +280,56 @@ public struct ServeEventsReport: Sendable {
         completions.record(into: &r.completion)
         r.perEvent = per
         return r
+    }
+}
+
+extension ServeEventsReport {
+    /// A (loop, local activity, event) pair.
+    struct PairKey: Hashable {
+        var service: Int32
+        var activity: Int32
+        var event: Int32
+        init(_ service: Int, _ activity: Int, _ event: Int) {
+            self.service = Int32(service)
+            self.activity = Int32(activity)
+            self.event = Int32(event)
+        }
+    }
+
+    /// The (event, follower) pairs each refused, never resent push or broadcast carried: a token push's activity on
+    /// the loop that holds its token, a broadcast's subscribers on every loop, with the event of the follower's source
+    /// whose timestamp it carried. Counts the refusals and the unmatched ones in `report.refusals`.
+    static func refusedPairs(
+        services: [APNsService], events: ServeEvents, refusals: [UnresentRefusal], report: inout ServeEventsReport
+    ) -> [PairKey: (kind: Int, broadcast: Bool)] {
+        var out: [PairKey: (kind: Int, broadcast: Bool)] = [:]
+        for u in refusals {
+            if u.broadcast { report.refusals.broadcasts += 1 } else { report.refusals.pushes += 1 }
+            var matched = false
+            if let stamp = u.timestamp {
+                for (k, service) in services.enumerated() {
+                    guard let t = service.tracker else { continue }
+                    let resolution = u.target.withUnsafeBytes {
+                        service.pipeline.begin(kind: u.broadcast ? .channel : .token, target: $0).resolution
+                    }
+                    let activities: [Int32]
+                    switch resolution {
+                    case .activity(let a) where !u.broadcast: activities = [a]
+                    case .channel(let c) where u.broadcast: activities = service.pipeline.router.subscribers[Int(c)]
+                    default: continue
+                    }
+                    for a in activities where Int(a) < t.sourceOf.count && t.sourceOf[Int(a)] >= 0 {
+                        let e = events.find(source: Int(t.sourceOf[Int(a)]), timestamp: stamp)
+                        guard e >= 0 else { continue }
+                        matched = true
+                        let key = PairKey(k, Int(a), Int(e))
+                        if out[key] == nil { report.refusals.pairs += 1 }
+                        out[key] = (u.kind, u.broadcast)
+                    }
+                }
+            }
+            if !matched { report.refusals.unmatched += 1 }
+        }
+        return out
     }
 }

@@ -177,6 +177,21 @@ public enum ServeHTML {
         out += "</table>\n<p>expected = delivered + superseded + missing: \(r.pairsAddUp ? "holds" : "BROKEN"); "
         out += "correlated = delivered + duplicate + reordered + not applied: \(r.deliveriesAddUp ? "holds" : "BROKEN")."
         out += "</p>\n"
+        if r.missing > 0 {
+            out += "<table>\n<tr><th>missing, by reason</th><th>count</th><th>example</th></tr>\n"
+            for (reason, n) in ServeReport.sortedReasons(r) {
+                let example = r.missingReasonExamples[reason]?.first.map { "<code>\(e($0))</code>" } ?? ""
+                out += "<tr><td>\(e(reason))</td><td>\(Units.grouped(n))</td><td>\(example)</td></tr>\n"
+            }
+            out += "</table>\n<p>missing = Σ by reason: \(r.reasonsAddUp ? "holds" : "BROKEN").</p>\n"
+        }
+        let f = r.refusals
+        if f.pushes + f.broadcasts > 0 {
+            out += "<p>Refused by --faults and never resent: \(f.pushes) token pushes, \(f.broadcasts) broadcasts "
+            out += "(\(f.unmatched) carrying no follower's event); \(f.pairs) (event, follower) pairs = \(f.missing) "
+            out += "missing + \(f.superseded) superseded + \(f.delivered) delivered + \(f.notDue) not due: "
+            out += (f.addsUp ? "holds" : "BROKEN") + ".</p>\n"
+        }
         out += HTMLReport.spectrum(
             title: "End-to-end and fan-out completion percentile spectrum",
             series: [

@@ -19,17 +19,26 @@ extension ServeReport {
             "duplicate": r.duplicate, "reordered": r.reordered, "notApplied": r.notApplied, "early": r.early,
             "expected": r.expected, "superseded": r.superseded, "missing": r.missing, "staleAtEnd": r.staleAtEnd,
             "completeEvents": r.completeEvents, "incompleteEvents": r.incompleteEvents,
-            "eventsWithMissing": r.eventsWithMissing,
+            "eventsWithMissing": r.eventsWithMissing, "missingByReason": r.missingByReason,
+            "refusedNotResent": [
+                "pushes": r.refusals.pushes, "broadcasts": r.refusals.broadcasts, "unmatched": r.refusals.unmatched,
+                "pairs": r.refusals.pairs, "missing": r.refusals.missing, "superseded": r.refusals.superseded,
+                "delivered": r.refusals.delivered, "notDue": r.refusals.notDue,
+            ],
             "identity": [
                 "pairs": "expected = delivered + superseded + missing", "pairsHold": r.pairsAddUp,
                 "deliveries": "correlated = delivered + duplicate + reordered + notApplied",
-                "deliveriesHold": r.deliveriesAddUp, "perEventHolds": r.perEventAddsUp, "holds": r.identitiesHold,
+                "deliveriesHold": r.deliveriesAddUp, "perEventHolds": r.perEventAddsUp,
+                "reasons": "missing = Σ missingByReason", "reasonsHold": r.reasonsAddUp,
+                "refusals": "refusedNotResent.pairs = missing + superseded + delivered + notDue",
+                "refusalsHold": r.refusals.addsUp, "holds": r.identitiesHold,
             ] as [String: Any],
             "endToEnd": percentiles(latency[serve: .endToEnd]),
             "fanoutCompletion": bySize,
             "examples": [
                 "uncorrelated": r.uncorrelatedExamples, "missing": r.missingExamples, "staleAtEnd": r.staleExamples,
             ],
+            "missingByReasonExamples": r.missingReasonExamples,
         ]
     }
 
@@ -50,6 +59,7 @@ extension ServeReport {
         md += "; per event: " + (r.perEventAddsUp ? "holds" : "**BROKEN**") + ". "
         md += "\(r.staleAtEnd) followers stale at the end (not on their source's last event); \(r.eventsWithMissing) "
         md += "events missing somewhere; \(r.completeEvents) events complete, \(r.incompleteEvents) not.\n\n"
+        md += missingReasonsMarkdown(r)
         md += "| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
         var rows: [(String, LatencyHistogram)] = [("endToEnd", latency[serve: .endToEnd])]
         for m in Metric.completionMetrics { rows.append((m.name, r.completion[m])) }
@@ -70,6 +80,32 @@ extension ServeReport {
         return md
     }
 
+    /// The missing pairs by reason, most first (ties by name), and what became of the refused, never resent pushes.
+    static func missingReasonsMarkdown(_ r: ServeEventsReport) -> String {
+        var md = ""
+        if r.missing > 0 {
+            md += "| missing (event, follower) pairs, by reason | count | example |\n|---|---:|---|\n"
+            for (reason, n) in sortedReasons(r) {
+                md += "| \(reason) | \(n) | \(r.missingReasonExamples[reason]?.first.map { "`\($0)`" } ?? "") |\n"
+            }
+            md += "\nmissing = Σ by reason: " + (r.reasonsAddUp ? "holds" : "**BROKEN**") + ".\n\n"
+        }
+        let f = r.refusals
+        if f.pushes + f.broadcasts > 0 {
+            md += "Refused by --faults and never resent: \(f.pushes) token pushes and \(f.broadcasts) broadcasts "
+            md += "(\(f.unmatched) carrying no follower's event), \(f.pairs) (event, follower) pairs = \(f.missing) "
+            md += "missing + \(f.superseded) superseded (a newer event reached the follower) + \(f.delivered) "
+            md += "delivered (by a resend not matched) + \(f.notDue) not due: "
+            md += (f.addsUp ? "holds" : "**BROKEN**") + ".\n\n"
+        }
+        return md
+    }
+
+    /// missingByReason, most first (ties by name).
+    static func sortedReasons(_ r: ServeEventsReport) -> [(String, Int)] {
+        r.missingByReason.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map { ($0.key, $0.value) }
+    }
+
     /// events-judged.jsonl: per event, how it ended (the counts of `ServeEventsReport.PerEvent`).
     static func eventsJudged(_ r: ServeEventsReport) -> String {
         let p = r.perEvent
@@ -78,6 +114,11 @@ extension ServeReport {
             out += "{\"event\": \(e), \"due\": \(p.due[e]), \"delivered\": \(p.delivered[e]), "
             out += "\"superseded\": \(p.superseded[e]), \"missing\": \(p.missing[e]), \"duplicate\": \(p.duplicate[e]), "
             out += "\"reordered\": \(p.reordered[e]), \"notApplied\": \(p.notApplied[e]), "
+            if p.missing[e] > 0 {
+                let reasons = p.missingReasons(e).sorted { $0.key < $1.key }
+                out += "\"missingByReason\": {" + reasons.map { "\"\($0.key)\": \($0.value)" }.joined(separator: ", ")
+                out += "}, "
+            }
             out += "\"lastAppliedNanos\": \(p.lastApplyNanos[e] == 0 ? 0 : p.lastApplyNanos[e] &- r.t0Nanos)}\n"
         }
         return out

@@ -355,6 +355,8 @@ public enum ServeReport {
             "retries": [
                 "refused": byKind(r.refused), "retried": byKind(r.retried), "neverRetried": byKind(r.neverRetried),
                 "untracked": r.untracked, "identityHolds": r.identityHolds, "delay": percentiles(r.delayNanos),
+                "broadcastsRefused": r.broadcastsRefused, "broadcastsRetried": r.broadcastsRetried,
+                "broadcastsNeverRetried": r.broadcastsNeverRetried, "broadcastsUntracked": r.broadcastsUntracked,
             ] as [String: Any],
         ]
     }

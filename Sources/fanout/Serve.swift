@@ -432,7 +432,8 @@ struct Serve: ParsableCommand {
         info.trigger = results.trigger
         info.registration = registration
         info.events = ServeEventsReport.judge(
-            services: services, nowNanos: EventLoop.hrtimeNanos, settleNanos: UInt64((settle * 1e9).rounded()))
+            services: services, nowNanos: EventLoop.hrtimeNanos, settleNanos: UInt64((settle * 1e9).rounded()),
+            refusals: results.connections.faults.retries.unresent)
         let endMillis = Int64(Date().timeIntervalSince1970 * 1000)
         // state.jsonl first (the largest file, streamed as it is produced), then the rest, summary.json last.
         let stateBytes = ProgressCounter()

@@ -427,6 +427,43 @@ struct ServeCommandTests {
         #expect(html.contains("<h2>Events (--expect-events)</h2>") && !html.contains("BROKEN"))
     }
 
+    /// `fanout serve --faults 503=20% --seed SEED --expect-events` (one worker: one loop draws every fault) and the
+    /// `faults` client: what each push got, by apns-id, and summary.json's events.
+    static func faultsRun(seed: Int) throws -> (byId: [String: String], seen: [String: Any], events: [String: Any]) {
+        let serve = try ServeProcess([
+            "--h2c", "--workers", "1", "--faults", "503=20%", "--seed", String(seed), "--expect-events",
+            "--settle", "0",
+        ])
+        let result = try Tool.run("python3", [Tool.script, "faults", String(serve.port), serve.folder.path])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        #expect(serve.stop() == 0, "\(serve.stderr)")
+        let seen = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as! [String: Any]
+        let events = try #require(try serve.summary()["events"] as? [String: Any])
+        return (seen["byId"] as? [String: String] ?? [:], seen, events)
+    }
+
+    @Test("Python h2, --faults 503=20%: a seed refuses the same pushes (by apns-id); refused event pushes go missing")
+    func faultsBySeed() throws {
+        let (first, seen, events) = try Self.faultsRun(seed: 7)
+        let (again, _, _) = try Self.faultsRun(seed: 7)
+        let (other, _, _) = try Self.faultsRun(seed: 8)
+        let refused = first.filter { $0.value == "ServiceUnavailable" }.count
+        #expect(first.count == 100 && (5...40).contains(refused), "\(first)")
+        #expect(Set(first.values).isSubset(of: ["200", "ServiceUnavailable"]))
+        #expect(again == first, "the same seed, the same faults to the same apns-ids")
+        #expect(other != first && other.count == 100, "another seed, other faults")
+        // Nothing resent: each refused event push is a missing delivery named by its fault; the 100 above carried no
+        // event (unmatched).
+        let eventRefused = seen["eventRefused"] as? Int ?? -1
+        let byReason = events["missingByReason"] as? [String: Int] ?? [:]
+        #expect(byReason["refused 503 ServiceUnavailable, never resent", default: 0] == eventRefused, "\(byReason)")
+        #expect(byReason.values.reduce(0, +) == events["missing"] as? Int)
+        let f = events["refusedNotResent"] as? [String: Int] ?? [:]
+        #expect(f["pushes"] == refused + eventRefused && f["unmatched"] == refused, "\(f)")
+        #expect(f["missing"] == eventRefused, "\(f)")
+        #expect((events["identity"] as? [String: Any])?["holds"] as? Bool == true, "\(events)")
+    }
+
     @Test("without --expect-events: no events in the summary, no endToEnd, no events files")
     func noEvents() throws {
         let serve = try ServeProcess(["--h2c", "--duration", "0.2"])

@@ -84,6 +84,7 @@ struct ServeCompareTests {
         r.perEvent.duplicate = [0]
         r.perEvent.reordered = [0]
         r.perEvent.notApplied = [0]
+        if missing > 0 { r.missingByReason = [ServeEventsReport.neverPushed: missing] }
         if broken { r.expected += 1 }
         return r
     }

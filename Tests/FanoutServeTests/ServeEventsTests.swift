@@ -121,6 +121,13 @@ struct ServeEventsTests {
         }
         #expect(r.expected == 3 * n + others)
         #expect(r.missing == 3 * n - 5 + others)
+        // By reason: b's e2 reached b and was not applied; nothing else missing was ever pushed.
+        #expect(r.missingByReason == [
+            "pushed, not applied by the device (ignoredStaleTimestamp)": 1,
+            ServeEventsReport.neverPushed: 3 * n - 6 + others,
+        ])
+        #expect(r.missingReasonExamples["pushed, not applied by the device (ignoredStaleTimestamp)"]?.first?.contains(
+            b["activity"] as! String) == true)
         #expect(r.identitiesHold)
         #expect(r.completeEvents == 0 && r.eventsWithMissing > 0 && !r.missingExamples.isEmpty)
         // Stale at the end: b (on e1) and every follower of s but a, and every follower of a source with a due event.

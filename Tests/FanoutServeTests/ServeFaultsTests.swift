@@ -271,6 +271,11 @@ struct ServeFaultsTests {
         let r = h.server.retries.final
         #expect(r.refused == [7, 0, 0, 0] && r.retried == [2, 0, 0, 0], "\(r)")
         #expect(r.neverRetried == [4, 0, 0, 0] && r.untracked == 1, "\(r)")
+        // The four never back, kept for the events judge: the token and each one's aps.timestamp.
+        #expect(r.unresent.count == 4 && r.unresent.allSatisfy { !$0.broadcast && $0.kind == 0 })
+        #expect(r.unresent.allSatisfy { $0.target == Array(h.token.utf8) })
+        let stamps = r.unresent.map { $0.timestamp ?? 0 }.sorted()
+        #expect(stamps == [1_800_000_001, 1_800_000_001, 1_800_000_001, 1_800_000_002])
         #expect(r.identityHolds)
         #expect(r.delayNanos.totalCount == 2)
         #expect(r.delayNanos.min >= 1_998 * Self.ms && r.delayNanos.max <= 2_502 * Self.ms, "\(r.delayNanos.max)")

@@ -10,6 +10,7 @@ Prints one JSON object with what it saw; exits 1 with a message on the first fai
     serve_client.py hostile PORT FOLDER
     serve_client.py tls PORT CA.pem FOLDER
     serve_client.py events PORT FOLDER   (fanout serve --expect-events: pushes carrying the events' timestamps)
+    serve_client.py faults PORT FOLDER   (--faults: what each push got, by apns-id; refused event pushes)
 """
 import base64
 import json
@@ -396,6 +397,62 @@ def events(port, folder):
                    "b": b["activity"]})
 
 
+def faults(port, folder):
+    """One connection, one request at a time: 100 pushes with apns-ids 00000000-0000-4000-8000-<k> to a follower,
+    each carrying no event's timestamp (what each got, by apns-id: the same seed must give the same), then each token
+    follower of a scores-app source its source's first event, once, if that event is already due (how many were
+    refused: the Swift test checks them against summary.json's missing deliveries by reason)."""
+    started = time.time()
+    with open(f"{folder}/events.jsonl") as f:
+        evs = [json.loads(line) for line in f]
+    pop = population(folder)
+    token_sources = {e["source"] for e in evs if e["app"] == "com.example.scores"}
+    followers = [p for p in pop if p["source"] in token_sources and p["channel"] is None]
+    expect(followers, "token followers of the scores app")
+    c = Client(port)
+    # HEADERS and DATA go in two writes: without TCP_NODELAY each request waits out the peer's delayed ACK (~40 ms).
+    c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    headers = [("apns-push-type", "liveactivity"), ("apns-topic", "com.example.scores.push-type.liveactivity"),
+               ("apns-priority", "5")]
+
+    def push(row, ts, extra=()):
+        sid = c.send("POST", f"/3/device/{row['token']}", headers + list(extra), live_payload("update", ts))
+        c.pump(lambda: c.responses.get(sid, {}).get("done") or sid in c.resets or c.terminated)
+        if sid in c.resets:
+            return "reset"
+        r = c.responses.get(sid, {})
+        body = json.loads(r["body"]) if r.get("body") else {}
+        return body.get("reason", r.get("headers", {}).get(":status", "none"))
+
+    by_id = {}
+    for k in range(100):
+        apns_id = f"00000000-0000-4000-8000-{k:012d}"
+        by_id[apns_id] = push(followers[0], 1000 + k, [("apns-id", apns_id)])
+    # The first event of each source (the lowest timestamp), once per follower, when it is due since the client
+    # started (fanout serve started before: due by then too).
+    first = {}
+    for e in evs:
+        if e["source"] in token_sources and (e["source"] not in first or e["timestamp"] < first[e["source"]]["timestamp"]):
+            first[e["source"]] = e
+    due = [e for e in first.values() if e["offsetNanos"] <= 1e9]
+    expect(due, "a token source's first event within 1 s")
+    time.sleep(max(0.0, started + 1.5 - time.time()))
+    refused = 0
+    pushed = 0
+    for row in followers:
+        e = first.get(row["source"])
+        if e is None or e["offsetNanos"] > 1e9:
+            continue
+        pushed += 1
+        got = push(row, e["timestamp"])
+        if got == "ServiceUnavailable":
+            refused += 1
+        else:
+            expect(got == "200", f"an event push got {got}")
+    c.close()
+    RESULT.update({"byId": by_id, "eventPushes": pushed, "eventRefused": refused})
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     args = sys.argv[2:]
@@ -409,6 +466,8 @@ if __name__ == "__main__":
         tls(int(args[0]), args[1], args[2])
     elif mode == "events":
         events(int(args[0]), args[1])
+    elif mode == "faults":
+        faults(int(args[0]), args[1])
     else:
         fail(f"unknown mode {mode}")
     RESULT["ok"] = True
