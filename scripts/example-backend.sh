@@ -6,6 +6,10 @@
 # deliveries, the trigger's and the registration's counts. Prints the headline figures.
 #
 #   scripts/example-backend.sh [SECONDS] [OUT] [SCENARIO]   # default 30, reports/runs/<UTC time>-example-backend, smoke
+#
+# BACKEND_ARGS is passed on to backend.py, split at spaces: BACKEND_ARGS="--drop-every 10" runs it with its
+# deliberate fault (the README's "a gate for your backend's CI"); SERVE_ARGS likewise to fanout serve
+# (SERVE_ARGS="--settle 3").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
@@ -13,6 +17,8 @@ out=${2:-reports/runs/$(date -u +%Y%m%dT%H%M%SZ)-example-backend}
 scenario=${3:-smoke}
 bin=${FANOUT_BIN:-.build/release/fanout}
 work=$(mktemp -d)
+read -r -a backend_args <<< "${BACKEND_ARGS:-}"
+read -r -a serve_args <<< "${SERVE_ARGS:-}"
 backend_pid=""
 # The backend gets SIGTERM, and SIGKILL if it has not ended a second later (aioapns may still be retrying).
 cleanup() {
@@ -33,8 +39,11 @@ serve_port=$(free_port)
 backend_port=$(free_port)
 
 python3 examples/backend-aioapns/backend.py --listen "127.0.0.1:$backend_port" --apns "localhost:$serve_port" \
-    --ca "$work/cert.pem" --auth-key ABC123DEFG="$work/auth.p8" --team TEAM123456 < /dev/null > "$work/backend.log" 2>&1 &
+    --ca "$work/cert.pem" --auth-key ABC123DEFG="$work/auth.p8" --team TEAM123456 \
+    ${backend_args[@]+"${backend_args[@]}"} < /dev/null > "$work/backend.log" 2>&1 &
 backend_pid=$!
+[ -z "${BACKEND_ARGS:-}" ] || echo "backend arguments: ${BACKEND_ARGS}"
+[ -z "${SERVE_ARGS:-}" ] || echo "fanout serve arguments: ${SERVE_ARGS}"
 for _ in $(seq 1 100); do grep -q "listening" "$work/backend.log" 2>/dev/null && break; sleep 0.1; done
 grep -q "listening" "$work/backend.log" || { cat "$work/backend.log"; echo "the backend did not start"; exit 1; }
 
@@ -43,7 +52,7 @@ status=0
     --auth jwt --auth-key ABC123DEFG="$work/auth.p8" --team TEAM123456 --workers 2 \
     --register "http://127.0.0.1:$backend_port/register" --register-rate 5000 \
     --trigger "http://127.0.0.1:$backend_port/trigger" --expect-events --duration "$seconds" --out "$out" \
-    2> "$work/serve.err" > "$work/serve.out" || status=$?
+    ${serve_args[@]+"${serve_args[@]}"} 2> "$work/serve.err" > "$work/serve.out" || status=$?
 tail -3 "$work/serve.err"
 echo "backend: $(curl -s "http://127.0.0.1:$backend_port/stats")"
 [ "$status" = 0 ] || { echo "fanout serve exited $status"; exit "$status"; }
