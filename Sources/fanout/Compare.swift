@@ -21,8 +21,9 @@ struct Compare: ParsableCommand {
             shown, not judged. A --threshold for a metric replaces the default for that metric and \
             percentile; METRIC may be * for all metrics; =off shows a percentile without judging it. Naming an \
             unknown metric or percentile is an error. Two fanout serve runs that both judged events \
-            (--expect-events): more \(ServeSummaryFile.gatedEventCounts.joined(separator: ", ")) deliveries than \
-            the baseline, or a broken events identity, is a regression; --threshold events.COUNT=off shows one of \
+            (--expect-events): any of \
+            \(ServeSummaryFile.gatedEventCounts.map { "events.\($0)" }.joined(separator: ", ")) higher than the \
+            baseline's, or a broken events identity, is a regression; --threshold events.COUNT=off shows one of \
             those counts without judging it (e.g. events.reordered=off for a backend whose concurrent fan-outs \
             reorder a source's updates: the device ignores the older one).
 
