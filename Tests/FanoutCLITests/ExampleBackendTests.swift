@@ -76,8 +76,8 @@ struct ExampleBackendTests {
         @Sendable func run(_ name: String, backend: String) -> (folder: String, result: Result<CLI.Result, Error>) {
             let folder = directory.appendingPathComponent(name).path
             let arguments = [
-                "FANOUT_BIN=\(binary)", "BACKEND_ARGS=\(backend)", "SERVE_ARGS=--settle 3", "bash", script, "5",
-                folder, "smoke",
+                "FANOUT_BIN=\(binary)", "EXAMPLE_BACKEND_ARGS=\(backend)", "SERVE_ARGS=--settle 3", "bash", script,
+                "5", folder, "smoke",
             ]
             return (folder, Result { try CLI.launch(URL(fileURLWithPath: "/usr/bin/env"), arguments) })
         }
