@@ -62,12 +62,12 @@ struct ExampleBackendTests {
         }
     }
 
-    /// The README's "a gate for your backend's CI", shortened: runs of 5 s judged with `--settle 3` (an event is
-    /// missing when not delivered 3 s after it was due). Latency is shown, not judged, here: these runs share the
-    /// machine with the rest of the tests, so their percentiles say more about the load than about the backend.
-    /// The example backend's concurrent fan-outs reorder a source's updates, and so does the scenario
-    /// (outOfOrderShare), so `events.reordered` is not judged either; missing and stale at the end are. The two
-    /// healthy runs run at the same time (the same load on both), the faulty one after them.
+    /// The README's "A gate for your backend's CI", shortened: runs of 5 s judged with `--settle 3` (an event is
+    /// missing when not delivered 3 s after it was due). As there, latency is shown, not judged (on a shared
+    /// machine its percentiles say more about the load than about the backend), and `events.reordered` is not
+    /// judged (the example backend's concurrent fan-outs reorder a source's updates, and the scenario's
+    /// outOfOrderShare sends some out of order itself); missing and stale at the end are. The two healthy runs
+    /// run at the same time (the same load on both), the faulty one after them.
     @Test("a CI gate: two healthy runs of the backend compare exit 0, one dropping every 10th subscriber exit 2")
     func gate() throws {
         let directory = try CLI.temporaryDirectory()
