@@ -169,6 +169,8 @@ serve-bench: build
 ## every activity with the example backend (examples/backend-aioapns: aiohttp, aioapns, sqlite3), sends it the
 ## scenario's events at their intended times, and measures each event to the Lock Screen through it
 ## (--expect-events): endToEnd, missing and stale deliveries; writes the run folder under reports/runs/.
+## EXAMPLE_BACKEND_ARGS="--drop-every 10" runs the backend with its deliberate fault; SERVE_ARGS goes to
+## fanout serve.
 .PHONY: example-backend
 example-backend: build
 	FANOUT_BIN=$(BIN) scripts/example-backend.sh 30

@@ -7,48 +7,28 @@
 #
 #   scripts/example-backend.sh [SECONDS] [OUT] [SCENARIO]   # default 30, reports/runs/<UTC time>-example-backend, smoke
 #
-# SERVE_ARGS: more flags for fanout serve, split on spaces, e.g. SERVE_ARGS="--faults 503=5% --seed 7" or
-# SERVE_ARGS="--latency p50=20ms,p99=80ms".
+# EXAMPLE_BACKEND_ARGS is passed on to backend.py, split at spaces: EXAMPLE_BACKEND_ARGS="--drop-every 10" runs it
+# with its deliberate fault (the README's "a gate for your backend's CI"); SERVE_ARGS likewise to fanout serve
+# (SERVE_ARGS="--settle 3", SERVE_ARGS="--faults 503=5% --seed 7", SERVE_ARGS="--latency p50=20ms,p99=80ms",
+# SERVE_ARGS="--rate-scale 2").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
 out=${2:-reports/runs/$(date -u +%Y%m%dT%H%M%SZ)-example-backend}
 scenario=${3:-smoke}
 bin=${FANOUT_BIN:-.build/release/fanout}
-work=$(mktemp -d)
-backend_pid=""
-# The backend gets SIGTERM, and SIGKILL if it has not ended a second later (aioapns may still be retrying).
-cleanup() {
-    if [ -n "$backend_pid" ]; then
-        kill "$backend_pid" 2>/dev/null || true
-        for _ in $(seq 1 10); do kill -0 "$backend_pid" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$backend_pid" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/key.pem" -out "$work/cert.pem" \
-    -days 1 -subj /CN=localhost -addext subjectAltName=DNS:localhost 2>/dev/null
-openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$work/auth.p8" 2>/dev/null
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-serve_port=$(free_port)
-backend_port=$(free_port)
-
-python3 examples/backend-aioapns/backend.py --listen "127.0.0.1:$backend_port" --apns "localhost:$serve_port" \
-    --ca "$work/cert.pem" --auth-key ABC123DEFG="$work/auth.p8" --team TEAM123456 < /dev/null > "$work/backend.log" 2>&1 &
-backend_pid=$!
-for _ in $(seq 1 100); do grep -q "listening" "$work/backend.log" 2>/dev/null && break; sleep 0.1; done
-grep -q "listening" "$work/backend.log" || { cat "$work/backend.log"; echo "the backend did not start"; exit 1; }
+read -r -a serve_args <<< "${SERVE_ARGS:-}"
+# shellcheck source=scripts/example-backend-env.sh
+source scripts/example-backend-env.sh
+[ -z "${EXAMPLE_BACKEND_ARGS:-}" ] || echo "backend arguments: ${EXAMPLE_BACKEND_ARGS}"
+[ -z "${SERVE_ARGS:-}" ] || echo "fanout serve arguments: ${SERVE_ARGS}"
 
 status=0
-"$bin" serve "$scenario" --listen "127.0.0.1:$serve_port" --tls-cert "$work/cert.pem" --tls-key "$work/key.pem" \
-    --auth jwt --auth-key ABC123DEFG="$work/auth.p8" --team TEAM123456 --workers 2 \
-    --register "http://127.0.0.1:$backend_port/register" --register-rate 5000 \
-    --trigger "http://127.0.0.1:$backend_port/trigger" --expect-events --duration "$seconds" --out "$out" \
-    ${SERVE_ARGS:-} 2> "$work/serve.err" > "$work/serve.out" || status=$?
-tail -3 "$work/serve.err"
-echo "backend: $(curl -s "http://127.0.0.1:$backend_port/stats")"
+"$bin" serve "$scenario" "${SERVE_FLAGS[@]}" --workers 2 --register "$BACKEND_URL/register" --register-rate 5000 \
+    --trigger "$BACKEND_URL/trigger" --expect-events --duration "$seconds" --out "$out" \
+    ${serve_args[@]+"${serve_args[@]}"} 2> "$WORK/serve.err" > "$WORK/serve.out" || status=$?
+tail -3 "$WORK/serve.err"
+echo "backend: $(curl -s "$BACKEND_URL/stats")"
 [ "$status" = 0 ] || { echo "fanout serve exited $status"; exit "$status"; }
 python3 - "$out/summary.json" <<'PY'
 import json, sys

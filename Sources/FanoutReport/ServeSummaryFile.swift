@@ -93,9 +93,32 @@ public enum AnySummaryFile: Sendable {
 }
 
 extension Comparison {
+    /// `events.COUNT=off` (COUNT one of `ServeSummaryFile.gatedEventCounts`): that count of two `fanout serve` runs
+    /// shown, not judged; returns `events.COUNT`. nil when `text` does not start with `events.` (a latency
+    /// threshold, then). A gated count takes no percentage: more than the baseline is a regression, or it is off.
+    public static func ungatedCount(parsing text: String) throws(ComparisonError) -> String? {
+        guard text.hasPrefix("events.") else { return nil }
+        let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
+        let count = String(parts[0].dropFirst("events.".count))
+        guard ServeSummaryFile.gatedEventCounts.contains(count) else {
+            throw ComparisonError(
+                "threshold \"\(text)\": unknown count \"\(parts[0])\" (judged counts of fanout serve runs: "
+                    + ServeSummaryFile.gatedEventCounts.map { "events.\($0)" }.joined(separator: ", ") + ")")
+        }
+        guard parts.count == 2 && parts[1] == "off" else {
+            throw ComparisonError(
+                "threshold \"\(text)\": a count is judged (more than the baseline is a regression) or not: "
+                    + "expected \(parts[0])=off")
+        }
+        return parts[0]
+    }
+
     /// Two `fanout serve` runs: every metric's percentiles judged against the thresholds; counts shown with
-    /// their difference, not judged (they are the client's: equal when the same requests were sent).
-    public init(baseline: ServeSummaryFile, current: ServeSummaryFile, thresholds: [Threshold]) {
+    /// their difference, not judged (they are the client's: equal when the same requests were sent), except the
+    /// events' gated counts when both runs judged events, each unless `ungated` names it (`events.reordered`).
+    public init(
+        baseline: ServeSummaryFile, current: ServeSummaryFile, thresholds: [Threshold], ungated: Set<String> = []
+    ) {
         baselinePath = baseline.path
         currentPath = current.path
         countsExact = false
@@ -118,7 +141,7 @@ extension Comparison {
             let rb = ServeSummaryFile.countOrder.firstIndex { b.hasPrefix($0) } ?? Int.max
             return (ra, a) < (rb, b)
         }
-        let gated = Set(ServeSummaryFile.gatedEventCounts.map { "events.\($0)" })
+        let gated = Set(ServeSummaryFile.gatedEventCounts.map { "events.\($0)" }).subtracting(ungated)
         for name in ordered {
             let (b, c) = (baseline.counts[name] ?? 0, current.counts[name] ?? 0)
             // Events judged in both runs: more missing, stale, uncorrelated, doubled or reordered deliveries than
@@ -137,6 +160,7 @@ extension Comparison {
         if baseline.eventsIdentitiesHold != nil && current.eventsIdentitiesHold != nil {
             countsNote += "; events judged in both: more missing, stale at the end, uncorrelated, duplicate or "
                 + "reordered deliveries than the baseline is a regression"
+            if !ungated.isEmpty { countsNote += " (not judged, as asked: \(ungated.sorted().joined(separator: ", ")))" }
         }
     }
 }

@@ -20,7 +20,12 @@ struct Compare: ParsableCommand {
             \(Comparison.defaultThresholds.map(\.description).joined(separator: ", ")); p99.99 and max are \
             shown, not judged. A --threshold for a metric replaces the default for that metric and \
             percentile; METRIC may be * for all metrics; =off shows a percentile without judging it. Naming an \
-            unknown metric or percentile is an error.
+            unknown metric or percentile is an error. Two fanout serve runs that both judged events \
+            (--expect-events): any of \
+            \(ServeSummaryFile.gatedEventCounts.map { "events.\($0)" }.joined(separator: ", ")) higher than the \
+            baseline's, or a broken events identity, is a regression; --threshold events.COUNT=off shows one of \
+            those counts without judging it (e.g. events.reordered=off for a backend whose concurrent fan-outs \
+            reorder a source's updates: the device ignores the older one).
 
             Exit status (package-benchmark's convention): 0 within thresholds, 2 a regression, 4 only \
             improvements, 1 bad input.
@@ -33,7 +38,8 @@ struct Compare: ParsableCommand {
     @Option(
         name: .customLong("threshold"),
         help: ArgumentHelp(
-            "A relative threshold, e.g. endToEnd.p99=+20%, *.p50=+5% or *.max=off. Repeatable.",
+            "A relative threshold, e.g. endToEnd.p99=+20%, *.p50=+5% or *.max=off; or events.COUNT=off. "
+                + "Repeatable.",
             valueName: "METRIC.PERCENTILE=+N%"))
     var thresholds: [String] = []
 
@@ -44,9 +50,14 @@ struct Compare: ParsableCommand {
             throw ValidationError("--format: expected text, markdown or json, got \(format)")
         }
         var list = Comparison.defaultThresholds
+        var ungated: Set<String> = []
         for text in thresholds {
             do {
-                list.append(try Comparison.Threshold(parsing: text))
+                if let count = try Comparison.ungatedCount(parsing: text) {
+                    ungated.insert(count)
+                } else {
+                    list.append(try Comparison.Threshold(parsing: text))
+                }
             } catch {
                 throw CommandFailure("--threshold: \(error)")  // exit 1: never a silent pass
             }
@@ -54,8 +65,15 @@ struct Compare: ParsableCommand {
         let comparison: Comparison
         do {
             switch (try AnySummaryFile.read(baseline), try AnySummaryFile.read(current)) {
-            case (.run(let b), .run(let c)): comparison = Comparison(baseline: b, current: c, thresholds: list)
-            case (.serve(let b), .serve(let c)): comparison = Comparison(baseline: b, current: c, thresholds: list)
+            case (.run(let b), .run(let c)):
+                guard ungated.isEmpty else {
+                    throw CommandFailure(
+                        "--threshold \(ungated.sorted().joined(separator: ", "))=off: events counts are judged in "
+                            + "fanout serve runs only; \(baseline) and \(current) are fanout run folders")
+                }
+                comparison = Comparison(baseline: b, current: c, thresholds: list)
+            case (.serve(let b), .serve(let c)):
+                comparison = Comparison(baseline: b, current: c, thresholds: list, ungated: ungated)
             default:
                 throw CommandFailure("\(baseline) and \(current): one is a fanout serve run, the other is not")
             }

@@ -297,6 +297,17 @@ struct BadInputTests {
             name: "threshold without =", arguments: ["compare", "$DIR/a", "$DIR/b", "--threshold", "endToEnd.p99"],
             status: 1, message: "Error: --threshold: threshold \"endToEnd.p99\": expected METRIC.PERCENTILE=+N%"),
         Case(
+            name: "threshold count with a percentage",
+            arguments: ["compare", "$DIR/a", "$DIR/b", "--threshold", "events.missing=+10%"], status: 1,
+            message: "Error: --threshold: threshold \"events.missing=+10%\": a count is judged (more than the "
+                + "baseline is a regression) or not: expected events.missing=off"),
+        Case(
+            name: "threshold unknown count",
+            arguments: ["compare", "$DIR/a", "$DIR/b", "--threshold", "events.delivered=off"], status: 1,
+            message: "Error: --threshold: threshold \"events.delivered=off\": unknown count \"events.delivered\" "
+                + "(judged counts of fanout serve runs: events.missing, events.staleAtEnd, events.uncorrelated, "
+                + "events.duplicate, events.reordered)"),
+        Case(
             name: "merge nothing", arguments: ["merge", "--out", "$DIR/out"], status: 64,
             message: "Error: Missing expected argument '<folders> ...'"),
         Case(

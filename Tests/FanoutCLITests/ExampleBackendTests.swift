@@ -66,4 +66,53 @@ struct ExampleBackendTests {
             #expect((b["delivered"] as? Int ?? 0) > 0 && (b["counts"] as? [String: Int])?["missing"] == 0, "\(b)")
         }
     }
+
+    /// The README's "A gate for your backend's CI", shortened: runs of 5 s judged with `--settle 3` (an event is
+    /// missing when not delivered 3 s after it was due). As there, latency is shown, not judged (on a shared
+    /// machine its percentiles say more about the load than about the backend), and `events.reordered` is not
+    /// judged (the example backend's concurrent fan-outs reorder a source's updates, and the scenario's
+    /// outOfOrderShare sends some out of order itself); missing and stale at the end are. The two healthy runs
+    /// run at the same time (the same load on both), the faulty one after them.
+    @Test("a CI gate: two healthy runs of the backend compare exit 0, one dropping every 10th subscriber exit 2")
+    func gate() throws {
+        let directory = try CLI.temporaryDirectory()
+        let script = Self.root.appendingPathComponent("scripts/example-backend.sh").path
+        let binary = CLI.binary.path
+        @Sendable func run(_ name: String, backend: String) -> (folder: String, result: Result<CLI.Result, Error>) {
+            let folder = directory.appendingPathComponent(name).path
+            let arguments = [
+                "FANOUT_BIN=\(binary)", "EXAMPLE_BACKEND_ARGS=\(backend)", "SERVE_ARGS=--settle 3", "bash", script,
+                "5", folder, "smoke",
+            ]
+            return (folder, Result { try CLI.launch(URL(fileURLWithPath: "/usr/bin/env"), arguments) })
+        }
+        final class Box: @unchecked Sendable { var run: (folder: String, result: Result<CLI.Result, Error>)? }
+        let other = Box()
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            other.run = run("healthy", backend: "")
+            done.signal()
+        }.start()
+        let first = run("baseline", backend: "")
+        done.wait()
+        let second = try #require(other.run)
+        let third = run("faulty", backend: "--drop-every 10")
+        for run in [first, second, third] {
+            let result = try run.result.get()
+            #expect(result.status == 0, "\(run.folder): \(result.stdout)\n\(result.stderr)")
+        }
+        let (baseline, healthy, faulty) = (first.folder, second.folder, third.folder)
+        let gate = ["*.p50=off", "*.p90=off", "*.p99=off", "*.p99.9=off", "events.reordered=off"]
+            .flatMap { ["--threshold", $0] }
+        let same = try CLI.run(["compare", baseline, healthy] + gate)
+        #expect(same.status == 0, "\(same.stdout)\n\(same.stderr)")
+        let dropped = try CLI.run(["compare", baseline, faulty] + gate)
+        #expect(dropped.status == 2, "\(dropped.stdout)\n\(dropped.stderr)")
+        let lines = dropped.stdout.split(separator: "\n")
+        for count in ["events.missing", "events.staleAtEnd"] {
+            let line = lines.first { $0.hasPrefix(count + " ") }
+            #expect(line?.hasSuffix("REGRESSION") == true, "\(count): \(dropped.stdout)")
+        }
+        #expect(dropped.stdout.contains("result: regression"))
+    }
 }

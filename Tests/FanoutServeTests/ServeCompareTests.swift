@@ -67,14 +67,16 @@ struct ServeCompareTests {
         #expect(d.rows.first { $0.metricName == "service" && $0.percentile == .p50 }?.verdict == .ok)
     }
 
-    /// Events judged over one event with `followers` followers: `missing` of them missed it, the rest got it.
-    static func events(followers: Int, missing: Int, broken: Bool = false) -> ServeEventsReport {
+    /// Events judged over one event with `followers` followers: `missing` of them missed it, the rest got it
+    /// (`reordered` of them got it again after it).
+    static func events(followers: Int, missing: Int, reordered: Int = 0, broken: Bool = false) -> ServeEventsReport {
         var r = ServeEventsReport()
         r.events = 1
         r.dueEvents = 1
         r.expected = followers
         r.delivered = followers - missing
-        r.correlated = r.delivered
+        r.reordered = reordered
+        r.correlated = r.delivered + reordered
         r.missing = missing
         r.staleAtEnd = missing
         r.perEvent.due = [true]
@@ -82,7 +84,7 @@ struct ServeCompareTests {
         r.perEvent.missing = [Int32(missing)]
         r.perEvent.superseded = [0]
         r.perEvent.duplicate = [0]
-        r.perEvent.reordered = [0]
+        r.perEvent.reordered = [Int32(reordered)]
         r.perEvent.notApplied = [0]
         if missing > 0 { r.missingByReason = [ServeEventsReport.neverPushed: missing] }
         if broken { r.expected += 1 }
@@ -111,6 +113,27 @@ struct ServeCompareTests {
         let plain = try Self.read(try Self.write())
         let e = Comparison(baseline: plain, current: worse, thresholds: Comparison.defaultThresholds)
         #expect(e.exitCode == 0 && e.counts.first { $0.name == "events.missing" }?.verdict == .info)
+    }
+
+    @Test("events.reordered=off: more reordered deliveries shown, not judged; missing still judged")
+    func ungatedCount() throws {
+        let base = try Self.read(try Self.write(events: Self.events(followers: 10, missing: 0, reordered: 3)))
+        let more = try Self.read(try Self.write(events: Self.events(followers: 10, missing: 0, reordered: 7)))
+        #expect(base.counts["events.reordered"] == 3 && base.eventsIdentitiesHold == true)
+        let judged = Comparison(baseline: base, current: more, thresholds: Comparison.defaultThresholds)
+        #expect(judged.exitCode == 2 && judged.counts.first { $0.name == "events.reordered" }?.verdict == .regression)
+        let off = try #require(try Comparison.ungatedCount(parsing: "events.reordered=off"))
+        #expect(off == "events.reordered")
+        let c = Comparison(baseline: base, current: more, thresholds: Comparison.defaultThresholds, ungated: [off])
+        #expect(c.exitCode == 0 && c.counts.first { $0.name == "events.reordered" }?.verdict == .info)
+        #expect(c.countsNote.contains("not judged, as asked: events.reordered"))
+        let missing = try Self.read(try Self.write(events: Self.events(followers: 10, missing: 1, reordered: 7)))
+        let d = Comparison(baseline: base, current: missing, thresholds: Comparison.defaultThresholds, ungated: [off])
+        #expect(d.exitCode == 2 && d.counts.first { $0.name == "events.missing" }?.verdict == .regression)
+        #expect(try Comparison.ungatedCount(parsing: "endToEnd.p99=+5%") == nil)
+        #expect(throws: ComparisonError.self) { try Comparison.ungatedCount(parsing: "events.reordered=+10%") }
+        #expect(throws: ComparisonError.self) { try Comparison.ungatedCount(parsing: "events.delivered=off") }
+        #expect(throws: ComparisonError.self) { try Comparison.ungatedCount(parsing: "events.missing") }
     }
 
     @Test("SummaryFile refuses a serve summary with a message naming it")

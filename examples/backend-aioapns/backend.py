@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A small Live Activity backend, the kind `fanout serve` is built to test (docs/INGEST.md §5).
 
-It does what a real one does, in about 150 lines:
+It does what a real one does, in about 160 lines:
   POST /register  an app registers an activity's tokens (update token, push-to-start token, channel, source);
                   kept in SQLite (the standard library's sqlite3).
   POST /trigger   an event happened (a goal): one push per registered activity following the event's source,
@@ -9,6 +9,10 @@ It does what a real one does, in about 150 lines:
                   broadcast to that channel (aioapns has no broadcast call, so httpx with HTTP/2 sends it).
 The trigger is answered 202 at once and the fan-out runs in the background, at most --concurrency pushes in flight.
 `aps.timestamp` is the event's `timestamp`, unchanged: that is how fanout matches a push to its event.
+
+--drop-every N is a deliberate bug, there to show `fanout compare` failing a CI gate: each token fan-out skips its
+N-th, 2N-th, … subscriber (the same ones every time, by registration order). Broadcasts are left alone: APNs fans
+a broadcast out, the backend has no subscriber list to skip from.
 
     python3 backend.py --listen 127.0.0.1:8080 --apns localhost:2197 --ca cert.pem \
         --auth-key KEYID=key.p8 --team TEAMID
@@ -90,8 +94,10 @@ class Backend:
         if event.get("channel"):
             await self.broadcast(event["app"], event["channel"], {"aps": aps})
             return
-        rows = self.db.execute("SELECT token FROM activity WHERE source = ? AND app = ?",
+        rows = self.db.execute("SELECT token FROM activity WHERE source = ? AND app = ? ORDER BY rowid",
                                (event["source"], event["app"])).fetchall()
+        if self.args.drop_every:  # the deliberate bug (--drop-every): every N-th subscriber is never sent the push
+            rows = [row for i, row in enumerate(rows, 1) if i % self.args.drop_every != 0]
         await asyncio.gather(*(self.push(event["app"], token, {"aps": aps}) for (token,) in rows))
 
     async def push(self, app, token, payload):
@@ -133,7 +139,12 @@ def main():
     p.add_argument("--priority", type=int, default=5, choices=[5, 10],
                    help="apns-priority of every push: 5 by default, as Apple asks for routine updates (priority 10 "
                         "counts against a per-activity budget; the devices throttle past it)")
+    p.add_argument("--drop-every", type=int, default=0, metavar="N",
+                   help="a deliberate fault, for demonstrating `fanout compare`: skip every N-th subscriber of each "
+                        "token fan-out (broadcasts are not touched); 0, the default, drops nothing")
     args = p.parse_args()
+    if args.drop_every < 0:
+        p.error("--drop-every: expected 0 (off) or a positive N")
 
     async def start():
         backend = Backend(args)
