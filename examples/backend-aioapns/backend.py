@@ -135,7 +135,10 @@ def main():
     p.add_argument("--team", required=True, help="the team id (the provider token's iss)")
     p.add_argument("--db", default=":memory:", help="SQLite file for registrations")
     p.add_argument("--concurrency", type=int, default=256, help="pushes in flight at most")
-    p.add_argument("--connections", type=int, default=4, help="HTTP/2 connections per app")
+    # aioapns 4.0 keeps 2 streams per connection: it misses the raise of SETTINGS_MAX_CONCURRENT_STREAMS from 1 to
+    # 1000 that APNs (and fanout serve) sends once the first provider token is accepted. More connections, more
+    # streams (reports/benchmarks/faults-latency-2026-11-26.md in the fanout repository).
+    p.add_argument("--connections", type=int, default=16, help="HTTP/2 connections per app (2 streams each)")
     p.add_argument("--priority", type=int, default=5, choices=[5, 10],
                    help="apns-priority of every push: 5 by default, as Apple asks for routine updates (priority 10 "
                         "counts against a per-activity budget; the devices throttle past it)")
