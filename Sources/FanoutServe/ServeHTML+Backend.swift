@@ -46,19 +46,22 @@ extension ServeHTML {
             var parts: [String] = []
             for (n, what) in [
                 (refused, "answered other than 2xx"), (t.timeouts, "timed out"), (errors, "failed"),
-                (t.cancelledAtShutdown, "still in flight at shutdown"), (t.unsentAtShutdown, "due but unsent at shutdown"),
+                (t.unsentAtShutdown, "due but unsent at shutdown"),
             ] where n > 0 {
                 parts.append("\(Units.grouped(n)) \(what)")
             }
+            // A request still in flight at shutdown was cancelled: not a refusal, said as it is.
+            let inFlight = t.cancelledAtShutdown > 0 ? "\(Units.grouped(t.cancelledAtShutdown)) still in flight at shutdown; " : ""
             let lag = "the trigger's schedule lag p99 \(micros(t.scheduleLagNanos.values(atPercentiles: [99])[0]))"
                 + (t.waitedForSlot > 0
                     ? ", \(Units.grouped(t.waitedForSlot)) events waited for a free slot (answers slower than the rate)"
                     : "")
             lines.append(
                 (parts.isEmpty
-                    ? "The backend accepted every event: \(Units.grouped(t.sent)) triggers answered 2xx; "
+                    ? "The backend accepted every event it answered: \(Units.grouped(t.successes)) of "
+                        + "\(Units.grouped(t.sent)) triggers answered 2xx; "
                     : "<b class=\"bad\">The backend accepted \(Units.grouped(t.successes)) of \(Units.grouped(t.sent)) "
-                        + "events</b> (" + parts.joined(separator: ", ") + "); ") + lag + ".")
+                        + "events</b> (" + parts.joined(separator: ", ") + "); ") + inFlight + lag + ".")
         }
         if let g = info.registration {
             lines.append(g.registered == g.activities
@@ -86,8 +89,8 @@ extension ServeHTML {
         let text = "the median of each second's endToEnd p99 was \(micros(first)) in the first third of the run and "
             + "\(micros(last)) in the last"
         if last > 2 * first && last > 10_000_000 {
-            return "<b class=\"bad\">endToEnd grew during the run</b>: \(text): a backlog growing, the backend (or "
-                + "this machine) falling behind the rate."
+            return "<b class=\"bad\">endToEnd grew during the run</b>: \(text): a backlog growing (the backend, or "
+                + "this machine, behind the rate) or the scenario's own rate rising (see Over time)."
         }
         return "endToEnd held steady: \(text)."
     }

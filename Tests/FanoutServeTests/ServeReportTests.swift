@@ -116,7 +116,7 @@ struct ServeReportTests {
         #expect(html.contains("7 followers stale at the end"))
         #expect(html.contains("endToEnd grew during the run</b>: the median of each second's endToEnd p99 was 5"))
         #expect(html.contains(
-            "The backend accepted 95 of 100 events</b> (3 answered other than 2xx, 1 timed out, 1 still in flight at shutdown)"))
+            "The backend accepted 95 of 100 events</b> (3 answered other than 2xx, 1 timed out); 1 still in flight at shutdown;"))
         #expect(html.contains("12 events waited for a free slot"))
         #expect(html.contains("2 of 10 activities not registered</b> (2 failed, 0 at the deadline)"))
         #expect(html.contains("<h2>Trigger</h2>") && html.contains("<h2>Registration</h2>"))
@@ -141,7 +141,7 @@ struct ServeReportTests {
         html = ServeHTML.render(info, s, latency, a, c, (1, 1), 8, seconds: steady)
         #expect(html.contains("No expected delivery missing</b>: all 1,000"))
         #expect(html.contains("endToEnd held steady"))
-        #expect(html.contains("The backend accepted every event: 100 triggers answered 2xx"))
+        #expect(html.contains("The backend accepted every event it answered: 100 of 100 triggers answered 2xx"))
         #expect(html.contains("Every activity registered (10)."))
         #expect(!html.contains("class=\"bad\""))
         // No backend flags: no verdict.
