@@ -5,9 +5,11 @@ its HTTP/2 side. Binds 127.0.0.1:0, prints the port. MODE:
   reset    answer odd-numbered requests (1st, 3rd, ...) 200, reset the others with RST_STREAM CANCEL (8)
   goaway   answer the first 5 requests 200, then GOAWAY (last stream = the 5th's) and ignore the rest
   silent   read and never answer
+  slow     one stream at a time (SETTINGS_MAX_CONCURRENT_STREAMS 1), each answered 200 after 5 ms
 """
 import socket
 import sys
+import time
 
 import h2.config
 import h2.connection
@@ -27,6 +29,8 @@ while True:
     conn.initiate_connection()
     if mode == "apns":
         conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 3})
+    if mode == "slow":
+        conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1})
     client.sendall(conn.data_to_send())
     headers = {}
     seen = 0
@@ -56,6 +60,9 @@ while True:
                     else:
                         conn.send_headers(sid, [(":status", "200"), ("apns-id", h.get("apns-id", ""))],
                                           end_stream=True)
+                elif mode == "slow":
+                    time.sleep(0.005)
+                    conn.send_headers(sid, [(":status", "200")], end_stream=True)
                 elif mode == "reset":
                     if seen % 2 == 1:
                         conn.send_headers(sid, [(":status", "200")], end_stream=True)

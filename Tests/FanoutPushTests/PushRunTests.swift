@@ -1,0 +1,68 @@
+import FanoutPush
+import FanoutSim
+import Foundation
+import Testing
+
+/// Python h2 (Tests/FanoutCLITests/Resources/h2_hostile.py, nobody here wrote its HTTP/2 side) in `mode`.
+final class HostileServer {
+    let process = Process()
+    let port: Int
+
+    init(_ mode: String) throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("FanoutCLITests/Resources/h2_hostile.py").path
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script, mode]
+        process.standardOutput = output
+        try process.run()
+        port = Int(String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+    }
+
+    deinit {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}
+
+@Suite("PushRun: open loop, coordinated omission accounted for")
+struct PushRunTests {
+    /// One token source that every activity follows: each event is a burst of pushes due at the same instant.
+    static func oneSource() -> Scenario {
+        var s = BuiltinScenarios.named("smoke")!
+        s.population.devices = 40
+        s.sources.count = 1
+        s.sources.broadcastShare = 0
+        s.arrival.phases[0].ratePerSecond = 1
+        s.arrival.bursts = []
+        s.faults.malformedShare = 0
+        s.faults.oversizedShare = 0
+        s.lifecycle.endFractionMin = nil
+        s.lifecycle.endFractionMax = nil
+        s.durationSeconds = 3
+        return s
+    }
+
+    @Test("one stream, 5 ms per answer: the k-th push of a burst waits k × 5 ms, and its latency says so")
+    func waitsCount() throws {
+        let server = try HostileServer("slow")
+        let scenario = Self.oneSource()
+        var options = PushOptions(target: PushTarget(tls: false, host: "127.0.0.1", port: server.port))
+        options.drainSeconds = 20
+        let push = try PushRun(scenario: scenario, options: options, nowSeconds: 1_800_000_000)
+        let burst = push.followers(of: 0)
+        #expect(burst >= 40)
+        let r = try push.run()
+        #expect(r.events >= 1)
+        #expect(r.tokenPushes == r.events * burst && r.broadcasts == 0)
+        #expect(r.byStatus == [200: r.sent] && r.identityHolds)
+        // Measured from the answer's submission, each would be about 5 ms. From the intended time, the last of a
+        // burst waited for the burst − 1 before it.
+        let floor = UInt64(Double(burst - 1) * 5e6 * 0.9)
+        #expect(r.latency.max >= floor, "latency max \(r.latency.max) below \(floor)")
+        #expect(r.scheduleLag.max >= UInt64(Double(burst - 2) * 5e6 * 0.9))
+        #expect(r.latency.valueAtPercentile(50) > 20_000_000)
+        #expect(r.saturated, "the schedule could not be held: the summary must say so")
+    }
+}
