@@ -28,6 +28,9 @@ struct Push: ParsableCommand {
     @Option(help: "HTTP/2 connections (one loop, one thread).")
     var connections = 1
 
+    @Option(help: "Streams in flight per connection at most (also bounded by the server's SETTINGS_MAX_CONCURRENT_STREAMS).")
+    var streams = 1000
+
     @Option(help: "Send only the first S seconds of the schedule.")
     var duration: Double?
 
@@ -87,6 +90,9 @@ struct Push: ParsableCommand {
         guard (1...1024).contains(connections) else {
             throw ValidationError("--connections: expected 1 to 1024, got \(connections)")
         }
+        guard (1...100_000).contains(streams) else {
+            throw ValidationError("--streams: expected 1 to 100000, got \(streams)")
+        }
         guard maxScheduleLag > 0, drain >= 0 else {
             throw ValidationError("--max-schedule-lag must be above 0 and --drain at least 0")
         }
@@ -97,6 +103,7 @@ struct Push: ParsableCommand {
             throw ValidationError("TARGET: \(error)")
         }
         options.connections = connections
+        options.maxStreamsPerConnection = streams
         options.caFile = ca
         options.insecure = insecure
         options.maxScheduleLagNanos = UInt64(maxScheduleLag * 1e6)

@@ -119,13 +119,13 @@ struct ClientRun {
 /// return 0).
 func runClient(
     port: Int, tls: TLSContext? = nil, serverName: String? = nil, requests: [H2ClientRequest],
-    closeAfter: Int? = nil, deadlineMillis: UInt64 = 20_000
+    closeAfter: Int? = nil, deadlineMillis: UInt64 = 20_000, settings: H2ClientSettings = H2ClientSettings()
 ) throws -> ClientRun {
     let loop = try EventLoop()
     var run = ClientRun()
     do {
         let connection = try H2ClientConnection(
-            loop: loop, host: "127.0.0.1", port: port, tls: tls, serverName: serverName)
+            loop: loop, host: "127.0.0.1", port: port, tls: tls, serverName: serverName, settings: settings)
         let deadline = Timer(loop: loop) { timer in
             connection.close(reason: "test deadline")
             if !timer.isClosed { timer.close() }
@@ -175,6 +175,16 @@ struct H2ClientConnectionTests {
         #expect(run.maxQueued >= 196 - 4, "all were queued before the server's SETTINGS arrived")
         #expect(run.submitted == 200 && run.received == 200 && run.closedCalls == 1)
         #expect(run.responses.allSatisfy { $0.endNanos >= $0.submittedNanos && $0.submittedNanos > 0 })
+    }
+
+    @Test("the client's own stream cap (2) holds below nghttpd's 100")
+    func clientCap() throws {
+        let server = try H2TestServer(nghttpdTLS: false, streams: 100)
+        var settings = H2ClientSettings()
+        settings.maxConcurrentStreams = 2
+        let run = try runClient(port: server.port, requests: requests(50), settings: settings)
+        #expect(run.responses.count == 50 && run.responses.allSatisfy { $0.status == 200 })
+        #expect(run.maxOpen == 2)
     }
 
     @Test("TLS to nghttpd: verified with --ca (ALPN h2), refused without it, accepted with insecure")
