@@ -173,6 +173,7 @@ public final class PushRun {
     public let scenario: Scenario
     public let options: PushOptions
     private let world: World
+    /// Per token source, the request path of each follower (`/3/device/TOKEN`), made once.
     private let targets: [[[UInt8]]]
     private let topics: [[UInt8]]
     private let bundles: [[UInt8]]
@@ -210,7 +211,7 @@ public final class PushRun {
         let service = APNsService(
             scenario: scenario, auth: nil, nowSeconds: nowSeconds, clock: { EventLoop.hrtimeNanos })
         world = service.engine.world
-        targets = service.tokenTargetsBySource()
+        targets = service.tokenTargetsBySource().map { $0.map { Array("/3/device/".utf8) + $0 } }
         topics = scenario.apps.map { Array(($0.bundle + ".push-type.liveactivity").utf8) }
         bundles = scenario.apps.map { Array($0.bundle.utf8) }
         if let keyId = options.authKeyId, let pem = options.authKeyPEM, let team = options.team {
@@ -350,38 +351,45 @@ public final class PushRun {
             }
         }
         results.events += 1
-        if world.sourceIsBroadcast[source] {
+        // The headers every request of the event shares, in one list (each request adds its own id).
+        var headers = HeaderList()
+        let broadcast = world.sourceIsBroadcast[source]
+        if broadcast {
             var channel: [UInt8] = []
             world.appendChannelId(source: source, to: &channel)
             var encoded: [UInt8] = []
             Base64.append(encoding: channel, to: &encoded)
-            var headers = HeaderList()
-            headers.append(name: Array("apns-channel-id".utf8), value: encoded)
-            headers.append(name: Array("apns-push-type".utf8), value: Array("liveactivity".utf8))
-            headers.append(name: Array("apns-priority".utf8), value: priority)
-            headers.append(name: Array("apns-expiration".utf8), value: expiration)
-            headers.append(name: Array("apns-request-id".utf8), value: nextId())
-            if let authorization { headers.append(name: Array("authorization".utf8), value: authorization) }
+            headers.append(name: PushRun.channelIdName, value: encoded)
+        } else {
+            headers.append(name: PushRun.topicName, value: topics[app])
+        }
+        headers.append(name: PushRun.pushTypeName, value: PushRun.liveActivity)
+        headers.append(name: PushRun.priorityName, value: priority)
+        headers.append(name: PushRun.expirationName, value: expiration)
+        if let authorization { headers.append(name: PushRun.authorizationName, value: authorization) }
+        let tag = Int(truncatingIfNeeded: due)
+        if broadcast {
             results.broadcasts += 1
             send(H2ClientRequest(
-                path: Array("/4/broadcasts/apps/".utf8) + bundles[app], headers: headers, body: body,
-                tag: Int(truncatingIfNeeded: due)))
+                path: Array("/4/broadcasts/apps/".utf8) + bundles[app], headers: headers,
+                uniqueHeader: ("apns-request-id", nextId()), body: body, tag: tag))
             return
         }
-        for target in targets[source] {
-            var headers = HeaderList()
-            headers.append(name: Array("apns-push-type".utf8), value: Array("liveactivity".utf8))
-            headers.append(name: Array("apns-topic".utf8), value: topics[app])
-            headers.append(name: Array("apns-priority".utf8), value: priority)
-            headers.append(name: Array("apns-expiration".utf8), value: expiration)
-            headers.append(name: Array("apns-id".utf8), value: nextId())
-            if let authorization { headers.append(name: Array("authorization".utf8), value: authorization) }
+        for path in targets[source] {
             results.tokenPushes += 1
             send(H2ClientRequest(
-                path: Array("/3/device/".utf8) + target, headers: headers, body: body,
-                tag: Int(truncatingIfNeeded: due)))
+                path: path, headers: headers, uniqueHeader: ("apns-id", nextId()), body: body, tag: tag))
         }
     }
+
+    static let channelIdName = Array("apns-channel-id".utf8)
+    static let topicName = Array("apns-topic".utf8)
+    static let pushTypeName = Array("apns-push-type".utf8)
+    static let liveActivity = Array("liveactivity".utf8)
+    static let priorityName = Array("apns-priority".utf8)
+    static let expirationName = Array("apns-expiration".utf8)
+    static let authorizationName = Array("authorization".utf8)
+    static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// To the live connection with the fewest requests open and queued.
     private func send(_ request: H2ClientRequest) {
@@ -410,15 +418,19 @@ public final class PushRun {
         requestCounter &+= 1
         let a = Mix.hash(scenario.seed, 0xA1D, requestCounter)
         let b = Mix.hash(scenario.seed, 0xA1E, requestCounter)
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(36)
-        for i in 0..<32 {
-            if i == 8 || i == 12 || i == 16 || i == 20 { out.append(UInt8(ascii: "-")) }
-            let word = i < 16 ? a : b
-            out.append(digits[Int(word >> UInt64(60 - (i % 16) * 4) & 15)])
+        return [UInt8](unsafeUninitializedCapacity: 36) { buffer, count in
+            var j = 0
+            for i in 0..<32 {
+                if i == 8 || i == 12 || i == 16 || i == 20 {
+                    buffer[j] = UInt8(ascii: "-")
+                    j += 1
+                }
+                let word = i < 16 ? a : b
+                buffer[j] = PushRun.hexDigits[Int(word >> UInt64(60 - (i % 16) * 4) & 15)]
+                j += 1
+            }
+            count = 36
         }
-        return out
     }
 
     // MARK: Outcomes
@@ -499,7 +511,8 @@ public final class PushRun {
         let length = Double(now - secondStartNanos) / 1e9
         for (tag, h) in [("latency", secondLatency), ("scheduleLag", secondLag)] where !h.isEmpty || !final {
             results.intervals.append(PushInterval(
-                tag: tag, startSeconds: start, lengthSeconds: length, compressed: h.encodedCompressed(), maxValue: h.max))
+                tag: tag, startSeconds: start, lengthSeconds: length, compressed: h.encodedCompressed(),
+                maxValue: h.max))
         }
         seconds += 1
         progress?(PushProgress(

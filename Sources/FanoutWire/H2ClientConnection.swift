@@ -7,21 +7,30 @@ import Glibc
 
 /// One request for ``H2ClientConnection/submit(_:)``: its path, regular headers (lowercase names) and body. The
 /// body array is the caller's: it is retained, not copied, until the stream is done with it.
-public struct H2ClientRequest {
+public struct H2ClientRequest: Sendable {
     public var method: StaticString
     public var path: [UInt8]
     public var headers: HeaderList
+    /// One more header of this request alone (e.g. its `apns-id`), so that `headers` can be shared by many requests.
+    public var uniqueHeader: (name: StaticString, value: [UInt8])?
     public var body: [UInt8]
     /// The caller's handle for the request, handed back with its response.
     public var tag: Int
 
-    public init(method: StaticString = "POST", path: [UInt8], headers: HeaderList, body: [UInt8], tag: Int) {
+    public init(
+        method: StaticString = "POST", path: [UInt8], headers: HeaderList,
+        uniqueHeader: (name: StaticString, value: [UInt8])? = nil, body: [UInt8], tag: Int
+    ) {
         self.method = method
         self.path = path
         self.headers = headers
+        self.uniqueHeader = uniqueHeader
         self.body = body
         self.tag = tag
     }
+
+    /// What a queue slot holds once its request left (no allocation).
+    static let sent = H2ClientRequest(path: [], headers: HeaderList(), body: [], tag: 0)
 }
 
 /// Why a request got no complete answer.
@@ -164,6 +173,9 @@ public final class H2ClientConnection {
         maxQueued = max(maxQueued, queuedRequests)
     }
 
+    /// The last `content-length` value sent, as text (requests of one event share their body's length).
+    private var lastContentLength = (count: -1, text: [UInt8]())
+
     private var streamLimit: Int { min(settings.maxConcurrentStreams, serverMaxConcurrentStreams) }
 
     /// Sends queued requests while streams are free.
@@ -172,7 +184,7 @@ public final class H2ClientConnection {
         let limit = streamLimit
         while queueHead < queue.count && openStreams < limit {
             let request = queue[queueHead]
-            queue[queueHead] = H2ClientRequest(path: [], headers: HeaderList(), body: [], tag: 0)
+            queue[queueHead] = H2ClientRequest.sent
             queueHead += 1
             send(request)
         }
@@ -190,16 +202,21 @@ public final class H2ClientConnection {
         let record = ClientStream(
             tag: request.tag, body: request.body, submittedNanos: EventLoop.hrtimeNanos, bodyLimit: settings.bodyLimit)
         let user = Unmanaged.passRetained(record).toOpaque()
-        let contentLength = Array(String(request.body.count).utf8)
+        if request.body.count != lastContentLength.count {
+            lastContentLength = (request.body.count, Array(String(request.body.count).utf8))
+        }
+        let contentLength = lastContentLength.text
+        let unique = request.uniqueHeader
         let id: Int32 = request.headers.withFields { base, fields in
-            let count = 5 + fields.count
+            let count = 5 + fields.count + (unique == nil ? 0 : 1)
             return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: count) { pairs in
-                func nv(_ name: UnsafePointer<UInt8>, _ nameCount: Int, _ value: UnsafePointer<UInt8>?, _ valueCount: Int)
-                    -> nghttp2_nv
-                {
+                func nv(
+                    _ name: UnsafePointer<UInt8>, _ nameCount: Int, _ value: UnsafePointer<UInt8>?, _ valueCount: Int,
+                    flags: UInt8 = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                ) -> nghttp2_nv {
                     nghttp2_nv(
                         name: UnsafeMutablePointer(mutating: name), value: UnsafeMutablePointer(mutating: value),
-                        namelen: nameCount, valuelen: valueCount, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+                        namelen: nameCount, valuelen: valueCount, flags: flags)
                 }
                 return request.path.withUnsafeBufferPointer { path in
                     scheme.withUnsafeBufferPointer { scheme in
@@ -219,13 +236,23 @@ public final class H2ClientConnection {
                                         base! + Int(f.name), Int(f.value - f.name), base! + Int(f.value),
                                         Int(f.end - f.value))
                                 }
-                                if request.body.isEmpty {
-                                    return nghttp2_submit_request(session, nil, pairs.baseAddress, count, nil, user)
+                                return (unique?.value ?? []).withUnsafeBufferPointer { value in
+                                    if let unique {
+                                        // Never indexed (HPACK): a value sent once would only churn the table.
+                                        pairs[count - 1] = nv(
+                                            unique.name.utf8Start, unique.name.utf8CodeUnitCount, value.baseAddress,
+                                            value.count, flags: UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue))
+                                    }
+                                    if request.body.isEmpty {
+                                        return nghttp2_submit_request(session, nil, pairs.baseAddress, count, nil, user)
+                                    }
+                                    var provider = CNGHTTP2_data_provider(nil) {
+                                        session, id, buffer, length, flags, _, _ in
+                                        H2ClientConnection.readBody(session, id, buffer!, length, flags!)
+                                    }
+                                    return nghttp2_submit_request(
+                                        session, nil, pairs.baseAddress, count, &provider, user)
                                 }
-                                var provider = CNGHTTP2_data_provider(nil) { session, id, buffer, length, flags, _, _ in
-                                    H2ClientConnection.readBody(session, id, buffer!, length, flags!)
-                                }
-                                return nghttp2_submit_request(session, nil, pairs.baseAddress, count, &provider, user)
                             }
                         }
                     }
@@ -279,7 +306,8 @@ public final class H2ClientConnection {
         var callbacks: OpaquePointer?
         nghttp2_session_callbacks_new(&callbacks)
         defer { nghttp2_session_callbacks_del(callbacks) }
-        nghttp2_session_callbacks_set_on_header_callback(callbacks) { session, frame, name, nameLength, value, valueLength, _, user in
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) {
+            session, frame, name, nameLength, value, valueLength, _, _ in
             H2ClientConnection.header(
                 session, frame!, UnsafeRawBufferPointer(start: name, count: nameLength),
                 UnsafeRawBufferPointer(start: value, count: valueLength))

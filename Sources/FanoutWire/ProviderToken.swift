@@ -26,13 +26,17 @@ public final class ES256Signer: @unchecked Sendable {
     public func sign(_ message: [UInt8]) throws(TLSError) -> [UInt8] {
         guard let context = EVP_MD_CTX_new() else { throw TLSError("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, key) == 1 else { throw TLSError("EVP_DigestSignInit") }
+        guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, key) == 1 else {
+            throw TLSError("EVP_DigestSignInit")
+        }
         var length = 0
         guard message.withUnsafeBufferPointer({ EVP_DigestSign(context, nil, &length, $0.baseAddress, $0.count) }) == 1
         else { throw TLSError("EVP_DigestSign (length)") }
         var der = [UInt8](repeating: 0, count: length)
         let signed = der.withUnsafeMutableBufferPointer { out in
-            message.withUnsafeBufferPointer { EVP_DigestSign(context, out.baseAddress, &length, $0.baseAddress, $0.count) }
+            message.withUnsafeBufferPointer {
+                EVP_DigestSign(context, out.baseAddress, &length, $0.baseAddress, $0.count)
+            }
         }
         guard signed == 1 else { throw TLSError("EVP_DigestSign") }
         // DER (SEQUENCE { INTEGER r, INTEGER s }) to R‖S.

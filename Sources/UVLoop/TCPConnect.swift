@@ -58,7 +58,9 @@ extension TCPStream {
         let handle = request.pointee.handle
         request.deinitialize(count: 1)
         request.deallocate()
-        guard let stream = TCPHandle.owner(handle) as? TCPStream else { preconditionFailure("connect without a stream") }
+        guard let stream = TCPHandle.owner(handle) as? TCPStream else {
+            preconditionFailure("connect without a stream")
+        }
         if status == 0, !stream.isClosed {
             uv_tcp_nodelay(stream.handle, 1)
             box.callback(.success(stream))

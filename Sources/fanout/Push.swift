@@ -28,7 +28,8 @@ struct Push: ParsableCommand {
     @Option(help: "HTTP/2 connections (one loop, one thread).")
     var connections = 1
 
-    @Option(help: "Streams in flight per connection at most (also bounded by the server's SETTINGS_MAX_CONCURRENT_STREAMS).")
+    @Option(
+        help: "Streams in flight per connection at most (the server's SETTINGS_MAX_CONCURRENT_STREAMS bounds it too).")
     var streams = 1000
 
     @Option(help: "Send only the first S seconds of the schedule.")
@@ -59,7 +60,8 @@ struct Push: ParsableCommand {
 
     @Option(
         name: .customLong("max-schedule-lag"),
-        help: ArgumentHelp("The scheduleLag p99 above which the generator counts as saturated (exit 3).", valueName: "MS"))
+        help: ArgumentHelp(
+            "The scheduleLag p99 above which the generator counts as saturated (exit 3).", valueName: "MS"))
     var maxScheduleLag = 10.0
 
     @Option(help: "Seconds to wait for answers after the last event before closing the connections.")
@@ -148,7 +150,9 @@ struct Push: ParsableCommand {
                 + results.byStatus.sorted(by: { $0.key < $1.key }).map { "\($0.key): \($0.value)" }.description
                 + ", \(results.failed) failed, \(results.unansweredAtEnd) unanswered at end; latency p50 "
                 + String(format: "%.2f ms, p99 %.2f ms", Double(p[0]) / 1e6, Double(p[1]) / 1e6) + "; \(folder)")
-        if !results.identityHolds { throw CommandFailure("the identity sent = answered + failed + unanswered is broken") }
+        if !results.identityHolds {
+            throw CommandFailure("the identity sent = answered + failed + unanswered is broken")
+        }
         if results.saturated {
             FileHandle.standardError.write(Data("fanout push: generator saturated (see summary.md)\n".utf8))
             throw ExitCode(PushReport.saturatedExitCode)

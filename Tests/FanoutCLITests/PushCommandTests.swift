@@ -44,7 +44,8 @@ struct PushCommandTests {
         let serve = try ServeProcess(["--h2c"])
         let out = dir.appendingPathComponent("push")
         let result = try CLI.run([
-            "push", "http://127.0.0.1:\(serve.port)", "smoke", "--duration", "4", "--out", out.path, "--connections", "2",
+            "push", "http://127.0.0.1:\(serve.port)", "smoke", "--duration", "4", "--out", out.path, "--connections",
+            "2",
             // Counts are checked here, not timing: a loaded machine (the suite runs in parallel) must not fail it.
             "--max-schedule-lag", "5000",
         ])
@@ -109,7 +110,8 @@ struct PushCommandTests {
         #expect(refused.stderr.contains("certificate"), "\(refused.stderr)")
     }
 
-    @Test("saturation is reported, not hidden: a lag bound below the timer's resolution, then a server that never answers")
+    @Test(
+        "saturation is reported, not hidden: a lag bound below the timer's resolution, a server that never answers")
     func saturated() throws {
         let dir = try CLI.temporaryDirectory()
         let serve = try ServeProcess(["--h2c"])

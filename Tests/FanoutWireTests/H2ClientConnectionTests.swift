@@ -157,7 +157,8 @@ func runClient(
 func requests(_ count: Int, path: (Int) -> String = { _ in "/index.html" }) -> [H2ClientRequest] {
     (0..<count).map { k in
         H2ClientRequest(
-            path: Array(path(k).utf8), headers: HeaderList([("apns-id", "00000000-0000-0000-0000-\(String(format: "%012d", k))")]),
+            path: Array(path(k).utf8),
+            headers: HeaderList([("apns-id", "00000000-0000-0000-0000-\(String(format: "%012d", k))")]),
             body: Array("{\"aps\":{\"n\":\(k)}}".utf8), tag: k)
     }
 }
