@@ -9,6 +9,8 @@ public enum PushReport {
     /// The exit status of a run whose generator was saturated (scheduleLag p99 above the bound, or requests still
     /// queued at the end): its numbers understate the server's latency, so a CI gate must not pass on them.
     public static let saturatedExitCode: Int32 = 3
+    /// The exit status of a run ended early by SIGINT or SIGTERM (its folder written), as shells count SIGINT.
+    public static let interruptedExitCode: Int32 = 130
 
     public static func files(_ r: PushResults, gitRevision: String?) throws -> [String: String] {
         var files: [String: String] = [:]
@@ -61,7 +63,7 @@ public enum PushReport {
                 "scheduleLagP99Nanos": r.scheduleLag.valueAtPercentile(99), "queuedAtEnd": r.queuedAtEnd,
                 "exitCode": r.saturated ? Int(saturatedExitCode) : 0,
             ],
-            "connectionEnds": r.connectionEnds, "providerTokensIssued": r.tokensIssued,
+            "connectionEnds": r.connectionEnds, "providerTokensIssued": r.tokensIssued, "interrupted": r.interrupted,
         ]
         let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
         return String(decoding: data, as: UTF8.self) + "\n"
@@ -71,6 +73,10 @@ public enum PushReport {
 
     static func summaryMarkdown(_ r: PushResults, gitRevision: String?) -> String {
         var md = "# fanout push \(r.scenario) → \(r.target)\n\n"
+        if r.interrupted {
+            md += "**Interrupted** (SIGINT or SIGTERM) after \(String(format: "%.1f", r.elapsedSeconds)) s: what "
+            md += "was in flight or queued then is counted unanswered at the end (exit status \(interruptedExitCode)).\n\n"
+        }
         if r.saturated {
             md += "**Generator saturated**: "
             var why: [String] = []

@@ -82,6 +82,9 @@ public struct PushOptions: Sendable {
     public var connectTimeoutSeconds = 10.0
     /// Streams per connection at most (also bounded by the server's SETTINGS_MAX_CONCURRENT_STREAMS).
     public var maxStreamsPerConnection = 1000
+    /// SIGINT and SIGTERM end the run early (what is open or queued is unanswered at the end) instead of the
+    /// process: the run folder is still written (the command line sets this).
+    public var stopOnSignals = false
 
     public init(target: PushTarget) { self.target = target }
 }
@@ -140,6 +143,8 @@ public struct PushResults: Sendable {
     /// Why each connection ended.
     public var connectionEnds: [String: Int] = [:]
     public var tokensIssued = 0
+    /// Ended early by SIGINT or SIGTERM (``PushOptions/stopOnSignals``).
+    public var interrupted = false
 
     public init() {}
 
@@ -149,8 +154,9 @@ public struct PushResults: Sendable {
     public var identityHolds: Bool { sent == answered + failed + unansweredAtEnd }
     /// The generator could not hold the schedule: scheduleLag p99 above the bound, or requests still queued at the
     /// end (the numbers would understate the server's latency).
+    /// Requests still queued at the end of an interrupted run are the interruption's, not saturation.
     public var saturated: Bool {
-        scheduleLag.valueAtPercentile(99) > maxScheduleLagNanos || queuedAtEnd > 0
+        scheduleLag.valueAtPercentile(99) > maxScheduleLagNanos || (queuedAtEnd > 0 && !interrupted)
     }
     public var requestsPerSecond: Double { elapsedSeconds > 0 ? Double(answered) / elapsedSeconds : 0 }
 }
@@ -188,6 +194,7 @@ public final class PushRun {
     private var timer: UVLoop.Timer?
     private var secondTimer: UVLoop.Timer?
     private var deadline: UVLoop.Timer?
+    private var signals: [SignalWatcher] = []
     private var t0Nanos: UInt64 = 0
     private var t0UnixNanos: Int64 = 0
     private var started = false
@@ -264,6 +271,16 @@ public final class PushRun {
         }
         connectDeadline.start(afterMillis: UInt64(options.connectTimeoutSeconds * 1000))
         deadline = connectDeadline
+        if options.stopOnSignals {
+            for signal in [SIGINT, SIGTERM] {
+                signals.append(try SignalWatcher(loop: loop, signal: signal) { [unowned self] _, _ in
+                    self.results.interrupted = true
+                    self.ending = true
+                    if !self.started { self.startError = "interrupted before the connections were ready" }
+                    self.stop()
+                })
+            }
+        }
         loop.run()
         try loop.close()
         self.loop = nil
@@ -501,6 +518,8 @@ public final class PushRun {
         secondTimer = nil
         deadline?.close()
         deadline = nil
+        for s in signals { s.close() }
+        signals = []
         feed?.cancel()
     }
 

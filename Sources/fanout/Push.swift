@@ -15,7 +15,8 @@ struct Push: ParsableCommand {
             `fanout serve` builds for the same scenario, seed and --devices. Latency is measured from the intended \
             time to the answer's END_STREAM: a wait for a free stream or connection counts (coordinated omission \
             accounted for, as wrk2 does). Exit status: 0; 1 on an error or a broken identity; 3 when the generator \
-            was saturated (scheduleLag p99 above --max-schedule-lag, or requests still queued at the end).
+            was saturated (scheduleLag p99 above --max-schedule-lag, or requests still queued at the end); 130 when \
+            SIGINT or SIGTERM ended the run early (its folder is written).
             """
     )
 
@@ -110,6 +111,7 @@ struct Push: ParsableCommand {
         options.insecure = insecure
         options.maxScheduleLagNanos = UInt64(maxScheduleLag * 1e6)
         options.drainSeconds = drain
+        options.stopOnSignals = true
         if let authKey {
             guard let team else { throw ValidationError("--auth-key needs --team") }
             guard let eq = authKey.firstIndex(of: "="), eq != authKey.startIndex else {
@@ -153,6 +155,7 @@ struct Push: ParsableCommand {
         if !results.identityHolds {
             throw CommandFailure("the identity sent = answered + failed + unanswered is broken")
         }
+        if results.interrupted { throw ExitCode(PushReport.interruptedExitCode) }
         if results.saturated {
             FileHandle.standardError.write(Data("fanout push: generator saturated (see summary.md)\n".utf8))
             throw ExitCode(PushReport.saturatedExitCode)

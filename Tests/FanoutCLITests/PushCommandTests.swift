@@ -154,4 +154,37 @@ struct PushCommandTests {
         #expect((push["saturation"] as! [String: Any])["saturated"] as? Bool == true)
         #expect((push["identity"] as! [String: Any])["holds"] as? Bool == true)
     }
+
+    @Test("SIGINT ends the run early: the folder is written, what was open is unanswered at the end, exit 130")
+    func interrupted() throws {
+        let dir = try CLI.temporaryDirectory()
+        let serve = try ServeProcess(["--h2c"])
+        let out = dir.appendingPathComponent("push")
+        let push = Process()
+        push.executableURL = CLI.binary
+        push.arguments = [
+            "push", "http://127.0.0.1:\(serve.port)", "smoke", "--duration", "60", "--out", out.path,
+            "--max-schedule-lag", "5000",
+        ]
+        push.standardOutput = FileHandle.nullDevice
+        push.standardError = FileHandle.nullDevice
+        try push.run()
+        Thread.sleep(forTimeInterval: 3)
+        kill(push.processIdentifier, SIGINT)
+        let deadline = Date().addingTimeInterval(20)
+        while push.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        if push.isRunning { kill(push.processIdentifier, SIGKILL) }
+        push.waitUntilExit()
+        #expect(push.terminationReason == .exit && push.terminationStatus == 130)
+        #expect(serve.stop() == 0)
+        let summary = try Self.summary(out)
+        #expect(summary["interrupted"] as? Bool == true)
+        let requests = summary["requests"] as! [String: Any]
+        #expect((requests["sent"] as! Int) > 0)
+        #expect((summary["identity"] as! [String: Any])["holds"] as? Bool == true)
+        #expect((summary["elapsedSeconds"] as! Double) < 30)
+        // serve saw every request push had answered, and none push had not handed to nghttp2.
+        let served = (try serve.summary()["requests"] as! [String: Any])["total"] as! Int
+        #expect(served >= requests["answered"] as! Int && served <= requests["submitted"] as! Int)
+    }
 }
