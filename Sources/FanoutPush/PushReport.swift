@@ -75,7 +75,8 @@ public enum PushReport {
         var md = "# fanout push \(r.scenario) → \(r.target)\n\n"
         if r.interrupted {
             md += "**Interrupted** (SIGINT or SIGTERM) after \(String(format: "%.1f", r.elapsedSeconds)) s: what "
-            md += "was in flight or queued then is counted unanswered at the end (exit status \(interruptedExitCode)).\n\n"
+            md += "was in flight or queued then is counted unanswered at the end "
+            md += "(exit status \(interruptedExitCode)).\n\n"
         }
         if r.saturated {
             md += "**Generator saturated**: "
