@@ -64,6 +64,7 @@ public enum PushReport {
                 "exitCode": r.saturated ? Int(saturatedExitCode) : 0,
             ],
             "connectionEnds": r.connectionEnds, "providerTokensIssued": r.tokensIssued, "interrupted": r.interrupted,
+            "reconnects": r.reconnects, "retries": r.retries, "connectionsLost": r.connectionsLost,
         ]
         let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
         return String(decoding: data, as: UTF8.self) + "\n"
@@ -125,7 +126,10 @@ public enum PushReport {
             md += "| \(name) | \(h.totalCount) | \(millis(v[0])) | \(millis(v[1])) | \(millis(v[2])) | "
             md += "\(millis(v[3])) | \(millis(h.max)) |\n"
         }
-        md += "\n## Connections\n\n"
+        md += "\n## Connections\n\n\(r.reconnects) opened during the run in place of ones that ended; \(r.retries) "
+        md += "requests sent again (never processed: queued at a connection's end, or refused by a GOAWAY)"
+        md += r.connectionsLost
+            ? "; **every connection ended before the schedule did** (the run stopped).\n\n" : ".\n\n"
         for (reason, n) in r.connectionEnds.sorted(by: { $0.key < $1.key }) { md += "- \(n) × \(reason)\n" }
         md += "\nFiles: latency.hlog (tags latency and scheduleLag, one interval per second), latency.hgrm, "
         md += "schedule-lag.hgrm, summary.json.\n"

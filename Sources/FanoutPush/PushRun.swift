@@ -85,6 +85,8 @@ public struct PushOptions: Sendable {
     /// SIGINT and SIGTERM end the run early (what is open or queued is unanswered at the end) instead of the
     /// process: the run folder is still written (the command line sets this).
     public var stopOnSignals = false
+    /// Connections opened in place of ones that ended during the run (a GOAWAY, a lost connection), at most.
+    public var maxReconnects = 100
 
     public init(target: PushTarget) { self.target = target }
 }
@@ -145,6 +147,14 @@ public struct PushResults: Sendable {
     public var tokensIssued = 0
     /// Ended early by SIGINT or SIGTERM (``PushOptions/stopOnSignals``).
     public var interrupted = false
+    /// Connections opened during the run in place of ones that ended.
+    public var reconnects = 0
+    /// Requests sent again because the server had not processed them: queued when their connection ended, or
+    /// refused by a GOAWAY (above its last stream id). Each is counted once in `sent`, and its latency runs from its
+    /// intended time to the answer of its last try.
+    public var retries = 0
+    /// Every connection ended, and no more could be opened, before the schedule did: the run stopped there.
+    public var connectionsLost = false
 
     public init() {}
 
@@ -189,6 +199,12 @@ public final class PushRun {
     // The run, on the loop.
     private var loop: EventLoop?
     private var connections: [H2ClientConnection] = []
+    /// Connections that ended, kept until the run is over (one may still be inside its own callback).
+    private var retired: [H2ClientConnection] = []
+    private var connectTo: (host: String, tls: TLSContext?, settings: H2ClientSettings, authority: String?)?
+    private var reconnectsLeft = 0
+    /// Requests waiting for a connection (none was live when they were due or retried; one is being opened).
+    private var orphans: [H2ClientRequest] = []
     private var feed: EventFeed?
     private var cursor: FeedCursor?
     private var timer: UVLoop.Timer?
@@ -248,17 +264,15 @@ public final class PushRun {
         var settings = H2ClientSettings()
         settings.maxConcurrentStreams = options.maxStreamsPerConnection
         let authority = options.target.description.split(separator: "/").last.map(String.init)
+        connectTo = (host, tls, settings, authority)
+        reconnectsLeft = options.maxReconnects
         var ready = 0
         for _ in 0..<options.connections {
-            let connection = try H2ClientConnection(
-                loop: loop, host: host, port: options.target.port, tls: tls, serverName: options.target.host,
-                authority: authority, settings: settings)
+            let connection = try openConnection()
             connection.onReady = { [unowned self] _ in
                 ready += 1
                 if ready == self.options.connections { self.start() }
             }
-            connection.onResponse = { [unowned self] c, response in self.completed(c, response) }
-            connection.onClosed = { [unowned self] c in self.connectionClosed(c) }
             connections.append(connection)
         }
         let connectDeadline = UVLoop.Timer(loop: loop) { [unowned self] timer in
@@ -285,8 +299,19 @@ public final class PushRun {
         try loop.close()
         self.loop = nil
         connections = []
+        retired = []
         if let startError { throw PushError(startError) }
         return results
+    }
+
+    private func openConnection() throws -> H2ClientConnection {
+        guard let loop, let to = connectTo else { throw PushError("no loop") }
+        let connection = try H2ClientConnection(
+            loop: loop, host: to.host, port: options.target.port, tls: to.tls, serverName: options.target.host,
+            authority: to.authority, settings: to.settings)
+        connection.onResponse = { [unowned self] c, response in self.completed(c, response) }
+        connection.onClosed = { [unowned self] c in self.connectionClosed(c) }
+        return connection
     }
 
     // MARK: The schedule
@@ -408,9 +433,18 @@ public final class PushRun {
     static let authorizationName = Array("authorization".utf8)
     static let hexDigits = Array("0123456789abcdef".utf8)
 
-    /// To the live connection with the fewest requests open and queued.
     private func send(_ request: H2ClientRequest) {
         results.sent += 1
+        inFlight += 1
+        route(request)
+    }
+
+    /// Whether a connection may still be opened in place of one that ended (work is left).
+    private var mayReconnect: Bool { reconnectsLeft > 0 && !ending && !finished && (!scheduleDone || inFlight > 0) }
+
+    /// To the live connection with the fewest requests open and queued; with none, it waits for the one being
+    /// opened, or fails ("no connection").
+    private func route(_ request: H2ClientRequest) {
         var best: H2ClientConnection?
         var load = Int.max
         for c in connections where c.endReason == nil {
@@ -421,10 +455,14 @@ public final class PushRun {
             }
         }
         guard let best else {
-            results.failures["no connection", default: 0] += 1
+            if mayReconnect {
+                orphans.append(request)
+            } else {
+                inFlight -= 1
+                results.failures["no connection", default: 0] += 1
+            }
             return
         }
-        inFlight += 1
         best.submit(request)
         let queued = connections.reduce(0) { $0 + $1.queuedRequests }
         results.peakQueued = max(results.peakQueued, queued)
@@ -453,6 +491,12 @@ public final class PushRun {
     // MARK: Outcomes
 
     private func completed(_ connection: H2ClientConnection, _ response: H2ClientResponse) {
+        if let request = response.unprocessed, !ending, !finished {
+            // Not processed by the server: sent again (to another connection, or to the one opened next).
+            results.retries += 1
+            route(request)
+            return
+        }
         inFlight -= 1
         let due = UInt64(truncatingIfNeeded: response.tag)
         if response.submittedNanos > 0 {
@@ -493,6 +537,32 @@ public final class PushRun {
             stop()
             return
         }
+        guard !finished, !ending, let k = connections.firstIndex(where: { $0 === connection }) else {
+            finishIfDone()
+            return
+        }
+        // A connection ended during the run (a GOAWAY, a reset, a lost server): another one takes its place; what
+        // it had open or queued has failed already (counted), what comes next goes to the others or to it.
+        retired.append(connection)
+        connections.remove(at: k)
+        if mayReconnect {
+            reconnectsLeft -= 1
+            results.reconnects += 1
+            do {
+                connections.append(try openConnection())
+            } catch {
+                results.connectionEnds["reconnect failed: \(error)", default: 0] += 1
+            }
+        }
+        let waiting = orphans
+        orphans = []
+        for request in waiting { route(request) }
+        if connections.isEmpty && (!scheduleDone || inFlight > 0) {
+            results.connectionsLost = true
+            ending = true
+            stop()
+            return
+        }
         finishIfDone()
     }
 
@@ -510,6 +580,11 @@ public final class PushRun {
             if !scheduleDone { results.scheduleSeconds = results.elapsedSeconds }
         }
         ending = ending || !scheduleDone
+        // Waiting for a connection that will not come: unanswered at the end, never sent.
+        results.unansweredAtEnd += orphans.count
+        results.queuedAtEnd += orphans.count
+        inFlight -= orphans.count
+        orphans = []
         for c in connections { c.close(reason: ending ? "closed at the end of the run" : "run complete") }
         if started { closeSecond(final: true) }
         timer?.close()

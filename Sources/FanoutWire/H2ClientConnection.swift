@@ -64,6 +64,9 @@ public struct H2ClientResponse {
     /// The body, up to ``H2ClientSettings/bodyLimit`` bytes (APNs's JSON reason).
     public var body: [UInt8]
     public var failure: H2ClientFailure?
+    /// The request, when it failed without the server having processed it — never sent (queued at a GOAWAY or at
+    /// the connection's end), or above a GOAWAY's last stream id — so that it may be sent again elsewhere.
+    public var unprocessed: H2ClientRequest?
     /// When the request was handed to nghttp2 (0 if it never was), and when its answer ended (END_STREAM) or it
     /// failed, on the loop's clock (`EventLoop.hrtimeNanos`).
     public var submittedNanos: UInt64
@@ -200,7 +203,7 @@ public final class H2ClientConnection {
     private func send(_ request: H2ClientRequest) {
         guard let session else { return }
         let record = ClientStream(
-            tag: request.tag, body: request.body, submittedNanos: EventLoop.hrtimeNanos, bodyLimit: settings.bodyLimit)
+            request: request, submittedNanos: EventLoop.hrtimeNanos, bodyLimit: settings.bodyLimit)
         let user = Unmanaged.passRetained(record).toOpaque()
         if request.body.count != lastContentLength.count {
             lastContentLength = (request.body.count, Array(String(request.body.count).utf8))
@@ -263,7 +266,7 @@ public final class H2ClientConnection {
             Unmanaged<ClientStream>.fromOpaque(user).release()
             failedSubmissions += 1
             deliver(H2ClientResponse(
-                tag: request.tag, status: 0, apnsId: [], body: [], failure: .notSubmitted(id),
+                tag: request.tag, status: 0, apnsId: [], body: [], failure: .notSubmitted(id), unprocessed: nil,
                 submittedNanos: 0, endNanos: EventLoop.hrtimeNanos))
             return
         }
@@ -280,8 +283,9 @@ public final class H2ClientConnection {
         case .notSubmitted: failedSubmissions += 1
         }
         deliver(H2ClientResponse(
-            tag: request.tag, status: 0, apnsId: [], body: [], failure: failure, submittedNanos: submittedNanos,
-            endNanos: EventLoop.hrtimeNanos))
+            tag: request.tag, status: 0, apnsId: [], body: [], failure: failure,
+            unprocessed: submittedNanos == 0 ? request : nil,
+            submittedNanos: submittedNanos, endNanos: EventLoop.hrtimeNanos))
     }
 
     private func deliver(_ response: H2ClientResponse) {
@@ -443,7 +447,8 @@ public final class H2ClientConnection {
         stream?.closeWhenDrained(withinMillis: 1000)
         // Streams still open: nghttp2 would close them in nghttp2_session_del without our callbacks; fail them here.
         if let session {
-            let failure: H2ClientFailure = goAwayReceived ? .goAway : .connectionEnded
+            // Sent and still open: the server may have processed them (not handed back for another try).
+            let failure = H2ClientFailure.connectionEnded
             for id in openStreamIds {
                 if let user = nghttp2_session_get_stream_user_data(session, id) {
                     nghttp2_session_set_stream_user_data(session, id, nil)
@@ -551,9 +556,9 @@ public final class H2ClientConnection {
         case .notSubmitted: failedSubmissions += 1
         }
         deliver(H2ClientResponse(
-            tag: record.tag, status: failure == nil ? record.status : 0, apnsId: record.apnsId,
-            body: record.response, failure: failure, submittedNanos: record.submittedNanos,
-            endNanos: failure == nil ? record.endNanos : EventLoop.hrtimeNanos))
+            tag: record.request.tag, status: failure == nil ? record.status : 0, apnsId: record.apnsId,
+            body: record.response, failure: failure, unprocessed: failure == .goAway ? record.request : nil,
+            submittedNanos: record.submittedNanos, endNanos: failure == nil ? record.endNanos : EventLoop.hrtimeNanos))
     }
 
     private static func readBody(
@@ -573,8 +578,9 @@ public final class H2ClientConnection {
 
 /// One open stream's state, nghttp2's stream user data (retained from submit to close).
 final class ClientStream {
-    let tag: Int
-    let body: [UInt8]
+    /// Kept whole (its arrays retained, not copied): a stream refused by a GOAWAY hands it back for another try.
+    let request: H2ClientRequest
+    var body: [UInt8] { request.body }
     var bodyOffset = 0
     let submittedNanos: UInt64
     var status = 0
@@ -583,10 +589,9 @@ final class ClientStream {
     var endNanos: UInt64 = 0
     let bodyLimit: Int
 
-    init(tag: Int, body: [UInt8], submittedNanos: UInt64, bodyLimit: Int) {
+    init(request: H2ClientRequest, submittedNanos: UInt64, bodyLimit: Int) {
         self.bodyLimit = bodyLimit
-        self.tag = tag
-        self.body = body
+        self.request = request
         self.submittedNanos = submittedNanos
     }
 }

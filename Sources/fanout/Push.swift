@@ -65,6 +65,9 @@ struct Push: ParsableCommand {
             "The scheduleLag p99 above which the generator counts as saturated (exit 3).", valueName: "MS"))
     var maxScheduleLag = 10.0
 
+    @Option(help: "Connections opened during the run in place of ones that end (a GOAWAY, a lost connection), at most.")
+    var reconnects = 100
+
     @Option(help: "Seconds to wait for answers after the last event before closing the connections.")
     var drain = 10.0
 
@@ -112,6 +115,8 @@ struct Push: ParsableCommand {
         options.maxScheduleLagNanos = UInt64(maxScheduleLag * 1e6)
         options.drainSeconds = drain
         options.stopOnSignals = true
+        guard reconnects >= 0 else { throw ValidationError("--reconnects: expected 0 or more, got \(reconnects)") }
+        options.maxReconnects = reconnects
         if let authKey {
             guard let team else { throw ValidationError("--auth-key needs --team") }
             guard let eq = authKey.firstIndex(of: "="), eq != authKey.startIndex else {
@@ -154,6 +159,11 @@ struct Push: ParsableCommand {
                 + String(format: "%.2f ms, p99 %.2f ms", Double(p[0]) / 1e6, Double(p[1]) / 1e6) + "; \(folder)")
         if !results.identityHolds {
             throw CommandFailure("the identity sent = answered + failed + unanswered is broken")
+        }
+        if results.connectionsLost {
+            throw CommandFailure(
+                "every connection to \(options.target) ended before the schedule did "
+                    + "(\(results.reconnects) reconnects)")
         }
         if results.interrupted { throw ExitCode(PushReport.interruptedExitCode) }
         if results.saturated {

@@ -65,4 +65,31 @@ struct PushRunTests {
         #expect(r.latency.valueAtPercentile(50) > 20_000_000)
         #expect(r.saturated, "the schedule could not be held: the summary must say so")
     }
+
+    @Test("GOAWAY after 5 answers per connection: a new connection takes over, every push is answered")
+    func reconnects() throws {
+        let server = try HostileServer("goaway")
+        var options = PushOptions(target: PushTarget(tls: false, host: "127.0.0.1", port: server.port))
+        options.drainSeconds = 5
+        options.maxStreamsPerConnection = 4
+        var scenario = Self.oneSource()
+        scenario.population.devices = 10
+        let push = try PushRun(scenario: scenario, options: options, nowSeconds: 1_800_000_000)
+        let r = try push.run()
+        // Each connection answers 5, then its GOAWAY refuses the rest: they are sent again on the next connection,
+        // so every push is answered in the end, 5 per connection.
+        #expect(r.reconnects >= 2 && !r.connectionsLost)
+        #expect(r.byStatus == [200: r.sent] && r.failed == 0 && r.identityHolds)
+        #expect(r.sent == r.tokenPushes && r.sent > 10)
+        #expect(r.reconnects + 1 == (r.sent + 4) / 5, "5 answers per connection")
+        #expect(r.retries > 0)
+        #expect(r.connectionEnds.keys.contains { $0.contains("GOAWAY") })
+
+        // With one reconnect allowed, the second GOAWAY leaves no connection: the run stops there, and says so.
+        options.maxReconnects = 1
+        let short = try PushRun(scenario: scenario, options: options, nowSeconds: 1_800_000_000).run()
+        #expect(short.connectionsLost && short.reconnects == 1)
+        #expect(short.byStatus == [200: 10] && short.identityHolds)
+        #expect(short.failures["no connection"] ?? 0 == short.sent - 10, "\(short.failures)")
+    }
 }

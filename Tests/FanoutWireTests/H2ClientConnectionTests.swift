@@ -243,7 +243,7 @@ struct H2ClientConnectionTests {
         #expect(run.resets == 10 && run.received == 10)
     }
 
-    @Test("GOAWAY after 5 answers: the rest fail as GOAWAY (sent and queued alike); none hangs")
+    @Test("GOAWAY after 5 answers: the rest fail as GOAWAY (sent and queued alike), handed back; none hangs")
     func goAway() throws {
         let server = try H2TestServer(hostile: "goaway")
         let run = try runClient(port: server.port, requests: requests(30))
@@ -251,6 +251,9 @@ struct H2ClientConnectionTests {
         #expect(run.responses.filter { $0.status == 200 }.count == 5)
         #expect(run.responses.filter { $0.failure == .goAway }.count == 25)
         #expect(run.goAways == 25 && run.closedCalls == 1)
+        // Refused above the GOAWAY's last stream id or never sent: handed back for another try.
+        #expect(run.responses.filter { $0.failure == .goAway }.allSatisfy { $0.unprocessed?.tag == $0.tag })
+        #expect(run.responses.filter { $0.status == 200 }.allSatisfy { $0.unprocessed == nil })
         #expect(run.endReason?.contains("GOAWAY") == true)
     }
 
@@ -260,6 +263,8 @@ struct H2ClientConnectionTests {
         let run = try runClient(port: server.port, requests: requests(10), deadlineMillis: 500)
         #expect(run.responses.count == 10 && run.responses.allSatisfy { $0.failure == .connectionEnded })
         #expect(run.ended == 10 && run.endReason == "test deadline")
+        // Sent and open when the connection ended: the server may have processed them, so they are not handed back.
+        #expect(run.responses.allSatisfy { $0.unprocessed == nil && $0.submittedNanos > 0 })
     }
 
     @Test("nothing listening: connect fails, every request fails once with connectionEnded")
@@ -267,5 +272,6 @@ struct H2ClientConnectionTests {
         let run = try runClient(port: H2TestServer.freePort(), requests: requests(3))
         #expect(run.responses.map(\.failure) == [.connectionEnded, .connectionEnded, .connectionEnded])
         #expect(run.endReason?.contains("ECONNREFUSED") == true)
+        #expect(run.responses.allSatisfy { $0.unprocessed?.tag == $0.tag }, "never sent: handed back")
     }
 }

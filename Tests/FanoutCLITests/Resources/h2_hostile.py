@@ -14,6 +14,7 @@ import time
 import h2.config
 import h2.connection
 import h2.events
+import h2.exceptions
 import h2.settings
 
 mode = sys.argv[1]
@@ -39,7 +40,11 @@ while True:
         data = client.recv(65536)
         if not data:
             break
-        for event in conn.receive_data(data):
+        try:
+            events = conn.receive_data(data)
+        except h2.exceptions.ProtocolError:
+            break  # after our GOAWAY the h2 state machine is closed: frames still arriving end this connection
+        for event in events:
             if isinstance(event, h2.events.RequestReceived):
                 headers[event.stream_id] = dict((k.decode() if isinstance(k, bytes) else k,
                                                  v.decode() if isinstance(v, bytes) else v) for k, v in event.headers)
