@@ -37,7 +37,10 @@ while True:
     seen = 0
     gone = False
     while True:
-        data = client.recv(65536)
+        try:
+            data = client.recv(65536)
+        except ConnectionResetError:
+            break
         if not data:
             break
         try:
