@@ -48,6 +48,15 @@ let package = Package(
                 "FanoutWire", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutReport", "FanoutTrace", "UVLoop",
             ]
         ),
+        // `fanout push`: the scenario's pushes over HTTP/2 (FanoutWire's client) at their intended times, the run
+        // folder of a push run.
+        .target(
+            name: "FanoutPush",
+            dependencies: [
+                "FanoutWire", "FanoutServe", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutHistogramLog",
+                "FanoutReport", "UVLoop",
+            ]
+        ),
         // HdrHistogram's V2 compressed encoding and interval log (hlog 1.3), DEFLATE through zlib.
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .target(
@@ -83,6 +92,7 @@ let package = Package(
                 "FanoutReport",
                 "FanoutPlan",
                 "FanoutServe",
+                "FanoutPush",
                 "FanoutWire",
                 "UVLoop",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -125,6 +135,7 @@ let package = Package(
         .testTarget(
             name: "FanoutCLITests", dependencies: ["fanout", "FanoutHistogramLog"], resources: [.copy("Resources")]
         ),
+        .testTarget(name: "FanoutPushTests", dependencies: ["FanoutPush", "FanoutSim", "FanoutWire"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -37,4 +37,8 @@ static inline uv_handle_t *CLibUV_poll_as_handle(uv_poll_t *poll) {
     return (uv_handle_t *)poll;
 }
 
+static inline uv_req_t *CLibUV_connect_as_req(uv_connect_t *connect) {
+    return (uv_req_t *)connect;
+}
+
 #endif // CLIBUV_SHIM_H

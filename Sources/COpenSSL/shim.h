@@ -56,4 +56,9 @@ static inline void COpenSSL_CTX_select_h2(SSL_CTX *ctx) {
     SSL_CTX_set_alpn_select_cb(ctx, COpenSSL_select_h2, NULL);
 }
 
+// SNI (SSL_set_tlsext_host_name is a macro over SSL_ctrl).
+static inline int COpenSSL_set_server_name(SSL *ssl, const char *name) {
+    return (int)SSL_set_tlsext_host_name(ssl, name);
+}
+
 #endif // COPENSSL_SHIM_H

@@ -215,3 +215,27 @@ enum PopulationLine {
     static let fixedBytes = [device, app, activity, type, token, startToken, channel, source, end]
         .reduce(0) { $0 + $1.utf8CodeUnitCount }
 }
+
+extension APNsService {
+    /// What a backend that loaded population.jsonl pushes to, per source: for a token source, the current update
+    /// token (text, as population.jsonl's `token`) of every activity following it; for a broadcast source, nothing
+    /// (it is pushed once, to its channel). `fanout push` sends to these, so that a `fanout serve` of the same
+    /// scenario and seed knows every token.
+    public func tokenTargetsBySource() -> [[[UInt8]]] {
+        let store = pipeline.store
+        let tokens = pipeline.router.updateTokens
+        let world = engine.world
+        let sources = engine.sourcesOfActivities()
+        var out = Array(repeating: [[UInt8]](), count: world.scenario.sources.count)
+        for a in 0..<Int32(engine.activityCount) {
+            let i = Int(a)
+            let (d, k) = engine.deviceAndSlot(of: a)
+            let source = sources[i] >= 0 ? Int(sources[i]) : world.source(device: d, slot: k)
+            guard !world.sourceIsBroadcast[source] else { continue }
+            var token: [UInt8] = []
+            tokens.withBytes(store.token[i]) { APNsService.appendTokenText($0, to: &token) }
+            out[source].append(token)
+        }
+        return out
+    }
+}

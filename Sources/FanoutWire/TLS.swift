@@ -41,6 +41,36 @@ public final class TLSContext {
         COpenSSL_CTX_select_h2(context)
     }
 
+    /// A client's configuration: TLS 1.2 or later, ALPN offering only `h2`, and the server's certificate verified
+    /// against `caFile` (PEM), or the system's trust store when nil, unless `insecure` (no verification at all).
+    public init(clientCAFile caFile: String?, insecure: Bool) throws(TLSError) {
+        guard let context = SSL_CTX_new(TLS_client_method()) else { throw TLSError("SSL_CTX_new") }
+        self.context = context
+        isClient = true
+        guard COpenSSL_CTX_set_min_proto_version_tls12(context) == 1 else { throw TLSError("TLS 1.2 minimum") }
+        let protocols: [UInt8] = [2, UInt8(ascii: "h"), UInt8(ascii: "2")]
+        guard SSL_CTX_set_alpn_protos(context, protocols, UInt32(protocols.count)) == 0 else {
+            throw TLSError("ALPN h2")
+        }
+        if insecure {
+            SSL_CTX_set_verify(context, SSL_VERIFY_NONE, nil)
+        } else {
+            SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+            if let caFile {
+                guard SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
+                    throw TLSError("cannot read the CA file \(caFile)")
+                }
+            } else {
+                guard SSL_CTX_set_default_verify_paths(context) == 1 else { throw TLSError("the system's CAs") }
+            }
+        }
+        verifies = !insecure
+    }
+
+    /// Whether this is a client's context (``init(clientCAFile:insecure:)``) and whether it checks the server.
+    private(set) var isClient = false
+    private(set) var verifies = false
+
     deinit { SSL_CTX_free(context) }
 }
 
@@ -66,6 +96,49 @@ final class TLSSession {
         SSL_set_accept_state(ssl)
     }
 
+    /// A client's session for `serverName` (a DNS name or an IP literal): SNI for a name (none for an address, as
+    /// RFC 6066 says), the certificate checked against the name or address when the context verifies, and `h2`
+    /// required from ALPN once the handshake is done. ``startHandshake()`` writes the ClientHello.
+    init(clientContext context: TLSContext, serverName: String) throws(TLSError) {
+        precondition(context.isClient, "a client session needs a client context")
+        guard let ssl = SSL_new(context.context) else { throw TLSError("SSL_new") }
+        guard let incoming = BIO_new(BIO_s_mem()), let outgoing = BIO_new(BIO_s_mem()) else {
+            SSL_free(ssl)
+            throw TLSError("BIO_new")
+        }
+        self.ssl = ssl
+        self.incoming = incoming
+        self.outgoing = outgoing
+        requiresH2 = true
+        SSL_set_bio(ssl, incoming, outgoing)
+        SSL_set_connect_state(ssl)
+        let isAddress = serverName.contains(":") || serverName.allSatisfy { $0 == "." || $0.isNumber }
+        if isAddress {
+            if context.verifies {
+                guard X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), serverName) == 1 else {
+                    throw TLSError("bad server address \(serverName)")
+                }
+            }
+        } else {
+            guard COpenSSL_set_server_name(ssl, serverName) == 1 else { throw TLSError("SNI \(serverName)") }
+            if context.verifies {
+                guard SSL_set1_host(ssl, serverName) == 1 else { throw TLSError("bad server name \(serverName)") }
+            }
+        }
+    }
+
+    /// Set for a client: a handshake that does not end with ALPN `h2` fails.
+    private var requiresH2 = false
+
+    /// A client's first flight (the ClientHello), waiting in ``takeCiphertext(_:)`` afterwards.
+    func startHandshake() throws(TLSError) {
+        let status = SSL_do_handshake(ssl)
+        if status == 1 { return }
+        let error = SSL_get_error(ssl, status)
+        if error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE { return }
+        throw TLSError("TLS handshake failed")
+    }
+
     deinit { SSL_free(ssl) }
 
     /// Hands ciphertext from the socket to OpenSSL.
@@ -86,7 +159,19 @@ final class TLSSession {
             if status != 1 {
                 let error = SSL_get_error(ssl, status)
                 if error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE { return }
-                throw TLSError("TLS handshake failed")
+                var reason = "TLS handshake failed"
+                let verify = SSL_get_verify_result(ssl)
+                if verify != X509_V_OK {
+                    reason += " (certificate: " + String(cString: X509_verify_cert_error_string(verify)) + ")"
+                }
+                throw TLSError(reason)
+            }
+            if requiresH2 {
+                var selected: UnsafePointer<UInt8>?
+                var length: UInt32 = 0
+                SSL_get0_alpn_selected(ssl, &selected, &length)
+                guard length == 2, let selected, selected[0] == UInt8(ascii: "h"), selected[1] == UInt8(ascii: "2")
+                else { throw TLSError("the server did not select h2 (ALPN)") }
             }
             handshakeDone = true
         }

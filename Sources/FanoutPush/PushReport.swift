@@ -1,0 +1,138 @@
+import FanoutHistogramLog
+import FanoutMetrics
+import FanoutReport
+import Foundation
+
+/// The run folder of `fanout push`: summary.json, summary.md, latency.hlog (tags `latency` and `scheduleLag`, one
+/// interval per second), latency.hgrm and schedule-lag.hgrm.
+public enum PushReport {
+    /// The exit status of a run whose generator was saturated (scheduleLag p99 above the bound, or requests still
+    /// queued at the end): its numbers understate the server's latency, so a CI gate must not pass on them.
+    public static let saturatedExitCode: Int32 = 3
+    /// The exit status of a run ended early by SIGINT or SIGTERM (its folder written), as shells count SIGINT.
+    public static let interruptedExitCode: Int32 = 130
+
+    public static func files(_ r: PushResults, gitRevision: String?) throws -> [String: String] {
+        var files: [String: String] = [:]
+        files["latency.hgrm"] =
+            "#[fanout push latency: from each request's intended time to its answer's END_STREAM; values in "
+            + "microseconds (us), recorded in nanoseconds]\n" + PercentileText.distribution(r.latency, scale: 1000)
+        files["schedule-lag.hgrm"] =
+            "#[fanout push scheduleLag: from each request's intended time to its submission to nghttp2; values in "
+            + "microseconds (us), recorded in nanoseconds]\n" + PercentileText.distribution(r.scheduleLag, scale: 1000)
+        var writer = HistogramLogWriter(startTimeSeconds: (r.startedAtSeconds * 1000).rounded() / 1000)
+        for i in r.intervals {
+            writer.append(
+                tag: i.tag, startSeconds: i.startSeconds, lengthSeconds: i.lengthSeconds, compressed: i.compressed,
+                maxValue: i.maxValue)
+        }
+        files["latency.hlog"] = writer.text
+        files["summary.json"] = try summaryJSON(r, gitRevision: gitRevision)
+        files["summary.md"] = summaryMarkdown(r, gitRevision: gitRevision)
+        return files
+    }
+
+    static func percentiles(_ h: LatencyHistogram) -> [String: Any] {
+        let v = h.values(atPercentiles: [50, 90, 99, 99.9, 99.99])
+        return [
+            "count": h.totalCount, "p50Nanos": v[0], "p90Nanos": v[1], "p99Nanos": v[2], "p999Nanos": v[3],
+            "p9999Nanos": v[4], "maxNanos": h.max, "meanNanos": h.isEmpty ? 0 : Int(h.mean.rounded()),
+        ]
+    }
+
+    static func summaryJSON(_ r: PushResults, gitRevision: String?) throws -> String {
+        var statuses: [String: Int] = [:]
+        for (k, n) in r.byStatus { statuses[String(k)] = n }
+        let object: [String: Any] = [
+            "tool": "fanout push", "scenario": r.scenario, "seed": r.seed, "target": r.target,
+            "connections": r.connections, "authentication": r.authenticated ? "jwt" : "none",
+            "gitRevision": gitRevision ?? "unknown",
+            "startedAtSeconds": r.startedAtSeconds, "scheduleSeconds": r.scheduleSeconds,
+            "elapsedSeconds": r.elapsedSeconds,
+            "events": r.events, "tokenPushes": r.tokenPushes, "broadcasts": r.broadcasts,
+            "requests": [
+                "sent": r.sent, "submitted": r.submitted, "answered": r.answered, "byStatus": statuses,
+                "byReason": r.byReason, "failed": r.failed, "failures": r.failures,
+                "unansweredAtEnd": r.unansweredAtEnd, "queuedAtEnd": r.queuedAtEnd, "peakQueued": r.peakQueued,
+                "answeredPerSecond": r.requestsPerSecond,
+            ],
+            "identity": ["holds": r.identityHolds, "rule": "sent = answered + failed + unansweredAtEnd"],
+            "latency": percentiles(r.latency), "scheduleLag": percentiles(r.scheduleLag),
+            "saturation": [
+                "saturated": r.saturated, "maxScheduleLagNanos": r.maxScheduleLagNanos,
+                "scheduleLagP99Nanos": r.scheduleLag.valueAtPercentile(99), "queuedAtEnd": r.queuedAtEnd,
+                "exitCode": r.saturated ? Int(saturatedExitCode) : 0,
+            ],
+            "connectionEnds": r.connectionEnds, "providerTokensIssued": r.tokensIssued, "interrupted": r.interrupted,
+            "reconnects": r.reconnects, "retries": r.retries, "connectionsLost": r.connectionsLost,
+        ]
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+        return String(decoding: data, as: UTF8.self) + "\n"
+    }
+
+    static func millis(_ nanos: UInt64) -> String { String(format: "%.3f", Double(nanos) / 1e6) }
+
+    static func summaryMarkdown(_ r: PushResults, gitRevision: String?) -> String {
+        var md = "# fanout push \(r.scenario) → \(r.target)\n\n"
+        if r.interrupted {
+            md += "**Interrupted** (SIGINT or SIGTERM) after \(String(format: "%.1f", r.elapsedSeconds)) s: what "
+            md += "was in flight or queued then is counted unanswered at the end "
+            md += "(exit status \(interruptedExitCode)).\n\n"
+        }
+        if r.saturated {
+            md += "**Generator saturated**: "
+            var why: [String] = []
+            let p99 = r.scheduleLag.valueAtPercentile(99)
+            if p99 > r.maxScheduleLagNanos {
+                why.append("scheduleLag p99 \(millis(p99)) ms is above the bound \(millis(r.maxScheduleLagNanos)) ms")
+            }
+            if r.queuedAtEnd > 0 { why.append("\(r.queuedAtEnd) requests were still queued at the end") }
+            md += why.joined(separator: "; ")
+                + ". The latencies below understate the server's: the client could not hold the schedule "
+                + "(exit status \(saturatedExitCode)).\n\n"
+        }
+        md += "Seed \(r.seed), \(r.connections) connection\(r.connections == 1 ? "" : "s"), authentication "
+        md += "\(r.authenticated ? "ES256 provider tokens (\(r.tokensIssued) issued)" : "none"), commit "
+        md += "\(gitRevision ?? "unknown"). Schedule \(String(format: "%.1f", r.scheduleSeconds)) s, run "
+        md += "\(String(format: "%.1f", r.elapsedSeconds)) s.\n\n"
+        md += "## Requests\n\n"
+        md += "\(r.events) events: \(r.tokenPushes) token pushes, \(r.broadcasts) broadcasts.\n\n"
+        md += "| sent | answered | failed | unanswered at end | identity |\n|---:|---:|---:|---:|---|\n"
+        md += "| \(r.sent) | \(r.answered) | \(r.failed) | \(r.unansweredAtEnd) | "
+        md += "\(r.identityHolds ? "holds" : "**broken**") (sent = answered + failed + unanswered at end) |\n\n"
+        md += String(format: "Answered %.0f requests/s over the run; ", r.requestsPerSecond)
+        md += "peak \(r.peakQueued) queued for a free stream; \(r.queuedAtEnd) still queued at the end.\n\n"
+        if !r.byStatus.isEmpty {
+            md += "| status | answers |\n|---:|---:|\n"
+            for (status, n) in r.byStatus.sorted(by: { $0.key < $1.key }) { md += "| \(status) | \(n) |\n" }
+            md += "\n"
+        }
+        if !r.byReason.isEmpty {
+            md += "| reason | answers |\n|---|---:|\n"
+            for (reason, n) in r.byReason.sorted(by: { $0.key < $1.key }) { md += "| \(reason) | \(n) |\n" }
+            md += "\n"
+        }
+        if !r.failures.isEmpty {
+            md += "| failure | requests |\n|---|---:|\n"
+            for (failure, n) in r.failures.sorted(by: { $0.key < $1.key }) { md += "| \(failure) | \(n) |\n" }
+            md += "\n"
+        }
+        md += "## Latency (ms)\n\n"
+        md += "latency: intended time → the answer's END_STREAM (a wait for a stream or a connection counts, "
+        md += "as wrk2 counts it). scheduleLag: intended time → the request handed to nghttp2.\n\n"
+        md += "| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
+        for (name, h) in [("latency", r.latency), ("scheduleLag", r.scheduleLag)] {
+            let v = h.values(atPercentiles: [50, 90, 99, 99.9])
+            md += "| \(name) | \(h.totalCount) | \(millis(v[0])) | \(millis(v[1])) | \(millis(v[2])) | "
+            md += "\(millis(v[3])) | \(millis(h.max)) |\n"
+        }
+        md += "\n## Connections\n\n\(r.reconnects) opened during the run in place of ones that ended; \(r.retries) "
+        md += "requests sent again (never processed: queued at a connection's end, or refused by a GOAWAY)"
+        md += r.connectionsLost
+            ? "; **every connection ended before the schedule did** (the run stopped).\n\n" : ".\n\n"
+        for (reason, n) in r.connectionEnds.sorted(by: { $0.key < $1.key }) { md += "- \(n) × \(reason)\n" }
+        md += "\nFiles: latency.hlog (tags latency and scheduleLag, one interval per second), latency.hgrm, "
+        md += "schedule-lag.hgrm, summary.json.\n"
+        return md
+    }
+}

@@ -1,0 +1,620 @@
+import FanoutCore
+import FanoutMetrics
+import FanoutServe
+import FanoutSim
+import FanoutWire
+import Foundation
+import UVLoop
+
+/// Where `fanout push` sends: `http://HOST:PORT` (h2c, prior knowledge) or `https://HOST:PORT` (TLS, ALPN h2).
+public struct PushTarget: Sendable, Equatable, CustomStringConvertible {
+    public var tls: Bool
+    public var host: String
+    public var port: Int
+
+    public init(tls: Bool, host: String, port: Int) {
+        self.tls = tls
+        self.host = host
+        self.port = port
+    }
+
+    public struct ParseError: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// `http://127.0.0.1:8443`, `https://localhost:8443`, `https://[::1]:8443` (the port is required; no path).
+    public static func parse(_ text: String) throws(ParseError) -> PushTarget {
+        let tls: Bool
+        var rest: Substring
+        if text.hasPrefix("https://") {
+            tls = true
+            rest = text.dropFirst(8)
+        } else if text.hasPrefix("http://") {
+            tls = false
+            rest = text.dropFirst(7)
+        } else {
+            throw ParseError(description: "expected http://HOST:PORT or https://HOST:PORT, got \(text)")
+        }
+        if rest.hasSuffix("/") { rest = rest.dropLast() }
+        let host: Substring
+        let portText: Substring
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]"), rest[rest.index(after: close)...].hasPrefix(":") else {
+                throw ParseError(description: "expected https://[ADDRESS]:PORT, got \(text)")
+            }
+            host = rest[rest.index(after: rest.startIndex)..<close]
+            portText = rest[rest.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = rest.lastIndex(of: ":") else {
+                throw ParseError(description: "the target needs a port: \(text)")
+            }
+            host = rest[..<colon]
+            portText = rest[rest.index(after: colon)...]
+        }
+        guard !host.isEmpty, !host.contains("/"), let port = Int(portText), (1...65535).contains(port) else {
+            throw ParseError(description: "expected http://HOST:PORT or https://HOST:PORT, got \(text)")
+        }
+        return PushTarget(tls: tls, host: String(host), port: port)
+    }
+
+    public var description: String {
+        (tls ? "https://" : "http://") + (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
+    }
+}
+
+/// How `fanout push` sends.
+public struct PushOptions: Sendable {
+    public var target: PushTarget
+    /// HTTP/2 connections, requests spread over them (the one with the fewest open and queued first).
+    public var connections = 1
+    /// TLS: the CAs the server's certificate must chain to (nil: the system's), or no verification at all.
+    public var caFile: String?
+    public var insecure = false
+    /// Provider tokens (ES256 JWT): the key id, the `.p8`'s PEM bytes, the team id.
+    public var authKeyId: String?
+    public var authKeyPEM: [UInt8]?
+    public var team: String?
+    /// The scheduleLag p99 above which the generator counts as saturated.
+    public var maxScheduleLagNanos: UInt64 = 10_000_000
+    /// After the schedule's last event, how long answers are waited for before the connections are closed.
+    public var drainSeconds = 10.0
+    /// How long the connections may take to be ready (the server's SETTINGS) before the run gives up.
+    public var connectTimeoutSeconds = 10.0
+    /// Streams per connection at most (also bounded by the server's SETTINGS_MAX_CONCURRENT_STREAMS).
+    public var maxStreamsPerConnection = 1000
+    /// SIGINT and SIGTERM end the run early (what is open or queued is unanswered at the end) instead of the
+    /// process: the run folder is still written (the command line sets this).
+    public var stopOnSignals = false
+    /// Connections opened in place of ones that ended during the run (a GOAWAY, a lost connection), at most.
+    public var maxReconnects = 100
+
+    public init(target: PushTarget) { self.target = target }
+}
+
+/// One second of the run, for the progress line.
+public struct PushProgress: Sendable {
+    public var seconds: Int
+    public var sent: Int
+    public var answered: Int
+    public var inFlight: Int
+    public var queued: Int
+    public var latencyP99Nanos: UInt64
+    public var scheduleLagP99Nanos: UInt64
+}
+
+/// A failure before any request could be sent (no connection came up).
+public struct PushError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// What a push run did and measured. Every request created at its intended time ends in exactly one of: an answer
+/// (by status, and by reason when the body names one), a failure (reset, GOAWAY, connection ended, no connection),
+/// or unanswered at the end (in flight or queued when the drain deadline closed the connections).
+public struct PushResults: Sendable {
+    public var scenario = ""
+    public var seed: UInt64 = 0
+    public var target = ""
+    public var connections = 0
+    public var authenticated = false
+    /// Scenario events that sent pushes; the token pushes and broadcasts they made.
+    public var events = 0
+    public var tokenPushes = 0
+    public var broadcasts = 0
+    /// Requests created at their intended time, and those handed to nghttp2.
+    public var sent = 0
+    public var submitted = 0
+    public var byStatus: [Int: Int] = [:]
+    public var byReason: [String: Int] = [:]
+    public var failures: [String: Int] = [:]
+    /// In flight or queued when the run ended (the drain deadline); of these, never handed to nghttp2.
+    public var unansweredAtEnd = 0
+    public var queuedAtEnd = 0
+    /// The most requests queued at once for a free stream, over all connections.
+    public var peakQueued = 0
+    /// Intended time → the answer's END_STREAM (waits for a stream or a connection count: open loop).
+    public var latency = LatencyHistogram()
+    /// Intended time → the request handed to nghttp2 (a late timer, a wait for a free stream).
+    public var scheduleLag = LatencyHistogram()
+    /// One record per second and metric (`latency`, `scheduleLag`), compressed, for latency.hlog.
+    public var intervals: [PushInterval] = []
+    public var startedAtSeconds = 0.0
+    public var scheduleSeconds = 0.0
+    public var elapsedSeconds = 0.0
+    public var maxScheduleLagNanos: UInt64 = 0
+    /// Why each connection ended.
+    public var connectionEnds: [String: Int] = [:]
+    public var tokensIssued = 0
+    /// Ended early by SIGINT or SIGTERM (``PushOptions/stopOnSignals``).
+    public var interrupted = false
+    /// Connections opened during the run in place of ones that ended.
+    public var reconnects = 0
+    /// Requests sent again because the server had not processed them: queued when their connection ended, or
+    /// refused by a GOAWAY (above its last stream id). Each is counted once in `sent`, and its latency runs from its
+    /// intended time to the answer of its last try.
+    public var retries = 0
+    /// Every connection ended, and no more could be opened, before the schedule did: the run stopped there.
+    public var connectionsLost = false
+
+    public init() {}
+
+    public var answered: Int { byStatus.values.reduce(0, +) }
+    public var failed: Int { failures.values.reduce(0, +) }
+    /// sent = answered + failed + unanswered at the end.
+    public var identityHolds: Bool { sent == answered + failed + unansweredAtEnd }
+    /// The generator could not hold the schedule: scheduleLag p99 above the bound, or requests still queued at the
+    /// end (the numbers would understate the server's latency).
+    /// Requests still queued at the end of an interrupted run are the interruption's, not saturation.
+    public var saturated: Bool {
+        scheduleLag.valueAtPercentile(99) > maxScheduleLagNanos || (queuedAtEnd > 0 && !interrupted)
+    }
+    public var requestsPerSecond: Double { elapsedSeconds > 0 ? Double(answered) / elapsedSeconds : 0 }
+}
+
+public struct PushInterval: Sendable {
+    public var tag: String
+    public var startSeconds: Double
+    public var lengthSeconds: Double
+    public var compressed: [UInt8]
+    public var maxValue: UInt64
+}
+
+/// `fanout push`: the scenario's pushes sent over HTTP/2 at their intended times, on one libuv loop. The events
+/// and their payloads come from the run engine's feed (`EventFeed`: the core's `PayloadEncoder`, the scenario's
+/// payload faults and priorities, as `fanout run` encodes them); the device tokens from the population `fanout serve`
+/// builds for the same scenario and seed (`APNsService.tokenTargetsBySource`), so a serve of that scenario knows
+/// every one. Open loop: an event due while every stream is busy waits in a connection's queue, and its wait counts
+/// in its latency.
+public final class PushRun {
+    public let scenario: Scenario
+    public let options: PushOptions
+    private let world: World
+    /// Per token source, the request path of each follower (`/3/device/TOKEN`), made once.
+    private let targets: [[[UInt8]]]
+    private let topics: [[UInt8]]
+    private let bundles: [[UInt8]]
+    private let token: ProviderToken?
+    private var results = PushResults()
+
+    // The run, on the loop.
+    private var loop: EventLoop?
+    private var connections: [H2ClientConnection] = []
+    /// Connections that ended, kept until the run is over (one may still be inside its own callback).
+    private var retired: [H2ClientConnection] = []
+    private var connectTo: (host: String, tls: TLSContext?, settings: H2ClientSettings, authority: String?)?
+    private var reconnectsLeft = 0
+    /// Requests waiting for a connection (none was live when they were due or retried; one is being opened).
+    private var orphans: [H2ClientRequest] = []
+    private var feed: EventFeed?
+    private var cursor: FeedCursor?
+    private var timer: UVLoop.Timer?
+    private var secondTimer: UVLoop.Timer?
+    private var deadline: UVLoop.Timer?
+    private var signals: [SignalWatcher] = []
+    private var t0Nanos: UInt64 = 0
+    private var t0UnixNanos: Int64 = 0
+    private var started = false
+    private var scheduleDone = false
+    private var ending = false
+    private var finished = false
+    private var inFlight = 0
+    private var requestCounter: UInt64 = 0
+    private var secondLatency = LatencyHistogram()
+    private var secondLag = LatencyHistogram()
+    private var secondStartNanos: UInt64 = 0
+    private var seconds = 0
+    private var startError: String?
+    private var progress: ((PushProgress) -> Void)?
+
+    /// Builds the scenario's population as `fanout serve` does (for its tokens) at UNIX time `nowSeconds`.
+    public init(scenario: Scenario, options: PushOptions, nowSeconds: Int64) throws {
+        precondition(options.connections >= 1)
+        self.scenario = scenario
+        self.options = options
+        let service = APNsService(
+            scenario: scenario, auth: nil, nowSeconds: nowSeconds, clock: { EventLoop.hrtimeNanos })
+        world = service.engine.world
+        targets = service.tokenTargetsBySource().map { $0.map { Array("/3/device/".utf8) + $0 } }
+        topics = scenario.apps.map { Array(($0.bundle + ".push-type.liveactivity").utf8) }
+        bundles = scenario.apps.map { Array($0.bundle.utf8) }
+        if let keyId = options.authKeyId, let pem = options.authKeyPEM, let team = options.team {
+            token = ProviderToken(keyId: keyId, team: team, signer: try ES256Signer(pem: pem, name: keyId))
+        } else {
+            token = nil
+        }
+        results.scenario = scenario.name
+        results.seed = scenario.seed
+        results.target = options.target.description
+        results.connections = options.connections
+        results.authenticated = token != nil
+        results.maxScheduleLagNanos = options.maxScheduleLagNanos
+    }
+
+    /// The number of token pushes the schedule makes per token source event (its followers).
+    public func followers(of source: Int) -> Int { targets[source].count }
+
+    /// Connects, waits for every connection's SETTINGS, sends the schedule, waits for the answers (at most
+    /// `drainSeconds` after the last event), closes everything; `progress` is called once a second.
+    public func run(progress: ((PushProgress) -> Void)? = nil) throws -> PushResults {
+        self.progress = progress
+        let loop = try EventLoop()
+        self.loop = loop
+        let tls = options.target.tls ? try TLSContext(clientCAFile: options.caFile, insecure: options.insecure) : nil
+        let host = try TCPStream.resolve(options.target.host, loop: loop)
+        var settings = H2ClientSettings()
+        settings.maxConcurrentStreams = options.maxStreamsPerConnection
+        let authority = options.target.description.split(separator: "/").last.map(String.init)
+        connectTo = (host, tls, settings, authority)
+        reconnectsLeft = options.maxReconnects
+        var ready = 0
+        for _ in 0..<options.connections {
+            let connection = try openConnection()
+            connection.onReady = { [unowned self] _ in
+                ready += 1
+                if ready == self.options.connections { self.start() }
+            }
+            connections.append(connection)
+        }
+        let connectDeadline = UVLoop.Timer(loop: loop) { [unowned self] timer in
+            timer.close()
+            self.deadline = nil
+            guard !self.started else { return }
+            self.startError = "no HTTP/2 connection to \(self.options.target) within "
+                + "\(self.options.connectTimeoutSeconds) s"
+            self.stop()
+        }
+        connectDeadline.start(afterMillis: UInt64(options.connectTimeoutSeconds * 1000))
+        deadline = connectDeadline
+        if options.stopOnSignals {
+            for signal in [SIGINT, SIGTERM] {
+                signals.append(try SignalWatcher(loop: loop, signal: signal) { [unowned self] _, _ in
+                    self.results.interrupted = true
+                    self.ending = true
+                    if !self.started { self.startError = "interrupted before the connections were ready" }
+                    self.stop()
+                })
+            }
+        }
+        loop.run()
+        try loop.close()
+        self.loop = nil
+        connections = []
+        retired = []
+        if let startError { throw PushError(startError) }
+        return results
+    }
+
+    private func openConnection() throws -> H2ClientConnection {
+        guard let loop, let to = connectTo else { throw PushError("no loop") }
+        let connection = try H2ClientConnection(
+            loop: loop, host: to.host, port: options.target.port, tls: to.tls, serverName: options.target.host,
+            authority: to.authority, settings: to.settings)
+        connection.onResponse = { [unowned self] c, response in self.completed(c, response) }
+        connection.onClosed = { [unowned self] c in self.connectionClosed(c) }
+        return connection
+    }
+
+    // MARK: The schedule
+
+    private func start() {
+        guard !started, !finished, let loop else { return }
+        started = true
+        deadline?.close()
+        deadline = nil
+        t0Nanos = EventLoop.hrtimeNanos
+        let wall = Date().timeIntervalSince1970
+        t0UnixNanos = Int64(wall * 1e9)
+        results.startedAtSeconds = wall
+        secondStartNanos = t0Nanos
+        let feed = EventFeed(world: world, consumers: 1, hrtime: { EventLoop.hrtimeNanos })
+        self.feed = feed
+        cursor = FeedCursor(feed: feed)
+        timer = UVLoop.Timer(loop: loop) { [unowned self] _ in self.tick() }
+        let second = UVLoop.Timer(loop: loop) { [unowned self] _ in self.closeSecond() }
+        second.start(afterMillis: 1000, repeatMillis: 1000)
+        secondTimer = second
+        tick()
+    }
+
+    private func tick() {
+        guard !scheduleDone, !finished, var cursor else { return }
+        let now = EventLoop.hrtimeNanos
+        let elapsed = now > t0Nanos ? now - t0Nanos : 0
+        while let (batch, k) = cursor.peek(), batch.events[k].intendedNanos <= elapsed {
+            cursor.advance()
+            dispatch(batch, k)
+        }
+        let next = cursor.peek()
+        self.cursor = cursor
+        if let (batch, k) = next {
+            let due = t0Nanos &+ batch.events[k].intendedNanos
+            let now = EventLoop.hrtimeNanos
+            // Whole milliseconds, rounded up: the timer never fires before the event is due.
+            timer?.start(afterMillis: due > now ? (due - now + 999_999) / 1_000_000 : 0)
+        } else {
+            scheduleDone = true
+            results.scheduleSeconds = Double(EventLoop.hrtimeNanos - t0Nanos) / 1e9
+            timer?.close()
+            timer = nil
+            if let loop {
+                let drain = UVLoop.Timer(loop: loop) { [unowned self] timer in
+                    timer.close()
+                    self.deadline = nil
+                    self.ending = true
+                    self.stop()
+                }
+                drain.start(afterMillis: UInt64(options.drainSeconds * 1000))
+                deadline = drain
+            }
+            finishIfDone()
+        }
+    }
+
+    /// One event's pushes: one per follower of a token source, or one broadcast to a channel.
+    private func dispatch(_ batch: EventBatch, _ k: Int) {
+        guard batch.sends(k) else { return }
+        let event = batch.events[k]
+        let source = event.source
+        let app = world.sourceApp[source]
+        let body = Array(batch.payload[Int(batch.payloadStart[k])..<Int(batch.payloadStart[k + 1])])
+        let due = t0Nanos &+ event.intendedNanos
+        let priority = Array(String(batch.priority[k]).utf8)
+        let expirationSeconds = scenario.faults.offline.map { Int64($0.expirationSeconds) }
+        let wallSeconds = (t0UnixNanos + Int64(event.intendedNanos)) / 1_000_000_000
+        let expiration = Array(String(expirationSeconds.map { wallSeconds + $0 } ?? 0).utf8)
+        var authorization: [UInt8]?
+        if let token {
+            do {
+                authorization = try token.authorization(nowSeconds: wallSeconds)
+                results.tokensIssued = token.tokensIssued
+            } catch {
+                results.failures["provider token: \(error)", default: 0] += 1
+                return
+            }
+        }
+        results.events += 1
+        // The headers every request of the event shares, in one list (each request adds its own id).
+        var headers = HeaderList()
+        let broadcast = world.sourceIsBroadcast[source]
+        if broadcast {
+            var channel: [UInt8] = []
+            world.appendChannelId(source: source, to: &channel)
+            var encoded: [UInt8] = []
+            Base64.append(encoding: channel, to: &encoded)
+            headers.append(name: PushRun.channelIdName, value: encoded)
+        } else {
+            headers.append(name: PushRun.topicName, value: topics[app])
+        }
+        headers.append(name: PushRun.pushTypeName, value: PushRun.liveActivity)
+        headers.append(name: PushRun.priorityName, value: priority)
+        headers.append(name: PushRun.expirationName, value: expiration)
+        if let authorization { headers.append(name: PushRun.authorizationName, value: authorization) }
+        let tag = Int(truncatingIfNeeded: due)
+        if broadcast {
+            results.broadcasts += 1
+            send(H2ClientRequest(
+                path: Array("/4/broadcasts/apps/".utf8) + bundles[app], headers: headers,
+                uniqueHeader: ("apns-request-id", nextId()), body: body, tag: tag))
+            return
+        }
+        for path in targets[source] {
+            results.tokenPushes += 1
+            send(H2ClientRequest(
+                path: path, headers: headers, uniqueHeader: ("apns-id", nextId()), body: body, tag: tag))
+        }
+    }
+
+    static let channelIdName = Array("apns-channel-id".utf8)
+    static let topicName = Array("apns-topic".utf8)
+    static let pushTypeName = Array("apns-push-type".utf8)
+    static let liveActivity = Array("liveactivity".utf8)
+    static let priorityName = Array("apns-priority".utf8)
+    static let expirationName = Array("apns-expiration".utf8)
+    static let authorizationName = Array("authorization".utf8)
+    static let hexDigits = Array("0123456789abcdef".utf8)
+
+    private func send(_ request: H2ClientRequest) {
+        results.sent += 1
+        inFlight += 1
+        route(request)
+    }
+
+    /// Whether a connection may still be opened in place of one that ended (work is left).
+    private var mayReconnect: Bool { reconnectsLeft > 0 && !ending && !finished && (!scheduleDone || inFlight > 0) }
+
+    /// To the live connection with the fewest requests open and queued; with none, it waits for the one being
+    /// opened, or fails ("no connection").
+    private func route(_ request: H2ClientRequest) {
+        var best: H2ClientConnection?
+        var load = Int.max
+        for c in connections where c.endReason == nil {
+            let l = c.openStreams + c.queuedRequests
+            if l < load {
+                load = l
+                best = c
+            }
+        }
+        guard let best else {
+            if mayReconnect {
+                orphans.append(request)
+            } else {
+                inFlight -= 1
+                results.failures["no connection", default: 0] += 1
+            }
+            return
+        }
+        best.submit(request)
+        let queued = connections.reduce(0) { $0 + $1.queuedRequests }
+        results.peakQueued = max(results.peakQueued, queued)
+    }
+
+    /// A UUID's text (8-4-4-4-12 lowercase hex) from the seed and a counter: unique per request, the same each run.
+    private func nextId() -> [UInt8] {
+        requestCounter &+= 1
+        let a = Mix.hash(scenario.seed, 0xA1D, requestCounter)
+        let b = Mix.hash(scenario.seed, 0xA1E, requestCounter)
+        return [UInt8](unsafeUninitializedCapacity: 36) { buffer, count in
+            var j = 0
+            for i in 0..<32 {
+                if i == 8 || i == 12 || i == 16 || i == 20 {
+                    buffer[j] = UInt8(ascii: "-")
+                    j += 1
+                }
+                let word = i < 16 ? a : b
+                buffer[j] = PushRun.hexDigits[Int(word >> UInt64(60 - (i % 16) * 4) & 15)]
+                j += 1
+            }
+            count = 36
+        }
+    }
+
+    // MARK: Outcomes
+
+    private func completed(_ connection: H2ClientConnection, _ response: H2ClientResponse) {
+        if let request = response.unprocessed, !ending, !finished {
+            // Not processed by the server: sent again (to another connection, or to the one opened next).
+            results.retries += 1
+            route(request)
+            return
+        }
+        inFlight -= 1
+        let due = UInt64(truncatingIfNeeded: response.tag)
+        if response.submittedNanos > 0 {
+            results.submitted += 1
+            let lag = response.submittedNanos > due ? response.submittedNanos - due : 0
+            results.scheduleLag.record(min(lag, HdrLayout.highestTrackableValue))
+            secondLag.record(min(lag, HdrLayout.highestTrackableValue))
+        }
+        if let failure = response.failure {
+            if ending && failure == .connectionEnded {
+                results.unansweredAtEnd += 1
+                if response.submittedNanos == 0 { results.queuedAtEnd += 1 }
+            } else {
+                results.failures[failure.description, default: 0] += 1
+            }
+        } else {
+            results.byStatus[response.status, default: 0] += 1
+            if !response.body.isEmpty { results.byReason[PushRun.reason(response.body), default: 0] += 1 }
+            let latency = min(response.endNanos > due ? response.endNanos - due : 0, HdrLayout.highestTrackableValue)
+            results.latency.record(latency)
+            secondLatency.record(latency)
+        }
+        finishIfDone()
+    }
+
+    /// The `reason` of an APNs error body (`{"reason":"BadDeviceToken"}`), or "unparsed body".
+    static func reason(_ body: [UInt8]) -> String {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let reason = object["reason"] as? String
+        else { return "unparsed body" }
+        return reason
+    }
+
+    private func connectionClosed(_ connection: H2ClientConnection) {
+        results.connectionEnds[connection.endReason ?? "closed", default: 0] += 1
+        if !started && !finished {
+            startError = "connection to \(options.target) failed: \(connection.endReason ?? "closed")"
+            stop()
+            return
+        }
+        guard !finished, !ending, let k = connections.firstIndex(where: { $0 === connection }) else {
+            finishIfDone()
+            return
+        }
+        // A connection ended during the run (a GOAWAY, a reset, a lost server): another one takes its place; what
+        // it had open or queued has failed already (counted), what comes next goes to the others or to it.
+        retired.append(connection)
+        connections.remove(at: k)
+        if mayReconnect {
+            reconnectsLeft -= 1
+            results.reconnects += 1
+            do {
+                connections.append(try openConnection())
+            } catch {
+                results.connectionEnds["reconnect failed: \(error)", default: 0] += 1
+            }
+        }
+        let waiting = orphans
+        orphans = []
+        for request in waiting { route(request) }
+        if connections.isEmpty && (!scheduleDone || inFlight > 0) {
+            results.connectionsLost = true
+            ending = true
+            stop()
+            return
+        }
+        finishIfDone()
+    }
+
+    private func finishIfDone() {
+        guard scheduleDone, !finished, inFlight == 0 else { return }
+        stop()
+    }
+
+    /// Closes every connection (what is open or queued fails: unanswered at the end when `ending`) and timer.
+    private func stop() {
+        guard !finished else { return }
+        finished = true
+        if started {
+            results.elapsedSeconds = Double(EventLoop.hrtimeNanos - t0Nanos) / 1e9
+            if !scheduleDone { results.scheduleSeconds = results.elapsedSeconds }
+        }
+        ending = ending || !scheduleDone
+        // Waiting for a connection that will not come: unanswered at the end, never sent.
+        results.unansweredAtEnd += orphans.count
+        results.queuedAtEnd += orphans.count
+        inFlight -= orphans.count
+        orphans = []
+        for c in connections { c.close(reason: ending ? "closed at the end of the run" : "run complete") }
+        if started { closeSecond(final: true) }
+        timer?.close()
+        timer = nil
+        secondTimer?.close()
+        secondTimer = nil
+        deadline?.close()
+        deadline = nil
+        for s in signals { s.close() }
+        signals = []
+        feed?.cancel()
+    }
+
+    /// The second's intervals go to the log; the progress line.
+    private func closeSecond(final: Bool = false) {
+        let now = EventLoop.hrtimeNanos
+        let start = Double(secondStartNanos - t0Nanos) / 1e9
+        let length = Double(now - secondStartNanos) / 1e9
+        for (tag, h) in [("latency", secondLatency), ("scheduleLag", secondLag)] where !h.isEmpty || !final {
+            results.intervals.append(PushInterval(
+                tag: tag, startSeconds: start, lengthSeconds: length, compressed: h.encodedCompressed(),
+                maxValue: h.max))
+        }
+        seconds += 1
+        progress?(PushProgress(
+            seconds: seconds, sent: results.sent, answered: results.answered, inFlight: inFlight,
+            queued: connections.reduce(0) { $0 + $1.queuedRequests },
+            latencyP99Nanos: secondLatency.valueAtPercentile(99), scheduleLagP99Nanos: secondLag.valueAtPercentile(99)))
+        secondLatency.reset()
+        secondLag.reset()
+        secondStartNanos = now
+    }
+}

@@ -1,0 +1,174 @@
+import ArgumentParser
+import FanoutPush
+import FanoutReport
+import FanoutSim
+import Foundation
+
+struct Push: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send a scenario's pushes over HTTP/2 to an APNs endpoint at their intended times (open loop).",
+        discussion: """
+            TARGET is http://HOST:PORT (h2c, prior knowledge) or https://HOST:PORT (TLS, ALPN h2). SCENARIO is a \
+            built-in name or a scenario file. Each event's pushes (one per follower of a token source, each with its \
+            own device token, apns-id and the body the core encodes as `fanout run` does; one broadcast per event of \
+            a channel source) are sent at the event's intended time on one libuv loop. The tokens are those \
+            `fanout serve` builds for the same scenario, seed and --devices. Latency is measured from the intended \
+            time to the answer's END_STREAM: a wait for a free stream or connection counts (coordinated omission \
+            accounted for, as wrk2 does). Exit status: 0; 1 on an error or a broken identity; 3 when the generator \
+            was saturated (scheduleLag p99 above --max-schedule-lag, or requests still queued at the end); 130 when \
+            SIGINT or SIGTERM ended the run early (its folder is written).
+            """
+    )
+
+    @Argument(help: "http://HOST:PORT or https://HOST:PORT.")
+    var target: String
+
+    @Argument(help: "A built-in scenario name or a scenario file.")
+    var scenario: String = "smoke"
+
+    @Option(help: "HTTP/2 connections (one loop, one thread).")
+    var connections = 1
+
+    @Option(
+        help: "Streams in flight per connection at most (the server's SETTINGS_MAX_CONCURRENT_STREAMS bounds it too).")
+    var streams = 1000
+
+    @Option(help: "Send only the first S seconds of the schedule.")
+    var duration: Double?
+
+    @Option(name: .customLong("rate-scale"), help: "Multiply every arrival rate (phases and ramps) by this factor.")
+    var rateScale: Double?
+
+    @Option(help: "Override the seed (use the same one as `fanout serve`).")
+    var seed: UInt64?
+
+    @Option(help: "Override the device count (use the same one as `fanout serve`).")
+    var devices: Int?
+
+    @Option(help: "PEM file of the CAs the server's certificate must chain to (https://).")
+    var ca: String?
+
+    @Flag(help: "Do not verify the server's certificate (https://).")
+    var insecure = false
+
+    @Option(
+        name: .customLong("auth-key"),
+        help: ArgumentHelp("Sign provider tokens (ES256) with this .p8 key.", valueName: "KEYID=FILE"))
+    var authKey: String?
+
+    @Option(help: "The team id of the provider tokens (iss), with --auth-key.")
+    var team: String?
+
+    @Option(
+        name: .customLong("max-schedule-lag"),
+        help: ArgumentHelp(
+            "The scheduleLag p99 above which the generator counts as saturated (exit 3).", valueName: "MS"))
+    var maxScheduleLag = 10.0
+
+    @Option(help: "Connections opened during the run in place of ones that end (a GOAWAY, a lost connection), at most.")
+    var reconnects = 100
+
+    @Option(help: "Seconds to wait for answers after the last event before closing the connections.")
+    var drain = 10.0
+
+    @Option(help: "Run folder (default reports/runs/<UTC time>-push-<scenario>/).")
+    var out: String?
+
+    func run() throws {
+        var s = try ScenarioSource.load(scenario)
+        if let devices {
+            guard devices > 0 else { throw ValidationError("--devices: expected at least 1, got \(devices)") }
+            s.population.devices = devices
+        }
+        if let seed { s.seed = seed }
+        if let rateScale {
+            guard rateScale > 0 && rateScale <= 1000 else {
+                throw ValidationError("--rate-scale: expected a factor above 0 and at most 1000, got \(rateScale)")
+            }
+            s.scaleRates(by: rateScale)
+        }
+        if let duration {
+            guard duration > 0 && duration <= 30 * 86_400 else {
+                throw ValidationError("--duration: expected seconds from 0 to 2592000, got \(duration)")
+            }
+            s.durationSeconds = duration
+        }
+        guard (1...1024).contains(connections) else {
+            throw ValidationError("--connections: expected 1 to 1024, got \(connections)")
+        }
+        guard (1...100_000).contains(streams) else {
+            throw ValidationError("--streams: expected 1 to 100000, got \(streams)")
+        }
+        guard maxScheduleLag > 0, drain >= 0 else {
+            throw ValidationError("--max-schedule-lag must be above 0 and --drain at least 0")
+        }
+        var options: PushOptions
+        do {
+            options = PushOptions(target: try PushTarget.parse(target))
+        } catch {
+            throw ValidationError("TARGET: \(error)")
+        }
+        options.connections = connections
+        options.maxStreamsPerConnection = streams
+        options.caFile = ca
+        options.insecure = insecure
+        options.maxScheduleLagNanos = UInt64(maxScheduleLag * 1e6)
+        options.drainSeconds = drain
+        options.stopOnSignals = true
+        guard reconnects >= 0 else { throw ValidationError("--reconnects: expected 0 or more, got \(reconnects)") }
+        options.maxReconnects = reconnects
+        if let authKey {
+            guard let team else { throw ValidationError("--auth-key needs --team") }
+            guard let eq = authKey.firstIndex(of: "="), eq != authKey.startIndex else {
+                throw ValidationError("--auth-key: expected KEYID=FILE, got \(authKey)")
+            }
+            let file = String(authKey[authKey.index(after: eq)...])
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw CommandFailure("--auth-key: cannot read \(file)")
+            }
+            options.authKeyId = String(authKey[..<eq])
+            options.authKeyPEM = Array(data)
+            options.team = team
+        }
+        let folder = out ?? "reports/runs/\(Run.timestamp())-push-\(s.name)"
+        let interactive = isatty(STDERR_FILENO) != 0
+        let banner =
+            "fanout push \(s.name) → \(options.target): \(s.population.devices) devices, \(s.durationSeconds) s, "
+            + "seed \(s.seed), \(connections) connection\(connections == 1 ? "" : "s")\n"
+        FileHandle.standardError.write(Data(banner.utf8))
+        let results: PushResults
+        do {
+            let push = try PushRun(scenario: s, options: options, nowSeconds: Int64(Date().timeIntervalSince1970))
+            results = try push.run { p in
+                let text = String(
+                    format: "%4ds  sent %d  answered %d  in flight %d  queued %d  latency p99 %.2f ms  lag p99 %.2f ms",
+                    p.seconds, p.sent, p.answered, p.inFlight, p.queued, Double(p.latencyP99Nanos) / 1e6,
+                    Double(p.scheduleLagP99Nanos) / 1e6)
+                FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
+            }
+        } catch {
+            throw CommandFailure("fanout push: \(error)")
+        }
+        if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
+        try RunFiles.write(folder: folder, files: try PushReport.files(results, gitRevision: Machine.gitRevision()))
+        let p = results.latency.values(atPercentiles: [50, 99])
+        print(
+            "fanout push: \(results.sent) sent, \(results.answered) answered "
+                + results.byStatus.sorted(by: { $0.key < $1.key }).map { "\($0.key): \($0.value)" }.description
+                + ", \(results.failed) failed, \(results.unansweredAtEnd) unanswered at end; latency p50 "
+                + String(format: "%.2f ms, p99 %.2f ms", Double(p[0]) / 1e6, Double(p[1]) / 1e6) + "; \(folder)")
+        if !results.identityHolds {
+            throw CommandFailure("the identity sent = answered + failed + unanswered is broken")
+        }
+        if results.connectionsLost {
+            throw CommandFailure(
+                "every connection to \(options.target) ended before the schedule did "
+                    + "(\(results.reconnects) reconnects)")
+        }
+        if results.interrupted { throw ExitCode(PushReport.interruptedExitCode) }
+        if results.saturated {
+            FileHandle.standardError.write(Data("fanout push: generator saturated (see summary.md)\n".utf8))
+            throw ExitCode(PushReport.saturatedExitCode)
+        }
+    }
+}

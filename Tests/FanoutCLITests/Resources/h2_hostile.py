@@ -1,0 +1,88 @@
+"""A small HTTP/2 server (Python's `h2` library, prior knowledge) for H2ClientConnection's tests; nobody here wrote
+its HTTP/2 side. Binds 127.0.0.1:0, prints the port. MODE:
+  apns     answer each request 200 with apns-id = the request's apns-id, except a path ending in /bad: 400 with
+           {"reason":"BadDeviceToken"}; advertises SETTINGS_MAX_CONCURRENT_STREAMS 3
+  reset    answer odd-numbered requests (1st, 3rd, ...) 200, reset the others with RST_STREAM CANCEL (8)
+  goaway   answer the first 5 requests 200, then GOAWAY (last stream = the 5th's) and ignore the rest
+  silent   read and never answer
+  slow     one stream at a time (SETTINGS_MAX_CONCURRENT_STREAMS 1), each answered 200 after 5 ms
+"""
+import socket
+import sys
+import time
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+import h2.settings
+
+mode = sys.argv[1]
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("127.0.0.1", 0))
+server.listen(8)
+print(server.getsockname()[1], flush=True)
+
+while True:
+    client, _ = server.accept()
+    conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=False))
+    conn.initiate_connection()
+    if mode == "apns":
+        conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 3})
+    if mode == "slow":
+        conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1})
+    client.sendall(conn.data_to_send())
+    headers = {}
+    seen = 0
+    gone = False
+    while True:
+        try:
+            data = client.recv(65536)
+        except ConnectionResetError:
+            break
+        if not data:
+            break
+        try:
+            events = conn.receive_data(data)
+        except h2.exceptions.ProtocolError:
+            break  # after our GOAWAY the h2 state machine is closed: frames still arriving end this connection
+        for event in events:
+            if isinstance(event, h2.events.RequestReceived):
+                headers[event.stream_id] = dict((k.decode() if isinstance(k, bytes) else k,
+                                                 v.decode() if isinstance(v, bytes) else v) for k, v in event.headers)
+            elif isinstance(event, h2.events.DataReceived):
+                conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            elif isinstance(event, h2.events.StreamEnded):
+                sid = event.stream_id
+                seen += 1
+                h = headers.pop(sid, {})
+                if mode == "silent" or gone:
+                    continue
+                if mode == "apns":
+                    if h.get(":path", "").endswith("/bad"):
+                        body = b'{"reason":"BadDeviceToken"}'
+                        conn.send_headers(sid, [(":status", "400"), ("apns-id", h.get("apns-id", "")),
+                                                ("content-length", str(len(body)))])
+                        conn.send_data(sid, body, end_stream=True)
+                    else:
+                        conn.send_headers(sid, [(":status", "200"), ("apns-id", h.get("apns-id", ""))],
+                                          end_stream=True)
+                elif mode == "slow":
+                    time.sleep(0.005)
+                    conn.send_headers(sid, [(":status", "200")], end_stream=True)
+                elif mode == "reset":
+                    if seen % 2 == 1:
+                        conn.send_headers(sid, [(":status", "200")], end_stream=True)
+                    else:
+                        conn.reset_stream(sid, error_code=8)
+                elif mode == "goaway":
+                    if seen <= 5:
+                        conn.send_headers(sid, [(":status", "200")], end_stream=True)
+                    if seen == 5:
+                        conn.close_connection(error_code=0, last_stream_id=sid)
+                        gone = True
+        out = conn.data_to_send()
+        if out:
+            client.sendall(out)
+    client.close()

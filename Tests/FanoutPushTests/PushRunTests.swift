@@ -1,0 +1,95 @@
+import FanoutPush
+import FanoutSim
+import Foundation
+import Testing
+
+/// Python h2 (Tests/FanoutCLITests/Resources/h2_hostile.py, nobody here wrote its HTTP/2 side) in `mode`.
+final class HostileServer {
+    let process = Process()
+    let port: Int
+
+    init(_ mode: String) throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("FanoutCLITests/Resources/h2_hostile.py").path
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script, mode]
+        process.standardOutput = output
+        try process.run()
+        port = Int(String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+    }
+
+    deinit {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}
+
+@Suite("PushRun: open loop, coordinated omission accounted for")
+struct PushRunTests {
+    /// One token source that every activity follows: each event is a burst of pushes due at the same instant.
+    static func oneSource() -> Scenario {
+        var s = BuiltinScenarios.named("smoke")!
+        s.population.devices = 40
+        s.sources.count = 1
+        s.sources.broadcastShare = 0
+        s.arrival.phases[0].ratePerSecond = 1
+        s.arrival.bursts = []
+        s.faults.malformedShare = 0
+        s.faults.oversizedShare = 0
+        s.lifecycle.endFractionMin = nil
+        s.lifecycle.endFractionMax = nil
+        s.durationSeconds = 3
+        return s
+    }
+
+    @Test("one stream, 5 ms per answer: the k-th push of a burst waits k × 5 ms, and its latency says so")
+    func waitsCount() throws {
+        let server = try HostileServer("slow")
+        let scenario = Self.oneSource()
+        var options = PushOptions(target: PushTarget(tls: false, host: "127.0.0.1", port: server.port))
+        options.drainSeconds = 20
+        let push = try PushRun(scenario: scenario, options: options, nowSeconds: 1_800_000_000)
+        let burst = push.followers(of: 0)
+        #expect(burst >= 40)
+        let r = try push.run()
+        #expect(r.events >= 1)
+        #expect(r.tokenPushes == r.events * burst && r.broadcasts == 0)
+        #expect(r.byStatus == [200: r.sent] && r.identityHolds)
+        // Measured from the answer's submission, each would be about 5 ms. From the intended time, the last of a
+        // burst waited for the burst − 1 before it.
+        let floor = UInt64(Double(burst - 1) * 5e6 * 0.9)
+        #expect(r.latency.max >= floor, "latency max \(r.latency.max) below \(floor)")
+        #expect(r.scheduleLag.max >= UInt64(Double(burst - 2) * 5e6 * 0.9))
+        #expect(r.latency.valueAtPercentile(50) > 20_000_000)
+        #expect(r.saturated, "the schedule could not be held: the summary must say so")
+    }
+
+    @Test("GOAWAY after 5 answers per connection: a new connection takes over, every push is answered")
+    func reconnects() throws {
+        let server = try HostileServer("goaway")
+        var options = PushOptions(target: PushTarget(tls: false, host: "127.0.0.1", port: server.port))
+        options.drainSeconds = 5
+        options.maxStreamsPerConnection = 4
+        var scenario = Self.oneSource()
+        scenario.population.devices = 10
+        let push = try PushRun(scenario: scenario, options: options, nowSeconds: 1_800_000_000)
+        let r = try push.run()
+        // Each connection answers 5, then its GOAWAY refuses the rest: they are sent again on the next connection,
+        // so every push is answered in the end, 5 per connection.
+        #expect(r.reconnects >= 2 && !r.connectionsLost)
+        #expect(r.byStatus == [200: r.sent] && r.failed == 0 && r.identityHolds)
+        #expect(r.sent == r.tokenPushes && r.sent > 10)
+        #expect(r.reconnects + 1 == (r.sent + 4) / 5, "5 answers per connection")
+        #expect(r.retries > 0)
+        #expect(r.connectionEnds.keys.contains { $0.contains("GOAWAY") })
+
+        // With one reconnect allowed, the second GOAWAY leaves no connection: the run stops there, and says so.
+        options.maxReconnects = 1
+        let short = try PushRun(scenario: scenario, options: options, nowSeconds: 1_800_000_000).run()
+        #expect(short.connectionsLost && short.reconnects == 1)
+        #expect(short.byStatus == [200: 10] && short.identityHolds)
+        #expect(short.failures["no connection"] ?? 0 == short.sent - 10, "\(short.failures)")
+    }
+}
