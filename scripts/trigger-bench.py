@@ -24,6 +24,7 @@ import datetime
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -32,6 +33,8 @@ import sys
 import tempfile
 import time
 
+RESPONDERS = {"python": "python asyncio raw-socket server, 204 over HTTP/1.1 keep-alive",
+              "nghttpd": "nghttpd (one thread), h2 over TLS, 200 with an empty file"}
 SCENARIO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trigger-bench.json")
 
 
@@ -182,21 +185,33 @@ def responder_counts(kind, process, work):
     return None
 
 
-def run_serve(binary, responder, duration, work, index):
+def cpu_seconds(pid):
+    """User + system CPU seconds of a process so far (/proc/PID/stat)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_serve(binary, responder, duration, work, index, responder_pid):
     out = f"{work}/run{index}"
     command = [binary, "serve", SCENARIO, "--workers", "1", "--h2c", "--listen", "127.0.0.1:0",
                "--trigger", responder["url"], *responder["flags"], "--duration", str(duration), "--state", "none",
                "--out", out]
     before = load()
     started = time.time()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    responder_cpu = cpu_seconds(responder_pid)
     result = subprocess.run(command, capture_output=True, text=True)
     elapsed = time.time() - started
+    responder_cpu = cpu_seconds(responder_pid) - responder_cpu
+    now = resource.getrusage(resource.RUSAGE_CHILDREN)
+    serve_cpu = now.ru_utime + now.ru_stime - children.ru_utime - children.ru_stime
     after = load()
     if result.returncode != 0 or not os.path.exists(f"{out}/summary.json"):
         sys.exit(f"fanout serve exited {result.returncode}:\n{result.stderr[-3000:]}")
     summary = json.load(open(f"{out}/summary.json"))
     t = summary["trigger"]
     return {"trigger": t, "loadBefore": before, "loadAfter": after, "elapsed": elapsed,
+            "serveCPU": serve_cpu / elapsed, "responderCPU": responder_cpu / elapsed,
             "rate": t["sent"] / duration,
             "command": " ".join(os.path.relpath(c) if c == SCENARIO else c for c in command
                                 if not c.startswith(work)).replace("--out", "--out DIR")}
@@ -247,7 +262,7 @@ def main():
         for i in range(args.runs):
             quiet = wait_quiet(args.quiet_load, args.quiet_wait)
             counted = responder_counts(args.responder, process, work)
-            run = run_serve(args.binary, responder, args.duration, work, i)
+            run = run_serve(args.binary, responder, args.duration, work, i, process.pid)
             after = responder_counts(args.responder, process, work)
             run["connections"] = after["connections"] - counted["connections"] if counted and after else None
             runs.append(run)
@@ -257,7 +272,8 @@ def main():
                   f"p90 {ms(lag['p90Nanos'])} p99 {ms(lag['p99Nanos'])} p99.9 {ms(lag['p999Nanos'])} max "
                   f"{ms(lag['maxNanos'])} ms; response p50 {ms(t['response']['p50Nanos'])} p99 "
                   f"{ms(t['response']['p99Nanos'])} ms; waitedForSlot {t['waitedForSlot']}; connections "
-                  f"{run['connections'] if run['connections'] is not None else '?'}; load "
+                  f"{run['connections'] if run['connections'] is not None else '?'}; CPU serve "
+                  f"{run['serveCPU']:.0%} responder {run['responderCPU']:.0%}; load "
                   f"{' '.join(run['loadBefore'])} → {' '.join(run['loadAfter'])}"
                   + ("" if float(quiet[0]) < args.quiet_load else f" (not quiet after {args.quiet_wait:.0f} s)"),
                   flush=True)
@@ -282,15 +298,14 @@ def main():
         "from event loop 0 at its intended time. scheduleLag is intended time → request started (summary.json "
         "`trigger.scheduleLag`); response is intended time → answer.",
         "",
-        f"Responder: {'python asyncio raw-socket server, 204 over HTTP/1.1 keep-alive' if args.responder == 'python' else 'nghttpd (one thread), h2 over TLS, 200 with an empty file'}"
-        + ". On its own, with h2load: "
+        f"Responder: {RESPONDERS[args.responder]}. On its own, with h2load: "
         f"at 2,000 req/s on one connection its answer time was p50 {paced['p50']} µs, p99 {paced['p99']} µs, "
         f"p99.9 {paced['p999']} µs, max {paced['max']} µs (`{paced['command']}`); flat out on 4 connections "
         f"{flat['rate']:,.0f} req/s (`{flat['command']}`).",
         "",
         "| run | sent | events/s | lag p50 | p90 | p99 | p99.9 | max | response p50 | p99 | p99.9 | waitedForSlot "
-        "| peak in flight | connections | answers | load before | load after |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| peak in flight | connections | answers | CPU serve | CPU responder | load before | load after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for i, r in enumerate(runs):
         t, lag, resp = r["trigger"], r["trigger"]["scheduleLag"], r["trigger"]["response"]
@@ -300,11 +315,14 @@ def main():
             f"{ms(lag['p99Nanos'])} | {ms(lag['p999Nanos'])} | {ms(lag['maxNanos'])} | {ms(resp['p50Nanos'])} | "
             f"{ms(resp['p99Nanos'])} | {ms(resp['p999Nanos'])} | {t['waitedForSlot']} | {t['peakInFlight']} | "
             f"{r['connections'] if r['connections'] is not None else '–'} | "
-            f"{answers} | {' '.join(r['loadBefore'])} | {' '.join(r['loadAfter'])} |")
+            f"{answers} | {r['serveCPU']:.0%} | {r['responderCPU']:.0%} | "
+            f"{' '.join(r['loadBefore'])} | {' '.join(r['loadAfter'])} |")
     lines += [
         "",
-        "Times in ms; connections: opened to the responder during the run (libcurl reuses kept-alive ones). " + (f"Gate: the median of the runs' scheduleLag p99, {ms(gate)} ms, " if len(runs) > 1 else
-                          f"Gate: scheduleLag p99 {ms(gate)} ms ")
+        "Times in ms; connections: opened to the responder during the run (libcurl reuses kept-alive ones); CPU: "
+        "user + system time over the run's wall time (fanout serve's includes its start). "
+        + (f"Gate: the median of the runs' scheduleLag p99, {ms(gate)} ms, " if len(runs) > 1 else
+           f"Gate: scheduleLag p99 {ms(gate)} ms ")
         + f"{'≤' if passed else '>'} {args.max_p99_ms:g} ms: **{'pass' if passed else 'FAIL'}**.",
         "",
     ]
