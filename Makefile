@@ -182,6 +182,18 @@ example-backend: build
 plan-backend: build
 	FANOUT_BIN=$(BIN) scripts/plan-backend.sh
 
+## Trigger scheduling (scripts/trigger-bench.py): fanout serve scripts/trigger-bench.json --workers 1 --h2c --trigger
+## for 30 s, 2,000 source events/s (Poisson) POSTed to a trivial local responder (asyncio, 204 over HTTP/1.1
+## keep-alive; its own answer time measured with h2load first), TRIGGER_BENCH_RUNS times: events sent and events/s,
+## scheduleLag and response percentiles, waitedForSlot, connections opened, CPU, the load before and after;
+## reports/benchmarks/trigger-bench-<date>.md. Fails when the median of the runs' scheduleLag p99 is above 1 ms.
+## Before each run, waits up to 5 minutes for the 1-minute load to fall below 1.2. About 3 minutes.
+TRIGGER_BENCH_RUNS ?= 3
+.PHONY: trigger-bench
+trigger-bench: build
+	python3 scripts/trigger-bench.py --binary $(BIN) --runs $(TRIGGER_BENCH_RUNS) \
+	  --out reports/benchmarks/trigger-bench-$(BENCH_DATE).md
+
 ## Hostile clients against fanout serve default on 2 loops, all at once (scripts/serve-attack.py): resets with
 ## pipelined requests, non-reading clients, 10,000 connections, 60 s of channel churn, future and extreme iat,
 ## 5,000 stalled streams, and a valid push every 200 ms. Fails if the server dies, its peak RSS passes 512 MiB,

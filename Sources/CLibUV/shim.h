@@ -6,6 +6,12 @@
 #define CLIBUV_SHIM_H
 
 #include <uv.h>
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/timerfd.h>
+#endif
 
 // Every libuv handle type begins with UV_HANDLE_FIELDS, so a pointer to it may be used as a
 // `uv_handle_t *`, the way libuv's own documentation casts it.
@@ -39,6 +45,41 @@ static inline uv_handle_t *CLibUV_poll_as_handle(uv_poll_t *poll) {
 
 static inline uv_req_t *CLibUV_connect_as_req(uv_connect_t *connect) {
     return (uv_req_t *)connect;
+}
+
+// A timerfd on CLOCK_MONOTONIC (uv_hrtime's clock) for `DeadlineTimer`: a deadline to the nanosecond, watched
+// by a poll handle. Linux only: elsewhere `CLibUV_timerfd_create` returns -1 and `DeadlineTimer` falls back to a
+// libuv timer. Each returns 0 (or the descriptor, or the expiry count) on success and -1 on failure (errno set).
+static inline int CLibUV_timerfd_create(void) {
+#ifdef __linux__
+    return timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+#else
+    return -1;
+#endif
+}
+
+// Arms `fd` for the absolute CLOCK_MONOTONIC instant `nanos` (> 0; a passed instant expires at once), or disarms
+// it when `nanos` is 0.
+static inline int CLibUV_timerfd_set(int fd, uint64_t nanos) {
+#ifdef __linux__
+    struct itimerspec spec = {0};
+    spec.it_value.tv_sec = (time_t)(nanos / 1000000000u);
+    spec.it_value.tv_nsec = (long)(nanos % 1000000000u);
+    return timerfd_settime(fd, nanos ? TFD_TIMER_ABSTIME : 0, &spec, NULL);
+#else
+    (void)fd; (void)nanos;
+    return -1;
+#endif
+}
+
+// The expiries since the last read (which makes `fd` unreadable again); 0 when there were none (EAGAIN).
+static inline int64_t CLibUV_timerfd_read(int fd) {
+    uint64_t count = 0;
+    return read(fd, &count, sizeof count) == (ssize_t)sizeof count ? (int64_t)count : 0;
+}
+
+static inline int CLibUV_close(int fd) {
+    return close(fd);
 }
 
 #endif // CLIBUV_SHIM_H

@@ -36,6 +36,10 @@ public final class HTTPClient {
         public var timeoutMillis = 10_000
         /// Bytes of an answer's body kept (the rest is read and counted, not kept).
         public var maxBodyBytes = 64 * 1024
+        /// Idle connections kept open for reuse at most (`CURLMOPT_MAXCONNECTS`); 0: libcurl's default, 4 × the
+        /// requests in flight when a connection is returned, which closes most connections after a burst when few
+        /// are in flight, so that the next burst opens new ones.
+        public var maxCachedConnections = 0
         public init() {}
     }
 
@@ -129,6 +133,9 @@ public final class HTTPClient {
             HTTPClient.timerCallback(timeoutMillis, client)
         }
         _ = CCurl_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, me)
+        if options.maxCachedConnections > 0 {
+            _ = CCurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, options.maxCachedConnections)
+        }
     }
 
     deinit {

@@ -184,6 +184,45 @@ struct HTTPClientTests {
         }, "\(outcomes) in \(seconds) s")
     }
 
+    /// A burst of 16 concurrent requests (16 connections), 12 one at a time, then another burst of 16: the
+    /// connections opened by the server's count (each request's client port).
+    static func burstLullBurst(port: Int, options: HTTPClient.Options) throws -> Int {
+        let loop = try EventLoop()
+        let client = try HTTPClient(loop: loop, options: options)
+        var answered = 0
+        var phase = 0
+        func post(_ then: @escaping () -> Void) {
+            try! client.post(url: "http://127.0.0.1:\(port)/t", body: Array("{}".utf8)) { response in
+                if response.outcome == .answered { answered += 1 }
+                then()
+            }
+        }
+        func burst(_ then: @escaping () -> Void) {
+            var left = 16
+            for _ in 0..<16 { post { left -= 1; if left == 0 { then() } } }
+        }
+        func lull(_ n: Int, _ then: @escaping () -> Void) {
+            if n == 0 { then() } else { post { lull(n - 1, then) } }
+        }
+        burst { lull(12) { burst { phase = 1; client.close() } } }
+        loop.run()
+        try loop.close()
+        #expect(phase == 1 && answered == 44)
+        return answered
+    }
+
+    @Test("HTTP/1.1: maxCachedConnections keeps a burst's connections for the next burst (libcurl's default closes them in a lull)")
+    func connectionCache() throws {
+        for (cache, expected) in [(0, 17...44), (16, 16...16)] {
+            let backend = try TestBackend("h1", ["--delay", "0.1"])
+            var options = HTTPClient.Options()
+            options.maxCachedConnections = cache
+            _ = try HTTPClientTests.burstLullBurst(port: backend.port, options: options)
+            let peers = Set(try backend.requests().compactMap { $0["peer"] as? Int })
+            #expect(expected.contains(peers.count), "maxCachedConnections \(cache): \(peers.count) connections")
+        }
+    }
+
     @Test("a slow answer ends as timedOut; a closed port as failed; close() cancels what is in flight")
     func timeoutsFailuresCancel() throws {
         let backend = try TestBackend("h1", ["--delay", "3"])

@@ -5,7 +5,8 @@
 MODE: h1 (http.server, HTTP/1.1 keep-alive), h2c (the `h2` library, prior knowledge), h2tls (h2 over TLS, ALPN
 h2). Binds 127.0.0.1:0 and writes the port to PORTFILE. Each request is one JSON line in LOG at arrival:
 {"t": arrival UNIX time, "path", "version": "1.1" | "2", "inflight": requests received and not answered yet
-(this one included), "body": the parsed JSON body (or the text if it does not parse)}. Every answer waits
+(this one included), "body": the parsed JSON body (or the text if it does not parse), "peer": the client's port
+(h1 only: which connection it came on)}. Every answer waits
 --delay seconds and carries --status (default 200); with --fail-first N the first N requests get 503.
 Runs until killed.
 """
@@ -33,7 +34,7 @@ state = {"inflight": 0, "seen": 0}
 log = open(log_path, "a", buffering=1)
 
 
-def arrived(path, version, body):
+def arrived(path, version, body, peer=None):
     with lock:
         state["inflight"] += 1
         state["seen"] += 1
@@ -42,8 +43,10 @@ def arrived(path, version, body):
             parsed = json.loads(body)
         except Exception:
             parsed = body.decode("utf-8", "replace")
-        log.write(json.dumps({"t": time.time(), "path": path, "version": version, "inflight": state["inflight"],
-                              "body": parsed}) + "\n")
+        line = {"t": time.time(), "path": path, "version": version, "inflight": state["inflight"], "body": parsed}
+        if peer is not None:
+            line["peer"] = peer
+        log.write(json.dumps(line) + "\n")
     return 503 if n <= fail_first else status
 
 
@@ -68,7 +71,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(length)
-        code = arrived(self.path, "1.1", body)
+        code = arrived(self.path, "1.1", body, self.client_address[1])
         time.sleep(delay)
         answered()
         payload = b'{"ok":true}'
