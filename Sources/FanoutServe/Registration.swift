@@ -109,6 +109,7 @@ public final class Registrar {
         http.caFile = options.caFile
         http.timeoutMillis = max(1, Int((options.timeoutSeconds * 1000).rounded()))
         http.maxBodyBytes = 1024
+        http.maxCachedConnections = options.concurrency  // keep a burst's connections for the next one
         client = try HTTPClient(loop: loop, options: http)
         startNanos = EventLoop.hrtimeNanos
         results.url = options.url
