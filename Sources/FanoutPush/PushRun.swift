@@ -87,6 +87,10 @@ public struct PushOptions: Sendable {
     public var stopOnSignals = false
     /// Connections opened in place of ones that ended during the run (a GOAWAY, a lost connection), at most.
     public var maxReconnects = 100
+    /// The scenario's clock at t0 (UNIX seconds; `fanout push --epoch`): the payloads' timestamps and dates and the
+    /// `apns-expiration` count from it, as `fanout run`'s do from its virtual epoch. nil: the wall clock at start.
+    /// Provider tokens are signed at the wall clock either way.
+    public var epochSeconds: Int64?
 
     public init(target: PushTarget) { self.target = target }
 }
@@ -226,13 +230,15 @@ public final class PushRun {
     private var startError: String?
     private var progress: ((PushProgress) -> Void)?
 
-    /// Builds the scenario's population as `fanout serve` does (for its tokens) at UNIX time `nowSeconds`.
+    /// Builds the scenario's population as `fanout serve` does (for its tokens) at UNIX time `nowSeconds`
+    /// (``PushOptions/epochSeconds`` when given).
     public init(scenario: Scenario, options: PushOptions, nowSeconds: Int64) throws {
         precondition(options.connections >= 1)
         self.scenario = scenario
         self.options = options
         let service = APNsService(
-            scenario: scenario, auth: nil, nowSeconds: nowSeconds, clock: { EventLoop.hrtimeNanos })
+            scenario: scenario, auth: nil, nowSeconds: options.epochSeconds ?? nowSeconds,
+            clock: { EventLoop.hrtimeNanos })
         world = service.engine.world
         targets = service.tokenTargetsBySource().map { $0.map { Array("/3/device/".utf8) + $0 } }
         topics = scenario.apps.map { Array(($0.bundle + ".push-type.liveactivity").utf8) }
@@ -381,7 +387,8 @@ public final class PushRun {
         let priority = Array(String(batch.priority[k]).utf8)
         let expirationSeconds = scenario.faults.offline.map { Int64($0.expirationSeconds) }
         let wallSeconds = (t0UnixNanos + Int64(event.intendedNanos)) / 1_000_000_000
-        let expiration = Array(String(expirationSeconds.map { wallSeconds + $0 } ?? 0).utf8)
+        let clockSeconds = options.epochSeconds.map { $0 + Int64(event.intendedNanos / 1_000_000_000) } ?? wallSeconds
+        let expiration = Array(String(expirationSeconds.map { clockSeconds + $0 } ?? 0).utf8)
         var authorization: [UInt8]?
         if let token {
             do {

@@ -57,6 +57,7 @@ extension APNsService {
     /// Applies the answered broadcasts to their subscribers (in arrival order).
     public func runPendingFanouts(wallMillis: Int64) {
         guard !pending.isEmpty else { return }
+        let wallMillis = wallMillis &+ deviceClockOffsetMillis
         let batch = pending
         pending.removeAll(keepingCapacity: true)
         for f in batch {

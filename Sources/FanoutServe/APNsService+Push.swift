@@ -13,6 +13,7 @@ extension APNsService {
     func push(
         token: ArraySlice<UInt8>, _ h: CheckedHeaders, messageId idHeader: H2UniqueHeader, _ r: RequestInput, _ wallMillis: Int64
     ) -> (H2Response, APNsReason?) {
+        let wallMillis = wallMillis &+ deviceClockOffsetMillis
         // 16–18: who holds the token.
         var kind = TargetKind.token
         // The token is looked up once: this flight carries the resolution to validate, route and deliver.

@@ -18,6 +18,10 @@ public final class APNsService {
     @exclusivity(unchecked) var ids = UUIDGenerator()
     /// UNIX milliseconds when the population was built (its activities started then).
     public let startMillis: Int64
+    /// Added to the wall clock for the devices' clock (what pushes are applied at): 0, or, with `fanout serve
+    /// --epoch S`, S − the start of serving, so the devices live in the same time as `fanout run`'s virtual epoch.
+    /// Provider tokens are still judged by the wall clock.
+    public var deviceClockOffsetMillis: Int64 = 0
     /// This service's slice of the devices (device `d` belongs to worker `d % workers`).
     public let worker: Int
     public let workers: Int

@@ -12,13 +12,18 @@ final class WorkerShared: Sendable {
     let mailbox: Mailbox
     let fault: Simulation.Fault
     let feed: EventFeed
+    /// Each worker hands over its pipeline with its result (`fanout run --state`).
+    let keepState: Bool
     let gate = DispatchSemaphore(value: 0)
     /// Signalled by each worker thread as its last act.
     let exited = DispatchSemaphore(value: 0)
     let start = StartTime()
     let stop = StopFlag()
 
-    init(world: World, workers: Int, mailbox: Mailbox, fault: Simulation.Fault, feed: EventFeed) {
+    init(
+        world: World, workers: Int, mailbox: Mailbox, fault: Simulation.Fault, feed: EventFeed, keepState: Bool = false
+    ) {
+        self.keepState = keepState
         self.world = world
         self.workers = workers
         self.mailbox = mailbox

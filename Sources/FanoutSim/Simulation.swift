@@ -40,6 +40,14 @@ public struct WorkerResult: Sendable {
     public var eventsSkipped = 0
     /// Clock reads for measurements.
     public var clockReads = 0
+    /// The worker's pipeline (its devices' final state), when the run keeps them (`keepState`).
+    public var finalState: FinalState?
+}
+
+/// A worker's pipeline, handed over once its thread is done with it (nothing touches it there any more): what its
+/// devices show at the end, for a state dump.
+public struct FinalState: @unchecked Sendable {
+    public let pipeline: Pipeline
 }
 
 /// A live view of a running simulation, once a second.
@@ -85,6 +93,8 @@ public struct RunResult: Sendable {
     public var eventsSkipped = 0
     /// Clock reads the workers took for measurements (0 in virtual time).
     public var clockReads = 0
+    /// Each worker's pipeline at the end (`keepState`; empty otherwise), for `fanout run --state`.
+    public var finalStates: [FinalState] = []
     /// Wall-clock seconds spent merging what the workers handed over last (after the wall time).
     public var finalMergeSeconds = 0.0
 }
@@ -102,18 +112,19 @@ public enum Simulation {
     /// `keepEventCompletions`: keep every event's completion columns in `RunResult.completion`
     /// (20 bytes per event; sharded runs write them, capacity plans read them). Without it the run's
     /// memory does not grow with its length.
+    /// `keepState`: keep each worker's pipeline (its devices' final state) in `RunResult.finalStates`.
     public static func run(
         _ scenario: Scenario, workers requested: Int, shard: Shard = .whole, keepEventCompletions: Bool = true,
-        progress: @escaping @Sendable (ProgressLine) -> Void
+        keepState: Bool = false, progress: @escaping @Sendable (ProgressLine) -> Void
     ) throws -> RunResult {
         try run(
             scenario, workers: requested, shard: shard, keepEventCompletions: keepEventCompletions, fault: .none,
-            progress: progress)
+            keepState: keepState, progress: progress)
     }
 
     static func run(
         _ scenario: Scenario, workers requested: Int, shard: Shard, keepEventCompletions: Bool, fault: Fault,
-        progress: @escaping @Sendable (ProgressLine) -> Void
+        keepState: Bool = false, progress: @escaping @Sendable (ProgressLine) -> Void
     ) throws -> RunResult {
         let workers = requested > 0 ? requested : max(ProcessInfo.processInfo.activeProcessorCount, 1)
         let world = World(scenario: scenario, shard: shard)
@@ -127,7 +138,7 @@ public enum Simulation {
         let coordinator = try Coordinator(workers: workers, collector: collector)
         let shared = WorkerShared(
             world: world, workers: workers, mailbox: coordinator.mailbox, fault: fault,
-            feed: EventFeed(world: world, consumers: workers, hrtime: { EventLoop.hrtimeNanos }))
+            feed: EventFeed(world: world, consumers: workers, hrtime: { EventLoop.hrtimeNanos }), keepState: keepState)
         for k in 0..<workers {
             let thread = Thread { WorkerThread.main(index: k, shared: shared) }
             thread.name = "fanout-worker-\(k)"
@@ -163,6 +174,7 @@ public enum Simulation {
         result.slicedFanouts = results.reduce(0) { $0 + $1.slicedFanouts }
         result.eventsSkipped = results.reduce(0) { $0 + $1.eventsSkipped }
         result.clockReads = results.reduce(0) { $0 + $1.clockReads }
+        result.finalStates = results.compactMap(\.finalState)
         result.finalMergeSeconds = Double(EventLoop.hrtimeNanos &- mergeStart) / 1e9
         return result
     }

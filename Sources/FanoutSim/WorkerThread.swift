@@ -126,6 +126,8 @@ enum WorkerThread {
         }
         try loop.close()
         if stopped { return nil }
-        return engine.result()
+        var result = engine.result()
+        if shared.keepState { result.finalState = FinalState(pipeline: engine.pipeline) }
+        return result
     }
 }

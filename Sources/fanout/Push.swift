@@ -45,6 +45,13 @@ struct Push: ParsableCommand {
     @Option(help: "Override the device count (use the same one as `fanout serve`).")
     var devices: Int?
 
+    @Option(
+        help: ArgumentHelp(
+            "The scenario's clock at the start, UNIX seconds (default: the wall clock): the payloads' timestamps, "
+                + "stale and dismissal dates and apns-expiration count from it. `fanout run` uses 1700000000; give "
+                + "`fanout serve` the same --epoch.", valueName: "SECONDS"))
+    var epoch: Int64?
+
     @Option(help: "PEM file of the CAs the server's certificate must chain to (https://).")
     var ca: String?
 
@@ -109,6 +116,7 @@ struct Push: ParsableCommand {
             throw ValidationError("TARGET: \(error)")
         }
         options.connections = connections
+        options.epochSeconds = epoch
         options.maxStreamsPerConnection = streams
         options.caFile = ca
         options.insecure = insecure

@@ -4,6 +4,7 @@ import FanoutHistogramLog
 import FanoutMetrics
 import FanoutReport
 import FanoutSim
+import FanoutTrace
 import Foundation
 import UVLoop
 
@@ -48,6 +49,13 @@ struct Run: ParsableCommand {
 
     @Option(help: "Run folder (default reports/runs/<UTC time>-<scenario>[-shard-K-of-N]/).")
     var out: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Write the devices' final state here (the trace state-dump format, docs/TRACE.md), as of the end of the "
+                + "scenario (its virtual epoch 1700000000 + the duration): what `fanout serve`'s state.jsonl holds.",
+            valueName: "FILE"))
+    var state: String?
 
     func run() throws {
         var s = try ScenarioSource.load(scenario)
@@ -94,7 +102,7 @@ struct Run: ParsableCommand {
             + "\(s.clock.rawValue) time, \(s.durationSeconds) s, seed \(s.seed), config \(s.configHash)\n"
         FileHandle.standardError.write(Data(banner.utf8))
         let result = try Simulation.run(
-            s, workers: s.workers, shard: slice, keepEventCompletions: !slice.isWhole
+            s, workers: s.workers, shard: slice, keepEventCompletions: !slice.isWhole, keepState: state != nil
         ) { line in
             let text = ProgressWidth.fit(ProgressText.line(line), width)
             FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
@@ -108,8 +116,34 @@ struct Run: ParsableCommand {
         files["summary.json"] = SummaryJSON.text(report)
         files["summary.md"] = SummaryMarkdown.text(report)
         try RunFiles.write(folder: folder, files: files)
+        if let state { try Self.writeState(result, path: state) }
         print(SummaryTable.text(report, folder: folder))
         if !report.accounting.identitiesHold { throw CommandFailure("accounting identities are broken") }
+    }
+
+    /// The workers' final states, merged into one dump (sorted lines, one totals line), as of the scenario's end on
+    /// its clock: the virtual epoch plus the duration.
+    static func writeState(_ result: RunResult, path: String) throws {
+        let pipelines = result.finalStates.map(\.pipeline)
+        let nowMillis = World.defaultEpochSeconds * 1000 + Int64((result.scenario.durationSeconds * 1000).rounded())
+        do {
+            let file = try StreamedFile(path: path)
+            var chunk: [UInt8] = []
+            if pipelines.count == 1 {
+                try StateDump.write(
+                    pipelines[0], nowMillis: nowMillis, to: &chunk, chunkBytes: StreamedFile.chunkBytes
+                ) { try file.write(&$0) }
+            } else {
+                try StateDump.writeMerged(
+                    pipelines, totals: result.accounting, nowMillis: nowMillis, to: &chunk,
+                    chunkBytes: StreamedFile.chunkBytes
+                ) { try file.write(&$0) }
+            }
+            try file.write(&chunk)
+            try file.commit()
+        } catch {
+            throw CommandFailure("--state: \(error)")
+        }
     }
 
     static func timestamp() -> String {

@@ -148,6 +148,14 @@ struct Serve: ParsableCommand {
     var seed: UInt64?
 
     @Option(
+        help: ArgumentHelp(
+            "The devices' clock reads this UNIX time when serving starts (default: the wall clock): the "
+                + "population starts then and pushes are applied at it plus the time since; state.jsonl is as of "
+                + "it at the end. `fanout run` uses 1700000000 (give `fanout push` the same --epoch). Provider "
+                + "tokens are still judged by the wall clock.", valueName: "SECONDS"))
+    var epoch: Int64?
+
+    @Option(
         name: .customLong("rate-scale"),
         help: "Multiply the scenario's event rates (phases and ramps) by this factor: --trigger's schedule and the events --expect-events expects.")
     var rateScale: Double?
@@ -335,7 +343,8 @@ struct Serve: ParsableCommand {
         let built: ServePopulation.Built
         do {
             built = try ServePopulation.build(
-                scenario: s, auth: providerAuth, nowSeconds: Int64(startedAt.timeIntervalSince1970), workers: count,
+                scenario: s, auth: providerAuth, nowSeconds: epoch ?? Int64(startedAt.timeIntervalSince1970),
+                workers: count,
                 folder: folder, progress: progress, clock: { EventLoop.hrtimeNanos })
         } catch {
             ticker.finish()
@@ -402,6 +411,9 @@ struct Serve: ParsableCommand {
         // trigger's schedule (ServeOptions.eventsT0Nanos) and for --expect-events' endToEnd (ServeEvents.t0Nanos).
         options.eventsT0Nanos = measurements.startNanos
         options.eventsT0UnixMillis = Int64((servingSince.timeIntervalSince1970 * 1000).rounded())
+        // --epoch: the devices' clock is the epoch at serving's start, then moves with the wall clock.
+        let deviceClockOffsetMillis = epoch.map { $0 * 1000 - options.eventsT0UnixMillis } ?? 0
+        for service in services { service.deviceClockOffsetMillis = deviceClockOffsetMillis }
         for service in services { service.measure(into: measurements) }
         events?.t0Nanos = options.eventsT0Nanos
         let interactive = isatty(STDERR_FILENO) != 0
@@ -434,7 +446,7 @@ struct Serve: ParsableCommand {
         info.events = ServeEventsReport.judge(
             services: services, nowNanos: EventLoop.hrtimeNanos, settleNanos: UInt64((settle * 1e9).rounded()),
             refusals: results.connections.faults.retries.unresent)
-        let endMillis = Int64(Date().timeIntervalSince1970 * 1000)
+        let endMillis = Int64(Date().timeIntervalSince1970 * 1000) + deviceClockOffsetMillis
         // state.jsonl first (the largest file, streamed as it is produced), then the rest, summary.json last.
         let stateBytes = ProgressCounter()
         let stateTicker = ProgressTicker { seconds in

@@ -45,6 +45,34 @@ struct RunCommandTests {
         }
     }
 
+    @Test("--state: the final state dump is the same bytes from 1 and 3 workers; its totals are the summary's counts")
+    func stateDump() throws {
+        let dir = try CLI.temporaryDirectory()
+        var dumps: [String] = []
+        for workers in ["1", "3"] {
+            let state = dir.appendingPathComponent("state-\(workers).jsonl")
+            let out = dir.appendingPathComponent("run-\(workers)")
+            let result = try CLI.run([
+                "run", "smoke", "--duration", "20", "--workers", workers, "--out", out.path, "--state", state.path,
+            ])
+            #expect(result.status == 0, "\(result.stderr)")
+            dumps.append(try String(contentsOf: state, encoding: .utf8))
+            let summary =
+                try JSONSerialization.jsonObject(with: Data(contentsOf: out.appendingPathComponent("summary.json")))
+                as! [String: Any]
+            let counts = summary["counts"] as! [String: Any]
+            let last = try JSONSerialization.jsonObject(with: Data(dumps.last!.split(separator: "\n").last!.utf8))
+            let totals = (last as! [String: Any])["totals"] as! [String: Any]
+            #expect(totals["pushes"] as? Int == counts["pushes"] as? Int)
+            #expect(totals["deliveries"] as? Int == counts["deliveries"] as? Int)
+        }
+        // One line per activity and device (smoke: 500 devices), sorted, then the totals.
+        let lines = dumps[0].split(separator: "\n")
+        #expect(lines.filter { $0.hasPrefix("{\"device\": ") }.count == 500)
+        #expect(lines.filter { $0.hasPrefix("{\"activity\": ") }.count > 500)
+        #expect(dumps[0] == dumps[1])
+    }
+
     @Test("a bad scenario file: file, line and field on stderr, exit 1, no run folder")
     func badScenario() throws {
         let dir = try CLI.temporaryDirectory()
