@@ -390,11 +390,12 @@ public final class PushRun {
         guard let startAt = options.startAtUnixNanos else { return start() }
         let waitNanos = startAt - Int64(Date().timeIntervalSince1970 * 1e9)
         guard waitNanos > 0 else { return start() }
-        // Whole milliseconds, rounded down, then the rest: the start is late by less than a loop turn.
+        // The loop's timer (whole milliseconds, and late by up to a loop turn) until less than 3 ms are left, then a
+        // sleep for the rest: the skew is the sleep's overshoot, not the timer's resolution.
         let wait = UVLoop.Timer(loop: loop) { [unowned self] timer in
             let left = startAt - Int64(Date().timeIntervalSince1970 * 1e9)
-            if left >= 1_000_000 {
-                timer.start(afterMillis: UInt64(left / 1_000_000))
+            if left >= 3_000_000 {
+                timer.start(afterMillis: UInt64(left / 1_000_000) - 2)
                 return
             }
             if left > 0 { usleep(useconds_t(left / 1000)) }
@@ -402,7 +403,7 @@ public final class PushRun {
             self.deadline = nil
             self.start()
         }
-        wait.start(afterMillis: UInt64(waitNanos / 1_000_000))
+        wait.start(afterMillis: waitNanos >= 3_000_000 ? UInt64(waitNanos / 1_000_000) - 2 : 0)
         deadline = wait
     }
 
