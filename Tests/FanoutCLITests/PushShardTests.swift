@@ -30,7 +30,7 @@ struct PushShardTests {
 
     static let pushFlags = ["smoke", "--duration", "2", "--max-schedule-lag", "5000", "--drain", "5"]
 
-    /// N shards of smoke started together (`--start-at` a few seconds ahead) against one serve, then merged: the folders.
+    /// N shards of smoke started together (`--start-at` a few seconds ahead) against one serve, then merged.
     static func shards(_ n: Int, in dir: URL) throws -> (merged: URL, shards: [URL], serve: [String: Any]) {
         let serve = try ServeProcess(["--h2c"])
         // 2 shards: 7 s ahead, so they open their connections 5 s before the start (not at once); 4 shards: 3 s.

@@ -6,7 +6,9 @@ import Testing
 /// `PushMerge` on results made here: counts summed exactly, histograms added, and the sets it must refuse.
 @Suite("PushMerge: push shards added, incomplete or foreign sets refused")
 struct PushMergeTests {
-    static func shard(_ k: Int, of n: Int, seed: UInt64 = 7, config: String = "c0", latencies: [UInt64]) -> PushResults {
+    static func shard(
+        _ k: Int, of n: Int, seed: UInt64 = 7, config: String = "c0", latencies: [UInt64]
+    ) -> PushResults {
         var r = PushResults()
         r.scenario = "smoke"
         r.seed = seed
