@@ -65,6 +65,10 @@ public enum PushReport {
             ],
             "connectionEnds": r.connectionEnds, "providerTokensIssued": r.tokensIssued, "interrupted": r.interrupted,
             "reconnects": r.reconnects, "retries": r.retries, "connectionsLost": r.connectionsLost,
+            "shard": r.shard ?? NSNull(), "shards": r.shards, "configHash": r.configHash,
+            "startAt": r.requestedStartSeconds.map { requested -> Any in
+                ["requestedSeconds": requested, "skewNanos": r.startSkewNanos.map { $0 as Any } ?? NSNull()]
+            } ?? NSNull(),
         ]
         let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
         return String(decoding: data, as: UTF8.self) + "\n"
@@ -96,6 +100,17 @@ public enum PushReport {
         md += "\(gitRevision ?? "unknown"). Schedule \(String(format: "%.1f", r.scheduleSeconds)) s, run "
         md += "\(String(format: "%.1f", r.elapsedSeconds)) s.\n\n"
         md += "## Requests\n\n"
+        if let shard = r.shard {
+            md += "Shard \(shard): the events whose index is \(shard.split(separator: "/")[0]) modulo "
+            md += "\(shard.split(separator: "/")[1]) (`fanout merge` adds the shards' folders).\n\n"
+        } else if r.shards > 1 {
+            md += "Merged from \(r.shards) shards (`fanout merge`): counts and histograms added.\n\n"
+        }
+        if let requested = r.requestedStartSeconds {
+            md += "Start at \(String(format: "%.3f", requested)) (UNIX seconds, `--start-at`); start skew (actual t0 − "
+            md += "requested) \(r.startSkewNanos.map { String(format: "%.3f ms", Double($0) / 1e6) } ?? "unknown")"
+            md += r.shards > 1 ? ", the largest of the shards'.\n\n" : ".\n\n"
+        }
         md += "\(r.events) events: \(r.tokenPushes) token pushes, \(r.broadcasts) broadcasts.\n\n"
         md += "| sent | answered | failed | unanswered at end | identity |\n|---:|---:|---:|---:|---|\n"
         md += "| \(r.sent) | \(r.answered) | \(r.failed) | \(r.unansweredAtEnd) | "

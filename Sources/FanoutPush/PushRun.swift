@@ -91,6 +91,14 @@ public struct PushOptions: Sendable {
     /// `apns-expiration` count from it, as `fanout run`'s do from its virtual epoch. nil: the wall clock at start.
     /// Provider tokens are signed at the wall clock either way.
     public var epochSeconds: Int64?
+    /// Send only the events whose index is K modulo N (`--shard K/N`): every event's pushes are sent by exactly one
+    /// of the N shards, so their counts add up to the whole run's.
+    public var shard: Shard = .whole
+    /// The schedule's t0, in UNIX nanoseconds (`--start-at`): the first event is due at this instant (nil: as soon
+    /// as every connection is ready). The connections are opened `connectLeadSeconds` before it (at once if nearer).
+    public var startAtUnixNanos: Int64?
+    /// With a `startAtUnixNanos` further ahead than this, the connections are opened this long before it.
+    public var connectLeadSeconds = 5.0
 
     public init(target: PushTarget) { self.target = target }
 }
@@ -159,6 +167,15 @@ public struct PushResults: Sendable {
     public var retries = 0
     /// Every connection ended, and no more could be opened, before the schedule did: the run stopped there.
     public var connectionsLost = false
+    /// `K/N` of a shard's run (nil: the whole schedule); the number of shards a merged folder adds up.
+    public var shard: String?
+    public var shards = 1
+    /// The scenario's configuration hash (rates, devices, duration, seed and all: `Scenario.configHash`).
+    public var configHash = ""
+    /// `--start-at`: the requested t0 (UNIX seconds) and the measured start skew, actual t0 − requested (for a merged
+    /// folder: the largest of its shards', by magnitude).
+    public var requestedStartSeconds: Double?
+    public var startSkewNanos: Int64?
 
     public init() {}
 
@@ -181,6 +198,14 @@ public struct PushInterval: Sendable {
     public var lengthSeconds: Double
     public var compressed: [UInt8]
     public var maxValue: UInt64
+
+    public init(tag: String, startSeconds: Double, lengthSeconds: Double, compressed: [UInt8], maxValue: UInt64) {
+        self.tag = tag
+        self.startSeconds = startSeconds
+        self.lengthSeconds = lengthSeconds
+        self.compressed = compressed
+        self.maxValue = maxValue
+    }
 }
 
 /// `fanout push`: the scenario's pushes sent over HTTP/2 at their intended times, on one libuv loop. The events
@@ -217,12 +242,12 @@ public final class PushRun {
     private var signals: [SignalWatcher] = []
     private var t0Nanos: UInt64 = 0
     private var t0UnixNanos: Int64 = 0
+    private var connected = false
     private var started = false
     private var scheduleDone = false
     private var ending = false
     private var finished = false
     private var inFlight = 0
-    private var requestCounter: UInt64 = 0
     private var secondLatency = LatencyHistogram()
     private var secondLag = LatencyHistogram()
     private var secondStartNanos: UInt64 = 0
@@ -254,6 +279,9 @@ public final class PushRun {
         results.connections = options.connections
         results.authenticated = token != nil
         results.maxScheduleLagNanos = options.maxScheduleLagNanos
+        results.shard = options.shard.isWhole ? nil : options.shard.description
+        results.configHash = scenario.configHash
+        results.requestedStartSeconds = options.startAtUnixNanos.map { Double($0) / 1e9 }
     }
 
     /// The number of token pushes the schedule makes per token source event (its followers).
@@ -272,31 +300,37 @@ public final class PushRun {
         let authority = options.target.description.split(separator: "/").last.map(String.init)
         connectTo = (host, tls, settings, authority)
         reconnectsLeft = options.maxReconnects
-        var ready = 0
-        for _ in 0..<options.connections {
-            let connection = try openConnection()
-            connection.onReady = { [unowned self] _ in
-                ready += 1
-                if ready == self.options.connections { self.start() }
+        let leadNanos = Int64(options.connectLeadSeconds * 1e9)
+        let nowNanos = Int64(Date().timeIntervalSince1970 * 1e9)
+        if let startAt = options.startAtUnixNanos, startAt - nowNanos > leadNanos {
+            // A start far ahead: the connections are opened shortly before it, not left idle until then (a server
+            // may close an idle connection).
+            let wait = UVLoop.Timer(loop: loop) { [unowned self] timer in
+                let left = startAt - Int64(Date().timeIntervalSince1970 * 1e9)
+                if left > leadNanos {
+                    timer.start(afterMillis: UInt64((left - leadNanos) / 1_000_000) + 1)
+                    return
+                }
+                timer.close()
+                self.deadline = nil
+                do {
+                    try self.connect()
+                } catch {
+                    self.startError = "\(error)"
+                    self.stop()
+                }
             }
-            connections.append(connection)
+            wait.start(afterMillis: UInt64((startAt - nowNanos - leadNanos) / 1_000_000))
+            deadline = wait
+        } else {
+            try connect()
         }
-        let connectDeadline = UVLoop.Timer(loop: loop) { [unowned self] timer in
-            timer.close()
-            self.deadline = nil
-            guard !self.started else { return }
-            self.startError = "no HTTP/2 connection to \(self.options.target) within "
-                + "\(self.options.connectTimeoutSeconds) s"
-            self.stop()
-        }
-        connectDeadline.start(afterMillis: UInt64(options.connectTimeoutSeconds * 1000))
-        deadline = connectDeadline
         if options.stopOnSignals {
             for signal in [SIGINT, SIGTERM] {
                 signals.append(try SignalWatcher(loop: loop, signal: signal) { [unowned self] _, _ in
                     self.results.interrupted = true
                     self.ending = true
-                    if !self.started { self.startError = "interrupted before the connections were ready" }
+                    if !self.started { self.startError = "interrupted before the schedule started" }
                     self.stop()
                 })
             }
@@ -308,6 +342,31 @@ public final class PushRun {
         retired = []
         if let startError { throw PushError(startError) }
         return results
+    }
+
+    /// Opens the connections; the schedule starts once every one is ready (``ready()``), or the run fails when
+    /// they are not within `connectTimeoutSeconds`.
+    private func connect() throws {
+        guard let loop else { throw PushError("no loop") }
+        var ready = 0
+        for _ in 0..<options.connections {
+            let connection = try openConnection()
+            connection.onReady = { [unowned self] _ in
+                ready += 1
+                if ready == self.options.connections { self.ready() }
+            }
+            connections.append(connection)
+        }
+        let connectDeadline = UVLoop.Timer(loop: loop) { [unowned self] timer in
+            timer.close()
+            self.deadline = nil
+            guard !self.connected else { return }
+            self.startError = "no HTTP/2 connection to \(self.options.target) within "
+                + "\(self.options.connectTimeoutSeconds) s"
+            self.stop()
+        }
+        connectDeadline.start(afterMillis: UInt64(options.connectTimeoutSeconds * 1000))
+        deadline = connectDeadline
     }
 
     private func openConnection() throws -> H2ClientConnection {
@@ -322,15 +381,40 @@ public final class PushRun {
 
     // MARK: The schedule
 
+    /// Every connection is ready: the schedule starts now, or at `startAtUnixNanos`.
+    private func ready() {
+        guard !connected, !finished, let loop else { return }
+        connected = true
+        deadline?.close()
+        deadline = nil
+        guard let startAt = options.startAtUnixNanos else { return start() }
+        let waitNanos = startAt - Int64(Date().timeIntervalSince1970 * 1e9)
+        guard waitNanos > 0 else { return start() }
+        // The loop's timer (whole milliseconds, and late by up to a loop turn) until less than 3 ms are left, then a
+        // sleep for the rest: the skew is the sleep's overshoot, not the timer's resolution.
+        let wait = UVLoop.Timer(loop: loop) { [unowned self] timer in
+            let left = startAt - Int64(Date().timeIntervalSince1970 * 1e9)
+            if left >= 3_000_000 {
+                timer.start(afterMillis: UInt64(left / 1_000_000) - 2)
+                return
+            }
+            if left > 0 { usleep(useconds_t(left / 1000)) }
+            timer.close()
+            self.deadline = nil
+            self.start()
+        }
+        wait.start(afterMillis: waitNanos >= 3_000_000 ? UInt64(waitNanos / 1_000_000) - 2 : 0)
+        deadline = wait
+    }
+
     private func start() {
         guard !started, !finished, let loop else { return }
         started = true
-        deadline?.close()
-        deadline = nil
         t0Nanos = EventLoop.hrtimeNanos
         let wall = Date().timeIntervalSince1970
         t0UnixNanos = Int64(wall * 1e9)
         results.startedAtSeconds = wall
+        if let startAt = options.startAtUnixNanos { results.startSkewNanos = t0UnixNanos - startAt }
         secondStartNanos = t0Nanos
         let feed = EventFeed(world: world, consumers: 1, hrtime: { EventLoop.hrtimeNanos })
         self.feed = feed
@@ -380,6 +464,7 @@ public final class PushRun {
     private func dispatch(_ batch: EventBatch, _ k: Int) {
         guard batch.sends(k) else { return }
         let event = batch.events[k]
+        guard options.shard.isWhole || event.index % options.shard.count == options.shard.index else { return }
         let source = event.source
         let app = world.sourceApp[source]
         let body = Array(batch.payload[Int(batch.payloadStart[k])..<Int(batch.payloadStart[k + 1])])
@@ -421,13 +506,14 @@ public final class PushRun {
             results.broadcasts += 1
             send(H2ClientRequest(
                 path: Array("/4/broadcasts/apps/".utf8) + bundles[app], headers: headers,
-                uniqueHeader: ("apns-request-id", nextId()), body: body, tag: tag))
+                uniqueHeader: ("apns-request-id", PushRun.requestId(seed: scenario.seed, event: event.index, push: 0)),
+                body: body, tag: tag))
             return
         }
-        for path in targets[source] {
+        for (n, path) in targets[source].enumerated() {
             results.tokenPushes += 1
-            send(H2ClientRequest(
-                path: path, headers: headers, uniqueHeader: ("apns-id", nextId()), body: body, tag: tag))
+            let id = PushRun.requestId(seed: scenario.seed, event: event.index, push: n)
+            send(H2ClientRequest(path: path, headers: headers, uniqueHeader: ("apns-id", id), body: body, tag: tag))
         }
     }
 
@@ -475,11 +561,12 @@ public final class PushRun {
         results.peakQueued = max(results.peakQueued, queued)
     }
 
-    /// A UUID's text (8-4-4-4-12 lowercase hex) from the seed and a counter: unique per request, the same each run.
-    private func nextId() -> [UInt8] {
-        requestCounter &+= 1
-        let a = Mix.hash(scenario.seed, 0xA1D, requestCounter)
-        let b = Mix.hash(scenario.seed, 0xA1E, requestCounter)
+    /// A UUID's text (8-4-4-4-12 lowercase hex) from the seed, the event's index and the push's number within the
+    /// event: unique per request, the same each run, and the same whether the run is sharded or not (shards never
+    /// send two requests under one id).
+    static func requestId(seed: UInt64, event: Int, push: Int) -> [UInt8] {
+        let a = Mix.hash(seed, 0xA1D, UInt64(event), UInt64(push))
+        let b = Mix.hash(seed, 0xA1E, UInt64(event), UInt64(push))
         return [UInt8](unsafeUninitializedCapacity: 36) { buffer, count in
             var j = 0
             for i in 0..<32 {

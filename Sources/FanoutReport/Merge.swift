@@ -17,21 +17,24 @@ public enum RunMerge {
         for (folder, r) in parts {
             let i = r.info
             func differs(_ what: String, _ a: String, _ b: String) -> ReportReadError {
-                ReportReadError(file: folder, "\(what) \(b) differs from \(firstFolder)'s \(a): not shards of one run")
+                ReportReadError(
+                    file: folder, "\(what) \(b) differs from \(firstFolder)'s \(a): not shards of one run",
+                    refusal: .notOneRun)
             }
             if i.scenario != i0.scenario { throw differs("scenario", i0.scenario, i.scenario) }
             if i.seed != i0.seed { throw differs("seed", "\(i0.seed)", "\(i.seed)") }
             if i.configHash != i0.configHash { throw differs("configuration", i0.configHash, i.configHash) }
             if i.clock != i0.clock { throw differs("clock", i0.clock, i.clock) }
             guard let text = i.shard, let shard = try? Shard(parsing: text) else {
-                throw ReportReadError(file: folder, "not a shard (run it with --shard K/N)")
+                throw ReportReadError(file: folder, "not a shard (run it with --shard K/N)", refusal: .shardSet)
             }
             if n == 0 { n = shard.count }
             guard shard.count == n else {
-                throw ReportReadError(file: folder, "shard \(shard) is one of \(shard.count), the others of \(n)")
+                throw ReportReadError(
+                    file: folder, "shard \(shard) is one of \(shard.count), the others of \(n)", refusal: .shardSet)
             }
             if let other = seen[shard.index] {
-                throw ReportReadError(file: folder, "shard \(shard) is also in \(other)")
+                throw ReportReadError(file: folder, "shard \(shard) is also in \(other)", refusal: .shardSet)
             }
             seen[shard.index] = folder
             guard r.completion != nil else {
@@ -43,7 +46,8 @@ public enum RunMerge {
                 throw ReportReadError(file: folder, "the shard's own accounting identities are broken")
             }
             guard r.events == first.events else {
-                throw ReportReadError(file: folder, "\(r.events) events, \(firstFolder) has \(first.events)")
+                throw ReportReadError(
+                    file: folder, "\(r.events) events, \(firstFolder) has \(first.events)", refusal: .notOneRun)
             }
         }
         let missing = (0..<n).filter { seen[$0] == nil }
@@ -51,7 +55,7 @@ public enum RunMerge {
             throw ReportReadError(
                 file: "merge",
                 "missing shard" + (missing.count > 1 ? "s " : " ")
-                    + missing.map { "\($0)/\(n)" }.joined(separator: ", ") + " of \(n)")
+                    + missing.map { "\($0)/\(n)" }.joined(separator: ", ") + " of \(n)", refusal: .shardSet)
         }
 
         var accounting = Accounting()

@@ -7,11 +7,30 @@ import Foundation
 public struct ReportReadError: Error, CustomStringConvertible, Equatable {
     public var file: String
     public var message: String
+    /// Set when `fanout merge` refuses the set of folders it was given (its own exit status).
+    public var refusal: MergeRefusal?
     public var description: String { "\(file): \(message)" }
 
-    public init(file: String, _ message: String) {
+    public init(file: String, _ message: String, refusal: MergeRefusal? = nil) {
         self.file = file
         self.message = message
+        self.refusal = refusal
+    }
+}
+
+/// Why `fanout merge` refuses a set of folders, each with its exit status (1 stays for unreadable folders).
+public enum MergeRefusal: Sendable, Equatable {
+    /// A shard missing or given twice, shards of different N, or a folder that is not a shard: exit 5.
+    case shardSet
+    /// Folders that are not shards of one run: another scenario, seed, configuration (rates, devices, duration)
+    /// or clock, or `fanout run` and `fanout push` folders mixed: exit 6.
+    case notOneRun
+
+    public var exitCode: Int32 {
+        switch self {
+        case .shardSet: 5
+        case .notOneRun: 6
+        }
     }
 }
 

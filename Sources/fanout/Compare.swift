@@ -1,4 +1,5 @@
 import ArgumentParser
+import FanoutPush
 import FanoutReport
 import Foundation
 
@@ -93,12 +94,17 @@ struct Compare: ParsableCommand {
 
 struct Merge: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Merge the run folders of a sharded run (fanout run --shard K/N) into the whole run's folder.",
+        abstract: "Merge the folders of a sharded run (fanout run or fanout push --shard K/N) into the whole run's.",
         discussion: """
             The folders must be all N shards of one run: same scenario, seed, configuration and clock. \
             Counts are summed and the accounting identities checked again; histograms are added interval by \
             interval (never percentiles averaged); fan-out completion is rebuilt per event from each shard's \
-            completion.tsv (the last recipient on any shard). Writes every file of a run folder to --out.
+            completion.tsv (the last recipient on any shard). Writes every file of a run folder to --out. Push \
+            folders (fanout push --shard K/N; same scenario, seed and configuration) merge the same way: requests \
+            by status, reason and failure summed, latency and scheduleLag added per second from latency.hlog. \
+            Exit status: 0; 5 when a shard is missing or given twice (or N differs, or a folder is not a shard); \
+            6 when the folders are not shards of one run (scenario, seed, configuration or clock differ, or run \
+            and push folders are mixed); 1 when a folder cannot be read.
             """
     )
 
@@ -108,15 +114,50 @@ struct Merge: ParsableCommand {
 
     func run() throws {
         guard !folders.isEmpty else { throw ValidationError("expected the run folders of the shards") }
+        let push = folders.filter(PushFolder.isPush)
+        if !push.isEmpty {
+            guard push.count == folders.count else {
+                let run = folders.first { !PushFolder.isPush($0) }!
+                try refuse(
+                    ReportReadError(
+                        file: run, "not a fanout push folder, and \(push[0]) is one: run and push folders do not mix",
+                        refusal: .notOneRun))
+            }
+            return try mergePush()
+        }
         let merged: RunReport
         do {
             var parts: [(folder: String, report: RunReport)] = []
             for folder in folders { parts.append((folder, try RunFolderReader.read(folder))) }
             merged = try RunMerge.merge(parts)
         } catch {
-            throw CommandFailure("\(error)")
+            try refuse(error)
         }
         try RunFiles.write(folder: out, files: RunFiles.all(merged))
         print(SummaryTable.text(merged, folder: out))
+    }
+
+    /// Exit 5 (a shard missing or given twice) or 6 (not shards of one run) when the set is refused, else 1.
+    private func refuse(_ error: ReportReadError) throws -> Never {
+        guard let refusal = error.refusal else { throw CommandFailure("\(error)") }
+        FileHandle.standardError.write(Data("Error: \(error)\n".utf8))
+        throw ExitCode(refusal.exitCode)
+    }
+
+    private func mergePush() throws {
+        let merged: PushResults
+        do {
+            var parts: [(folder: String, results: PushResults)] = []
+            for folder in folders { parts.append((folder, try PushFolder.read(folder))) }
+            merged = try PushMerge.merge(parts)
+        } catch {
+            try refuse(error)
+        }
+        try RunFiles.write(folder: out, files: try PushReport.files(merged, gitRevision: Machine.gitRevision()))
+        print(
+            "fanout merge: \(merged.shards) push shards, \(merged.events) events, \(merged.sent) sent, "
+                + "\(merged.answered) answered "
+                + merged.byStatus.sorted(by: { $0.key < $1.key }).map { "\($0.key): \($0.value)" }.description
+                + ", \(merged.failed) failed, \(merged.unansweredAtEnd) unanswered at end; \(out)")
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FanoutMetrics
 import FanoutPush
 import FanoutReport
 import FanoutSim
@@ -16,7 +17,10 @@ struct Push: ParsableCommand {
             time to the answer's END_STREAM: a wait for a free stream or connection counts (coordinated omission \
             accounted for, as wrk2 does). Exit status: 0; 1 on an error or a broken identity; 3 when the generator \
             was saturated (scheduleLag p99 above --max-schedule-lag, or requests still queued at the end); 130 when \
-            SIGINT or SIGTERM ended the run early (its folder is written).
+            SIGINT or SIGTERM ended the run early (its folder is written); 64 on a bad argument (a --start-at more \
+            than 1 s in the past among them). With --shard K/N only the events whose index is K modulo N are sent \
+            (every event's pushes by exactly one shard); with --start-at every shard's schedule starts at one \
+            instant, and `fanout merge` adds the shards' folders into the whole run's.
             """
     )
 
@@ -78,8 +82,36 @@ struct Push: ParsableCommand {
     @Option(help: "Seconds to wait for answers after the last event before closing the connections.")
     var drain = 10.0
 
-    @Option(help: "Run folder (default reports/runs/<UTC time>-push-<scenario>/).")
+    @Option(
+        help: ArgumentHelp(
+            "Send only the events whose index is K modulo N (K from 0): N processes together send the whole "
+                + "schedule, each event's pushes by one of them; `fanout merge` adds their folders.",
+            valueName: "K/N"))
+    var shard: String?
+
+    @Option(
+        name: .customLong("start-at"),
+        help: ArgumentHelp(
+            "Start the schedule (its t0) at this instant: RFC 3339 (2026-11-26T10:00:00Z) or UNIX seconds. The "
+                + "connections are opened at once; the summary records the start skew (actual t0 − requested).",
+            valueName: "TIME"))
+    var startAt: String?
+
+    @Option(help: "Run folder (default reports/runs/<UTC time>-push-<scenario>[-shard-K-of-N]/).")
     var out: String?
+
+    /// How late a --start-at may already be when the command starts (the skew is recorded) before it is refused.
+    static let startAtToleranceSeconds = 1.0
+
+    /// `--start-at`: RFC 3339 (with or without fractional seconds) or UNIX seconds, as UNIX seconds.
+    static func parseStartAt(_ text: String) -> Double? {
+        if let seconds = Double(text), seconds.isFinite, seconds > 0 { return seconds }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: text) { return date.timeIntervalSince1970 }
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text)?.timeIntervalSince1970
+    }
 
     func run() throws {
         var s = try ScenarioSource.load(scenario)
@@ -138,11 +170,38 @@ struct Push: ParsableCommand {
             options.authKeyPEM = Array(data)
             options.team = team
         }
-        let folder = out ?? "reports/runs/\(Run.timestamp())-push-\(s.name)"
+        var slice = Shard.whole
+        if let shard {
+            do {
+                slice = try Shard(parsing: shard)
+            } catch {
+                throw ValidationError("--shard: \(error)")
+            }
+        }
+        options.shard = slice
+        if let startAt {
+            guard let seconds = Push.parseStartAt(startAt) else {
+                throw ValidationError(
+                    "--start-at: expected an RFC 3339 time (2026-11-26T10:00:00Z) or UNIX seconds, got \(startAt)")
+            }
+            let now = Date().timeIntervalSince1970
+            guard seconds >= now - Push.startAtToleranceSeconds else {
+                throw ValidationError(
+                    "--start-at: \(startAt) is " + String(format: "%.3f", now - seconds)
+                        + " s in the past (at most \(Push.startAtToleranceSeconds) s late is accepted)")
+            }
+            guard seconds <= now + 7 * 86_400 else {
+                throw ValidationError("--start-at: \(startAt) is more than 7 days ahead")
+            }
+            options.startAtUnixNanos = Int64((seconds * 1e9).rounded())
+        }
+        let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
+        let folder = out ?? "reports/runs/\(Run.timestamp())-push-\(s.name)\(suffix)"
         let interactive = isatty(STDERR_FILENO) != 0
         let banner =
-            "fanout push \(s.name) → \(options.target): \(s.population.devices) devices, \(s.durationSeconds) s, "
-            + "seed \(s.seed), \(connections) connection\(connections == 1 ? "" : "s")\n"
+            "fanout push \(s.name)\(slice.isWhole ? "" : " shard \(slice)") → \(options.target): "
+            + "\(s.population.devices) devices, \(s.durationSeconds) s, seed \(s.seed), \(connections) connection"
+            + (connections == 1 ? "" : "s") + (startAt.map { ", start at \($0)" } ?? "") + "\n"
         FileHandle.standardError.write(Data(banner.utf8))
         let results: PushResults
         do {

@@ -247,7 +247,7 @@ struct BadInputTests {
             name: "trace empty", arguments: ["replay", "$DIR/t.jsonl", "--dump", "$DIR/out.jsonl"],
             files: ["t.jsonl": ""], status: 1,
             message: "Error: $DIR/t.jsonl: line 1: empty trace: expected a header line"),
-        // Run folders given to compare and merge: the file and the field, status 1.
+        // Run folders given to compare and merge: the file and the field, status 1 (a shard set merge refuses: 5 or 6).
         Case(
             name: "compare missing folder", arguments: ["compare", "$DIR/none", "$DIR/none2"], status: 1,
             message: "Error: $DIR/none: no such file or folder"),
@@ -338,17 +338,17 @@ struct BadInputTests {
         let s0 = "$DIR/seed7-shard0"
         return [
             Case(
-                name: "merge a whole run", arguments: ["merge", "$DIR/whole", "--out", "$DIR/out"], status: 1,
+                name: "merge a whole run", arguments: ["merge", "$DIR/whole", "--out", "$DIR/out"], status: 5,
                 message: "Error: $DIR/whole: not a shard (run it with --shard K/N)"),
             Case(
-                name: "merge a missing shard", arguments: ["merge", s0, "--out", "$DIR/out"], status: 1,
+                name: "merge a missing shard", arguments: ["merge", s0, "--out", "$DIR/out"], status: 5,
                 message: "Error: merge: missing shard 1/2 of 2"),
             Case(
-                name: "merge a repeated shard", arguments: ["merge", s0, s0, "--out", "$DIR/out"], status: 1,
+                name: "merge a repeated shard", arguments: ["merge", s0, s0, "--out", "$DIR/out"], status: 5,
                 message: "Error: $DIR/seed7-shard0: shard 0/2 is also in $DIR/seed7-shard0"),
             Case(
                 name: "merge another seed", arguments: ["merge", s0, "$DIR/seed8-shard1", "--out", "$DIR/out"],
-                status: 1,
+                status: 6,
                 message: "Error: $DIR/seed8-shard1: seed 8 differs from $DIR/seed7-shard0's 7: "
                     + "not shards of one run"),
             Case(

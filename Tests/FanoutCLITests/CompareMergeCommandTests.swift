@@ -91,7 +91,7 @@ struct CompareMergeCommandTests {
             NSDictionary(dictionary: a["counts"] as! [String: Any])
                 == NSDictionary(dictionary: b["counts"] as! [String: Any]))
         let bad = try CLI.run(["merge", shards[0], "--out", dir.appendingPathComponent("bad").path])
-        #expect(bad.status == 1 && bad.stderr.contains("missing shard 1/2"), "\(bad.stderr)")
+        #expect(bad.status == 5 && bad.stderr.contains("missing shard 1/2"), "\(bad.stderr)")
         #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("bad").path))
         let flag = try CLI.run(["run", "smoke", "--shard", "2/2"])
         #expect(flag.status == 64 && flag.stderr.contains("--shard: K must be from 0 to 1, got 2"), "\(flag.stderr)")

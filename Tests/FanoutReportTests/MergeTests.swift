@@ -65,7 +65,9 @@ struct MergeTests {
         s.durationSeconds = 10
         let a = try roundTrip(try report(s, shard: try Shard(index: 0, count: 3)))
         let b = try roundTrip(try report(s, shard: try Shard(index: 1, count: 3)))
-        #expect(throws: ReportReadError(file: "merge", "missing shard 2/3 of 3")) { try RunMerge.merge([a, b]) }
+        #expect(throws: ReportReadError(file: "merge", "missing shard 2/3 of 3", refusal: .shardSet)) {
+            try RunMerge.merge([a, b])
+        }
         do {
             _ = try RunMerge.merge([a, b, a])
             Issue.record("a repeated shard was merged")

@@ -1,0 +1,247 @@
+import FanoutHistogramLog
+import FanoutMetrics
+import FanoutReport
+import Foundation
+
+/// A `fanout push` run folder read back: its summary.json's counts, and its histograms from latency.hlog (the whole
+/// run's `latency` and `scheduleLag`: the sum of the intervals, checked against the summary's counts).
+public enum PushFolder {
+    /// Whether `folder` holds the summary.json of `fanout push` (not of `fanout run` or `fanout serve`).
+    public static func isPush(_ folder: String) -> Bool {
+        let file = (folder as NSString).appendingPathComponent("summary.json")
+        guard let data = FileManager.default.contents(atPath: file),
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { return false }
+        return object["tool"] as? String == "fanout push"
+    }
+
+    public static func read(_ folder: String) throws(ReportReadError) -> PushResults {
+        let file = (folder as NSString).appendingPathComponent("summary.json")
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw ReportReadError(file: file, "cannot read the file (a push folder holds summary.json)")
+        }
+        guard let root = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            throw ReportReadError(file: file, "not a JSON object")
+        }
+        guard root["tool"] as? String == "fanout push" else {
+            throw ReportReadError(file: file, "not the summary of a fanout push run (field tool)")
+        }
+        func field<T>(_ object: [String: Any], _ key: String, _ path: String, as: T.Type) throws(ReportReadError) -> T {
+            guard let value = object[key] as? T else {
+                throw ReportReadError(file: file, "field \(path)\(key): missing or not a \(T.self)")
+            }
+            return value
+        }
+        func number(_ object: [String: Any], _ key: String, _ path: String) throws(ReportReadError) -> Double {
+            try field(object, key, path, as: NSNumber.self).doubleValue
+        }
+        func counts(_ object: [String: Any], _ key: String, _ path: String) throws(ReportReadError) -> [String: Int] {
+            try field(object, key, path, as: [String: Int].self)
+        }
+        var r = PushResults()
+        r.scenario = try field(root, "scenario", "", as: String.self)
+        r.seed = UInt64(try field(root, "seed", "", as: Int.self))
+        r.target = try field(root, "target", "", as: String.self)
+        r.connections = try field(root, "connections", "", as: Int.self)
+        r.authenticated = try field(root, "authentication", "", as: String.self) == "jwt"
+        r.startedAtSeconds = try number(root, "startedAtSeconds", "")
+        r.scheduleSeconds = try number(root, "scheduleSeconds", "")
+        r.elapsedSeconds = try number(root, "elapsedSeconds", "")
+        r.events = try field(root, "events", "", as: Int.self)
+        r.tokenPushes = try field(root, "tokenPushes", "", as: Int.self)
+        r.broadcasts = try field(root, "broadcasts", "", as: Int.self)
+        let requests = try field(root, "requests", "", as: [String: Any].self)
+        r.sent = try field(requests, "sent", "requests.", as: Int.self)
+        r.submitted = try field(requests, "submitted", "requests.", as: Int.self)
+        for (status, n) in try counts(requests, "byStatus", "requests.") {
+            guard let code = Int(status) else {
+                throw ReportReadError(file: file, "field requests.byStatus: \(status) is not a status")
+            }
+            r.byStatus[code] = n
+        }
+        r.byReason = try counts(requests, "byReason", "requests.")
+        r.failures = try counts(requests, "failures", "requests.")
+        r.unansweredAtEnd = try field(requests, "unansweredAtEnd", "requests.", as: Int.self)
+        r.queuedAtEnd = try field(requests, "queuedAtEnd", "requests.", as: Int.self)
+        r.peakQueued = try field(requests, "peakQueued", "requests.", as: Int.self)
+        let saturation = try field(root, "saturation", "", as: [String: Any].self)
+        r.maxScheduleLagNanos = UInt64(try field(saturation, "maxScheduleLagNanos", "saturation.", as: Int.self))
+        r.connectionEnds = try counts(root, "connectionEnds", "")
+        r.tokensIssued = try field(root, "providerTokensIssued", "", as: Int.self)
+        r.interrupted = try field(root, "interrupted", "", as: Bool.self)
+        r.reconnects = try field(root, "reconnects", "", as: Int.self)
+        r.retries = try field(root, "retries", "", as: Int.self)
+        r.connectionsLost = try field(root, "connectionsLost", "", as: Bool.self)
+        r.shard = root["shard"] as? String
+        r.shards = root["shards"] as? Int ?? 1
+        r.configHash = root["configHash"] as? String ?? ""
+        if let start = root["startAt"] as? [String: Any] {
+            r.requestedStartSeconds = (start["requestedSeconds"] as? NSNumber)?.doubleValue
+            r.startSkewNanos = (start["skewNanos"] as? Int).map(Int64.init)
+        }
+        guard r.identityHolds else {
+            throw ReportReadError(file: file, "the identity sent = answered + failed + unansweredAtEnd is broken")
+        }
+
+        // The histograms: latency.hlog's intervals, added per tag; their totals must be the summary's counts.
+        let log = (folder as NSString).appendingPathComponent("latency.hlog")
+        guard let text = try? String(contentsOfFile: log, encoding: .utf8) else {
+            throw ReportReadError(file: log, "cannot read the file (a push folder holds latency.hlog)")
+        }
+        let intervals: [HistogramLogReader.Interval]
+        do {
+            intervals = try HistogramLogReader.read(text)
+        } catch {
+            throw ReportReadError(file: log, "\(error)")
+        }
+        for interval in intervals {
+            let c = interval.counts
+            guard c.lowestDiscernibleValue == HdrLayout.lowestDiscernibleValue,
+                c.significantDigits == HdrLayout.significantDigits, c.first + c.counts.count <= HdrLayout.countsLength
+            else {
+                throw ReportReadError(file: log, "an interval of another histogram layout than fanout's")
+            }
+            let h = c.counts.withUnsafeBufferPointer { LatencyHistogram(first: c.first, counts: $0) }
+            switch interval.tag {
+            case "latency": r.latency.add(h)
+            case "scheduleLag": r.scheduleLag.add(h)
+            default: throw ReportReadError(file: log, "an interval tagged \(interval.tag ?? "(none)")")
+            }
+            r.intervals.append(PushInterval(
+                tag: interval.tag!, startSeconds: interval.startSeconds, lengthSeconds: interval.lengthSeconds,
+                compressed: h.encodedCompressed(), maxValue: h.max))
+        }
+        let latencyCount = (root["latency"] as? [String: Any])?["count"] as? Int
+        let lagCount = (root["scheduleLag"] as? [String: Any])?["count"] as? Int
+        guard latencyCount == Int(r.latency.totalCount), lagCount == Int(r.scheduleLag.totalCount) else {
+            throw ReportReadError(
+                file: log,
+                "its intervals hold \(r.latency.totalCount) latency and \(r.scheduleLag.totalCount) scheduleLag "
+                    + "samples, summary.json counts \(latencyCount ?? -1) and \(lagCount ?? -1)")
+        }
+        return r
+    }
+}
+
+/// `fanout merge` of `fanout push --shard K/N` folders: all N shards of one schedule (same scenario, seed and
+/// configuration hash: rates, devices, duration). Counts are summed (by status, reason and failure too) and the
+/// identity checked again; histograms are added, the whole run's and each second's (the shards' seconds k added,
+/// whatever their start: with `--start-at` they are the same second), never percentiles averaged.
+public enum PushMerge {
+    public static func merge(_ parts: [(folder: String, results: PushResults)]) throws(ReportReadError) -> PushResults {
+        guard let (firstFolder, first) = parts.first else { throw ReportReadError(file: "merge", "no push folders") }
+        var seen: [Int: String] = [:]
+        var n = 0
+        for (folder, r) in parts {
+            func differs(_ what: String, _ a: String, _ b: String) -> ReportReadError {
+                ReportReadError(
+                    file: folder, "\(what) \(b) differs from \(firstFolder)'s \(a): not shards of one push run",
+                    refusal: .notOneRun)
+            }
+            if r.scenario != first.scenario { throw differs("scenario", first.scenario, r.scenario) }
+            if r.seed != first.seed { throw differs("seed", "\(first.seed)", "\(r.seed)") }
+            if r.configHash != first.configHash {
+                throw differs("configuration (rates, devices, duration)", first.configHash, r.configHash)
+            }
+            guard let text = r.shard, let shard = try? Shard(parsing: text) else {
+                throw ReportReadError(
+                    file: folder, "not a shard (run it with fanout push --shard K/N)", refusal: .shardSet)
+            }
+            if n == 0 { n = shard.count }
+            guard shard.count == n else {
+                throw ReportReadError(
+                    file: folder, "shard \(shard) is one of \(shard.count), the others of \(n)", refusal: .shardSet)
+            }
+            if let other = seen[shard.index] {
+                throw ReportReadError(file: folder, "shard \(shard) is also in \(other)", refusal: .shardSet)
+            }
+            seen[shard.index] = folder
+        }
+        let missing = (0..<n).filter { seen[$0] == nil }
+        guard missing.isEmpty else {
+            throw ReportReadError(
+                file: "merge",
+                "missing shard" + (missing.count > 1 ? "s " : " ")
+                    + missing.map { "\($0)/\(n)" }.joined(separator: ", ") + " of \(n)", refusal: .shardSet)
+        }
+
+        var m = PushResults()
+        m.scenario = first.scenario
+        m.seed = first.seed
+        m.configHash = first.configHash
+        m.target = Array(Set(parts.map(\.results.target))).sorted().joined(separator: " ")
+        m.authenticated = first.authenticated
+        m.shards = n
+        m.startedAtSeconds = .infinity
+        // Each second k of every shard, per tag, added.
+        var seconds: [String: [(start: Double, length: Double, histogram: LatencyHistogram)]] = [:]
+        let requested = Set(parts.map { $0.results.requestedStartSeconds })
+        m.requestedStartSeconds = requested.count == 1 ? first.requestedStartSeconds : nil
+        for (_, r) in parts {
+            m.connections += r.connections
+            m.events += r.events
+            m.tokenPushes += r.tokenPushes
+            m.broadcasts += r.broadcasts
+            m.sent += r.sent
+            m.submitted += r.submitted
+            m.byStatus.merge(r.byStatus, uniquingKeysWith: +)
+            m.byReason.merge(r.byReason, uniquingKeysWith: +)
+            m.failures.merge(r.failures, uniquingKeysWith: +)
+            m.connectionEnds.merge(r.connectionEnds, uniquingKeysWith: +)
+            m.unansweredAtEnd += r.unansweredAtEnd
+            m.queuedAtEnd += r.queuedAtEnd
+            m.peakQueued += r.peakQueued
+            m.tokensIssued += r.tokensIssued
+            m.reconnects += r.reconnects
+            m.retries += r.retries
+            m.interrupted = m.interrupted || r.interrupted
+            m.connectionsLost = m.connectionsLost || r.connectionsLost
+            m.latency.add(r.latency)
+            m.scheduleLag.add(r.scheduleLag)
+            m.startedAtSeconds = min(m.startedAtSeconds, r.startedAtSeconds)
+            m.scheduleSeconds = max(m.scheduleSeconds, r.scheduleSeconds)
+            m.elapsedSeconds = max(m.elapsedSeconds, r.elapsedSeconds)
+            m.maxScheduleLagNanos = max(m.maxScheduleLagNanos, r.maxScheduleLagNanos)
+            if m.requestedStartSeconds != nil, let skew = r.startSkewNanos,
+                abs(skew) > abs(m.startSkewNanos ?? 0) || m.startSkewNanos == nil
+            {
+                m.startSkewNanos = skew
+            }
+            var ordinal: [String: Int] = [:]
+            for interval in r.intervals {
+                let k = ordinal[interval.tag, default: 0]
+                ordinal[interval.tag] = k + 1
+                let h: LatencyHistogram
+                do {
+                    h = try LatencyHistogram(decoding: interval.compressed)
+                } catch {
+                    throw ReportReadError(file: "merge", "interval \(k) of \(interval.tag): \(error)")
+                }
+                var list = seconds[interval.tag, default: []]
+                if k < list.count {
+                    list[k].start = min(list[k].start, interval.startSeconds)
+                    list[k].length = max(list[k].length, interval.lengthSeconds)
+                    list[k].histogram.add(h)
+                } else {
+                    list.append((interval.startSeconds, interval.lengthSeconds, h))
+                }
+                seconds[interval.tag] = list
+            }
+        }
+        guard m.identityHolds else {
+            throw ReportReadError(file: "merge", "the summed counts break the identity sent = answered + failed + "
+                + "unansweredAtEnd")
+        }
+        let longest = seconds.values.map(\.count).max() ?? 0
+        for k in 0..<longest {
+            for tag in ["latency", "scheduleLag"] {
+                guard let list = seconds[tag], k < list.count else { continue }
+                m.intervals.append(PushInterval(
+                    tag: tag, startSeconds: list[k].start, lengthSeconds: list[k].length,
+                    compressed: list[k].histogram.encodedCompressed(), maxValue: list[k].histogram.max))
+            }
+        }
+        if m.startedAtSeconds == .infinity { m.startedAtSeconds = 0 }
+        return m
+    }
+}
