@@ -178,12 +178,16 @@ def throughput(args, work, body):
             port = serve.port
             stop = serve.stop
         uris = uri_file(f"{work}/uris-{port}.txt", port, tokens)
-        results[server] = {"h2load": [], "push": []}
+        one = uri_file(f"{work}/one-{port}.txt", port, tokens[:1])
+        results[server] = {"h2load": [], "push": [], "h2load one URL": []}
         for k in range(args.rounds):
             loads.append(load())
             # fanout serve applies every push on its devices: fewer requests against it (~200,000 each).
             share = 1 if server == "nghttpd" else 1 / 3
             results[server]["h2load"].append(h2load(uris, body, requests=int(args.requests * share)))
+            if server == "nghttpd":
+                # h2load's best case: one path, so one file and one HPACK-indexed :path (not a distinct token each).
+                results[server]["h2load one URL"].append(h2load(one, body, requests=args.requests))
             loads.append(load())
             results[server]["push"].append(
                 push(args.binary, port, 1000, round(args.push_seconds * share, 2), f"{work}/push-{server}-{k}"))
@@ -212,7 +216,12 @@ def throughput(args, work, body):
         failed = failed or ratio < args.min_ratio
         lines.append(f"| {server} | {statistics.median(h):,.0f} | {' · '.join(f'{x:,.0f}' for x in h)} | "
                      f"{statistics.median(p):,.0f} | {' · '.join(f'{x:,.0f}' for x in p)} | {ratio:.0%} |")
-    lines += ["", f"Gate: push / h2load ≥ {args.min_ratio:.0%} against each server: "
+    h1 = [r["rate"] for r in results["nghttpd"]["h2load one URL"]]
+    p1 = statistics.median(r["rate"] for r in results["nghttpd"]["push"])
+    lines += ["", f"h2load against nghttpd with one URL (one token path for every request, its best case, not the "
+              f"same work): median {statistics.median(h1):,.0f} req/s ({' · '.join(f'{x:,.0f}' for x in h1)}); "
+              f"push / that: {p1 / statistics.median(h1):.0%} (not gated)."]
+    lines += ["", f"Gate: push / h2load (the same token paths) ≥ {args.min_ratio:.0%} against each server: "
               f"{'**not met**' if failed else 'met'}.", ""]
     text = "\n".join(lines)
     print(text)
@@ -228,7 +237,7 @@ def stall(args, work, body):
     for faults in [None, "stall-every=10s:1s"]:
         for tool in ["h2load", "push"]:
             serve = Serve(args.binary, work, f"{tool}-{'stall' if faults else 'plain'}", faults)
-            commands.append(serve.command)
+            commands.append(serve.command.replace(work, "WORK"))
             loads.append(load())
             if tool == "h2load":
                 uris = uri_file(f"{work}/uris-{serve.port}.txt", serve.port, serve.tokens())
