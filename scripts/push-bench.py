@@ -199,10 +199,11 @@ def throughput(args, work, body):
              f"Commit {revision()}, `make push-bench` ({args.rounds} rounds, alternating h2load and push; "
              f"{os.cpu_count()} cores; `uptime` load {min(loads)}–{max(loads)} before the runs).", "",
              f"Both clients: 1 connection, {STREAMS} streams, one thread, h2c on 127.0.0.1. h2load: `-n "
-             f"{args.requests}` (a third of that against fanout serve) POSTs of one {os.path.getsize(body)}-byte body with APNs headers to the {len(tokens)} "
-             f"token paths in turn. fanout push: `{SCENARIO} --devices {DEVICES} --rate-scale 1000 --duration "
-             f"{args.push_seconds}` (a third of that against fanout serve; about {PUSH_PER_SCALE * 1000 * args.push_seconds:,.0f} "
-             "requests offered far faster than either side answers: saturated, exit 3, as meant), every request its own token, `apns-id` and encoded body; "
+             f"{args.requests}` (a third of that against fanout serve) POSTs of one {os.path.getsize(body)}-byte "
+             f"body with APNs headers to the {len(tokens)} token paths in turn. fanout push: `{SCENARIO} --devices "
+             f"{DEVICES} --rate-scale 1000 --duration {args.push_seconds}` (a third of that against fanout serve; "
+             f"about {PUSH_PER_SCALE * 1000 * args.push_seconds:,.0f} requests offered far faster than either side "
+             "answers: saturated, exit 3, as meant), every request its own token, `apns-id` and encoded body; "
              "requests/s = answered / the run from its first request to its last answer. nghttpd: `nghttpd --no-tls "
              "-n 1 -d HTDOCS` (an empty file at every token path); fanout serve: `fanout serve smoke --devices "
              f"{DEVICES} --seed {SEED} --workers 1 --h2c`.", "",
