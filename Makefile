@@ -165,6 +165,14 @@ scale-serve: build
 serve-bench: build
 	python3 scripts/serve-bench.py --binary $(BIN)
 
+## fanout push against h2load, side by side (issue 21): 3 rounds alternating, 1 connection × 100 streams, one
+## thread each, at saturation against nghttpd and `fanout serve --workers 1`; medians, ratio, `uptime` load.
+## Exit 1 when push's median is below 90% of h2load's (the gate). PUSH_BENCH_ARGS="--stall --rate 100000" runs
+## the latency comparison under `fanout serve --faults stall-every=10s:1s` instead.
+.PHONY: push-bench
+push-bench: build
+	python3 scripts/push-bench.py --binary $(BIN) $(PUSH_BENCH_ARGS)
+
 ## The whole loop for 30 s (scripts/example-backend.sh): fanout serve smoke over TLS with ES256 tokens registers
 ## every activity with the example backend (examples/backend-aioapns: aiohttp, aioapns, sqlite3), sends it the
 ## scenario's events at their intended times, and measures each event to the Lock Screen through it

@@ -223,17 +223,18 @@ public final class PushRun {
     private let topics: [[UInt8]]
     private let bundles: [[UInt8]]
     private let token: ProviderToken?
-    private var results = PushResults()
+    // Hot fields are `@exclusivity(unchecked)`: the run is confined to its loop's thread, no access overlaps another.
+    @exclusivity(unchecked) private var results = PushResults()
 
     // The run, on the loop.
     private var loop: EventLoop?
-    private var connections: [H2ClientConnection] = []
+    @exclusivity(unchecked) private var connections: [H2ClientConnection] = []
     /// Connections that ended, kept until the run is over (one may still be inside its own callback).
     private var retired: [H2ClientConnection] = []
     private var connectTo: (host: String, tls: TLSContext?, settings: H2ClientSettings, authority: String?)?
     private var reconnectsLeft = 0
     /// Requests waiting for a connection (none was live when they were due or retried; one is being opened).
-    private var orphans: [H2ClientRequest] = []
+    @exclusivity(unchecked) private var orphans: [H2ClientRequest] = []
     private var feed: EventFeed?
     private var cursor: FeedCursor?
     private var timer: UVLoop.Timer?
@@ -244,12 +245,14 @@ public final class PushRun {
     private var t0UnixNanos: Int64 = 0
     private var connected = false
     private var started = false
-    private var scheduleDone = false
-    private var ending = false
-    private var finished = false
-    private var inFlight = 0
-    private var secondLatency = LatencyHistogram()
-    private var secondLag = LatencyHistogram()
+    @exclusivity(unchecked) private var scheduleDone = false
+    @exclusivity(unchecked) private var ending = false
+    @exclusivity(unchecked) private var finished = false
+    @exclusivity(unchecked) private var inFlight = 0
+    /// Answers by status (0–599), folded into `results.byStatus` each second and at the end: no hashing per answer.
+    @exclusivity(unchecked) private var statusCounts = [Int](repeating: 0, count: 600)
+    @exclusivity(unchecked) private var secondLatency = LatencyHistogram()
+    @exclusivity(unchecked) private var secondLag = LatencyHistogram()
     private var secondStartNanos: UInt64 = 0
     private var seconds = 0
     private var startError: String?
@@ -341,6 +344,7 @@ public final class PushRun {
         connections = []
         retired = []
         if let startError { throw PushError(startError) }
+        foldStatuses()
         return results
     }
 
@@ -524,9 +528,8 @@ public final class PushRun {
     static let priorityName = Array("apns-priority".utf8)
     static let expirationName = Array("apns-expiration".utf8)
     static let authorizationName = Array("authorization".utf8)
-    static let hexDigits = Array("0123456789abcdef".utf8)
 
-    private func send(_ request: H2ClientRequest) {
+    private func send(_ request: consuming H2ClientRequest) {
         results.sent += 1
         inFlight += 1
         route(request)
@@ -537,7 +540,7 @@ public final class PushRun {
 
     /// To the live connection with the fewest requests open and queued; with none, it waits for the one being
     /// opened, or fails ("no connection").
-    private func route(_ request: H2ClientRequest) {
+    private func route(_ request: consuming H2ClientRequest) {
         var best: H2ClientConnection?
         var load = Int.max
         for c in connections where c.endReason == nil {
@@ -557,8 +560,11 @@ public final class PushRun {
             return
         }
         best.submit(request)
-        let queued = connections.reduce(0) { $0 + $1.queuedRequests }
-        results.peakQueued = max(results.peakQueued, queued)
+        if best.queuedRequests > 0 {
+            var queued = 0
+            for c in connections { queued += c.queuedRequests }
+            results.peakQueued = max(results.peakQueued, queued)
+        }
     }
 
     /// A UUID's text (8-4-4-4-12 lowercase hex) from the seed, the event's index and the push's number within the
@@ -575,7 +581,9 @@ public final class PushRun {
                     j += 1
                 }
                 let word = i < 16 ? a : b
-                buffer[j] = PushRun.hexDigits[Int(word >> UInt64(60 - (i % 16) * 4) & 15)]
+                let digit = UInt8(truncatingIfNeeded: word >> UInt64(60 - (i % 16) * 4)) & 15
+                // 0-9, then a-f (no table: a static's lazy-init check per digit cost more than the digit).
+                buffer[j] = digit < 10 ? 0x30 + digit : 0x57 + digit
                 j += 1
             }
             count = 36
@@ -607,7 +615,11 @@ public final class PushRun {
                 results.failures[failure.description, default: 0] += 1
             }
         } else {
-            results.byStatus[response.status, default: 0] += 1
+            if response.status >= 0 && response.status < statusCounts.count {
+                statusCounts[response.status] += 1
+            } else {
+                results.byStatus[response.status, default: 0] += 1
+            }
             if !response.body.isEmpty { results.byReason[PushRun.reason(response.body), default: 0] += 1 }
             let latency = min(response.endNanos > due ? response.endNanos - due : 0, HdrLayout.highestTrackableValue)
             results.latency.record(latency)
@@ -692,8 +704,16 @@ public final class PushRun {
         feed?.cancel()
     }
 
+    private func foldStatuses() {
+        for status in statusCounts.indices where statusCounts[status] > 0 {
+            results.byStatus[status, default: 0] += statusCounts[status]
+            statusCounts[status] = 0
+        }
+    }
+
     /// The second's intervals go to the log; the progress line.
     private func closeSecond(final: Bool = false) {
+        foldStatuses()
         let now = EventLoop.hrtimeNanos
         let start = Double(secondStartNanos - t0Nanos) / 1e9
         let length = Double(now - secondStartNanos) / 1e9

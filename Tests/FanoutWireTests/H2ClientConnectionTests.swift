@@ -257,6 +257,19 @@ struct H2ClientConnectionTests {
         #expect(run.endReason?.contains("GOAWAY") == true)
     }
 
+    @Test("streams answered between streams left open, then the end: each request ends once, the open ones failed")
+    func answeredBetweenOpen() throws {
+        // Every other stream is answered: records leave the middle of the connection's list of open streams; the
+        // rest are still listed when the deadline closes the connection, and each must be failed once.
+        let server = try H2TestServer(hostile: "half")
+        let run = try runClient(port: server.port, requests: requests(20), deadlineMillis: 500)
+        #expect(run.responses.count == 20)
+        #expect(Set(run.responses.map(\.tag)) == Set(0..<20))
+        #expect(run.responses.filter { $0.status == 200 }.count == 10)
+        #expect(run.responses.filter { $0.failure == .connectionEnded }.count == 10)
+        #expect(run.received == 10 && run.ended == 10 && run.endReason == "test deadline")
+    }
+
     @Test("a server that never answers: closing the connection fails every open and queued request once")
     func silent() throws {
         let server = try H2TestServer(hostile: "silent")

@@ -5,6 +5,7 @@ its HTTP/2 side. Binds 127.0.0.1:0, prints the port. MODE:
   reset    answer odd-numbered requests (1st, 3rd, ...) 200, reset the others with RST_STREAM CANCEL (8)
   goaway   answer the first 5 requests 200, then GOAWAY (last stream = the 5th's) and ignore the rest
   silent   read and never answer
+  half     answer odd-numbered requests (1st, 3rd, ...) 200 and never answer the others (they stay open)
   slow     one stream at a time (SETTINGS_MAX_CONCURRENT_STREAMS 1), each answered 200 after 5 ms
 """
 import socket
@@ -57,7 +58,7 @@ while True:
                 sid = event.stream_id
                 seen += 1
                 h = headers.pop(sid, {})
-                if mode == "silent" or gone:
+                if mode == "silent" or gone or (mode == "half" and seen % 2 == 0):
                     continue
                 if mode == "apns":
                     if h.get(":path", "").endswith("/bad"):
@@ -68,6 +69,8 @@ while True:
                     else:
                         conn.send_headers(sid, [(":status", "200"), ("apns-id", h.get("apns-id", ""))],
                                           end_stream=True)
+                elif mode == "half":
+                    conn.send_headers(sid, [(":status", "200")], end_stream=True)
                 elif mode == "slow":
                     time.sleep(0.005)
                     conn.send_headers(sid, [(":status", "200")], end_stream=True)

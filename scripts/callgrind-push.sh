@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Instructions per request of the two HTTP/2 clients at saturation, under callgrind (deterministic, immune to the
+# machine's load): `fanout push` (smoke, --devices 1000, --rate-scale 1000: every request queued at once, as in
+# make push-bench) and h2load (-c 1 -m 100 -t 1, one body, the same token paths), both against nghttpd (native,
+# an empty file at every token path). Each client runs twice, with a small and a large request count; the
+# difference of their totals over the difference of their counts is the cost of one request without start-up
+# (population, TLS-less connect, exit). Prints the per-request figures and push's top functions per request.
+# Release build first (make build).
+#
+#   scripts/callgrind-push.sh   # CALLGRIND_PUSH_OUT=FILE to keep the output
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+out=${CALLGRIND_PUSH_OUT:-$work/callgrind-push.txt}
+exec > >(tee "$out") 2>&1
+rev=$(git rev-parse --short=12 HEAD)
+[ -z "$(git status --porcelain --untracked-files=no)" ] || rev="$rev (uncommitted changes)"
+echo "# scripts/callgrind-push.sh at commit $rev, $(date -u +%Y-%m-%dT%H:%MZ)"
+bin=${FANOUT_BIN:-.build/release/fanout}
+$bin serve smoke --devices 1000 --seed 7 --workers 1 --h2c --listen 127.0.0.1:0 --out "$work/probe" \
+    2> "$work/probe.err" &
+probe=$!
+for _ in $(seq 1 300); do grep -q "listening on" "$work/probe.err" 2>/dev/null && break; sleep 0.2; done
+kill -TERM $probe; wait $probe || true
+port=$((20000 + RANDOM % 20000))
+python3 - "$work" "$port" <<'PY'
+import json, os, sys
+work, port = sys.argv[1], sys.argv[2]
+tokens = [json.loads(l)["token"] for l in open(f"{work}/probe/population.jsonl")]
+os.makedirs(f"{work}/htdocs/3/device")
+for t in tokens:
+    open(f"{work}/htdocs/3/device/{t}", "w").close()
+open(f"{work}/uris", "w").write("".join(f"http://127.0.0.1:{port}/3/device/{t}\n" for t in tokens))
+open(f"{work}/body", "w").write(json.dumps({"aps": {"event": "update", "timestamp": 1900000000, "content-state": {
+    "home": 2, "away": 1, "clock": "81:00", "period": "2nd half", "winProbability": 0.71, "final": False,
+    "lastEvent": "Goal! 81' header from a corner, assisted by the captain"}}}))
+PY
+nghttpd --no-tls -n 1 -d "$work/htdocs" "$port" > /dev/null 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+sleep 0.5
+total() { callgrind_annotate "$1" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'; }
+cg() { valgrind --tool=callgrind --callgrind-out-file="$1" "${@:2}" > "$1.stdout" 2> "$1.stderr"; }
+for d in 0.1 0.3; do
+    cg "$work/push-$d.cg" $bin push "http://127.0.0.1:$port" smoke --devices 1000 --seed 7 --streams 100 \
+        --rate-scale 1000 --duration $d --drain 3000 --out "$work/push-$d" || true
+    python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['requests']; print(r['answered'])" \
+        "$work/push-$d/summary.json" > "$work/push-$d.n"
+done
+for n in 30000 100000; do
+    cg "$work/h2load-$n.cg" h2load -n $n -c 1 -m 100 -t 1 -d "$work/body" -H "apns-push-type: liveactivity" \
+        -H "apns-priority: 10" -H "apns-topic: com.example.scores.push-type.liveactivity" -i "$work/uris"
+    echo $n > "$work/h2load-$n.n"
+done
+python3 - "$work" <<'PY'
+import subprocess, sys
+work = sys.argv[1]
+def total(f):
+    out = subprocess.run(["callgrind_annotate", f], capture_output=True, text=True).stdout
+    return int(next(l for l in out.splitlines() if "PROGRAM TOTALS" in l).split()[0].replace(",", ""))
+for name, (a, b) in [("fanout push", ("push-0.1", "push-0.3")), ("h2load", ("h2load-30000", "h2load-100000"))]:
+    na, nb = (int(open(f"{work}/{x}.n").read()) for x in (a, b))
+    ta, tb = total(f"{work}/{a}.cg"), total(f"{work}/{b}.cg")
+    print(f"{name}: {na} requests {ta:,} Ir, {nb} requests {tb:,} Ir: {(tb - ta) / (nb - na):,.0f} Ir per request")
+PY
+echo "# fanout push, top functions (the larger run, inclusive of nothing: self cost)"
+callgrind_annotate --threshold=90 "$work/push-0.3.cg" | sed -n '/^Ir/,$p' | head -40
+echo "# h2load, top functions"
+callgrind_annotate --threshold=90 "$work/h2load-100000.cg" | sed -n '/^Ir/,$p' | head -25
