@@ -70,7 +70,7 @@ struct PushRunTests {
     func reconnects() throws {
         let server = try HostileServer("goaway")
         var options = PushOptions(target: PushTarget(tls: false, host: "127.0.0.1", port: server.port))
-        options.drainSeconds = 5
+        options.drainSeconds = 30  // a bound, not a wait: the run ends once every push is answered
         options.maxStreamsPerConnection = 4
         var scenario = Self.oneSource()
         scenario.population.devices = 10

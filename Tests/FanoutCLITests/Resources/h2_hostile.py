@@ -10,6 +10,7 @@ its HTTP/2 side. Binds 127.0.0.1:0, prints the port. MODE:
 """
 import socket
 import sys
+import threading
 import time
 
 import h2.config
@@ -25,8 +26,8 @@ server.bind(("127.0.0.1", 0))
 server.listen(8)
 print(server.getsockname()[1], flush=True)
 
-while True:
-    client, _ = server.accept()
+
+def serve(client):
     conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=False))
     conn.initiate_connection()
     if mode == "apns":
@@ -89,3 +90,10 @@ while True:
         if out:
             client.sendall(out)
     client.close()
+
+
+# Each connection on its own thread, as a real server accepts the next connection while the last one is still
+# closing (a client reconnecting after our GOAWAY must not wait for its old connection to end).
+while True:
+    client, _ = server.accept()
+    threading.Thread(target=serve, args=(client,), daemon=True).start()
