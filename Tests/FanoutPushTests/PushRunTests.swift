@@ -92,4 +92,27 @@ struct PushRunTests {
         #expect(short.byStatus == [200: 10] && short.identityHolds)
         #expect(short.failures["no connection"] ?? 0 == short.sent - 10, "\(short.failures)")
     }
+
+    /// A server that allows no stream at all (SETTINGS_MAX_CONCURRENT_STREAMS 0) must not hang the run: every push
+    /// waits in the queue, the run ends at its drain bound, and the summary says the generator could not send.
+    @Test("SETTINGS_MAX_CONCURRENT_STREAMS 0: nothing sent, nothing hangs; queued to the end, saturated, identity holds")
+    func zeroStreams() throws {
+        let server = try HostileServer("zero")
+        var options = PushOptions(target: PushTarget(tls: false, host: "127.0.0.1", port: server.port))
+        options.drainSeconds = 1
+        var scenario = Self.oneSource()
+        scenario.population.devices = 10
+        scenario.durationSeconds = 2
+        let start = Date()
+        let r = try PushRun(scenario: scenario, options: options, nowSeconds: 1_800_000_000).run()
+        #expect(Date().timeIntervalSince(start) < 15, "the run ended at its bounds")
+        #expect(r.tokenPushes > 0 && r.byStatus.isEmpty, "\(r.byStatus)")
+        // Not one stream opened: had the client opened one, the server would end the connection (its h2 refuses a
+        // stream beyond the limit) and the pushes would fail, not wait.
+        #expect(
+            r.failed == 0 && r.connectionEnds == ["closed at the end of the run": 1],
+            "\(r.failures) \(r.connectionEnds)")
+        #expect(r.unansweredAtEnd == r.sent && r.peakQueued == r.sent, "\(r.unansweredAtEnd) of \(r.sent)")
+        #expect(r.saturated && r.identityHolds)
+    }
 }

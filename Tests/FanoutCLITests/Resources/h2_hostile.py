@@ -7,6 +7,7 @@ its HTTP/2 side. Binds 127.0.0.1:0, prints the port. MODE:
   silent   read and never answer
   half     answer odd-numbered requests (1st, 3rd, ...) 200 and never answer the others (they stay open)
   slow     one stream at a time (SETTINGS_MAX_CONCURRENT_STREAMS 1), each answered 200 after 5 ms
+  zero     SETTINGS_MAX_CONCURRENT_STREAMS 0: no stream may be opened, ever (the connection is kept)
 """
 import socket
 import sys
@@ -34,6 +35,8 @@ def serve(client):
         conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 3})
     if mode == "slow":
         conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 1})
+    if mode == "zero":
+        conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 0})
     client.sendall(conn.data_to_send())
     headers = {}
     seen = 0
