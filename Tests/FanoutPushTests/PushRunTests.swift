@@ -95,7 +95,7 @@ struct PushRunTests {
 
     /// A server that allows no stream at all (SETTINGS_MAX_CONCURRENT_STREAMS 0) must not hang the run: every push
     /// waits in the queue, the run ends at its drain bound, and the summary says the generator could not send.
-    @Test("SETTINGS_MAX_CONCURRENT_STREAMS 0: nothing sent, nothing hangs; queued to the end, saturated, identity holds")
+    @Test("SETTINGS_MAX_CONCURRENT_STREAMS 0: nothing sent, nothing hangs; queued to the end, saturated, identity held")
     func zeroStreams() throws {
         let server = try HostileServer("zero")
         var options = PushOptions(target: PushTarget(tls: false, host: "127.0.0.1", port: server.port))
