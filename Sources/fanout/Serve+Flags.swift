@@ -157,4 +157,33 @@ extension Serve {
         guard !host.isEmpty else { throw ValidationError("\(flag): expected HOST:PORT, got \(text)") }
         return (host, port)
     }
+
+    /// `--auth jwt`: the team and the signing keys (`--auth-key KEYID=FILE`), read and parsed; nil for `--auth none`.
+    func loadProviderAuth() throws -> ProviderAuth? {
+        if auth == "jwt", let team {
+            var keys: [String: ES256Key] = [:]
+            for entry in authKeys {
+                guard let eq = entry.firstIndex(of: "="), eq != entry.startIndex else {
+                    throw ValidationError("--auth-key: expected KEYID=FILE, got \(entry)")
+                }
+                let id = String(entry[..<eq])
+                let file = String(entry[entry.index(after: eq)...])
+                guard let data = FileManager.default.contents(atPath: file) else {
+                    throw CommandFailure("--auth-key \(id): cannot read \(file)")
+                }
+                do { keys[id] = try ES256Key(pem: Array(data), name: file) } catch { throw CommandFailure("\(error)") }
+            }
+            return ProviderAuth(team: team, keys: keys)
+        }
+        return nil
+    }
+}
+
+enum ServeProgress {
+    static func line(_ seconds: Double, _ p: ProgressBoard.Snapshot) -> String {
+        let svc = p.serviceP99Nanos == 0 ? "-" : DurationText.text(p.serviceP99Nanos)
+        return String(format: "%6.1fs  %d conns  %d req  %.0f req/s  ", seconds, p.connections, p.requests,
+            p.ratePerSecond)
+            + "4xx/5xx \(p.errors)  deliveries \(p.deliveries)  svc p99 \(svc)"
+    }
 }
