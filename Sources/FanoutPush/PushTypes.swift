@@ -1,0 +1,239 @@
+import FanoutCore
+import FanoutMetrics
+import FanoutSim
+
+/// Where `fanout push` sends: `http://HOST:PORT` (h2c, prior knowledge) or `https://HOST:PORT` (TLS, ALPN h2).
+public struct PushTarget: Sendable, Equatable, CustomStringConvertible {
+    public var tls: Bool
+    public var host: String
+    public var port: Int
+
+    public init(tls: Bool, host: String, port: Int) {
+        self.tls = tls
+        self.host = host
+        self.port = port
+    }
+
+    public struct ParseError: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// `http://127.0.0.1:8443`, `https://localhost:8443`, `https://[::1]:8443` (the port is required; no path).
+    public static func parse(_ text: String) throws(ParseError) -> PushTarget {
+        let tls: Bool
+        var rest: Substring
+        if text.hasPrefix("https://") {
+            tls = true
+            rest = text.dropFirst(8)
+        } else if text.hasPrefix("http://") {
+            tls = false
+            rest = text.dropFirst(7)
+        } else {
+            throw ParseError(description: "expected http://HOST:PORT or https://HOST:PORT, got \(text)")
+        }
+        if rest.hasSuffix("/") { rest = rest.dropLast() }
+        let host: Substring
+        let portText: Substring
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]"), rest[rest.index(after: close)...].hasPrefix(":") else {
+                throw ParseError(description: "expected https://[ADDRESS]:PORT, got \(text)")
+            }
+            host = rest[rest.index(after: rest.startIndex)..<close]
+            portText = rest[rest.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = rest.lastIndex(of: ":") else {
+                throw ParseError(description: "the target needs a port: \(text)")
+            }
+            host = rest[..<colon]
+            portText = rest[rest.index(after: colon)...]
+        }
+        guard !host.isEmpty, !host.contains("/"), let port = Int(portText), (1...65535).contains(port) else {
+            throw ParseError(description: "expected http://HOST:PORT or https://HOST:PORT, got \(text)")
+        }
+        return PushTarget(tls: tls, host: String(host), port: port)
+    }
+
+    public var description: String {
+        (tls ? "https://" : "http://") + (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
+    }
+}
+
+/// How `fanout push` sends.
+public struct PushOptions: Sendable {
+    public var target: PushTarget
+    /// HTTP/2 connections, requests spread over them (the one with the fewest open and queued first).
+    public var connections = 1
+    /// TLS: the CAs the server's certificate must chain to (nil: the system's), or no verification at all.
+    public var caFile: String?
+    public var insecure = false
+    /// Provider tokens (ES256 JWT): the key id, the `.p8`'s PEM bytes, the team id.
+    public var authKeyId: String?
+    public var authKeyPEM: [UInt8]?
+    public var team: String?
+    /// The scheduleLag p99 above which the generator counts as saturated.
+    public var maxScheduleLagNanos: UInt64 = 10_000_000
+    /// After the schedule's last event, how long answers are waited for before the connections are closed.
+    public var drainSeconds = 10.0
+    /// How long the connections may take to be ready (the server's SETTINGS) before the run gives up.
+    public var connectTimeoutSeconds = 10.0
+    /// Streams per connection at most (also bounded by the server's SETTINGS_MAX_CONCURRENT_STREAMS).
+    public var maxStreamsPerConnection = 1000
+    /// SIGINT and SIGTERM end the run early (what is open or queued is unanswered at the end) instead of the
+    /// process: the run folder is still written (the command line sets this).
+    public var stopOnSignals = false
+    /// Connections opened in place of ones that ended during the run (a GOAWAY, a lost connection), at most.
+    public var maxReconnects = 100
+    /// The scenario's clock at t0 (UNIX seconds; `fanout push --epoch`): the payloads' timestamps and dates and the
+    /// `apns-expiration` count from it, as `fanout run`'s do from its virtual epoch. nil: the wall clock at start.
+    /// Provider tokens are signed at the wall clock either way.
+    public var epochSeconds: Int64?
+    /// Send only the events whose index is K modulo N (`--shard K/N`): every event's pushes are sent by exactly one
+    /// of the N shards, so their counts add up to the whole run's.
+    public var shard: Shard = .whole
+    /// The schedule's t0, in UNIX nanoseconds (`--start-at`): the first event is due at this instant (nil: as soon
+    /// as every connection is ready). The connections are opened `connectLeadSeconds` before it (at once if nearer).
+    public var startAtUnixNanos: Int64?
+    /// With a `startAtUnixNanos` further ahead than this, the connections are opened this long before it.
+    public var connectLeadSeconds = 5.0
+
+    public init(target: PushTarget) { self.target = target }
+}
+
+/// One second of the run, for the progress line.
+public struct PushProgress: Sendable {
+    public var seconds: Int
+    public var sent: Int
+    public var answered: Int
+    public var inFlight: Int
+    public var queued: Int
+    public var latencyP99Nanos: UInt64
+    public var scheduleLagP99Nanos: UInt64
+}
+
+/// A failure before any request could be sent (no connection came up).
+public struct PushError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// What a push run did and measured. Every request created at its intended time ends in exactly one of: an answer
+/// (by status, and by reason when the body names one), a failure (reset, GOAWAY, connection ended, no connection),
+/// or unanswered at the end (in flight or queued when the drain deadline closed the connections).
+public struct PushResults: Sendable {
+    public var scenario = ""
+    public var seed: UInt64 = 0
+    public var target = ""
+    public var connections = 0
+    public var authenticated = false
+    /// Scenario events that sent pushes; the token pushes and broadcasts they made.
+    public var events = 0
+    public var tokenPushes = 0
+    public var broadcasts = 0
+    /// Requests created at their intended time, and those handed to nghttp2.
+    public var sent = 0
+    public var submitted = 0
+    public var byStatus: [Int: Int] = [:]
+    public var byReason: [String: Int] = [:]
+    public var failures: [String: Int] = [:]
+    /// In flight or queued when the run ended (the drain deadline); of these, never handed to nghttp2.
+    public var unansweredAtEnd = 0
+    public var queuedAtEnd = 0
+    /// The most requests queued at once for a free stream, over all connections.
+    public var peakQueued = 0
+    /// Intended time → the answer's END_STREAM (waits for a stream or a connection count: open loop).
+    public var latency = LatencyHistogram()
+    /// Intended time → the request handed to nghttp2 (a late timer, a wait for a free stream).
+    public var scheduleLag = LatencyHistogram()
+    /// One record per second and metric (`latency`, `scheduleLag`), compressed, for latency.hlog.
+    public var intervals: [PushInterval] = []
+    public var startedAtSeconds = 0.0
+    public var scheduleSeconds = 0.0
+    public var elapsedSeconds = 0.0
+    public var maxScheduleLagNanos: UInt64 = 0
+    /// Why each connection ended.
+    public var connectionEnds: [String: Int] = [:]
+    public var tokensIssued = 0
+    /// Ended early by SIGINT or SIGTERM (``PushOptions/stopOnSignals``).
+    public var interrupted = false
+    /// Connections opened during the run in place of ones that ended.
+    public var reconnects = 0
+    /// Requests sent again because the server had not processed them: queued when their connection ended, or
+    /// refused by a GOAWAY (above its last stream id). Each is counted once in `sent`, and its latency runs from its
+    /// intended time to the answer of its last try.
+    public var retries = 0
+    /// Every connection ended, and no more could be opened, before the schedule did: the run stopped there.
+    public var connectionsLost = false
+    /// `K/N` of a shard's run (nil: the whole schedule); the number of shards a merged folder adds up.
+    public var shard: String?
+    public var shards = 1
+    /// The scenario's configuration hash (rates, devices, duration, seed and all: `Scenario.configHash`).
+    public var configHash = ""
+    /// `--start-at`: the requested t0 (UNIX seconds) and the measured start skew, actual t0 − requested (for a merged
+    /// folder: the largest of its shards', by magnitude).
+    public var requestedStartSeconds: Double?
+    public var startSkewNanos: Int64?
+
+    public init() {}
+
+    public var answered: Int { byStatus.values.reduce(0, +) }
+    public var failed: Int { failures.values.reduce(0, +) }
+    /// sent = answered + failed + unanswered at the end.
+    public var identityHolds: Bool { sent == answered + failed + unansweredAtEnd }
+    /// The generator could not hold the schedule: scheduleLag p99 above the bound, or requests still queued at the
+    /// end (the numbers would understate the server's latency).
+    /// Requests still queued at the end of an interrupted run are the interruption's, not saturation.
+    public var saturated: Bool {
+        scheduleLag.valueAtPercentile(99) > maxScheduleLagNanos || (queuedAtEnd > 0 && !interrupted)
+    }
+    public var requestsPerSecond: Double { elapsedSeconds > 0 ? Double(answered) / elapsedSeconds : 0 }
+}
+
+public struct PushInterval: Sendable {
+    public var tag: String
+    public var startSeconds: Double
+    public var lengthSeconds: Double
+    public var compressed: [UInt8]
+    public var maxValue: UInt64
+
+    public init(tag: String, startSeconds: Double, lengthSeconds: Double, compressed: [UInt8], maxValue: UInt64) {
+        self.tag = tag
+        self.startSeconds = startSeconds
+        self.lengthSeconds = lengthSeconds
+        self.compressed = compressed
+        self.maxValue = maxValue
+    }
+}
+
+extension PushRun {
+    /// Header names and values every request shares.
+    static let channelIdName = Array("apns-channel-id".utf8)
+    static let topicName = Array("apns-topic".utf8)
+    static let pushTypeName = Array("apns-push-type".utf8)
+    static let liveActivity = Array("liveactivity".utf8)
+    static let priorityName = Array("apns-priority".utf8)
+    static let expirationName = Array("apns-expiration".utf8)
+    static let authorizationName = Array("authorization".utf8)
+
+    /// A UUID's text (8-4-4-4-12 lowercase hex) from the seed, the event's index and the push's number within the
+    /// event: unique per request, the same each run, and the same whether the run is sharded or not (shards never
+    /// send two requests under one id).
+    static func requestId(seed: UInt64, event: Int, push: Int) -> [UInt8] {
+        let a = Mix.hash(seed, 0xA1D, UInt64(event), UInt64(push))
+        let b = Mix.hash(seed, 0xA1E, UInt64(event), UInt64(push))
+        return [UInt8](unsafeUninitializedCapacity: 36) { buffer, count in
+            var j = 0
+            for i in 0..<32 {
+                if i == 8 || i == 12 || i == 16 || i == 20 {
+                    buffer[j] = UInt8(ascii: "-")
+                    j += 1
+                }
+                let word = i < 16 ? a : b
+                let digit = UInt8(truncatingIfNeeded: word >> UInt64(60 - (i % 16) * 4)) & 15
+                // 0-9, then a-f (no table: a static's lazy-init check per digit cost more than the digit).
+                buffer[j] = digit < 10 ? 0x30 + digit : 0x57 + digit
+                j += 1
+            }
+            count = 36
+        }
+    }
+}
