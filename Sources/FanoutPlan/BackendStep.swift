@@ -1,5 +1,6 @@
 import FanoutHistogramLog
 import FanoutMetrics
+import FanoutReport
 import FanoutSim
 import Foundation
 
@@ -262,33 +263,40 @@ extension Step {
         _ folder: String, status: Int32, serveLog: String?, scenario s: Scenario, factor: Double,
         warmupSeconds: Double, criteria: PlanCriteria
     ) throws -> Step {
-        let summary = try readJSON(folder + "/summary.json")
-        guard let events = summary["events"] as? [String: Any] else {
+        // The counts through the reader `fanout compare` uses (a missing field is an error, never a zero).
+        let file: ServeSummaryFile
+        do {
+            file = try ServeSummaryFile.read(folder + "/summary.json")
+        } catch {
+            throw BackendStepError(description: "\(error)")
+        }
+        guard let eventsHold = file.eventsIdentitiesHold else {
             throw BackendStepError(description: "\(folder)/summary.json has no events (was --expect-events on?)")
         }
-        let trigger = summary["trigger"] as? [String: Any] ?? [:]
+        let c = file.counts
         var m = BackendMeasures(folder: folder, exitStatus: status)
         if status != 0 { m.serveError = serveLog.flatMap(lastLine) }
-        m.triggerSent = int(trigger["sent"])
-        m.triggerSucceeded = int(trigger["successes"])
-        m.triggerTimeouts = int(trigger["timeouts"])
-        m.triggerErrors = (trigger["errors"] as? [String: Any] ?? [:]).values.reduce(0) { $0 + int($1) }
-        m.triggerCancelled = int(trigger["cancelledAtShutdown"])
-        m.triggerUnsent = int(trigger["unsentAtShutdown"])
-        m.waitedForSlot = int(trigger["waitedForSlot"])
-        for (code, n) in trigger["byStatus"] as? [String: Any] ?? [:] where !code.hasPrefix("2") && int(n) > 0 {
-            m.triggerRefusedByStatus[code] = int(n)
+        m.triggerSent = c["trigger.sent"] ?? 0
+        m.triggerSucceeded = c["trigger.successes"] ?? 0
+        m.triggerTimeouts = c["trigger.timeouts"] ?? 0
+        m.triggerErrors = c.filter { $0.key.hasPrefix("trigger.errors.") }.values.reduce(0, +)
+        m.triggerCancelled = c["trigger.cancelledAtShutdown"] ?? 0
+        m.triggerUnsent = c["trigger.unsentAtShutdown"] ?? 0
+        m.waitedForSlot = c["trigger.waitedForSlot"] ?? 0
+        for (key, n) in c where key.hasPrefix("trigger.byStatus.") && n > 0 {
+            let code = String(key.dropFirst("trigger.byStatus.".count))
+            if !code.hasPrefix("2") { m.triggerRefusedByStatus[code] = n }
         }
-        if let r = summary["registration"] as? [String: Any] {
-            m.activities = int(r["activities"])
-            m.registered = int(r["registered"])
+        if let activities = c["registration.activities"] {
+            m.activities = activities
+            m.registered = c["registration.registered"] ?? 0
         }
-        m.expected = int(events["expected"])
-        m.delivered = int(events["delivered"])
-        m.superseded = int(events["superseded"])
-        for name in CountObjective.Name.allCases { m.counts[name] = int(events[name.rawValue]) }
-        m.eventsIdentitiesHold = ((events["identity"] as? [String: Any])?["holds"] as? Bool) ?? false
-        m.early = int(events["early"])
+        m.expected = c["events.expected"] ?? 0
+        m.delivered = c["events.delivered"] ?? 0
+        m.superseded = c["events.superseded"] ?? 0
+        for name in CountObjective.Name.allCases { m.counts[name] = c["events.\(name.rawValue)"] ?? 0 }
+        m.eventsIdentitiesHold = eventsHold
+        m.early = c["events.early"] ?? 0
 
         // Latency over the measured part: the histogram log's one-second intervals from the warm-up on.
         let hlog: String
@@ -312,6 +320,10 @@ extension Step {
         } catch let e as HistogramLogReader.ReadError {
             throw BackendStepError(description: "\(folder)/latency.hlog: \(e)")
         }
+        // fanoutCompletion by fan-out size and the trigger's schedule lag: not counts, read from the file itself.
+        let raw = try readJSON(folder + "/summary.json")
+        let events = raw["events"] as? [String: Any] ?? [:]
+        let trigger = raw["trigger"] as? [String: Any] ?? [:]
         let completion = events["fanoutCompletion"] as? [String: Any] ?? [:]
         func summaryOf(_ metric: Metric) -> LatencySummary {
             if let h = windows[metric.name] { return LatencySummary(h) }
@@ -342,7 +354,7 @@ extension Step {
         for (k, done) in completed.enumerated() where recipients[k] > 0 { lastCompletion = Swift.max(lastCompletion, done) }
         let endToEnd = summaryOf(.endToEnd)
         var step = Step(
-            workers: int(summary["workers"]), factor: factor, scheduledSeconds: scheduled, warmupSeconds: warmupSeconds,
+            workers: file.workers, factor: factor, scheduledSeconds: scheduled, warmupSeconds: warmupSeconds,
             wallSeconds: 0, lastCompletionSeconds: Double(lastCompletion) / 1e9,
             events: m.triggerSent + m.triggerUnsent, measuredEvents: little.events, deliveries: m.delivered,
             sloValues: criteria.slos.map { $0.value(summaryOf($0.metric)) },

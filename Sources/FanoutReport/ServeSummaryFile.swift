@@ -23,15 +23,36 @@ public struct ServeSummaryFile: Sendable {
     /// regression (a lost, late, doubled or out-of-order delivery is a bug, not noise).
     public static let gatedEventCounts = ["missing", "staleAtEnd", "uncorrelated", "duplicate", "reordered"]
     /// The other `events` counts, shown.
-    static let shownEventCounts = ["events", "dueEvents", "expected", "delivered", "superseded", "correlated"]
+    static let shownEventCounts = [
+        "events", "dueEvents", "expected", "delivered", "superseded", "correlated", "early",
+    ]
 
     /// The order counts are shown in: requests, accounting, connections, then each metric's count.
     static let countOrder = [
         "requests.total", "requests.byStatus.", "requests.byReason.", "requests.acceptedPushes",
         "requests.acceptedBroadcasts", "requests.acceptedOtherPushTypes", "requests.channelRequests",
         "accounting.pushes", "accounting.rejected.", "accounting.unroutable.", "accounting.routed",
-        "accounting.deliveries", "accounting.outcomes.", "connections.accepted", "events.", "latency.",
+        "accounting.deliveries", "accounting.outcomes.", "connections.accepted", "trigger.", "registration.",
+        "events.", "latency.",
     ]
+
+    /// `trigger` (with `--trigger`) and `registration` (with `--register`): their counts, named
+    /// `trigger.sent`, `trigger.byStatus.503`, `registration.registered`, ….
+    static let triggerCounts = [
+        "sent", "successes", "timeouts", "cancelledAtShutdown", "unsentAtShutdown", "waitedForSlot",
+    ]
+    static let registrationCounts = [
+        "activities", "registered", "failed", "unregisteredAtDeadline", "requests", "retries", "timeouts",
+    ]
+
+    /// Reads `path`: a `fanout serve` folder or its `summary.json` (anything else is an error).
+    public static func read(_ path: String) throws(ReportReadError) -> ServeSummaryFile {
+        let (file, object) = try SummaryFile.load(path)
+        guard (object as? [String: Any])?["kind"] as? String == "serve" else {
+            throw ReportReadError(file: file, "not the summary of a fanout serve run (no \"kind\": \"serve\")")
+        }
+        return try parse(Fields(file: file, path: "", value: object), file: file)
+    }
 
     static func parse(_ root: Fields, file: String) throws(ReportReadError) -> ServeSummaryFile {
         var s = ServeSummaryFile(
@@ -52,6 +73,14 @@ public struct ServeSummaryFile: Sendable {
             for k in (o.value as? [String: Any] ?? [:]).keys { s.counts["accounting.\(key).\(k)"] = try o.int(k) }
         }
         s.counts["connections.accepted"] = try root.object("connections").int("accepted")
+        for (section, keys) in [("trigger", triggerCounts), ("registration", registrationCounts)] {
+            guard let o = try root.optionalObject(section) else { continue }
+            for key in keys { s.counts["\(section).\(key)"] = try o.int(key) }
+            for key in ["byStatus", "errors"] {
+                let d = try o.object(key)
+                for k in (d.value as? [String: Any] ?? [:]).keys { s.counts["\(section).\(key).\(k)"] = try d.int(k) }
+            }
+        }
         if let events = try root.optionalObject("events") {
             for key in gatedEventCounts + shownEventCounts { s.counts["events.\(key)"] = try events.int(key) }
             s.eventsIdentitiesHold = (events.value as? [String: Any])

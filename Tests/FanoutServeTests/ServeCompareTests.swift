@@ -9,10 +9,15 @@ import Testing
 @Suite("fanout compare of serve runs")
 struct ServeCompareTests {
     /// Writes a summary.json of the golden fixture, `scale` times slower, with one more 200 when `extra`.
-    static func write(scale: UInt64 = 1, extra: Bool = false, events: ServeEventsReport? = nil) throws -> String {
+    static func write(
+        scale: UInt64 = 1, extra: Bool = false, events: ServeEventsReport? = nil, trigger: TriggerResults? = nil,
+        registration: RegisterResults? = nil
+    ) throws -> String {
         var (info, s, _, a, c) = ServeReportTests.fixture()
         if extra { s.answered(200, nil) }
         info.events = events
+        info.trigger = trigger
+        info.registration = registration
         var latency = LatencyRecorder.serve()
         for v: UInt64 in [3_000, 4_000, 5_000, 9_000, 120_000] {
             latency.record(metricIndex: ServeMetric.service.rawValue, nanos: v * scale)
@@ -49,6 +54,36 @@ struct ServeCompareTests {
         #expect(c.rows.allSatisfy { $0.deltaPercent == 0 && $0.metric == nil })
         let text = c.text(markdown: false)
         #expect(text.contains("requests.total") && text.contains("latency.service.count"))
+    }
+
+    /// `fanout plan --trigger` judges its steps from these counts (BackendStep.judgeFolder): read by the same reader
+    /// as `fanout compare`, shown by compare.
+    @Test("trigger and registration counts are read back by name and shown by compare")
+    func triggerCounts() throws {
+        var t = TriggerResults()
+        t.sent = 40
+        t.byStatus = [200: 30, 503: 4]
+        t.timeouts = 2
+        t.errors = ["Connection refused": 3]
+        t.cancelledAtShutdown = 1
+        t.waitedForSlot = 7
+        var g = RegisterResults()
+        g.activities = 12
+        g.registered = 11
+        g.failed = 1
+        g.byStatus = [201: 11, 500: 3]
+        let a = try Self.read(try Self.write(trigger: t, registration: g))
+        #expect(a.counts["trigger.sent"] == 40 && a.counts["trigger.successes"] == 30)
+        #expect(a.counts["trigger.byStatus.503"] == 4 && a.counts["trigger.timeouts"] == 2)
+        #expect(a.counts["trigger.errors.Connection refused"] == 3 && a.counts["trigger.cancelledAtShutdown"] == 1)
+        #expect(a.counts["trigger.waitedForSlot"] == 7 && a.counts["trigger.unsentAtShutdown"] == 0)
+        #expect(a.counts["registration.activities"] == 12 && a.counts["registration.registered"] == 11)
+        #expect(a.counts["registration.byStatus.500"] == 3 && a.counts["registration.failed"] == 1)
+        let plain = try Self.read(try Self.write())
+        #expect(!plain.counts.keys.contains { $0.hasPrefix("trigger.") || $0.hasPrefix("registration.") })
+        let c = Comparison(baseline: plain, current: a, thresholds: Comparison.defaultThresholds)
+        let text = c.text(markdown: false)
+        #expect(text.contains("trigger.sent") && text.contains("registration.registered"))
     }
 
     @Test("a slower serve run is a regression of its metric; a different count is shown with its difference")
