@@ -198,10 +198,17 @@ extension Step {
         var total = 0
         var lastChange = start
         var quiet = false
+        // Read as it grows (what came since the last look), not whole each time: `String(contentsOfFile:)` of a
+        // file another process is appending to leaked its read buffers (LeakSanitizer, FoundationEssentials'
+        // readBytesFromFile).
+        let reader = FileHandle(forReadingAtPath: log)
+        defer { try? reader?.close() }
+        var bytes: [UInt8] = []
         while p.isRunning {
             Thread.sleep(forTimeInterval: 0.2)
             let now = ContinuousClock.now
-            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            if let data = try? reader?.readToEnd() { bytes += data }
+            let text = String(decoding: bytes, as: UTF8.self)
             if listening == nil, text.contains("listening on") {
                 listening = now
                 lastChange = now

@@ -215,6 +215,13 @@ public final class APNsServer: H2ServerDelegate {
         sweep = nil
     }
 
+    /// The drain timer of a shutdown begun in memory (`InMemoryServe.close`; a real run closes it when its loop
+    /// returns).
+    func closeDrainTimer() {
+        drainDeadline?.close()
+        drainDeadline = nil
+    }
+
     private func closeUp() {
         sweep?.close()
         sweep = nil

@@ -57,6 +57,9 @@ public final class InMemoryServe {
         return rounds
     }
 
+    /// One turn of worker `worker`'s loop alone (its inbox read once), for tests of the order between workers.
+    public func step(_ worker: Int) { loops[worker].runNoWait() }
+
     /// Moves the harness's clock (monotonic nanoseconds, 0 when it was built: the servers' start) to `nanos`:
     /// every answer held until then (`--latency`, stall windows) is sent, on every worker; then `settle`.
     public func advance(toNanos nanos: UInt64) {
@@ -90,6 +93,7 @@ public final class InMemoryServe {
         for server in servers {
             for connection in Array(server.connections.values) { connection.abort(reason: "closed by the harness") }
             server.closeInbox()
+            server.closeDrainTimer()
         }
         for loop in loops {
             while loop.runNoWait() {}

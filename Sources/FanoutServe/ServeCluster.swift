@@ -90,6 +90,21 @@ public final class ServeCluster: @unchecked Sendable {
         sender?.send()
     }
 
+    /// After every worker has stopped: answers still waiting in an inbox. A worker closes up once every worker has
+    /// drained (`.allDrained`), and a peer may answer a request forwarded before that after it: the answer arrives
+    /// behind `.allDrained` and is never read. Its connection had closed (a worker drains when it has none), so it
+    /// is an answer produced and never submitted, counted as dropped: answers produced = submitted + dropped holds.
+    public func answersLeftInInboxes() -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        var n = 0
+        for k in inboxes.indices {
+            for case .response in inboxes[k] { n += 1 }
+            inboxes[k].removeAll()
+        }
+        return n
+    }
+
     func take(_ worker: Int) -> [ClusterMessage] {
         lock.lock()
         defer { lock.unlock() }

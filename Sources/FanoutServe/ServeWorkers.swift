@@ -135,6 +135,7 @@ public enum ServeWorkers {
         }
         for _ in 0..<count { done.wait() }
         var results = Results()
+        if let cluster { results.connections.answersDropped += cluster.answersLeftInInboxes() }
         results.trigger = triggerResults.value
         for o in outcomes {
             let (c, b, e, f) = o.value
