@@ -41,9 +41,10 @@ struct KubernetesDeployTests {
     @Test("every manifest in deploy/kubernetes/ is valid against Kubernetes 1.30's schemas, strict")
     func schemas() throws {
         let files = try Self.manifests()
-        #expect(Set(files.map(\.lastPathComponent)).isSuperset(of: [
-            "fanout-shards.yaml", "fanout-merge.yaml", "push-shards.yaml", "push-merge.yaml", "serve.yaml",
-        ]))
+        #expect(
+            Set(files.map(\.lastPathComponent)).isSuperset(of: [
+                "fanout-shards.yaml", "fanout-merge.yaml", "push-shards.yaml", "push-merge.yaml", "serve.yaml",
+            ]))
         let r = try Self.validate(files)
         let report = r.stdout + r.stderr
         #expect(r.status == 0, "\(report)")
@@ -60,8 +61,10 @@ struct KubernetesDeployTests {
         let dir = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let breaks: [(file: String, from: String, to: String, error: String)] = [
-            ("push-shards.yaml", "backoffLimitPerIndex: 0", "backoffLimitPerIndx: 0",
-             "'backoffLimitPerIndx' was unexpected"),
+            (
+                "push-shards.yaml", "backoffLimitPerIndex: 0", "backoffLimitPerIndx: 0",
+                "'backoffLimitPerIndx' was unexpected"
+            ),
             ("push-shards.yaml", "completions: 4", "completions: four", "'four' is not of type 'integer'"),
             ("serve.yaml", "readinessProbe:", "readinesProbe:", "'readinesProbe' was unexpected"),
         ]
@@ -122,7 +125,8 @@ struct KubernetesDeployTests {
             #expect(spec["completionMode"] as? String == "Indexed", "\(name)")
             let n = spec["completions"] as? Int
             let shards = Self.env(job)[count].flatMap(Int.init)
-            #expect(n != nil && spec["parallelism"] as? Int == n && shards == n,
+            #expect(
+                n != nil && spec["parallelism"] as? Int == n && shards == n,
                 "\(name): completions, parallelism and \(count) differ: \(spec) \(Self.env(job))")
             #expect(Self.podSpec(job)["restartPolicy"] as? String == "Never", "\(name)")
             #expect(Self.args(job).contains("${JOB_COMPLETION_INDEX}/${\(count)}"), "\(name): \(Self.args(job))")
