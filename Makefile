@@ -38,6 +38,11 @@ deps:
 	@if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import aiohttp, aioapns' 2>/dev/null; then \
 	  echo "installing: aiohttp aioapns (PyPI)"; python3 -m pip install -q aiohttp aioapns; \
 	fi
+	@# Kubernetes' schemas, to validate deploy/kubernetes/ (kubernetes-validate, which brings PyYAML; DeployTests and
+	@# scripts/k8s-local.py); 1.37.0 knows Kubernetes 1.25 to 1.37, the tests validate against 1.30.
+	@if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import kubernetes_validate, yaml' 2>/dev/null; then \
+	  echo "installing: kubernetes-validate (PyPI)"; python3 -m pip install -q 'kubernetes-validate==1.37.0'; \
+	fi
 
 build: deps
 	$(SWIFT) build -c $(CONFIG) --product fanout
@@ -54,6 +59,17 @@ replay-example: build
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+
+## deploy/kubernetes/push-shards.yaml's own command run here as its Indexed Job's K8S_SHARDS pods would (env as
+## written, JOB_COMPLETION_INDEX=K; /results, the serve targets, START, SCENARIO and DURATION replaced, each printed),
+## push-merge.yaml's command after them, and the merged counts compared with one unsharded run: exact, or exit 1.
+K8S_SHARDS ?= 4
+K8S_SCENARIO ?= smoke
+K8S_DURATION ?= 10
+.PHONY: k8s-local
+k8s-local: build
+	python3 scripts/k8s-local.py --fanout $(BIN) --shards $(K8S_SHARDS) \
+	  --set SCENARIO=$(K8S_SCENARIO) --set DURATION=$(K8S_DURATION)
 
 ## Build the tests (debug) and run the UVLoop tests under valgrind: no memory error, no definite leak.
 ## Debian 12's valgrind 3.19 crashes (an internal SIGSEGV) when libdispatch parks the test runner's main
