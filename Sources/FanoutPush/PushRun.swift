@@ -10,8 +10,8 @@ import UVLoop
 /// and their payloads come from the run engine's feed (`EventFeed`: the core's `PayloadEncoder`, the scenario's
 /// payload faults and priorities, as `fanout run` encodes them); the device tokens from the population `fanout serve`
 /// builds for the same scenario and seed (`APNsService.tokenTargetsBySource`), so a serve of that scenario knows
-/// every one. Open loop: an event due while every stream is busy waits in a connection's queue, and its wait counts
-/// in its latency.
+/// every one. Or a trace's push lines (PushRun+Trace.swift). Open loop: an event due while every stream is busy
+/// waits in a connection's queue, and its wait counts in its latency.
 public final class PushRun {
     /// nil when a trace's push lines are sent (`trace`, PushRun+Trace.swift).
     public let scenario: Scenario?
