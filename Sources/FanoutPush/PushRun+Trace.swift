@@ -45,10 +45,18 @@ public final class PushTrace {
     public init(path: String, rateScale: Double = 1, durationSeconds: Double? = nil, seed: UInt64 = 0) throws {
         precondition(rateScale > 0)
         pushes = try TracePushes.read(path: path)
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw FileError(path: path, "cannot read the file")
+        // The file's hash, read in chunks (a trace may be large).
+        guard let file = FileHandle(forReadingAtPath: path) else { throw FileError(path: path, "cannot read the file") }
+        defer { try? file.close() }
+        var fnv: UInt64 = 0xCBF2_9CE4_8422_2325
+        while let chunk = try file.read(upToCount: 1 << 20), !chunk.isEmpty {
+            chunk.withUnsafeBytes { bytes in
+                for byte in bytes {
+                    fnv ^= UInt64(byte)
+                    fnv &*= 0x100_0000_01B3
+                }
+            }
         }
-        let fnv = data.withUnsafeBytes { Shard.fnv1a($0) }
         let hex = String(fnv, radix: 16)
         info = PushTraceInfo(
             path: path, lines: pushes.lineCount, hash: String(repeating: "0", count: 16 - hex.count) + hex,

@@ -37,6 +37,8 @@ public struct TracePushes: Sendable {
     public var otherOps: [String: Int] = [:]
     /// The header's `epoch` (UNIX seconds).
     public var epochSeconds: Int64 = 0
+    /// Header values stored once each (a trace repeats its topics, priorities and push types on every line).
+    private var interned: [[UInt8]: Range<Int>] = [:]
 
     public init() {}
 
@@ -73,7 +75,11 @@ public struct TracePushes: Sendable {
         return start..<bytes.count
     }
 
-    mutating func store(_ value: [UInt8]) -> Range<Int> {
-        value.withUnsafeBytes { store($0) }
+    /// A header value, stored once however many lines carry it.
+    mutating func intern(_ value: [UInt8]) -> Range<Int> {
+        if let range = interned[value] { return range }
+        let range = value.withUnsafeBytes { store($0) }
+        interned[value] = range
+        return range
     }
 }

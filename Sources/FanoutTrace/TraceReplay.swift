@@ -207,12 +207,12 @@ public final class TraceReplay {
             case .string:
                 var bytes: [UInt8] = []
                 tape.appendUnescaped(i, to: &bytes)
-                return pushes.store(bytes)
+                return pushes.intern(bytes)
             case .number:
-                if let integer = tape.int64(i) { return pushes.store(Array(String(integer).utf8)) }
-                return pushes.store(tape.rawBytes(i))
+                if let integer = tape.int64(i) { return pushes.intern(Array(String(integer).utf8)) }
+                return pushes.intern(Array(tape.rawBytes(i)))
             default:
-                return pushes.store(tape.rawBytes(i))
+                return pushes.intern(Array(tape.rawBytes(i)))
             }
         }
         let targetKind: TracePushes.Target = kind == .token ? .token : kind == .channel ? .channel : .startToken

@@ -205,7 +205,13 @@ struct PushTraceTests {
         let source = summary["source"] as! [String: Any]
         #expect(source["kind"] as? String == "trace" && source["path"] as? String == tracePath.path)
         #expect(source["lines"] as? Int == 15 && source["pushLines"] as? Int == 7)
-        #expect((source["fnv1a64"] as? String)?.count == 16)
+        // FNV-1a 64 of the file's bytes, computed here.
+        var fnv: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in try Data(contentsOf: tracePath) {
+            fnv ^= UInt64(byte)
+            fnv &*= 0x100_0000_01B3
+        }
+        #expect(source["fnv1a64"] as? String == String(format: "%016llx", fnv))
         #expect(
             source["notSentDeviceSide"] as? [String: Int]
                 == ["request": 1, "startToken": 2, "subscribe": 1, "rotate": 1, "dismiss": 1, "advance": 1])
