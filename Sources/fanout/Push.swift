@@ -7,7 +7,7 @@ import Foundation
 
 struct Push: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Send a scenario's pushes over HTTP/2 to an APNs endpoint at their intended times (open loop).",
+        abstract: "Send a scenario's or a trace's pushes over HTTP/2 to an APNs endpoint at their intended times.",
         discussion: """
             TARGET is http://HOST:PORT (h2c, prior knowledge) or https://HOST:PORT (TLS, ALPN h2). SCENARIO is a \
             built-in name or a scenario file. Each event's pushes (one per follower of a token source, each with its \
@@ -150,7 +150,6 @@ struct Push: ParsableCommand {
         }
         let isTrace = Push.isTrace(scenario)
         let s = isTrace ? nil : try scenarioToSend()
-        let trace = isTrace ? try traceToSend() : nil
         guard (1...1024).contains(connections) else {
             throw ValidationError("--connections: expected 1 to 1024, got \(connections)")
         }
@@ -214,6 +213,8 @@ struct Push: ParsableCommand {
             }
             options.startAtUnixNanos = Int64((seconds * 1e9).rounded())
         }
+        // Read (and checked) once every argument is: a large trace takes a while.
+        let trace = isTrace ? try traceToSend() : nil
         let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
         let name = s?.name ?? Push.traceName(scenario)
         let folder = out ?? "reports/runs/\(Run.timestamp())-push-\(name)\(suffix)"
