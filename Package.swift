@@ -48,13 +48,13 @@ let package = Package(
                 "FanoutWire", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutReport", "FanoutTrace", "UVLoop",
             ]
         ),
-        // `fanout push`: the scenario's pushes over HTTP/2 (FanoutWire's client) at their intended times, the run
-        // folder of a push run.
+        // `fanout push`: a scenario's pushes, or a trace's push lines, over HTTP/2 (FanoutWire's client) at their
+        // intended times, the run folder of a push run.
         .target(
             name: "FanoutPush",
             dependencies: [
-                "FanoutWire", "FanoutServe", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutHistogramLog",
-                "FanoutReport", "UVLoop",
+                "FanoutWire", "FanoutServe", "FanoutSim", "FanoutCore", "FanoutTrace", "FanoutMetrics",
+                "FanoutHistogramLog", "FanoutReport", "UVLoop",
             ]
         ),
         // HdrHistogram's V2 compressed encoding and interval log (hlog 1.3), DEFLATE through zlib.

@@ -50,6 +50,15 @@ public enum PushFolder {
         r.events = try field(root, "events", "", as: Int.self)
         r.tokenPushes = try field(root, "tokenPushes", "", as: Int.self)
         r.broadcasts = try field(root, "broadcasts", "", as: Int.self)
+        r.pushToStarts = root["pushToStarts"] as? Int ?? 0
+        if let source = root["source"] as? [String: Any], source["kind"] as? String == "trace" {
+            r.trace = PushTraceInfo(
+                path: try field(source, "path", "source.", as: String.self),
+                lines: try field(source, "lines", "source.", as: Int.self),
+                hash: try field(source, "fnv1a64", "source.", as: String.self),
+                pushLines: try field(source, "pushLines", "source.", as: Int.self),
+                notSent: try counts(source, "notSentDeviceSide", "source."))
+        }
         let requests = try field(root, "requests", "", as: [String: Any].self)
         r.sent = try field(requests, "sent", "requests.", as: Int.self)
         r.submitted = try field(requests, "submitted", "requests.", as: Int.self)
@@ -169,6 +178,7 @@ public enum PushMerge {
         m.scenario = first.scenario
         m.seed = first.seed
         m.configHash = first.configHash
+        m.trace = first.trace  // one trace (its hash is in configHash): the lines not sent are the whole trace's
         m.target = Array(Set(parts.map(\.results.target))).sorted().joined(separator: " ")
         m.authenticated = first.authenticated
         m.shards = n
@@ -182,6 +192,7 @@ public enum PushMerge {
             m.events += r.events
             m.tokenPushes += r.tokenPushes
             m.broadcasts += r.broadcasts
+            m.pushToStarts += r.pushToStarts
             m.sent += r.sent
             m.submitted += r.submitted
             m.byStatus.merge(r.byStatus, uniquingKeysWith: +)

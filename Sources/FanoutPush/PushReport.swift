@@ -50,6 +50,7 @@ public enum PushReport {
             "startedAtSeconds": r.startedAtSeconds, "scheduleSeconds": r.scheduleSeconds,
             "elapsedSeconds": r.elapsedSeconds,
             "events": r.events, "tokenPushes": r.tokenPushes, "broadcasts": r.broadcasts,
+            "pushToStarts": r.pushToStarts, "source": source(r),
             "requests": [
                 "sent": r.sent, "submitted": r.submitted, "answered": r.answered, "byStatus": statuses,
                 "byReason": r.byReason, "failed": r.failed, "failures": r.failures,
@@ -72,6 +73,16 @@ public enum PushReport {
         ]
         let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
         return String(decoding: data, as: UTF8.self) + "\n"
+    }
+
+    /// What was sent: the scenario's schedule, or a trace (its path, lines, hash, push lines and the other ops' lines,
+    /// not sent).
+    static func source(_ r: PushResults) -> [String: Any] {
+        guard let t = r.trace else { return ["kind": "scenario", "name": r.scenario] }
+        return [
+            "kind": "trace", "path": t.path, "lines": t.lines, "fnv1a64": t.hash, "pushLines": t.pushLines,
+            "notSentDeviceSide": t.notSent,
+        ]
     }
 
     static func millis(_ nanos: UInt64) -> String { String(format: "%.3f", Double(nanos) / 1e6) }
@@ -111,7 +122,16 @@ public enum PushReport {
             md += "requested) \(r.startSkewNanos.map { String(format: "%.3f ms", Double($0) / 1e6) } ?? "unknown")"
             md += r.shards > 1 ? ", the largest of the shards'.\n\n" : ".\n\n"
         }
-        md += "\(r.events) events: \(r.tokenPushes) token pushes, \(r.broadcasts) broadcasts.\n\n"
+        if let t = r.trace {
+            md += "Trace `\(t.path)` (\(t.lines) lines, FNV-1a 64 \(t.hash)): \(r.events) of its \(t.pushLines) push "
+            md += "lines sent: \(r.tokenPushes) token pushes, \(r.pushToStarts) push-to-start, \(r.broadcasts) "
+            md += "broadcasts. Not sent (device-side): "
+            md += t.notSent.isEmpty
+                ? "none.\n\n" : t.notSent.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+                    .joined(separator: ", ") + " lines.\n\n"
+        } else {
+            md += "\(r.events) events: \(r.tokenPushes) token pushes, \(r.broadcasts) broadcasts.\n\n"
+        }
         md += "| sent | answered | failed | unanswered at end | identity |\n|---:|---:|---:|---:|---|\n"
         md += "| \(r.sent) | \(r.answered) | \(r.failed) | \(r.unansweredAtEnd) | "
         md += "\(r.identityHolds ? "holds" : "**broken**") (sent = answered + failed + unanswered at end) |\n\n"

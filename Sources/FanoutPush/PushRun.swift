@@ -10,19 +10,21 @@ import UVLoop
 /// and their payloads come from the run engine's feed (`EventFeed`: the core's `PayloadEncoder`, the scenario's
 /// payload faults and priorities, as `fanout run` encodes them); the device tokens from the population `fanout serve`
 /// builds for the same scenario and seed (`APNsService.tokenTargetsBySource`), so a serve of that scenario knows
-/// every one. Open loop: an event due while every stream is busy waits in a connection's queue, and its wait counts
-/// in its latency.
+/// every one. Or a trace's push lines (PushRun+Trace.swift). Open loop: an event due while every stream is busy
+/// waits in a connection's queue, and its wait counts in its latency.
 public final class PushRun {
-    public let scenario: Scenario
+    /// nil when a trace's push lines are sent (`trace`, PushRun+Trace.swift).
+    public let scenario: Scenario?
     public let options: PushOptions
-    private let world: World
+    private let world: World?
     /// Per token source, the request path of each follower (`/3/device/TOKEN`), made once.
-    private let targets: [[[UInt8]]]
+    let targets: [[[UInt8]]]
     private let topics: [[UInt8]]
     private let bundles: [[UInt8]]
-    private let token: ProviderToken?
+    let token: ProviderToken?
+    let trace: PushTrace?
     // Hot fields are `@exclusivity(unchecked)`: the run is confined to its loop's thread, no access overlaps another.
-    @exclusivity(unchecked) private var results = PushResults()
+    @exclusivity(unchecked) var results = PushResults()
 
     // The run, on the loop.
     private var loop: EventLoop?
@@ -39,8 +41,8 @@ public final class PushRun {
     private var secondTimer: UVLoop.Timer?
     private var deadline: UVLoop.Timer?
     private var signals: [SignalWatcher] = []
-    private var t0Nanos: UInt64 = 0
-    private var t0UnixNanos: Int64 = 0
+    var t0Nanos: UInt64 = 0
+    var t0UnixNanos: Int64 = 0
     private var connected = false
     private var started = false
     @exclusivity(unchecked) private var scheduleDone = false
@@ -62,6 +64,7 @@ public final class PushRun {
         precondition(options.connections >= 1)
         self.scenario = scenario
         self.options = options
+        trace = nil
         let service = APNsService(
             scenario: scenario, auth: nil, nowSeconds: options.epochSeconds ?? nowSeconds,
             clock: { EventLoop.hrtimeNanos })
@@ -85,8 +88,11 @@ public final class PushRun {
         results.requestedStartSeconds = options.startAtUnixNanos.map { Double($0) / 1e9 }
     }
 
-    /// The number of token pushes the schedule makes per token source event (its followers).
-    public func followers(of source: Int) -> Int { targets[source].count }
+    /// Sends `trace`'s push lines (the public initializer is in PushRun+Trace.swift).
+    init(trace: PushTrace, options: PushOptions, token: ProviderToken?) {
+        (scenario, world, targets, topics, bundles) = (nil, nil, [], [], [])
+        (self.trace, self.options, self.token) = (trace, options, token)
+    }
 
     /// Connects, waits for every connection's SETTINGS, sends the schedule, waits for the answers (at most
     /// `drainSeconds` after the last event), closes everything; `progress` is called once a second.
@@ -216,9 +222,8 @@ public final class PushRun {
         results.startedAtSeconds = wall
         if let startAt = options.startAtUnixNanos { results.startSkewNanos = t0UnixNanos - startAt }
         secondStartNanos = t0Nanos
-        let feed = EventFeed(world: world, consumers: 1, hrtime: { EventLoop.hrtimeNanos })
-        self.feed = feed
-        cursor = FeedCursor(feed: feed)
+        feed = world.map { EventFeed(world: $0, consumers: 1, hrtime: { EventLoop.hrtimeNanos }) }
+        cursor = feed.map { FeedCursor(feed: $0) }
         timer = UVLoop.Timer(loop: loop) { [unowned self] _ in self.tick() }
         let second = UVLoop.Timer(loop: loop) { [unowned self] _ in self.closeSecond() }
         second.start(afterMillis: 1000, repeatMillis: 1000)
@@ -227,17 +232,20 @@ public final class PushRun {
     }
 
     private func tick() {
-        guard !scheduleDone, !finished, var cursor else { return }
+        guard !scheduleDone, !finished, cursor != nil || trace != nil else { return }
         let now = EventLoop.hrtimeNanos
         let elapsed = now > t0Nanos ? now - t0Nanos : 0
-        while let (batch, k) = cursor.peek(), batch.events[k].intendedNanos <= elapsed {
-            cursor.advance()
-            dispatch(batch, k)
+        var next = trace.flatMap { sendTrace($0, upTo: elapsed) }
+        if var cursor {
+            while let (batch, k) = cursor.peek(), batch.events[k].intendedNanos <= elapsed {
+                cursor.advance()
+                dispatch(batch, k)
+            }
+            next = cursor.peek().map { $0.0.events[$0.1].intendedNanos }
+            self.cursor = cursor
         }
-        let next = cursor.peek()
-        self.cursor = cursor
-        if let (batch, k) = next {
-            let due = t0Nanos &+ batch.events[k].intendedNanos
+        if let next {
+            let due = t0Nanos &+ next
             let now = EventLoop.hrtimeNanos
             // Whole milliseconds, rounded up: the timer never fires before the event is due.
             timer?.start(afterMillis: due > now ? (due - now + 999_999) / 1_000_000 : 0)
@@ -262,7 +270,7 @@ public final class PushRun {
 
     /// One event's pushes: one per follower of a token source, or one broadcast to a channel.
     private func dispatch(_ batch: EventBatch, _ k: Int) {
-        guard batch.sends(k) else { return }
+        guard let world, let scenario, batch.sends(k) else { return }
         let event = batch.events[k]
         guard options.shard.isWhole || event.index % options.shard.count == options.shard.index else { return }
         let source = event.source
@@ -317,7 +325,7 @@ public final class PushRun {
         }
     }
 
-    private func send(_ request: consuming H2ClientRequest) {
+    func send(_ request: consuming H2ClientRequest) {
         results.sent += 1
         inFlight += 1
         route(request)
@@ -391,14 +399,6 @@ public final class PushRun {
             secondLatency.record(latency)
         }
         finishIfDone()
-    }
-
-    /// The `reason` of an APNs error body (`{"reason":"BadDeviceToken"}`), or "unparsed body".
-    static func reason(_ body: [UInt8]) -> String {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-            let reason = object["reason"] as? String
-        else { return "unparsed body" }
-        return reason
     }
 
     private func connectionClosed(_ connection: H2ClientConnection) {

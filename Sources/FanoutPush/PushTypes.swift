@@ -1,6 +1,7 @@
 import FanoutCore
 import FanoutMetrics
 import FanoutSim
+import Foundation
 
 /// Where `fanout push` sends: `http://HOST:PORT` (h2c, prior knowledge) or `https://HOST:PORT` (TLS, ALPN h2).
 public struct PushTarget: Sendable, Equatable, CustomStringConvertible {
@@ -129,6 +130,10 @@ public struct PushResults: Sendable {
     public var events = 0
     public var tokenPushes = 0
     public var broadcasts = 0
+    /// Push-to-start requests (a trace's `startToken` pushes, to `/3/device/STARTTOKEN`; 0 for a scenario).
+    public var pushToStarts = 0
+    /// The trace a trace run sent (nil: a scenario's schedule).
+    public var trace: PushTraceInfo?
     /// Requests created at their intended time, and those handed to nghttp2.
     public var sent = 0
     public var submitted = 0
@@ -213,6 +218,17 @@ extension PushRun {
     static let priorityName = Array("apns-priority".utf8)
     static let expirationName = Array("apns-expiration".utf8)
     static let authorizationName = Array("authorization".utf8)
+
+    /// The number of token pushes the schedule makes per token source event (its followers).
+    public func followers(of source: Int) -> Int { targets[source].count }
+
+    /// The `reason` of an APNs error body (`{"reason":"BadDeviceToken"}`), or "unparsed body".
+    static func reason(_ body: [UInt8]) -> String {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let reason = object["reason"] as? String
+        else { return "unparsed body" }
+        return reason
+    }
 
     /// A UUID's text (8-4-4-4-12 lowercase hex) from the seed, the event's index and the push's number within the
     /// event: unique per request, the same each run, and the same whether the run is sharded or not (shards never

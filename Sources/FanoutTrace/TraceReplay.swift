@@ -19,6 +19,9 @@ public final class TraceReplay {
     private var scratch: [UInt8] = []
     private var record: [UInt8] = []
     private var slots: [Int32] = []
+    /// When set, every push line is collected into it as sent to APNs, and the other ops are counted
+    /// (`TracePushes.read`).
+    var collectedPushes: TracePushes?
 
     public init() {
         scratch.reserveCapacity(8192)
@@ -71,6 +74,7 @@ public final class TraceReplay {
             header = try TraceHeader(tape: tape)
             pipeline = Pipeline(schemas: header!.schemas, rules: header!.rules)
             nowMillis = header!.epochSeconds * 1000
+            collectedPushes?.epochSeconds = header!.epochSeconds
             return
         }
         guard tape[0].kind == .object else { throw fail("expected a JSON object") }
@@ -80,8 +84,10 @@ public final class TraceReplay {
         scratch.removeAll(keepingCapacity: true)
         let op = try string("op")
         let now = header!.epochSeconds * 1000 + at
-        switch withScratch({ Op(op.bytes($0)) }) {
-        case .push: try push(pipeline, now: now)
+        let kind = withScratch({ Op(op.bytes($0)) })
+        if collectedPushes != nil, let kind, kind != .push { collectedPushes!.otherOps[kind.rawValue, default: 0] += 1 }
+        switch kind {
+        case .push: try push(pipeline, now: now, at: at)
         case .request: try request(pipeline, now: now)
         case .startToken: try startToken(pipeline)
         case .rotate: try rotate(pipeline)
@@ -147,7 +153,7 @@ public final class TraceReplay {
         }
     }
 
-    private func push(_ pipeline: Pipeline, now: Int64) throws(TraceError) {
+    private func push(_ pipeline: Pipeline, now: Int64, at: Int64) throws(TraceError) {
         var targets: [(TargetKind, Slice)] = []
         for (key, kind) in [("token", TargetKind.token), ("channel", .channel), ("startToken", .startToken)] {
             let index = key.utf8.withContiguousStorageIfAvailable { tape.member(0, UnsafeRawBufferPointer($0)) }!
@@ -178,6 +184,7 @@ public final class TraceReplay {
                 throw fail("field newToken: update token \"\(newToken!.string(scratch))\" already exists")
             }
         }
+        if collectedPushes != nil { collect(kind: kind, target: target, payload: payload, at: at) }
         scratch.withUnsafeBytes { s in
             let headers = PushHeaders(
                 pushType: pushType.value(s), topic: topic.value(s), priority: priority.value(s),
@@ -186,6 +193,43 @@ public final class TraceReplay {
                 kind: kind, target: target.bytes(s), headers: headers, payload: payload.bytes(s), nowMillis: now,
                 newActivity: newActivity?.bytes(s), newToken: newToken?.bytes(s))
         }
+    }
+
+    /// The current push line into `collectedPushes`, its header values as they go on the wire (`TracePushes.Push`).
+    private func collect(kind: TargetKind, target: Slice, payload: Slice, at: Int64) {
+        var pushes = collectedPushes!
+        collectedPushes = nil
+        defer { collectedPushes = pushes }
+        func value(_ key: StaticString) -> Range<Int>? {
+            let i = tape.member(0, key)
+            switch tape[i].kind {
+            case .null: return nil
+            case .string:
+                var bytes: [UInt8] = []
+                tape.appendUnescaped(i, to: &bytes)
+                return pushes.intern(bytes)
+            case .number:
+                if let integer = tape.int64(i) { return pushes.intern(Array(String(integer).utf8)) }
+                return pushes.intern(Array(tape.rawBytes(i)))
+            default:
+                return pushes.intern(Array(tape.rawBytes(i)))
+            }
+        }
+        let targetKind: TracePushes.Target = kind == .token ? .token : kind == .channel ? .channel : .startToken
+        let address = withScratch { pushes.store(target.bytes($0)) }
+        let body = withScratch { pushes.store(payload.bytes($0)) }
+        pushes.pushes.append(TracePushes.Push(
+            line: lineCount, atMillis: at, target: targetKind, address: address, pushType: value("pushType"),
+            topic: value("topic"), priority: value("priority"), expiration: value("expiration"),
+            collapseId: value("collapseId"), apnsId: value("apnsId"), payload: body))
+    }
+
+    /// The pushes collected (`collectedPushes`), with the count of lines read.
+    func takeCollectedPushes() -> TracePushes {
+        var pushes = collectedPushes ?? TracePushes()
+        pushes.lineCount = lineCount
+        collectedPushes = nil
+        return pushes
     }
 
     private func rotate(_ pipeline: Pipeline) throws(TraceError) {

@@ -7,7 +7,7 @@ import Foundation
 
 struct Push: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Send a scenario's pushes over HTTP/2 to an APNs endpoint at their intended times (open loop).",
+        abstract: "Send a scenario's or a trace's pushes over HTTP/2 to an APNs endpoint at their intended times.",
         discussion: """
             TARGET is http://HOST:PORT (h2c, prior knowledge) or https://HOST:PORT (TLS, ALPN h2). SCENARIO is a \
             built-in name or a scenario file. Each event's pushes (one per follower of a token source, each with its \
@@ -20,14 +20,22 @@ struct Push: ParsableCommand {
             SIGINT or SIGTERM ended the run early (its folder is written); 64 on a bad argument (a --start-at more \
             than 1 s in the past among them). With --shard K/N only the events whose index is K modulo N are sent \
             (every event's pushes by exactly one shard); with --start-at every shard's schedule starts at one \
-            instant, and `fanout merge` adds the shards' folders into the whole run's.
+            instant, and `fanout merge` adds the shards' folders into the whole run's. A trace (docs/TRACE.md) in \
+            place of the scenario: every push line is sent at its `at` after the start (divided by --rate-scale), \
+            token pushes to /3/device/TOKEN, push-to-start to /3/device/STARTTOKEN, channel pushes to \
+            /4/broadcasts/apps/BUNDLE with apns-channel-id, with the line's own headers and exact payload bytes; the \
+            other ops are the device's side and are counted, not sent; --shard K/N sends the push lines whose index \
+            is K modulo N. An unreadable trace stops with `line N: what is wrong`, exit status 1, nothing sent.
             """
     )
 
     @Argument(help: "http://HOST:PORT or https://HOST:PORT.")
     var target: String
 
-    @Argument(help: "A built-in scenario name or a scenario file.")
+    @Argument(
+        help: ArgumentHelp(
+            "A built-in scenario name, a scenario file, or a trace (docs/TRACE.md: its first line is "
+                + "{\"trace\": 1, ...}): its push lines are sent.", valueName: "scenario|file|trace"))
     var scenario: String = "smoke"
 
     @Option(help: "HTTP/2 connections (one loop, one thread).")
@@ -37,13 +45,16 @@ struct Push: ParsableCommand {
         help: "Streams in flight per connection at most (the server's SETTINGS_MAX_CONCURRENT_STREAMS bounds it too).")
     var streams = 1000
 
-    @Option(help: "Send only the first S seconds of the schedule.")
+    @Option(help: "Send only the first S seconds of the schedule (of a trace: its push lines due by then).")
     var duration: Double?
 
-    @Option(name: .customLong("rate-scale"), help: "Multiply every arrival rate (phases and ramps) by this factor.")
+    @Option(
+        name: .customLong("rate-scale"),
+        help: "Multiply every arrival rate (phases and ramps) by this factor; a trace's times are divided by it.")
     var rateScale: Double?
 
-    @Option(help: "Override the seed (use the same one as `fanout serve`).")
+    @Option(
+        help: "Override the seed (use the same one as `fanout serve`); a trace's generated apns-ids come from it (0).")
     var seed: UInt64?
 
     @Option(help: "Override the device count (use the same one as `fanout serve`).")
@@ -113,25 +124,32 @@ struct Push: ParsableCommand {
         return formatter.date(from: text)?.timeIntervalSince1970
     }
 
-    func run() throws {
+    /// The scenario to send, with --devices, --seed, --rate-scale and --duration applied.
+    func scenarioToSend() throws -> Scenario {
         var s = try ScenarioSource.load(scenario)
         if let devices {
             guard devices > 0 else { throw ValidationError("--devices: expected at least 1, got \(devices)") }
             s.population.devices = devices
         }
         if let seed { s.seed = seed }
+        if let rateScale { s.scaleRates(by: rateScale) }
+        if let duration { s.durationSeconds = duration }
+        return s
+    }
+
+    func run() throws {
         if let rateScale {
             guard rateScale > 0 && rateScale <= 1000 else {
                 throw ValidationError("--rate-scale: expected a factor above 0 and at most 1000, got \(rateScale)")
             }
-            s.scaleRates(by: rateScale)
         }
         if let duration {
             guard duration > 0 && duration <= 30 * 86_400 else {
                 throw ValidationError("--duration: expected seconds from 0 to 2592000, got \(duration)")
             }
-            s.durationSeconds = duration
         }
+        let isTrace = Push.isTrace(scenario)
+        let s = isTrace ? nil : try scenarioToSend()
         guard (1...1024).contains(connections) else {
             throw ValidationError("--connections: expected 1 to 1024, got \(connections)")
         }
@@ -195,17 +213,25 @@ struct Push: ParsableCommand {
             }
             options.startAtUnixNanos = Int64((seconds * 1e9).rounded())
         }
+        // Read (and checked) once every argument is: a large trace takes a while.
+        let trace = isTrace ? try traceToSend() : nil
         let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
-        let folder = out ?? "reports/runs/\(Run.timestamp())-push-\(s.name)\(suffix)"
+        let name = s?.name ?? Push.traceName(scenario)
+        let folder = out ?? "reports/runs/\(Run.timestamp())-push-\(name)\(suffix)"
         let interactive = isatty(STDERR_FILENO) != 0
+        let what =
+            s.map { "\($0.population.devices) devices, \($0.durationSeconds) s, seed \($0.seed)" }
+            ?? trace.map { "trace, \($0.info.pushLines) push lines of \($0.info.lines) lines" } ?? ""
         let banner =
-            "fanout push \(s.name)\(slice.isWhole ? "" : " shard \(slice)") → \(options.target): "
-            + "\(s.population.devices) devices, \(s.durationSeconds) s, seed \(s.seed), \(connections) connection"
-            + (connections == 1 ? "" : "s") + (startAt.map { ", start at \($0)" } ?? "") + "\n"
+            "fanout push \(name)\(slice.isWhole ? "" : " shard \(slice)") → \(options.target): \(what), "
+            + "\(connections) connection" + (connections == 1 ? "" : "s") + (startAt.map { ", start at \($0)" } ?? "")
+            + "\n"
         FileHandle.standardError.write(Data(banner.utf8))
         let results: PushResults
         do {
-            let push = try PushRun(scenario: s, options: options, nowSeconds: Int64(Date().timeIntervalSince1970))
+            let push =
+                try trace.map { try PushRun(trace: $0, options: options) }
+                ?? PushRun(scenario: s!, options: options, nowSeconds: Int64(Date().timeIntervalSince1970))
             results = try push.run { p in
                 let text = String(
                     format: "%4ds  sent %d  answered %d  in flight %d  queued %d  latency p99 %.2f ms  lag p99 %.2f ms",

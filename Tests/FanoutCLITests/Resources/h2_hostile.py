@@ -8,6 +8,10 @@ its HTTP/2 side. Binds 127.0.0.1:0, prints the port. MODE:
   half     answer odd-numbered requests (1st, 3rd, ...) 200 and never answer the others (they stay open)
   slow     one stream at a time (SETTINGS_MAX_CONCURRENT_STREAMS 1), each answered 200 after 5 ms
   zero     SETTINGS_MAX_CONCURRENT_STREAMS 0: no stream may be opened, ever (the connection is kept)
+  record FILE
+           answer each request 200 (apns-id echoed) and append it to FILE as one JSON line, flushed before the answer:
+           {"path": ..., "method": ..., "headers": [[name, value], ...] (every header but the pseudo-headers, in the
+           order received, values decoded as Latin-1), "body": the body's bytes in hex}
 """
 import socket
 import sys
@@ -19,12 +23,15 @@ import h2.connection
 import h2.events
 import h2.exceptions
 import h2.settings
+import json
 
 mode = sys.argv[1]
 server = socket.socket()
 server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 server.bind(("127.0.0.1", 0))
 server.listen(8)
+record = open(sys.argv[2], "a") if mode == "record" else None
+record_lock = threading.Lock()
 print(server.getsockname()[1], flush=True)
 
 
@@ -39,6 +46,8 @@ def serve(client):
         conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 0})
     client.sendall(conn.data_to_send())
     headers = {}
+    raw_headers = {}
+    bodies = {}
     seen = 0
     gone = False
     while True:
@@ -56,12 +65,27 @@ def serve(client):
             if isinstance(event, h2.events.RequestReceived):
                 headers[event.stream_id] = dict((k.decode() if isinstance(k, bytes) else k,
                                                  v.decode() if isinstance(v, bytes) else v) for k, v in event.headers)
+                raw_headers[event.stream_id] = [
+                    (k.decode("latin-1") if isinstance(k, bytes) else k, v.decode("latin-1") if isinstance(v, bytes)
+                     else v) for k, v in event.headers]
             elif isinstance(event, h2.events.DataReceived):
+                bodies[event.stream_id] = bodies.get(event.stream_id, b"") + event.data
                 conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
             elif isinstance(event, h2.events.StreamEnded):
                 sid = event.stream_id
                 seen += 1
                 h = headers.pop(sid, {})
+                raw = raw_headers.pop(sid, [])
+                body = bodies.pop(sid, b"")
+                if mode == "record":
+                    line = json.dumps({"path": h.get(":path"), "method": h.get(":method"),
+                                       "headers": [[k, v] for k, v in raw if not k.startswith(":")],
+                                       "body": body.hex()})
+                    with record_lock:
+                        record.write(line + "\n")
+                        record.flush()
+                    conn.send_headers(sid, [(":status", "200"), ("apns-id", h.get("apns-id", ""))], end_stream=True)
+                    continue
                 if mode == "silent" or gone or (mode == "half" and seen % 2 == 0):
                     continue
                 if mode == "apns":

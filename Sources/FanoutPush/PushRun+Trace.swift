@@ -1,0 +1,188 @@
+import FanoutMetrics
+import FanoutTrace
+import FanoutWire
+import Foundation
+import UVLoop
+
+/// What a trace run sent, for the summary: the file, its size in lines, its hash, its push lines and the lines of the
+/// other ops (device-side, not sent).
+public struct PushTraceInfo: Sendable, Equatable {
+    public var path: String
+    public var lines: Int
+    /// FNV-1a 64 of the file's bytes, 16 hex digits.
+    public var hash: String
+    /// The trace's push lines (all of them, sent by this run or another shard's).
+    public var pushLines: Int
+    /// The lines of every other op, by op: the device's side of the trace (`request`, `startToken`, `rotate`,
+    /// `subscribe`, `dismiss`) and `advance`, not sent. The whole trace's counts in every shard.
+    public var notSent: [String: Int]
+
+    public init(path: String, lines: Int, hash: String, pushLines: Int, notSent: [String: Int]) {
+        self.path = path
+        self.lines = lines
+        self.hash = hash
+        self.pushLines = pushLines
+        self.notSent = notSent
+    }
+}
+
+/// A trace's push lines to send (`fanout push TARGET TRACE.jsonl`): each at its `at` divided by `rateScale` after the
+/// run's t0, in the file's order, with the line's own headers and exact payload bytes (docs/TRACE.md).
+public final class PushTrace {
+    public let pushes: TracePushes
+    public let info: PushTraceInfo
+    /// `at` is divided by this (`--rate-scale`): 2 sends the trace in half its time.
+    public let rateScale: Double
+    /// Only the push lines due within this many seconds of t0 (after scaling) are sent (`--duration`); nil: all.
+    public let durationSeconds: Double?
+    /// Generated `apns-id`s (for push lines whose `apnsId` is null) come from this seed and the line number.
+    public let seed: UInt64
+    /// The next push line to send.
+    var next = 0
+
+    /// Reads `path` (replayed to check it: a line `fanout replay` refuses throws its `TraceError`, line number
+    /// included) and hashes it.
+    public init(path: String, rateScale: Double = 1, durationSeconds: Double? = nil, seed: UInt64 = 0) throws {
+        precondition(rateScale > 0)
+        pushes = try TracePushes.read(path: path)
+        // The file's hash, read in chunks (a trace may be large).
+        guard let file = FileHandle(forReadingAtPath: path) else { throw FileError(path: path, "cannot read the file") }
+        defer { try? file.close() }
+        var fnv: UInt64 = 0xCBF2_9CE4_8422_2325
+        while let chunk = try file.read(upToCount: 1 << 20), !chunk.isEmpty {
+            chunk.withUnsafeBytes { bytes in
+                for byte in bytes {
+                    fnv ^= UInt64(byte)
+                    fnv &*= 0x100_0000_01B3
+                }
+            }
+        }
+        let hex = String(fnv, radix: 16)
+        info = PushTraceInfo(
+            path: path, lines: pushes.lineCount, hash: String(repeating: "0", count: 16 - hex.count) + hex,
+            pushLines: pushes.pushes.count, notSent: pushes.otherOps)
+        self.rateScale = rateScale
+        self.durationSeconds = durationSeconds
+        self.seed = seed
+    }
+
+    /// The time after t0 at which push `k` is due.
+    func intendedNanos(_ k: Int) -> UInt64 {
+        UInt64((Double(pushes.pushes[k].atMillis) * 1e6 / rateScale).rounded())
+    }
+
+    /// The due time of the next push line, nil when none is left (or the next is beyond `durationSeconds`).
+    var nextIntendedNanos: UInt64? {
+        guard next < pushes.pushes.count else { return nil }
+        let due = intendedNanos(next)
+        if let durationSeconds, Double(due) > durationSeconds * 1e9 { return nil }
+        return due
+    }
+
+    /// The configuration of the run (the trace's bytes, the time scale, the duration): shards of one run share it.
+    var configHash: String {
+        let text = "trace \(info.hash) rateScale \(rateScale) duration \(durationSeconds.map { "\($0)" } ?? "all")"
+        let fnv = Array(text.utf8).withUnsafeBytes { Shard.fnv1a($0) }
+        let hex = String(fnv, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}
+
+extension PushRun {
+    static let collapseIdName = Array("apns-collapse-id".utf8)
+    static let devicePath = Array("/3/device/".utf8)
+    static let broadcastPath = Array("/4/broadcasts/apps/".utf8)
+    static let topicSuffix = Array(".push-type.liveactivity".utf8)
+
+    /// Sends `trace`'s push lines (``PushTrace``) to `options.target`, each at its intended time, as the scenario's
+    /// pushes are sent: open loop, the same accounting, `--shard K/N` sending the push lines whose index (their
+    /// place among the trace's push lines, from 0) is K modulo N.
+    public convenience init(trace: PushTrace, options: PushOptions) throws {
+        precondition(options.connections >= 1)
+        var token: ProviderToken?
+        if let keyId = options.authKeyId, let pem = options.authKeyPEM, let team = options.team {
+            token = ProviderToken(keyId: keyId, team: team, signer: try ES256Signer(pem: pem, name: keyId))
+        }
+        self.init(trace: trace, options: options, token: token)
+        results.scenario = (trace.info.path as NSString).lastPathComponent
+        results.seed = trace.seed
+        results.target = options.target.description
+        results.connections = options.connections
+        results.authenticated = token != nil
+        results.maxScheduleLagNanos = options.maxScheduleLagNanos
+        results.shard = options.shard.isWhole ? nil : options.shard.description
+        results.configHash = trace.configHash
+        results.requestedStartSeconds = options.startAtUnixNanos.map { Double($0) / 1e9 }
+        results.trace = trace.info
+    }
+
+    /// Sends the push lines due by `elapsed` (nanoseconds after t0); returns when the next one is due (nil: none).
+    func sendTrace(_ trace: PushTrace, upTo elapsed: UInt64) -> UInt64? {
+        while let due = trace.nextIntendedNanos, due <= elapsed {
+            let k = trace.next
+            trace.next += 1
+            guard options.shard.isWhole || k % options.shard.count == options.shard.index else { continue }
+            sendTracePush(trace, k, due: due)
+        }
+        return trace.nextIntendedNanos
+    }
+
+    /// Push line `k`: a token push to `/3/device/TOKEN`, a push-to-start to `/3/device/STARTTOKEN`, a broadcast to
+    /// `/4/broadcasts/apps/BUNDLE` (the topic without `.push-type.liveactivity`) with the channel as
+    /// `apns-channel-id`, as it is. Headers are the line's (a null one is not sent; a broadcast has no `apns-topic`,
+    /// its bundle is in the path); `apns-id` (`apns-request-id` on a broadcast) is the line's `apnsId`, or one made
+    /// from the seed and the line number when that is null. The body is the payload's exact bytes.
+    private func sendTracePush(_ trace: PushTrace, _ k: Int, due: UInt64) {
+        let p = trace.pushes.pushes[k]
+        let bytes = trace.pushes.bytes
+        var authorization: [UInt8]?
+        if let token {
+            let wallSeconds = (t0UnixNanos + Int64(due)) / 1_000_000_000
+            do {
+                authorization = try token.authorization(nowSeconds: wallSeconds)
+                results.tokensIssued = token.tokensIssued
+            } catch {
+                results.failures["provider token: \(error)", default: 0] += 1
+                return
+            }
+        }
+        results.events += 1
+        var headers = HeaderList()
+        var path: [UInt8]
+        switch p.target {
+        case .token, .startToken:
+            path = PushRun.devicePath + bytes[p.address]
+            if let topic = p.topic { headers.append(name: PushRun.topicName, value: Array(bytes[topic])) }
+        case .channel:
+            path = PushRun.broadcastPath
+            if let topic = p.topic {
+                let value = bytes[topic]
+                path += value.count > PushRun.topicSuffix.count && value.hasSuffix(PushRun.topicSuffix)
+                    ? value.dropLast(PushRun.topicSuffix.count) : value
+            }
+            headers.append(name: PushRun.channelIdName, value: Array(bytes[p.address]))
+        }
+        for (name, range) in [
+            (PushRun.pushTypeName, p.pushType), (PushRun.priorityName, p.priority),
+            (PushRun.expirationName, p.expiration), (PushRun.collapseIdName, p.collapseId),
+        ] {
+            if let range { headers.append(name: name, value: Array(bytes[range])) }
+        }
+        if let authorization { headers.append(name: PushRun.authorizationName, value: authorization) }
+        let id = p.apnsId.map { Array(bytes[$0]) } ?? PushRun.requestId(seed: trace.seed, event: p.line, push: 0)
+        switch p.target {
+        case .token: results.tokenPushes += 1
+        case .startToken: results.pushToStarts += 1
+        case .channel: results.broadcasts += 1
+        }
+        send(H2ClientRequest(
+            path: path, headers: headers, uniqueHeader: (p.target == .channel ? "apns-request-id" : "apns-id", id),
+            body: Array(bytes[p.payload]), tag: Int(truncatingIfNeeded: t0Nanos &+ due)))
+    }
+}
+
+extension ArraySlice where Element == UInt8 {
+    fileprivate func hasSuffix(_ suffix: [UInt8]) -> Bool {
+        count >= suffix.count && self.suffix(suffix.count).elementsEqual(suffix)
+    }
+}
