@@ -16,9 +16,11 @@ struct Push: ParsableCommand {
             `fanout serve` builds for the same scenario, seed and --devices. Latency is measured from the intended \
             time to the answer's END_STREAM: a wait for a free stream or connection counts (coordinated omission \
             accounted for, as wrk2 does). Exit status: 0; 1 on an error or a broken identity; 3 when the generator \
-            was saturated (scheduleLag p99 above --max-schedule-lag, or requests still queued at the end); 130 when \
-            SIGINT or SIGTERM ended the run early (its folder is written); 64 on a bad argument (a --start-at more \
-            than 1 s in the past among them). With --shard K/N only the events whose index is K modulo N are sent \
+            was saturated (scheduleLag p99 above --max-schedule-lag, or requests still queued at the end); 2 when \
+            a --threshold was broken (a saturated run is never judged: 3 wins, as numbers from an overloaded client \
+            pass or fail no gate); 130 when SIGINT or SIGTERM ended the run early (its folder is written, no \
+            threshold judged); 64 on a bad argument (a --start-at more than 1 s in the past or an unknown \
+            --threshold among them). With --shard K/N only the events whose index is K modulo N are sent \
             (every event's pushes by exactly one shard); with --start-at every shard's schedule starts at one \
             instant, and `fanout merge` adds the shards' folders into the whole run's.
             """
@@ -97,6 +99,15 @@ struct Push: ParsableCommand {
             valueName: "TIME"))
     var startAt: String?
 
+    @Option(
+        name: .customLong("threshold"),
+        help: ArgumentHelp(
+            "An absolute objective (exit 2 when broken): latency.p99=50ms, scheduleLag.p99.9=10ms (p50, p90, p99, "
+                + "p99.9, p99.99, max; ns, us, ms, s), or a count at most N or N% of the requests sent: failures=0, "
+                + "failures.KIND=N, unanswered=N, non200=1%, status.CODE=N, reason.NAME=N. Repeatable.",
+            valueName: "METRIC.PERCENTILE=DURATION"))
+    var thresholds: [String] = []
+
     @Option(help: "Run folder (default reports/runs/<UTC time>-push-<scenario>[-shard-K-of-N]/).")
     var out: String?
 
@@ -114,6 +125,14 @@ struct Push: ParsableCommand {
     }
 
     func run() throws {
+        var gates: [PushThreshold] = []
+        for text in thresholds {
+            do {
+                gates.append(try PushThreshold(parsing: text))
+            } catch {
+                throw ValidationError("--threshold: \(error)")
+            }
+        }
         var s = try ScenarioSource.load(scenario)
         if let devices {
             guard devices > 0 else { throw ValidationError("--devices: expected at least 1, got \(devices)") }
@@ -203,7 +222,7 @@ struct Push: ParsableCommand {
             + "\(s.population.devices) devices, \(s.durationSeconds) s, seed \(s.seed), \(connections) connection"
             + (connections == 1 ? "" : "s") + (startAt.map { ", start at \($0)" } ?? "") + "\n"
         FileHandle.standardError.write(Data(banner.utf8))
-        let results: PushResults
+        var results: PushResults
         do {
             let push = try PushRun(scenario: s, options: options, nowSeconds: Int64(Date().timeIntervalSince1970))
             results = try push.run { p in
@@ -217,7 +236,9 @@ struct Push: ParsableCommand {
             throw CommandFailure("fanout push: \(error)")
         }
         if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
-        try RunFiles.write(folder: folder, files: try PushReport.files(results, gitRevision: Machine.gitRevision()))
+        results.streams = streams
+        try RunFiles.write(
+            folder: folder, files: try PushReport.files(results, gitRevision: Machine.gitRevision(), thresholds: gates))
         let p = results.latency.values(atPercentiles: [50, 99])
         print(
             "fanout push: \(results.sent) sent, \(results.answered) answered "
@@ -233,9 +254,17 @@ struct Push: ParsableCommand {
                     + "(\(results.reconnects) reconnects)")
         }
         if results.interrupted { throw ExitCode(PushReport.interruptedExitCode) }
+        let gate = PushGate(gates, results)
         if results.saturated {
-            FileHandle.standardError.write(Data("fanout push: generator saturated (see summary.md)\n".utf8))
+            let note = gates.isEmpty ? "" : ", thresholds not judged"
+            FileHandle.standardError.write(Data("fanout push: generator saturated\(note) (see summary.md)\n".utf8))
             throw ExitCode(PushReport.saturatedExitCode)
         }
+        for t in gate.results {
+            let line =
+                "fanout push: threshold \(t.threshold) \(t.met ? "met" : "BROKEN"): \(t.measured), limit \(t.limit)\n"
+            FileHandle.standardError.write(Data(line.utf8))
+        }
+        if !gate.broken.isEmpty { throw ExitCode(PushGate.brokenExitCode) }
     }
 }
