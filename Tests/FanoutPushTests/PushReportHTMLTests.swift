@@ -131,4 +131,21 @@ struct PushReportHTMLTests {
         #expect(broken.contains("✗ threshold broken: latency.p50=1ns") && broken.contains("exit status 2"))
         #expect(!broken.contains("latency.p99=50ms,"), "only the broken ones are named")
     }
+
+    @Test("a merged folder's page (fanout merge): the shards added, each second's answers, the largest start skew")
+    func merged() throws {
+        var a = PushMergeTests.shard(0, of: 2, latencies: [1_000_000, 2_000_000])
+        var b = PushMergeTests.shard(1, of: 2, latencies: [3_000_000, 4_000_000, 5_000_000])
+        a.requestedStartSeconds = 1_800_000_000
+        b.requestedStartSeconds = 1_800_000_000
+        a.startSkewNanos = 120_000
+        b.startSkewNanos = -2_500_000
+        let m = try PushMerge.merge([("a", a), ("b", b)])
+        let html = try #require(try PushReport.files(m, gitRevision: nil)["report.html"])
+        #expect(html.contains("merged from 2 shards"))
+        #expect(html.contains("start skew -2.500 ms, the largest of the shards'"))
+        // Seconds 0 and 1 hold a value of each shard, second 2 one of b's: 2, 2 and 1 answers per second.
+        #expect(html.contains("0–1: 2/s (2 values)") && html.contains("1–2: 2/s (2 values)"))
+        #expect(html.contains("2–3: 1/s (1 values)"))
+    }
 }
