@@ -84,9 +84,11 @@ public struct PushThreshold: Sendable, Equatable, CustomStringConvertible {
             let n = Self.count(name, r)
             let bound = count ?? Int((Double(r.sent) * (percent ?? 0) / 100).rounded(.down))
             let share = String(format: "%g", percent ?? 0)
-            let limitText = count.map { "≤ \($0)" } ?? "≤ \(share)% of \(r.sent) sent (\(bound))"
+            let limitText =
+                count.map { "≤ \(Units.grouped($0))" }
+                ?? "≤ \(share)% of \(Units.grouped(r.sent)) sent (\(Units.grouped(bound)))"
             return PushThresholdResult(
-                threshold: text, measured: "\(n)", limit: limitText, met: n <= bound, measuredValue: n)
+                threshold: text, measured: Units.grouped(n), limit: limitText, met: n <= bound, measuredValue: n)
         }
     }
 
