@@ -135,7 +135,10 @@ let package = Package(
         .testTarget(
             name: "FanoutCLITests", dependencies: ["fanout", "FanoutHistogramLog"], resources: [.copy("Resources")]
         ),
-        .testTarget(name: "FanoutPushTests", dependencies: ["FanoutPush", "FanoutSim", "FanoutWire"]),
+        .testTarget(
+            name: "FanoutPushTests", dependencies: ["FanoutPush", "FanoutSim", "FanoutWire", "FanoutReport"],
+            exclude: ["Golden"]  // read from the source tree (#filePath), so FANOUT_UPDATE_GOLDEN=1 can rewrite it
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

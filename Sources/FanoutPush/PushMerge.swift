@@ -43,6 +43,7 @@ public enum PushFolder {
         r.seed = UInt64(try field(root, "seed", "", as: Int.self))
         r.target = try field(root, "target", "", as: String.self)
         r.connections = try field(root, "connections", "", as: Int.self)
+        r.streams = root["streams"] as? Int ?? 0
         r.authenticated = try field(root, "authentication", "", as: String.self) == "jwt"
         r.startedAtSeconds = try number(root, "startedAtSeconds", "")
         r.scheduleSeconds = try number(root, "scheduleSeconds", "")
@@ -189,6 +190,7 @@ public enum PushMerge {
         m.requestedStartSeconds = requested.count == 1 ? first.requestedStartSeconds : nil
         for (_, r) in parts {
             m.connections += r.connections
+            m.streams = max(m.streams, r.streams)
             m.events += r.events
             m.tokenPushes += r.tokenPushes
             m.broadcasts += r.broadcasts

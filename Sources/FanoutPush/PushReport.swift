@@ -3,8 +3,8 @@ import FanoutMetrics
 import FanoutReport
 import Foundation
 
-/// The run folder of `fanout push`: summary.json, summary.md, latency.hlog (tags `latency` and `scheduleLag`, one
-/// interval per second), latency.hgrm and schedule-lag.hgrm.
+/// The run folder of `fanout push`: summary.json, summary.md, report.html, latency.hlog (tags `latency` and
+/// `scheduleLag`, one interval per second), latency.hgrm and schedule-lag.hgrm.
 public enum PushReport {
     /// The exit status of a run whose generator was saturated (scheduleLag p99 above the bound, or requests still
     /// queued at the end): its numbers understate the server's latency, so a CI gate must not pass on them.
@@ -12,7 +12,12 @@ public enum PushReport {
     /// The exit status of a run ended early by SIGINT or SIGTERM (its folder written), as shells count SIGINT.
     public static let interruptedExitCode: Int32 = 130
 
-    public static func files(_ r: PushResults, gitRevision: String?) throws -> [String: String] {
+    /// Every file of the folder; `thresholds` (`--threshold`) judged on `r` in summary.json, summary.md and
+    /// report.html.
+    public static func files(
+        _ r: PushResults, gitRevision: String?, thresholds: [PushThreshold] = []
+    ) throws -> [String: String] {
+        let gate = PushGate(thresholds, r)
         var files: [String: String] = [:]
         files["latency.hgrm"] =
             "#[fanout push latency: from each request's intended time to its answer's END_STREAM; values in "
@@ -27,8 +32,9 @@ public enum PushReport {
                 maxValue: i.maxValue)
         }
         files["latency.hlog"] = writer.text
-        files["summary.json"] = try summaryJSON(r, gitRevision: gitRevision)
-        files["summary.md"] = summaryMarkdown(r, gitRevision: gitRevision)
+        files["summary.json"] = try summaryJSON(r, gitRevision: gitRevision, gate: gate)
+        files["summary.md"] = summaryMarkdown(r, gitRevision: gitRevision, gate: gate)
+        files["report.html"] = PushHTML.render(r, gitRevision: gitRevision, gate: gate)
         return files
     }
 
@@ -40,12 +46,12 @@ public enum PushReport {
         ]
     }
 
-    static func summaryJSON(_ r: PushResults, gitRevision: String?) throws -> String {
+    static func summaryJSON(_ r: PushResults, gitRevision: String?, gate: PushGate) throws -> String {
         var statuses: [String: Int] = [:]
         for (k, n) in r.byStatus { statuses[String(k)] = n }
         let object: [String: Any] = [
             "tool": "fanout push", "scenario": r.scenario, "seed": r.seed, "target": r.target,
-            "connections": r.connections, "authentication": r.authenticated ? "jwt" : "none",
+            "connections": r.connections, "streams": r.streams, "authentication": r.authenticated ? "jwt" : "none",
             "gitRevision": gitRevision ?? "unknown",
             "startedAtSeconds": r.startedAtSeconds, "scheduleSeconds": r.scheduleSeconds,
             "elapsedSeconds": r.elapsedSeconds,
@@ -64,6 +70,14 @@ public enum PushReport {
                 "scheduleLagP99Nanos": r.scheduleLag.valueAtPercentile(99), "queuedAtEnd": r.queuedAtEnd,
                 "exitCode": r.saturated ? Int(saturatedExitCode) : 0,
             ],
+            "thresholds": [
+                "judged": gate.notJudged == nil, "notJudgedBecause": gate.notJudged.map { $0 as Any } ?? NSNull(),
+                "broken": gate.broken.count,
+                "results": gate.results.map { t -> [String: Any] in
+                    ["threshold": t.threshold, "measured": t.measured, "limit": t.limit, "met": t.met]
+                },
+            ],
+            "exitCode": Int(gate.exitCode(r)),
             "connectionEnds": r.connectionEnds, "providerTokensIssued": r.tokensIssued, "interrupted": r.interrupted,
             "reconnects": r.reconnects, "retries": r.retries, "connectionsLost": r.connectionsLost,
             "shard": r.shard ?? NSNull(), "shards": r.shards, "configHash": r.configHash,
@@ -87,7 +101,7 @@ public enum PushReport {
 
     static func millis(_ nanos: UInt64) -> String { String(format: "%.3f", Double(nanos) / 1e6) }
 
-    static func summaryMarkdown(_ r: PushResults, gitRevision: String?) -> String {
+    static func summaryMarkdown(_ r: PushResults, gitRevision: String?, gate: PushGate) -> String {
         var md = "# fanout push \(r.scenario) → \(r.target)\n\n"
         if r.interrupted {
             md += "**Interrupted** (SIGINT or SIGTERM) after \(String(format: "%.1f", r.elapsedSeconds)) s: what "
@@ -106,6 +120,7 @@ public enum PushReport {
                 + ". The latencies below understate the server's: the client could not hold the schedule "
                 + "(exit status \(saturatedExitCode)).\n\n"
         }
+        md += thresholdsMarkdown(gate)
         md += "Seed \(r.seed), \(r.connections) connection\(r.connections == 1 ? "" : "s"), authentication "
         md += "\(r.authenticated ? "ES256 provider tokens (\(r.tokensIssued) issued)" : "none"), commit "
         md += "\(gitRevision ?? "unknown"). Schedule \(String(format: "%.1f", r.scheduleSeconds)) s, run "
@@ -166,8 +181,27 @@ public enum PushReport {
         md += r.connectionsLost
             ? "; **every connection ended before the schedule did** (the run stopped).\n\n" : ".\n\n"
         for (reason, n) in r.connectionEnds.sorted(by: { $0.key < $1.key }) { md += "- \(n) × \(reason)\n" }
-        md += "\nFiles: latency.hlog (tags latency and scheduleLag, one interval per second), latency.hgrm, "
+        md += "\nFiles: report.html, latency.hlog (tags latency and scheduleLag, one interval per second), "
+        md += "latency.hgrm, "
         md += "schedule-lag.hgrm, summary.json.\n"
         return md
+    }
+
+    /// The `--threshold` table (nothing without thresholds): met, BROKEN, or why none was judged.
+    static func thresholdsMarkdown(_ gate: PushGate) -> String {
+        guard !gate.results.isEmpty else { return "" }
+        var md = ""
+        if let why = gate.notJudged {
+            md += "**Thresholds not judged**: \(why).\n\n"
+        } else if !gate.broken.isEmpty {
+            md += "**Threshold broken**: " + gate.broken.map { "`\($0.threshold)` (\($0.measured))" }
+                .joined(separator: ", ") + " (exit status \(PushGate.brokenExitCode)).\n\n"
+        }
+        md += "| threshold | measured | limit | verdict |\n|---|---:|---|---|\n"
+        for t in gate.results {
+            let verdict = gate.notJudged != nil ? "not judged" : t.met ? "met" : "**BROKEN**"
+            md += "| `\(t.threshold)` | \(t.measured) | \(t.limit) | \(verdict) |\n"
+        }
+        return md + "\n"
     }
 }

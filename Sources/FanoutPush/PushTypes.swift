@@ -125,6 +125,8 @@ public struct PushResults: Sendable {
     public var seed: UInt64 = 0
     public var target = ""
     public var connections = 0
+    /// Streams per connection at most, as asked (`--streams`; the server's SETTINGS may allow fewer; 0: not known).
+    public var streams = 0
     public var authenticated = false
     /// Scenario events that sent pushes; the token pushes and broadcasts they made.
     public var events = 0

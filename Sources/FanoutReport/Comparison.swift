@@ -84,13 +84,16 @@ public struct Comparison: Sendable {
                 self.init(metricName: nil, percentile: percentile, percent: percent)
             } else if let m = Metric.allCases.first(where: { $0.name == metricName || $0.fileName == metricName }) {
                 self.init(metricName: m.name, percentile: percentile, percent: percent)
-            } else if ServeSummaryFile.metricNames.contains(metricName) {
+            } else if ServeSummaryFile.metricNames.contains(metricName)
+                || PushSummaryFile.metricNames.contains(metricName)
+            {
                 self.init(metricName: metricName, percentile: percentile, percent: percent)
             } else {
                 throw ComparisonError(
                     "\(context): unknown metric \"\(metricName)\" (known: *, "
                         + Metric.allCases.map(\.name).joined(separator: ", ") + "; fanout serve: "
-                        + ServeSummaryFile.metricNames.joined(separator: ", ") + ")")
+                        + ServeSummaryFile.metricNames.joined(separator: ", ") + "; fanout push: "
+                        + PushSummaryFile.metricNames.joined(separator: ", ") + ")")
             }
         }
 
@@ -119,7 +122,9 @@ public struct Comparison: Sendable {
     }
 
     /// `METRIC.PERCENTILE` split at the last dot that starts a known percentile.
-    static func splitPercentile(_ name: String, in context: String) throws(ComparisonError) -> (String, Percentile) {
+    public static func splitPercentile(
+        _ name: String, in context: String
+    ) throws(ComparisonError) -> (String, Percentile) {
         let spellings: [(String, Percentile)] = [
             ("p50", .p50), ("p90", .p90), ("p99", .p99), ("p99.9", .p999), ("p999", .p999),
             ("p99.99", .p9999), ("p9999", .p9999), ("max", .max),

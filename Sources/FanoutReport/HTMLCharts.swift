@@ -251,7 +251,7 @@ public enum HTMLText {
     }
 
     /// A share in percent, with more decimals for small shares.
-    static func percent(_ part: Double, of whole: Double) -> String {
+    public static func percent(_ part: Double, of whole: Double) -> String {
         guard whole > 0, part.isFinite, whole.isFinite else { return "–" }
         let p = part * 100 / whole
         if p > 0 && p < 0.01 { return "<0.01%" }

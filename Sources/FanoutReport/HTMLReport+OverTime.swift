@@ -174,8 +174,10 @@ extension HTMLReport {
         return "<figure>\n<figcaption>\(title)</figcaption>\n" + svg.text + "\n</figure>\n"
     }
 
-    static func latencyOverTime(_ buckets: [TimeBucket], unit: String, axisEnd: Double) -> String {
-        let title = "End-to-end latency over time"
+    static func latencyOverTime(
+        _ buckets: [TimeBucket], unit: String, axisEnd: Double, title: String = "End-to-end latency over time",
+        metric: String = "endToEnd"
+    ) -> String {
         let width = 960.0
         let height = 320.0
         let left = 78.0
@@ -189,7 +191,7 @@ extension HTMLReport {
         let filled = buckets.compactMap(\.worst)
         var svg = SVG(width: width, height: height, title: title)
         guard !filled.isEmpty else {
-            return "<figure>\n<figcaption>\(title)</figcaption>\n<p class=\"empty\">No endToEnd values in any "
+            return "<figure>\n<figcaption>\(title)</figcaption>\n<p class=\"empty\">No \(metric) values in any "
                 + "interval.</p>\n</figure>\n"
         }
         let lowest = filled.map { Double($0.p50) }.min() ?? 1
@@ -216,10 +218,11 @@ extension HTMLReport {
                 let py = y(Double(max(v, 1)))
                 points += [(x(b.start), py), (x(b.end), py)]
             }
-            svg.path(points, stroke: color, width: dash == nil ? 2.2 : 1.5, dash: dash, tooltip: "endToEnd \(name)")
+            svg.path(points, stroke: color, width: dash == nil ? 2.2 : 1.5, dash: dash, tooltip: "\(metric) \(name)")
             svg.line(lx, 16, lx + 24, 16, stroke: color, width: 3, dash: dash)
-            svg.text(lx + 30, 20, "endToEnd \(name)", size: 12.5, fill: "#1d2330")
-            lx += 150
+            svg.text(lx + 30, 20, "\(metric) \(name)", size: 12.5, fill: "#1d2330")
+            // 150 px a label, more for a long metric name (scheduleLag p99.9), so the labels never overlap.
+            lx += max(150, Double("\(metric) \(name)".count) * 7.5 + 40)
         }
         timeAxis(&svg, x, top: top, bottom: bottom, unit: unit, height: height)
         svg.text(

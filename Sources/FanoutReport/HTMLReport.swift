@@ -279,7 +279,7 @@ public enum HTMLReport {
         return out
     }
 
-    static func bars(title: String, unit: String, rows: [(String, Int, String)], whole: Int) -> String {
+    public static func bars(title: String, unit: String, rows: [(String, Int, String)], whole: Int) -> String {
         var out =
             "<h3>\(title)</h3>\n<table class=\"bars\">\n<thead><tr><th></th><th class=\"bar\">share of "
             + "\(Units.grouped(whole)) \(unit)</th><th class=\"n\">\(unit)</th><th class=\"n\">share</th></tr>"

@@ -105,10 +105,21 @@ public struct ServeSummaryFile: Sendable {
     }
 }
 
-/// A run folder's `summary.json` read back: `fanout run`'s (schema 1) or `fanout serve`'s (kind serve).
+/// A run folder's `summary.json` read back: `fanout run`'s (schema 1), `fanout serve`'s (kind serve) or
+/// `fanout push`'s (tool fanout push).
 public enum AnySummaryFile: Sendable {
     case run(SummaryFile)
     case serve(ServeSummaryFile)
+    case push(PushSummaryFile)
+
+    /// What wrote it, as a person names it.
+    public var tool: String {
+        switch self {
+        case .run: "fanout run"
+        case .serve: "fanout serve"
+        case .push: "fanout push"
+        }
+    }
 
     /// Reads `path`: a `summary.json` or a run folder holding one.
     public static func read(_ path: String) throws(ReportReadError) -> AnySummaryFile {
@@ -116,6 +127,9 @@ public enum AnySummaryFile: Sendable {
         let root = Fields(file: file, path: "", value: object)
         if (object as? [String: Any])?["kind"] as? String == "serve" {
             return .serve(try ServeSummaryFile.parse(root, file: file))
+        }
+        if (object as? [String: Any])?["tool"] as? String == "fanout push" {
+            return .push(try PushSummaryFile.parse(root, file: file))
         }
         return .run(try SummaryFile.parse(root, file: file))
     }

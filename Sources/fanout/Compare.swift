@@ -7,8 +7,8 @@ struct Compare: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Compare two runs: every metric and percentile with its change, judged against thresholds.",
         discussion: """
-            BASELINE and CURRENT are run folders or their summary.json files, both of fanout run or both of \
-            fanout serve. Latency percentiles (p50, p90, \
+            BASELINE and CURRENT are run folders or their summary.json files, both of fanout run, both of \
+            fanout serve or both of fanout push. Latency percentiles (p50, p90, \
             p99, p99.9, p99.99, max) are compared relatively: a rise beyond a metric's threshold is a \
             regression, a fall beyond it an improvement. Counts (pushes, verdicts, outcomes, deliveries, \
             histogram counts) must match exactly when both runs are in virtual time with the same seed and \
@@ -28,8 +28,15 @@ struct Compare: ParsableCommand {
             those counts without judging it (e.g. events.reordered=off for a backend whose concurrent fan-outs \
             reorder a source's updates: the device ignores the older one).
 
+            Two fanout push runs compare latency and scheduleLag the same way; more failed or unanswered \
+            requests than the baseline, a failure kind or an answer reason the baseline did not have (any reason's \
+            count above the baseline's when both sent the same schedule), or a broken identity is a regression. A \
+            push run whose generator was saturated is not judged: exit 3, as fanout push's own (its numbers \
+            understate the server's latency, so a gate never passes on them). A push folder and a run or serve \
+            folder are refused (exit 1).
+
             Exit status (package-benchmark's convention): 0 within thresholds, 2 a regression, 4 only \
-            improvements, 1 bad input.
+            improvements, 1 bad input; 3 a saturated fanout push run on either side.
             """
     )
 
@@ -75,10 +82,28 @@ struct Compare: ParsableCommand {
                 comparison = Comparison(baseline: b, current: c, thresholds: list)
             case (.serve(let b), .serve(let c)):
                 comparison = Comparison(baseline: b, current: c, thresholds: list, ungated: ungated)
-            default:
-                throw CommandFailure("\(baseline) and \(current): one is a fanout serve run, the other is not")
+            case (.push(let b), .push(let c)):
+                guard ungated.isEmpty else {
+                    throw CommandFailure(
+                        "--threshold \(ungated.sorted().joined(separator: ", "))=off: events counts are judged in "
+                            + "fanout serve runs only; \(baseline) and \(current) are fanout push folders")
+                }
+                for (side, path, s) in [("baseline", baseline, b), ("current", current, c)] {
+                    guard let why = s.saturation else { continue }
+                    FileHandle.standardError.write(Data(
+                        ("fanout compare: not judged: the \(side) \(path) is a fanout push run whose generator was "
+                            + "saturated (\(why)); its latencies understate the server's\n").utf8))
+                    throw ExitCode(PushReport.saturatedExitCode)
+                }
+                comparison = Comparison(baseline: b, current: c, thresholds: list)
+            case (let b, let c):
+                throw CommandFailure(
+                    "\(baseline) is a \(b.tool) folder and \(current) a \(c.tool) one: only two folders of one command "
+                        + "are compared")
             }
         } catch let error as CommandFailure {
+            throw error
+        } catch let error as ExitCode {
             throw error
         } catch {
             throw CommandFailure("\(error)")

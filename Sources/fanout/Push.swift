@@ -16,9 +16,11 @@ struct Push: ParsableCommand {
             `fanout serve` builds for the same scenario, seed and --devices. Latency is measured from the intended \
             time to the answer's END_STREAM: a wait for a free stream or connection counts (coordinated omission \
             accounted for, as wrk2 does). Exit status: 0; 1 on an error or a broken identity; 3 when the generator \
-            was saturated (scheduleLag p99 above --max-schedule-lag, or requests still queued at the end); 130 when \
-            SIGINT or SIGTERM ended the run early (its folder is written); 64 on a bad argument (a --start-at more \
-            than 1 s in the past among them). With --shard K/N only the events whose index is K modulo N are sent \
+            was saturated (scheduleLag p99 above --max-schedule-lag, or requests still queued at the end); 2 when \
+            a --threshold was broken (a saturated run is never judged: 3 wins, as numbers from an overloaded client \
+            pass or fail no gate); 130 when SIGINT or SIGTERM ended the run early (its folder is written, no \
+            threshold judged); 64 on a bad argument (a --start-at more than 1 s in the past or an unknown \
+            --threshold among them). With --shard K/N only the events whose index is K modulo N are sent \
             (every event's pushes by exactly one shard); with --start-at every shard's schedule starts at one \
             instant, and `fanout merge` adds the shards' folders into the whole run's. A trace (docs/TRACE.md) in \
             place of the scenario: every push line is sent at its `at` after the start (divided by --rate-scale), \
@@ -108,6 +110,15 @@ struct Push: ParsableCommand {
             valueName: "TIME"))
     var startAt: String?
 
+    @Option(
+        name: .customLong("threshold"),
+        help: ArgumentHelp(
+            "An absolute objective (exit 2 when broken): latency.p99=50ms, scheduleLag.p99.9=10ms (p50, p90, p99, "
+                + "p99.9, p99.99, max; ns, us, ms, s), or a count at most N or N% of the requests sent: failures=0, "
+                + "failures.KIND=N, unanswered=N, non200=1%, status.CODE=N, reason.NAME=N. Repeatable.",
+            valueName: "METRIC.PERCENTILE=DURATION"))
+    var thresholds: [String] = []
+
     @Option(help: "Run folder (default reports/runs/<UTC time>-push-<scenario>[-shard-K-of-N]/).")
     var out: String?
 
@@ -138,6 +149,14 @@ struct Push: ParsableCommand {
     }
 
     func run() throws {
+        var gates: [PushThreshold] = []
+        for text in thresholds {
+            do {
+                gates.append(try PushThreshold(parsing: text))
+            } catch {
+                throw ValidationError("--threshold: \(error)")
+            }
+        }
         if let rateScale {
             guard rateScale > 0 && rateScale <= 1000 else {
                 throw ValidationError("--rate-scale: expected a factor above 0 and at most 1000, got \(rateScale)")
@@ -227,7 +246,7 @@ struct Push: ParsableCommand {
             + "\(connections) connection" + (connections == 1 ? "" : "s") + (startAt.map { ", start at \($0)" } ?? "")
             + "\n"
         FileHandle.standardError.write(Data(banner.utf8))
-        let results: PushResults
+        var results: PushResults
         do {
             let push =
                 try trace.map { try PushRun(trace: $0, options: options) }
@@ -243,7 +262,9 @@ struct Push: ParsableCommand {
             throw CommandFailure("fanout push: \(error)")
         }
         if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
-        try RunFiles.write(folder: folder, files: try PushReport.files(results, gitRevision: Machine.gitRevision()))
+        results.streams = streams
+        try RunFiles.write(
+            folder: folder, files: try PushReport.files(results, gitRevision: Machine.gitRevision(), thresholds: gates))
         let p = results.latency.values(atPercentiles: [50, 99])
         print(
             "fanout push: \(results.sent) sent, \(results.answered) answered "
@@ -259,9 +280,17 @@ struct Push: ParsableCommand {
                     + "(\(results.reconnects) reconnects)")
         }
         if results.interrupted { throw ExitCode(PushReport.interruptedExitCode) }
+        let gate = PushGate(gates, results)
         if results.saturated {
-            FileHandle.standardError.write(Data("fanout push: generator saturated (see summary.md)\n".utf8))
+            let note = gates.isEmpty ? "" : ", thresholds not judged"
+            FileHandle.standardError.write(Data("fanout push: generator saturated\(note) (see summary.md)\n".utf8))
             throw ExitCode(PushReport.saturatedExitCode)
         }
+        for t in gate.results {
+            let line =
+                "fanout push: threshold \(t.threshold) \(t.met ? "met" : "BROKEN"): \(t.measured), limit \(t.limit)\n"
+            FileHandle.standardError.write(Data(line.utf8))
+        }
+        if !gate.broken.isEmpty { throw ExitCode(PushGate.brokenExitCode) }
     }
 }

@@ -277,7 +277,8 @@ struct BadInputTests {
             message: "Error: --threshold: threshold \"e2e.p99=+5%\": unknown metric \"e2e\" (known: *, "
                 + "encode, validate, route, apply, endToEnd, fanoutCompletion, fanoutCompletion.1, "
                 + "fanoutCompletion.2-100, fanoutCompletion.101-10k, fanoutCompletion.>10k, scheduleLag; "
-                + "fanout serve: service, delivery, fanout, validate, route, endToEnd)"),
+                + "fanout serve: service, delivery, fanout, validate, route, endToEnd; "
+                + "fanout push: latency, scheduleLag)"),
         Case(
             name: "threshold unknown percentile",
             arguments: ["compare", "$DIR/a", "$DIR/b", "--threshold", "endToEnd.p95=+5%"], status: 1,

@@ -87,7 +87,9 @@ struct CompareTests {
     @Test("thresholds: unknown metric or percentile is an error, spellings parse")
     func thresholdParsing() throws {
         #expect(throws: ComparisonError.self) { try Comparison.Threshold(parsing: "endToEnd.p42=+5%") }
-        #expect(throws: ComparisonError.self) { try Comparison.Threshold(parsing: "latency.p99=+5%") }
+        #expect(throws: ComparisonError.self) { try Comparison.Threshold(parsing: "latencies.p99=+5%") }
+        // fanout push's metrics (push folders): latency and scheduleLag.
+        #expect(try Comparison.Threshold(parsing: "latency.p99=+5%").metricName == "latency")
         #expect(throws: ComparisonError.self) { try Comparison.Threshold(parsing: "endToEnd.p99=5") }
         #expect(throws: ComparisonError.self) { try Comparison.Threshold(parsing: "endToEnd.p99") }
         #expect(throws: ComparisonError.self) { try Comparison.Threshold(parsing: "endToEnd.p99=-5%") }

@@ -1,0 +1,229 @@
+import FanoutMetrics
+import FanoutReport
+import Foundation
+
+/// `report.html` of `fanout push`: one self-contained page (the run report's inline CSS and SVG; no script, nothing
+/// loaded). The verdict first (was the generator saturated, and why; what was answered; failures; thresholds; start
+/// skew), then the latency and scheduleLag percentile spectra, answers and both metrics per second from
+/// latency.hlog's intervals, the answers by status and reason, the connections, and the percentile table.
+public enum PushHTML {
+    static func e(_ s: String) -> String { HTMLText.escape(s) }
+
+    static let latencyColor = "#D55E00"
+    static let lagColor = "#6b6b6b"
+
+    public static func render(_ r: PushResults, gitRevision: String?, gate: PushGate) -> String {
+        let title = "fanout push: \(r.scenario) → \(r.target)"
+        var out = HTMLReport.pageStart(title: title)
+        out += header(r, title: title, gitRevision: gitRevision)
+        out += verdict(r, gate)
+        out += tiles(r)
+        out += "</header>\n"
+        out += spectra(r)
+        out += overTime(r)
+        out += answers(r)
+        out += connections(r)
+        out += percentileTable(r)
+        out += "<footer>fanout push (git \(e(gitRevision ?? "unknown"))) · HdrHistogram, 3 significant digits, values "
+        out += "recorded in nanoseconds · this page has no script and loads nothing.</footer>\n"
+        out += "</main>\n</body>\n</html>\n"
+        return out
+    }
+
+    static func header(_ r: PushResults, title: String, gitRevision: String?) -> String {
+        let slice =
+            r.shard.map { "shard \($0)" } ?? (r.shards > 1 ? "merged from \(r.shards) shards" : "whole schedule")
+        let streams = r.streams > 0 ? " × \(r.streams) streams" : ""
+        var out = "<header>\n<h1>\(e(title))</h1>\n<p class=\"sub\">\(r.connections) connection"
+        out += "\(r.connections == 1 ? "" : "s")\(streams) · auth "
+        out += r.authenticated ? "ES256 provider tokens" : "none"
+        out += " · seed \(r.seed) · config <code>\(e(r.configHash))</code> · \(e(slice)) · schedule "
+        out += String(format: "%.1f s, run %.1f s", r.scheduleSeconds, r.elapsedSeconds)
+        out += " · git <code>\(e(gitRevision ?? "unknown"))</code></p>\n"
+        return out
+    }
+
+    /// Saturated or not and why, answered of sent, failures, unanswered, thresholds, start skew, the exit status.
+    static func verdict(_ r: PushResults, _ gate: PushGate) -> String {
+        let lagP99 = r.scheduleLag.valueAtPercentile(99)
+        let code = gate.exitCode(r)
+        var items: [String] = []
+        let lag = "scheduleLag p99 \(Units.duration(lagP99)) "
+            + (lagP99 > r.maxScheduleLagNanos ? "<b class=\"bad\">above</b>" : "within")
+            + " the bound \(Units.duration(r.maxScheduleLagNanos)) (--max-schedule-lag)"
+        items.append(lag)
+        items.append(
+            "peak \(Units.grouped(r.peakQueued)) queued for a free stream; "
+                + (r.queuedAtEnd > 0 && !r.interrupted
+                    ? "<b class=\"bad\">\(Units.grouped(r.queuedAtEnd)) still queued at the end</b>"
+                    : "\(Units.grouped(r.queuedAtEnd)) queued at the end"))
+        items.append(
+            "\(Units.grouped(r.answered)) of \(Units.grouped(r.sent)) requests answered ("
+                + HTMLText.escape(percent(r.answered, r.sent)) + "), \(Units.grouped(r.failed)) failed, "
+                + "\(Units.grouped(r.unansweredAtEnd)) unanswered at the end; sent = answered + failed + unanswered: "
+                + (r.identityHolds ? "holds" : "<b class=\"bad\">BROKEN</b>"))
+        if !r.failures.isEmpty {
+            items.append(
+                "failures: " + r.failures.sorted { $0.key < $1.key }.map { "\(e($0.key)) \(Units.grouped($0.value))" }
+                    .joined(separator: ", "))
+        }
+        if let requested = r.requestedStartSeconds {
+            let skew = r.startSkewNanos.map { String(format: "%.3f ms", Double($0) / 1e6) } ?? "unknown"
+            items.append(
+                "start at \(String(format: "%.3f", requested)) (--start-at): start skew \(skew)"
+                    + (r.shards > 1 ? ", the largest of the shards'" : ""))
+        }
+        if r.interrupted { items.append("<b class=\"bad\">interrupted</b> by SIGINT or SIGTERM") }
+        if r.connectionsLost { items.append("<b class=\"bad\">every connection ended before the schedule did</b>") }
+        let ok = code == 0
+        var out = "<div class=\"identities \(ok ? "ok" : "broken")\"><strong>"
+        if !r.identityHolds || r.connectionsLost {
+            out += "✗ the run failed"
+        } else if r.interrupted {
+            out += "✗ interrupted: partial numbers"
+        } else if r.saturated {
+            out += "✗ generator saturated: these latencies understate the server's"
+        } else if !gate.broken.isEmpty {
+            out += "✗ threshold broken: " + gate.broken.map { e($0.threshold) }.joined(separator: ", ")
+        } else {
+            out += "✓ the generator held the schedule" + (gate.results.isEmpty ? "" : "; every threshold met")
+        }
+        out += "</strong><span>exit status \(code)</span></div>\n<ul class=\"verdict\">\n"
+        for item in items { out += "<li>\(item)</li>\n" }
+        out += "</ul>\n"
+        if !gate.results.isEmpty {
+            out += "<table>\n<thead><tr><th>threshold</th><th class=\"n\">measured</th><th>limit</th><th>verdict</th>"
+            out += "</tr></thead>\n<tbody>\n"
+            for t in gate.results {
+                let v = gate.notJudged != nil ? "not judged" : t.met ? "met" : "<b class=\"bad\">BROKEN</b>"
+                out += "<tr><td><code>\(e(t.threshold))</code></td><td class=\"n\">\(e(t.measured))</td>"
+                out += "<td>\(e(t.limit))</td><td>\(v)</td></tr>\n"
+            }
+            out += "</tbody>\n</table>\n"
+            if let why = gate.notJudged { out += "<p class=\"note\">Not judged: \(e(why)).</p>\n" }
+        }
+        return out
+    }
+
+    static func percent(_ part: Int, _ whole: Int) -> String { HTMLText.percent(Double(part), of: Double(whole)) }
+
+    static func tiles(_ r: PushResults) -> String {
+        let l = LatencySummary(r.latency)
+        let g = LatencySummary(r.scheduleLag)
+        func d(_ s: LatencySummary, _ v: UInt64) -> String { s.count > 0 ? Units.duration(v) : "–" }
+        let tiles: [(String, String, String)] = [
+            ("sent", Units.grouped(r.sent), "\(Units.grouped(r.events)) events"),
+            ("answered", Units.grouped(r.answered), String(format: "%.0f per second", r.requestsPerSecond)),
+            ("latency p50", d(l, l.p50), "median"), ("latency p99", d(l, l.p99), "1 in 100 slower"),
+            ("latency p99.9", d(l, l.p999), "1 in 1,000 slower"),
+            ("latency max", d(l, l.max), "\(Units.grouped(Int(l.count))) values"),
+            ("scheduleLag p99", d(g, g.p99), "bound \(Units.duration(r.maxScheduleLagNanos))"),
+            ("peak queued", Units.grouped(r.peakQueued), "waiting for a free stream"),
+        ]
+        var out = "<div class=\"tiles\">\n"
+        for (k, v, note) in tiles {
+            out += "<div class=\"tile\"><span>\(k)</span><b>\(v)</b><small>\(e(note))</small></div>\n"
+        }
+        return out + "</div>\n"
+    }
+
+    static func spectra(_ r: PushResults) -> String {
+        var out = "<section>\n<h2>Latency percentile spectrum</h2>\n"
+        out += "<p class=\"note\">As HdrHistogram's plotter: the x axis is log(1/(1−p)), every “nine” the same width; "
+        out += "latency on a log scale. latency: each request's intended time → its answer's END_STREAM (a wait for "
+        out += "a stream or a connection counts: coordinated omission accounted for); scheduleLag: intended time → "
+        out += "the request handed to nghttp2.</p>\n"
+        out += HTMLReport.spectrum(
+            title: "Request latency and schedule lag percentile spectrum",
+            series: [("latency", latencyColor, r.latency), ("scheduleLag", lagColor, r.scheduleLag)])
+        return out + "</section>\n"
+    }
+
+    /// latency.hlog's intervals of `tag`, in order (second k of the run, or of every shard added).
+    static func seconds(_ r: PushResults, _ tag: String) -> [HTMLReport.Second] {
+        r.intervals.filter { $0.tag == tag }.map { i in
+            let h = try? LatencyHistogram(decoding: i.compressed)
+            return HTMLReport.Second(
+                start: i.startSeconds, length: i.lengthSeconds, summary: h.map(LatencySummary.init))
+        }
+    }
+
+    static func overTime(_ r: PushResults) -> String {
+        let latency = seconds(r, "latency")
+        let lag = seconds(r, "scheduleLag")
+        var out = "<section>\n<h2>Over time</h2>\n<p class=\"note\">From latency.hlog, one interval per second of the "
+        out += "run (second k of every shard added in a merged folder): answers per second = latency values in the "
+        out += "interval ÷ its length, by the second they were answered in; a bar of several intervals shows the "
+        out += "latencies of its interval with the highest p99 (never averaged). Grey: the drain after the schedule."
+        out += "</p>\n"
+        out += HTMLReport.rateOverTime(latency, scheduledEnd: r.scheduleSeconds, rateLabel: "answers per second")
+        out += HTMLReport.percentilesOverTime(
+            latency, scheduledEnd: r.scheduleSeconds, metric: "latency", title: "Request latency over time")
+        out += HTMLReport.percentilesOverTime(
+            lag, scheduledEnd: r.scheduleSeconds, metric: "scheduleLag", title: "Schedule lag over time")
+        return out + "</section>\n"
+    }
+
+    static func answers(_ r: PushResults) -> String {
+        var out = "<section>\n<h2>Answers</h2>\n"
+        let statuses = r.byStatus.sorted { $0.key < $1.key }.map { s, n in
+            ("\(s)", n, s == 200 ? "#009E73" : s == 429 || s >= 500 ? "#D55E00" : "#E69F00")
+        }
+        var outcomes = statuses
+        for (kind, n) in r.failures.sorted(by: { $0.key < $1.key }) {
+            outcomes.append(("failed · \(kind)", n, "#7b3294"))
+        }
+        if r.unansweredAtEnd > 0 { outcomes.append(("unanswered at the end", r.unansweredAtEnd, "#8a929e")) }
+        out += HTMLReport.bars(
+            title: "Requests by status, failure and end", unit: "requests", rows: outcomes, whole: r.sent)
+        let reasons = r.byReason.sorted { $0.key < $1.key }.map { ($0.key, $0.value, "#E69F00") }
+        out += HTMLReport.bars(title: "Answers by reason", unit: "answers", rows: reasons, whole: r.answered)
+        return out + "</section>\n"
+    }
+
+    static func connections(_ r: PushResults) -> String {
+        var out = "<section>\n<h2>Connections</h2>\n<dl class=\"meta\">\n"
+        let rows: [(String, String)] = [
+            ("target", "<code>\(e(r.target))</code>"),
+            ("connections", "\(r.connections)" + (r.streams > 0 ? " × at most \(r.streams) streams each" : "")),
+            ("authentication", r.authenticated ? "ES256 (\(r.tokensIssued) provider tokens issued)" : "none"),
+            ("schedule", r.shard.map { "shard \(e($0)): the events whose index is K modulo N" }
+                ?? (r.shards > 1 ? "merged from \(r.shards) shards" : "whole")),
+            ("reconnects", "\(Units.grouped(r.reconnects)) (connections opened in place of ones that ended)"),
+            ("retries", "\(Units.grouped(r.retries)) requests sent again (never processed by the server)"),
+            ("scenario events", "\(Units.grouped(r.events)): \(Units.grouped(r.tokenPushes)) token pushes, "
+                + "\(Units.grouped(r.broadcasts)) broadcasts"),
+        ]
+        for (k, v) in rows { out += "<dt>\(k)</dt><dd>\(v)</dd>\n" }
+        out += "</dl>\n<table>\n<thead><tr><th>how connections ended</th><th class=\"n\">count</th></tr></thead>\n"
+        out += "<tbody>\n"
+        if r.connectionEnds.isEmpty { out += "<tr><td>none recorded</td><td class=\"n\">0</td></tr>\n" }
+        for (reason, n) in r.connectionEnds.sorted(by: { $0.key < $1.key }) {
+            out += "<tr><td>\(e(reason))</td><td class=\"n\">\(Units.grouped(n))</td></tr>\n"
+        }
+        return out + "</tbody>\n</table>\n</section>\n"
+    }
+
+    static func percentileTable(_ r: PushResults) -> String {
+        var out = "<section>\n<h2>Percentiles</h2>\n<table class=\"percentiles\">\n<thead><tr><th>metric</th>"
+        for h in ["count", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max"] { out += "<th class=\"n\">\(h)</th>" }
+        out += "</tr></thead>\n<tbody>\n"
+        for (name, color, h) in [("latency", latencyColor, r.latency), ("scheduleLag", lagColor, r.scheduleLag)] {
+            let l = LatencySummary(h)
+            out += "<tr><td><i class=\"swatch\" style=\"background:\(color)\"></i>\(name)</td>"
+            out += "<td class=\"n\">\(Units.grouped(Int(l.count)))</td>"
+            if l.count > 0 {
+                let mean = UInt64(l.mean.isFinite ? max(l.mean.rounded(), 0) : 0)
+                for v in [mean, l.p50, l.p90, l.p99, l.p999, l.p9999, l.max] {
+                    out += "<td class=\"n\">\(Units.duration(v))</td>"
+                }
+            } else {
+                out += String(repeating: "<td class=\"n muted\">–</td>", count: 7)
+            }
+            out += "</tr>\n"
+        }
+        out += "</tbody>\n</table>\n<p class=\"note\">The same numbers as summary.md; full distributions in "
+        out += "latency.hgrm and schedule-lag.hgrm, per second in latency.hlog.</p>\n</section>\n"
+        return out
+    }
+}
