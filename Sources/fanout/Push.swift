@@ -24,7 +24,11 @@ struct Push: ParsableCommand {
             """
     )
 
-    @Argument(help: "http://HOST:PORT or https://HOST:PORT.")
+    @Argument(
+        help: ArgumentHelp(
+            "http://HOST:PORT or https://HOST:PORT; several, comma-separated, are N serve shards (target i is "
+                + "`fanout serve --shard i/N`): each token push goes to its device's shard, each broadcast to all, "
+                + "--connections per target.", valueName: "TARGET[,TARGET...]"))
     var target: String
 
     @Argument(help: "A built-in scenario name or a scenario file.")
@@ -143,7 +147,13 @@ struct Push: ParsableCommand {
         }
         var options: PushOptions
         do {
-            options = PushOptions(target: try PushTarget.parse(target))
+            // TARGET,TARGET,...: target i is serve shard i/N (fanout serve --shard i/N).
+            let all = try target.split(separator: ",", omittingEmptySubsequences: false).map {
+                try PushTarget.parse(String($0))
+            }
+            guard all.count <= 256 else { throw ValidationError("at most 256 targets") }
+            options = PushOptions(target: all[0])
+            options.moreTargets = Array(all.dropFirst())
         } catch {
             throw ValidationError("TARGET: \(error)")
         }
@@ -199,7 +209,7 @@ struct Push: ParsableCommand {
         let folder = out ?? "reports/runs/\(Run.timestamp())-push-\(s.name)\(suffix)"
         let interactive = isatty(STDERR_FILENO) != 0
         let banner =
-            "fanout push \(s.name)\(slice.isWhole ? "" : " shard \(slice)") → \(options.target): "
+            "fanout push \(s.name)\(slice.isWhole ? "" : " shard \(slice)") → \(options.shownTargets): "
             + "\(s.population.devices) devices, \(s.durationSeconds) s, seed \(s.seed), \(connections) connection"
             + (connections == 1 ? "" : "s") + (startAt.map { ", start at \($0)" } ?? "") + "\n"
         FileHandle.standardError.write(Data(banner.utf8))
@@ -229,7 +239,7 @@ struct Push: ParsableCommand {
         }
         if results.connectionsLost {
             throw CommandFailure(
-                "every connection to \(options.target) ended before the schedule did "
+                "every connection to \(options.shownTargets) ended before the schedule did "
                     + "(\(results.reconnects) reconnects)")
         }
         if results.interrupted { throw ExitCode(PushReport.interruptedExitCode) }
