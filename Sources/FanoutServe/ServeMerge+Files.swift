@@ -14,11 +14,23 @@ extension ServeMerge {
     static func isFlag(_ key: String) -> Bool { key.contains("Hold") || key == "interrupted" }
 
     /// Adds two summary values: numbers summed, flags and-ed, objects key by key, lists (examples) joined up to
-    /// `ServeStats.examplesPerFinding`, differing texts joined with a space (`listen`).
+    /// `ServeStats.examplesPerFinding`, differing texts joined with a space (`listen`). A percentile object
+    /// (`count`, `p50Nanos`, …, as `ServeReport.percentiles` writes it) whose histograms are not in latency.hlog
+    /// (`faults.heldFor`, `faults.retries.delay`): counts added, the mean weighted by them, the max and each
+    /// percentile the larger one (an upper bound: a mixture's percentile lies within its parts').
     static func add(_ a: Any, _ b: Any, key: String) -> Any {
         if isFlag(key), let x = a as? Bool, let y = b as? Bool { return x && y }
         if let x = a as? Int, let y = b as? Int { return x + y }
         if let x = a as? Double, let y = b as? Double { return x + y }
+        if let x = a as? [String: Any], let y = b as? [String: Any], x["p50Nanos"] != nil {
+            var out = x
+            let (n, m) = (x["count"] as? Int ?? 0, y["count"] as? Int ?? 0)
+            for (k, v) in y where k.hasSuffix("Nanos") { out[k] = max(x[k] as? Int ?? 0, v as? Int ?? 0) }
+            out["count"] = n + m
+            let sum = (x["meanNanos"] as? Int ?? 0) * n + (y["meanNanos"] as? Int ?? 0) * m
+            out["meanNanos"] = n + m == 0 ? 0 : sum / (n + m)
+            return out
+        }
         if let x = a as? [String: Any], let y = b as? [String: Any] {
             var out = x
             for (k, v) in y { out[k] = out[k].map { add($0, v, key: k) } ?? v }
@@ -28,7 +40,7 @@ extension ServeMerge {
             return Array((x + y).prefix(key == "examples" ? ServeStats.examplesPerFinding : .max))
         }
         if let x = a as? String, let y = b as? String {
-            return x.split(separator: " ").contains(Substring(y)) ? x : x + " " + y
+            return x == y || x.split(separator: " ").contains(Substring(y)) ? x : x + " " + y
         }
         return a
     }
@@ -36,7 +48,9 @@ extension ServeMerge {
     static func mergedSummary(_ parts: [Part], n: Int) throws(ReportReadError) -> [String: Any] {
         var m = parts[0].summary
         // Identity fields are the first shard's (checked equal); times are the earliest start and the longest run.
-        let kept = Set(["kind", "scenario", "seed", "configHash", "shards", "transport", "auth", "gitRevision", "state"])
+        let kept = Set([
+            "kind", "scenario", "seed", "configHash", "shards", "transport", "auth", "gitRevision", "state",
+        ])
         for p in parts.dropFirst() {
             for (k, v) in p.summary where !kept.contains(k) && k != "startedAt" && k != "elapsedSeconds" {
                 m[k] = m[k].map { add($0, v, key: k) } ?? v
@@ -84,7 +98,8 @@ extension ServeMerge {
         let accounting = m["accounting"] as? [String: Any] ?? [:]
         var md = "# fanout serve — \(m["scenario"] ?? ""), \(parts.count) shards merged\n\n"
         md += "Shards: " + parts.map { "\($0.shard) (`\($0.folder)`)" }.joined(separator: ", ") + "; seed "
-        md += "\(m["seed"] ?? ""), started \(m["startedAt"] ?? ""), served \(m["elapsedSeconds"] ?? 0) s (the longest).\n\n"
+        md += "\(m["seed"] ?? ""), started \(m["startedAt"] ?? ""), "
+        md += "served \(m["elapsedSeconds"] ?? 0) s (the longest).\n\n"
         md += "Counts are the shards' added: a broadcast reached every shard, so it counts once per shard in the "
         md += "requests and in the service and fanout samples, and once in the accounting (its verdict; its deliveries "
         md += "on each shard's own subscribers).\n\n"
@@ -110,7 +125,8 @@ extension ServeMerge {
         for name in ServeMetric.allCases.map(\.name) {
             guard let p = latency[name] as? [String: Any] else { continue }
             func micros(_ key: String) -> String { String(format: "%.1f", Double(p[key] as? Int ?? 0) / 1000) }
-            md += "| \(name) | \(p["count"] ?? 0) | \(micros("p50Nanos")) | \(micros("p99Nanos")) | \(micros("maxNanos")) |\n"
+            md += "| \(name) | \(p["count"] ?? 0) | \(micros("p50Nanos")) | \(micros("p99Nanos")) | "
+            md += "\(micros("maxNanos")) |\n"
         }
         return md
     }
@@ -132,7 +148,9 @@ extension ServeMerge {
         func next(_ k: Int) -> [UInt8]? {
             let n = getline(&buffer, &capacity, files[k])
             guard n > 0, let buffer else { return nil }
-            return buffer.withMemoryRebound(to: UInt8.self, capacity: n) { Array(UnsafeBufferPointer(start: $0, count: n)) }
+            return buffer.withMemoryRebound(to: UInt8.self, capacity: n) {
+                Array(UnsafeBufferPointer(start: $0, count: n))
+            }
         }
         for k in files.indices { heads.append(next(k)) }
         let out = try StreamedFile(path: path)

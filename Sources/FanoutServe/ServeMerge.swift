@@ -52,7 +52,8 @@ public enum ServeMerge {
             throw ReportReadError(file: file, "not the summary of a fanout serve run (field kind)")
         }
         guard let text = root["shard"] as? String, let shard = try? Shard(parsing: text) else {
-            throw ReportReadError(file: folder, "not a shard (run it with fanout serve --shard K/N)", refusal: .shardSet)
+            throw ReportReadError(
+                file: folder, "not a shard (run it with fanout serve --shard K/N)", refusal: .shardSet)
         }
         var part = Part(folder: folder, summary: root, shard: shard)
         let log = (folder as NSString).appendingPathComponent("latency.hlog")
@@ -75,7 +76,8 @@ public enum ServeMerge {
             guard let tag = interval.tag, c.lowestDiscernibleValue == HdrLayout.lowestDiscernibleValue,
                 c.significantDigits == HdrLayout.significantDigits, c.first + c.counts.count <= HdrLayout.countsLength
             else {
-                throw ReportReadError(file: log, "an interval without a tag or of another histogram layout than fanout's")
+                throw ReportReadError(
+                    file: log, "an interval without a tag or of another histogram layout than fanout's")
             }
             let h = c.counts.withUnsafeBufferPointer { LatencyHistogram(first: c.first, counts: $0) }
             totals[tag, default: 0] += h.totalCount
@@ -113,7 +115,8 @@ public enum ServeMerge {
             }
             guard p.shard.count == n else {
                 throw ReportReadError(
-                    file: p.folder, "shard \(p.shard) is one of \(p.shard.count), the others of \(n)", refusal: .shardSet)
+                    file: p.folder, "shard \(p.shard) is one of \(p.shard.count), the others of \(n)",
+                    refusal: .shardSet)
             }
             if let other = seen[p.shard.index] {
                 throw ReportReadError(file: p.folder, "shard \(p.shard) is also in \(other)", refusal: .shardSet)
@@ -124,8 +127,8 @@ public enum ServeMerge {
         guard missing.isEmpty else {
             throw ReportReadError(
                 file: "merge",
-                "missing shard" + (missing.count > 1 ? "s " : " ") + missing.map { "\($0)/\(n)" }.joined(separator: ", ")
-                    + " of \(n)", refusal: .shardSet)
+                "missing shard" + (missing.count > 1 ? "s " : " ")
+                    + missing.map { "\($0)/\(n)" }.joined(separator: ", ") + " of \(n)", refusal: .shardSet)
         }
         if parts.contains(where: { $0.hasState }) && !parts.allSatisfy({ $0.hasState }) {
             let without = parts.first { !$0.hasState }!.folder
@@ -154,7 +157,9 @@ public enum ServeMerge {
         var writer = HistogramLogWriter(startTimeSeconds: ordered.map(\.startTimeSeconds).min() ?? 0)
         let seconds = Set(merged.values.flatMap(\.keys)).sorted()
         let tagOrder = ServeMetric.allCases.map(\.name)
-        let tags = merged.keys.sorted { (tagOrder.firstIndex(of: $0) ?? 99, $0) < (tagOrder.firstIndex(of: $1) ?? 99, $1) }
+        let tags = merged.keys.sorted {
+            (tagOrder.firstIndex(of: $0) ?? 99, $0) < (tagOrder.firstIndex(of: $1) ?? 99, $1)
+        }
         for second in seconds {
             for tag in tags {
                 guard let m = merged[tag]?[second] else { continue }

@@ -143,7 +143,8 @@ struct ServeShardCommandTests {
         let notThisShard = requests["notThisShard"] as! Int
         // About half of the token pushes, each answered as APNs answers an unknown token; none a true unknown.
         let tokenPushes = push["tokenPushes"] as! Int
-        #expect(notThisShard > tokenPushes / 4 && notThisShard < tokenPushes * 3 / 4, "\(notThisShard) of \(tokenPushes)")
+        #expect(
+            notThisShard > tokenPushes / 4 && notThisShard < tokenPushes * 3 / 4, "\(notThisShard) of \(tokenPushes)")
         let reasons = (push["requests"] as! [String: Any])["byReason"] as! [String: Int]
         #expect(reasons["BadDeviceToken"] == notThisShard)
         let findings = summary["findings"] as! [String: Any]

@@ -47,7 +47,7 @@ struct ServeShardTests {
         #expect(Set(seen.keys) == wholeKeys)
     }
 
-    @Test("another shard's token is answered 400 BadDeviceToken and counted not this shard's; a never-issued one is not")
+    @Test("another shard's token: 400 BadDeviceToken, counted as not this shard's; a never-issued one is not")
     func misrouted() throws {
         let s0 = Self.service(try Shard(index: 0, count: 2))
         let s1 = Self.service(try Shard(index: 1, count: 2))
