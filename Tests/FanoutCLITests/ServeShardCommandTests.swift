@@ -153,6 +153,38 @@ struct ServeShardCommandTests {
         #expect(md.contains("Shard 1/2 of the devices: \(notThisShard) token pushes to another shard's device"))
     }
 
+    @Test("push --shard K/2 (every other event) to 2 serve shards: every push to its device's shard, both merged")
+    func pushShardsToServeShards() throws {
+        let dir = try CLI.temporaryDirectory()
+        let serves = try Self.shards(2, ["--h2c", "--workers", "1", "--state", "summary"], scenario: "smoke")
+        let target = serves.map { "http://127.0.0.1:\($0.port)" }.joined(separator: ",")
+        let folders = (0..<2).map { dir.appendingPathComponent("push-\($0)") }
+        for (k, folder) in folders.enumerated() {
+            let pushed = try CLI.run([
+                "push", target, "smoke", "--duration", "2", "--shard", "\(k)/2", "--connections", "2",
+                "--max-schedule-lag", "5000", "--out", folder.path,
+            ])
+            #expect(pushed.status == 0, "\(pushed.stderr)")
+        }
+        for s in serves { #expect(s.stop() == 0, "\(s.stderr)") }
+        var served = 0
+        for s in serves {
+            let r = try s.summary()["requests"] as! [String: Any]
+            #expect(r["notThisShard"] as? Int == 0)
+            served += r["total"] as! Int
+        }
+        let merged = dir.appendingPathComponent("push-merged")
+        let merge = try CLI.run(["merge", folders[0].path, folders[1].path, "--out", merged.path])
+        #expect(merge.status == 0, "\(merge.stderr)")
+        let push = try PushCommandTests.summary(merged)
+        let requests = push["requests"] as! [String: Any]
+        #expect(requests["sent"] as? Int == served && requests["answered"] as? Int == served)
+        #expect(served == (push["tokenPushes"] as! Int) + 2 * (push["broadcasts"] as! Int))
+        let serveMerge = try CLI.run(
+            ["merge", serves[0].folder.path, serves[1].folder.path, "--out", dir.appendingPathComponent("serve").path])
+        #expect(serveMerge.status == 0, "\(serveMerge.stderr)")
+    }
+
     @Test("--shard with --expect-events, --trigger or --register is refused (exit 64); a bad K/N too")
     func refusedFlags() throws {
         let events = try CLI.run(["serve", "smoke", "--h2c", "--shard", "0/2", "--expect-events"])
