@@ -9,7 +9,9 @@ struct Push: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Send a scenario's pushes over HTTP/2 to an APNs endpoint at their intended times (open loop).",
         discussion: """
-            TARGET is http://HOST:PORT (h2c, prior knowledge) or https://HOST:PORT (TLS, ALPN h2). SCENARIO is a \
+            TARGET is http://HOST:PORT (h2c, prior knowledge) or https://HOST:PORT (TLS, ALPN h2); N of them, \
+            comma-separated, are the N shards of `fanout serve --shard K/N` in order (each token push to its \
+            device's shard, each broadcast to every one, --connections per target). SCENARIO is a \
             built-in name or a scenario file. Each event's pushes (one per follower of a token source, each with its \
             own device token, apns-id and the body the core encodes as `fanout run` does; one broadcast per event of \
             a channel source) are sent at the event's intended time on one libuv loop. The tokens are those \
