@@ -101,8 +101,8 @@ extension ServeMerge {
         md += "\(m["seed"] ?? ""), started \(m["startedAt"] ?? ""), "
         md += "served \(m["elapsedSeconds"] ?? 0) s (the longest).\n\n"
         md += "Counts are the shards' added: a broadcast reached every shard, so it counts once per shard in the "
-        md += "requests and in the service and fanout samples, and once in the accounting (its verdict; its deliveries "
-        md += "on each shard's own subscribers).\n\n"
+        md += "requests and in the service, validate, route and fanout samples, and once in the accounting (its "
+        md += "verdict; its deliveries on each shard's own subscribers).\n\n"
         md += "## Requests\n\n| answer | count |\n|---|---:|\n"
         for (status, n) in (requests["byStatus"] as? [String: Int] ?? [:]).sorted(by: { $0.key < $1.key }) {
             md += "| \(status) | \(n) |\n"

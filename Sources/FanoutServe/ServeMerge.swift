@@ -14,9 +14,9 @@ import Glibc
 /// lines, each sorted as text) with one totals line, their sum.
 ///
 /// What a sum means here: a token push reached one shard, so its counts add up to an unsharded serve's; a broadcast
-/// reached every shard (`fanout push` sends it to each), so `requests`, `acceptedBroadcasts` and the `service` and
-/// `fanout` samples count it once per shard, while the accounting counts its verdict once (one shard counts it,
-/// `Shard.countsChannel`) and its deliveries on every shard (each its own subscribers).
+/// reached every shard (`fanout push` sends it to each), so `requests`, `acceptedBroadcasts` and the `service`,
+/// `validate`, `route` and `fanout` samples count it once per shard, while the accounting counts its verdict once (one
+/// shard counts it, `Shard.countsChannel`) and its deliveries on every shard (each its own subscribers).
 public enum ServeMerge {
     /// One shard's folder read back.
     public struct Part {
@@ -104,7 +104,7 @@ public enum ServeMerge {
         let n = first.shard.count
         var seen: [Int: String] = [:]
         for p in parts {
-            for key in ["scenario", "seed", "configHash"] {
+            for key in ["scenario", "seed", "configHash", "state"] {
                 let a = "\(first.summary[key] ?? "(none)")"
                 let b = "\(p.summary[key] ?? "(none)")"
                 guard a == b else {
