@@ -45,6 +45,13 @@ public struct Shard: Sendable, Equatable, CustomStringConvertible {
     @inline(__always)
     public func countsBroadcast(source: Int) -> Bool { source % count == index }
 
+    /// Does this shard count the verdict of a broadcast to the channel with this raw id (`fanout serve --shard`:
+    /// every shard answers and applies it, one counts it)? FNV-1a of the id modulo N.
+    public func countsChannel(_ id: [UInt8]) -> Bool {
+        if count == 1 { return true }
+        return id.withUnsafeBytes { Int(Shard.fnv1a($0) % UInt64(count)) == index }
+    }
+
     public static func fnv1a(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
         for b in bytes {

@@ -106,7 +106,7 @@ extension PushRun {
         self.init(trace: trace, options: options, token: token)
         results.scenario = (trace.info.path as NSString).lastPathComponent
         results.seed = trace.seed
-        results.target = options.target.description
+        results.target = options.shownTargets
         results.connections = options.connections
         results.authenticated = token != nil
         results.maxScheduleLagNanos = options.maxScheduleLagNanos
@@ -177,7 +177,7 @@ extension PushRun {
         }
         send(H2ClientRequest(
             path: path, headers: headers, uniqueHeader: (p.target == .channel ? "apns-request-id" : "apns-id", id),
-            body: Array(bytes[p.payload]), tag: Int(truncatingIfNeeded: t0Nanos &+ due)))
+            body: Array(bytes[p.payload]), tag: Int(truncatingIfNeeded: t0Nanos &+ due)), group: 0)
     }
 }
 

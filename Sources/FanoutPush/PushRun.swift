@@ -9,16 +9,19 @@ import UVLoop
 /// `fanout push`: the scenario's pushes sent over HTTP/2 at their intended times, on one libuv loop. The events
 /// and their payloads come from the run engine's feed (`EventFeed`: the core's `PayloadEncoder`, the scenario's
 /// payload faults and priorities, as `fanout run` encodes them); the device tokens from the population `fanout serve`
-/// builds for the same scenario and seed (`APNsService.tokenTargetsBySource`), so a serve of that scenario knows
-/// every one. Or a trace's push lines (PushRun+Trace.swift). Open loop: an event due while every stream is busy
-/// waits in a connection's queue, and its wait counts in its latency.
+/// builds for the same scenario and seed (`APNsService.tokenTargetsAndDevicesBySource`), so a serve of that scenario
+/// knows every one (several targets: serve shards, each push to its device's; PushRun+Targets.swift). Or a trace's
+/// push lines (PushRun+Trace.swift). Open loop: an event due while every stream is busy waits in a connection's
+/// queue, and its wait counts in its latency.
 public final class PushRun {
     /// nil when a trace's push lines are sent (`trace`, PushRun+Trace.swift).
     public let scenario: Scenario?
     public let options: PushOptions
     private let world: World?
-    /// Per token source, the request path of each follower (`/3/device/TOKEN`), made once.
+    /// Per token source, the request path of each follower (`/3/device/TOKEN`), made once, and the target (serve
+    /// shard) its device belongs to (all 0 with one target).
     let targets: [[[UInt8]]]
+    let owners: [[UInt8]]
     private let topics: [[UInt8]]
     private let bundles: [[UInt8]]
     let token: ProviderToken?
@@ -27,14 +30,17 @@ public final class PushRun {
     @exclusivity(unchecked) var results = PushResults()
 
     // The run, on the loop.
-    private var loop: EventLoop?
-    @exclusivity(unchecked) private var connections: [H2ClientConnection] = []
+    var loop: EventLoop?
+    @exclusivity(unchecked) var connections: [H2ClientConnection] = []
+    /// The target (`options.targets`) of each connection opened, by identity (all 0 with one target).
+    @exclusivity(unchecked) var groupOf: [ObjectIdentifier: Int] = [:]
     /// Connections that ended, kept until the run is over (one may still be inside its own callback).
     private var retired: [H2ClientConnection] = []
-    private var connectTo: (host: String, tls: TLSContext?, settings: H2ClientSettings, authority: String?)?
+    var connectTo: [(host: String, tls: TLSContext?, settings: H2ClientSettings, authority: String?)] = []
     private var reconnectsLeft = 0
-    /// Requests waiting for a connection (none was live when they were due or retried; one is being opened).
-    @exclusivity(unchecked) private var orphans: [H2ClientRequest] = []
+    /// Requests waiting for a connection to their target (none was live when they were due or retried; one is being
+    /// opened).
+    @exclusivity(unchecked) var orphans: [(request: H2ClientRequest, group: Int)] = []
     private var feed: EventFeed?
     private var cursor: FeedCursor?
     private var timer: UVLoop.Timer?
@@ -48,7 +54,7 @@ public final class PushRun {
     @exclusivity(unchecked) private var scheduleDone = false
     @exclusivity(unchecked) private var ending = false
     @exclusivity(unchecked) private var finished = false
-    @exclusivity(unchecked) private var inFlight = 0
+    @exclusivity(unchecked) var inFlight = 0
     /// Answers by status (0–599), folded into `results.byStatus` each second and at the end: no hashing per answer.
     @exclusivity(unchecked) private var statusCounts = [Int](repeating: 0, count: 600)
     @exclusivity(unchecked) private var secondLatency = LatencyHistogram()
@@ -69,7 +75,7 @@ public final class PushRun {
             scenario: scenario, auth: nil, nowSeconds: options.epochSeconds ?? nowSeconds,
             clock: { EventLoop.hrtimeNanos })
         world = service.engine.world
-        targets = service.tokenTargetsBySource().map { $0.map { Array("/3/device/".utf8) + $0 } }
+        (targets, owners) = PushRun.followerPaths(service, targetCount: options.targets.count)
         topics = scenario.apps.map { Array(($0.bundle + ".push-type.liveactivity").utf8) }
         bundles = scenario.apps.map { Array($0.bundle.utf8) }
         if let keyId = options.authKeyId, let pem = options.authKeyPEM, let team = options.team {
@@ -79,7 +85,7 @@ public final class PushRun {
         }
         results.scenario = scenario.name
         results.seed = scenario.seed
-        results.target = options.target.description
+        results.target = options.shownTargets
         results.connections = options.connections
         results.authenticated = token != nil
         results.maxScheduleLagNanos = options.maxScheduleLagNanos
@@ -90,7 +96,7 @@ public final class PushRun {
 
     /// Sends `trace`'s push lines (the public initializer is in PushRun+Trace.swift).
     init(trace: PushTrace, options: PushOptions, token: ProviderToken?) {
-        (scenario, world, targets, topics, bundles) = (nil, nil, [], [], [])
+        (scenario, world, targets, owners, topics, bundles) = (nil, nil, [], [], [], [])
         (self.trace, self.options, self.token) = (trace, options, token)
     }
 
@@ -100,12 +106,7 @@ public final class PushRun {
         self.progress = progress
         let loop = try EventLoop()
         self.loop = loop
-        let tls = options.target.tls ? try TLSContext(clientCAFile: options.caFile, insecure: options.insecure) : nil
-        let host = try TCPStream.resolve(options.target.host, loop: loop)
-        var settings = H2ClientSettings()
-        settings.maxConcurrentStreams = options.maxStreamsPerConnection
-        let authority = options.target.description.split(separator: "/").last.map(String.init)
-        connectTo = (host, tls, settings, authority)
+        try resolveTargets(loop)
         reconnectsLeft = options.maxReconnects
         let leadNanos = Int64(options.connectLeadSeconds * 1e9)
         let nowNanos = Int64(Date().timeIntervalSince1970 * 1e9)
@@ -157,34 +158,27 @@ public final class PushRun {
     private func connect() throws {
         guard let loop else { throw PushError("no loop") }
         var ready = 0
-        for _ in 0..<options.connections {
-            let connection = try openConnection()
-            connection.onReady = { [unowned self] _ in
-                ready += 1
-                if ready == self.options.connections { self.ready() }
+        let all = options.connections * connectTo.count
+        for group in connectTo.indices {
+            for _ in 0..<options.connections {
+                let connection = try openConnection(group: group)
+                connection.onReady = { [unowned self] _ in
+                    ready += 1
+                    if ready == all { self.ready() }
+                }
+                connections.append(connection)
             }
-            connections.append(connection)
         }
         let connectDeadline = UVLoop.Timer(loop: loop) { [unowned self] timer in
             timer.close()
             self.deadline = nil
             guard !self.connected else { return }
-            self.startError = "no HTTP/2 connection to \(self.options.target) within "
+            self.startError = "no HTTP/2 connection to \(self.results.target) within "
                 + "\(self.options.connectTimeoutSeconds) s"
             self.stop()
         }
         connectDeadline.start(afterMillis: UInt64(options.connectTimeoutSeconds * 1000))
         deadline = connectDeadline
-    }
-
-    private func openConnection() throws -> H2ClientConnection {
-        guard let loop, let to = connectTo else { throw PushError("no loop") }
-        let connection = try H2ClientConnection(
-            loop: loop, host: to.host, port: options.target.port, tls: to.tls, serverName: options.target.host,
-            authority: to.authority, settings: to.settings)
-        connection.onResponse = { [unowned self] c, response in self.completed(c, response) }
-        connection.onClosed = { [unowned self] c in self.connectionClosed(c) }
-        return connection
     }
 
     /// Every connection is ready: the schedule starts now, or at `startAtUnixNanos`.
@@ -312,64 +306,38 @@ public final class PushRun {
         let tag = Int(truncatingIfNeeded: due)
         if broadcast {
             results.broadcasts += 1
-            send(H2ClientRequest(
-                path: Array("/4/broadcasts/apps/".utf8) + bundles[app], headers: headers,
-                uniqueHeader: ("apns-request-id", PushRun.requestId(seed: scenario.seed, event: event.index, push: 0)),
-                body: body, tag: tag))
+            for group in connectTo.indices {  // every serve shard: one request each
+                let id = PushRun.requestId(seed: scenario.seed, event: event.index, push: 0)
+                send(H2ClientRequest(
+                    path: Array("/4/broadcasts/apps/".utf8) + bundles[app], headers: headers,
+                    uniqueHeader: ("apns-request-id", id), body: body, tag: tag), group: group)
+            }
             return
         }
         for (n, path) in targets[source].enumerated() {
             results.tokenPushes += 1
             let id = PushRun.requestId(seed: scenario.seed, event: event.index, push: n)
-            send(H2ClientRequest(path: path, headers: headers, uniqueHeader: ("apns-id", id), body: body, tag: tag))
+            send(H2ClientRequest(path: path, headers: headers, uniqueHeader: ("apns-id", id), body: body, tag: tag),
+                group: Int(owners[source][n]))
         }
     }
 
-    func send(_ request: consuming H2ClientRequest) {
+    func send(_ request: consuming H2ClientRequest, group: Int) {
         results.sent += 1
         inFlight += 1
-        route(request)
+        route(request, group: group)
     }
 
     /// Whether a connection may still be opened in place of one that ended (work is left).
-    private var mayReconnect: Bool { reconnectsLeft > 0 && !ending && !finished && (!scheduleDone || inFlight > 0) }
-
-    /// To the live connection with the fewest requests open and queued; with none, it waits for the one being
-    /// opened, or fails ("no connection").
-    private func route(_ request: consuming H2ClientRequest) {
-        var best: H2ClientConnection?
-        var load = Int.max
-        for c in connections where c.endReason == nil {
-            let l = c.openStreams + c.queuedRequests
-            if l < load {
-                load = l
-                best = c
-            }
-        }
-        guard let best else {
-            if mayReconnect {
-                orphans.append(request)
-            } else {
-                inFlight -= 1
-                results.failures["no connection", default: 0] += 1
-            }
-            return
-        }
-        best.submit(request)
-        if best.queuedRequests > 0 {
-            var queued = 0
-            for c in connections { queued += c.queuedRequests }
-            results.peakQueued = max(results.peakQueued, queued)
-        }
-    }
+    var mayReconnect: Bool { reconnectsLeft > 0 && !ending && !finished && (!scheduleDone || inFlight > 0) }
 
     // MARK: Outcomes
 
-    private func completed(_ connection: H2ClientConnection, _ response: H2ClientResponse) {
+    func completed(_ connection: H2ClientConnection, _ response: H2ClientResponse) {
         if let request = response.unprocessed, !ending, !finished {
             // Not processed by the server: sent again (to another connection, or to the one opened next).
             results.retries += 1
-            route(request)
+            route(request, group: groupOf[ObjectIdentifier(connection)] ?? 0)
             return
         }
         inFlight -= 1
@@ -401,10 +369,11 @@ public final class PushRun {
         finishIfDone()
     }
 
-    private func connectionClosed(_ connection: H2ClientConnection) {
+    func connectionClosed(_ connection: H2ClientConnection) {
         results.connectionEnds[connection.endReason ?? "closed", default: 0] += 1
         if !started && !finished {
-            startError = "connection to \(options.target) failed: \(connection.endReason ?? "closed")"
+            let target = options.targets[groupOf[ObjectIdentifier(connection)] ?? 0]
+            startError = "connection to \(target) failed: \(connection.endReason ?? "closed")"
             stop()
             return
         }
@@ -420,14 +389,14 @@ public final class PushRun {
             reconnectsLeft -= 1
             results.reconnects += 1
             do {
-                connections.append(try openConnection())
+                connections.append(try openConnection(group: groupOf[ObjectIdentifier(connection)] ?? 0))
             } catch {
                 results.connectionEnds["reconnect failed: \(error)", default: 0] += 1
             }
         }
         let waiting = orphans
         orphans = []
-        for request in waiting { route(request) }
+        for (request, group) in waiting { route(request, group: group) }
         if connections.isEmpty && (!scheduleDone || inFlight > 0) {
             results.connectionsLost = true
             ending = true

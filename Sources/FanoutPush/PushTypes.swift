@@ -62,6 +62,13 @@ public struct PushTarget: Sendable, Equatable, CustomStringConvertible {
 /// How `fanout push` sends.
 public struct PushOptions: Sendable {
     public var target: PushTarget
+    /// `fanout push A,B,...`: the targets after the first (`target`); with N targets in all, target i is serve
+    /// shard i/N (`fanout serve --shard i/N`): each token push goes to its device's shard, each broadcast to all.
+    public var moreTargets: [PushTarget] = []
+    /// Every target, `target` first.
+    public var targets: [PushTarget] { [target] + moreTargets }
+    /// The targets as given (comma-separated).
+    public var shownTargets: String { targets.map(\.description).joined(separator: ",") }
     /// HTTP/2 connections, requests spread over them (the one with the fewest open and queued first).
     public var connections = 1
     /// TLS: the CAs the server's certificate must chain to (nil: the system's), or no verification at all.

@@ -26,13 +26,16 @@ extension APNsService {
         guard case .channel(let c) = flight.resolution else {
             return failure(.channelNotRegistered, id: idHeader)
         }
+        // Sharded (`--shard K/N`): every shard answers the broadcast and applies it to its own subscribers; one of
+        // them counts its verdict, so that the shards' accounting adds up to an unsharded serve's.
+        let counts = shard.countsChannel(raw)
         let rejected = withHeaders(withTopic, broadcast: true) { headers in
-            r.body.withUnsafeBytes { pipeline.validate(&flight, headers: headers, payload: $0) }
+            r.body.withUnsafeBytes { pipeline.validate(&flight, headers: headers, payload: $0, countsVerdict: counts) }
         }
         let t1 = clock()
         record(.validate, max(t1 &- t0, 1))
         if let rejected { return failure(APNsReason(rejected), id: idHeader) }
-        _ = pipeline.route(&flight)
+        _ = pipeline.route(&flight, countsVerdict: counts)
         record(.route, max(clock() &- t1, 1))
         stats.acceptedBroadcasts += 1
         broadcastsAnswered += 1

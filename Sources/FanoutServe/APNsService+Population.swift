@@ -222,11 +222,19 @@ extension APNsService {
     /// (it is pushed once, to its channel). `fanout push` sends to these, so that a `fanout serve` of the same
     /// scenario and seed knows every token.
     public func tokenTargetsBySource() -> [[[UInt8]]] {
+        tokenTargetsAndDevicesBySource().map { $0.map(\.token) }
+    }
+}
+
+extension APNsService {
+    /// `tokenTargetsBySource` with each follower's device id: `fanout push` to N serve shards sends each token push
+    /// to the shard whose slice holds its device (`Shard.contains(deviceId:)`).
+    public func tokenTargetsAndDevicesBySource() -> [[(token: [UInt8], device: [UInt8])]] {
         let store = pipeline.store
         let tokens = pipeline.router.updateTokens
         let world = engine.world
         let sources = engine.sourcesOfActivities()
-        var out = Array(repeating: [[UInt8]](), count: world.scenario.sources.count)
+        var out = Array(repeating: [(token: [UInt8], device: [UInt8])](), count: world.scenario.sources.count)
         for a in 0..<Int32(engine.activityCount) {
             let i = Int(a)
             let (d, k) = engine.deviceAndSlot(of: a)
@@ -234,7 +242,7 @@ extension APNsService {
             guard !world.sourceIsBroadcast[source] else { continue }
             var token: [UInt8] = []
             tokens.withBytes(store.token[i]) { APNsService.appendTokenText($0, to: &token) }
-            out[source].append(token)
+            out[source].append((token, store.deviceIds.withBytes(store.device[i]) { Array($0) }))
         }
         return out
     }

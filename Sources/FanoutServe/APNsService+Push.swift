@@ -35,6 +35,11 @@ extension APNsService {
                 stats.note(.rotatedToken, "token \(String(decoding: token.prefix(16), as: UTF8.self))… apns-id \(idHeader.value)")
                 return failure(.unregistered, id: idHeader, timestamp: at)
             }
+            if let foreign = foreignTokens, foreign.contains(token) {
+                // Another shard's device: answered as APNs answers an unknown token, counted apart (misrouted).
+                stats.notThisShard += 1
+                return failure(.badDeviceToken, id: idHeader)
+            }
             stats.note(.unknownToken, "token \(String(decoding: token.prefix(16), as: UTF8.self))… apns-id \(idHeader.value)")
             return failure(.badDeviceToken, id: idHeader)
         }

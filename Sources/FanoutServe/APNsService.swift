@@ -25,6 +25,11 @@ public final class APNsService {
     /// This service's slice of the devices (device `d` belongs to worker `d % workers`).
     public let worker: Int
     public let workers: Int
+    /// `fanout serve --shard K/N`: the slice of the devices this process holds and applies (`.whole`: all).
+    public var shard: Shard { engine.world.shard }
+    /// With `--shard`: the tokens of the other shards' devices (`ForeignTokens`, shared by the loops); a push to one
+    /// is answered as APNs answers an unknown token and counted in `stats.notThisShard`. Nil: not sharded.
+    public var foreignTokens: ForeignTokens?
     let clock: @Sendable () -> UInt64
 
     /// Update tokens rotated away, with the UNIX milliseconds they stopped being valid (410's timestamp).
@@ -92,12 +97,13 @@ public final class APNsService {
 
     /// Builds the scenario's whole population at UNIX time `nowSeconds`, rotates the scenario's
     /// `rotationShare` of the update tokens once (the old ones answer 410), and gives each device a
-    /// push-to-start token for the app of its first activity. `progress` counts the devices built.
+    /// push-to-start token for the app of its first activity. `progress` counts the devices built. With a `shard`
+    /// (`fanout serve --shard K/N`), only the devices of that slice are built (the same ids and tokens).
     public init(
         scenario: Scenario, auth: ProviderAuth?, nowSeconds: Int64, worker: Int = 0, of workers: Int = 1,
-        progress: ProgressCounter? = nil, clock: @escaping @Sendable () -> UInt64
+        shard: Shard = .whole, progress: ProgressCounter? = nil, clock: @escaping @Sendable () -> UInt64
     ) {
-        let world = World(scenario: scenario, epochSeconds: nowSeconds)
+        let world = World(scenario: scenario, shard: shard, epochSeconds: nowSeconds)
         engine = WorkerEngine(world: world, index: worker, count: workers, hrtime: clock, progress: progress)
         self.worker = worker
         self.workers = workers

@@ -68,7 +68,7 @@ public enum ServePopulation {
     /// thread hashes each built loop's tokens into the token directory.
     public static func build(
         scenario: Scenario, auth: ProviderAuth?, nowSeconds: Int64, workers count: Int, folder: String?,
-        progress: Progress = Progress(), clock: @escaping @Sendable () -> UInt64
+        shard: Shard = .whole, progress: Progress = Progress(), clock: @escaping @Sendable () -> UInt64
     ) throws -> Built {
         let population = try folder.map { try StreamedFile(path: $0 + "/population.jsonl") }
         population?.progress = progress.populationBytes
@@ -85,7 +85,7 @@ public enum ServePopulation {
             let thread = Thread {
                 defer { finished.signal() }
                 let made = APNsService(
-                    scenario: scenario, auth: auth, nowSeconds: nowSeconds, worker: k, of: count,
+                    scenario: scenario, auth: auth, nowSeconds: nowSeconds, worker: k, of: count, shard: shard,
                     progress: progress.devicesBuilt, clock: clock)
                 service.value = made
                 madeReady.signal()
@@ -121,6 +121,9 @@ public enum ServePopulation {
             thread.stackSize = 8 << 20
             thread.start()
         }
+        // `--shard`: the other shards' tokens (while the loops build theirs), to tell a misrouted push.
+        let foreign = shard.isWhole
+            ? nil : ForeignTokens(world: World(scenario: scenario, shard: shard, epochSeconds: nowSeconds))
         // The token directory, loop by loop as they are built (while they write their parts; reads only).
         var directory = TokenDirectory()
         for k in 0..<count {
@@ -134,6 +137,7 @@ public enum ServePopulation {
         for k in 0..<count { done[k].wait() }
         progress.joining.add(1)
         var built = Built(services: services.map { $0.value! })
+        for service in built.services { service.foreignTokens = foreign }
         if count > 1 { built.cluster = ServeCluster(count: count, directory: directory) }
         guard let folder, let population else { return built }
         if let error = failures.lazy.compactMap(\.value).first {

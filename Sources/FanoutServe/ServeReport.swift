@@ -44,6 +44,10 @@ public enum ServeReport {
         public var manageListen: String?
         /// What `--expect-events` found (nil: not given; the report then is as without events).
         public var events: ServeEventsReport?
+        /// `--shard K/N` (nil: the whole population) and the scenario's configuration hash (written with a shard,
+        /// for `fanout merge` to check that the shards are of one run).
+        public var shard: Shard?
+        public var configHash: String?
         public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
                     startedAt: String, gitRevision: String) {
             self.scenario = scenario
@@ -252,6 +256,7 @@ public enum ServeReport {
         if let g = info.registration { object["registration"] = registrationJSON(g) }
         if let manage = info.manageListen { object["manageListen"] = manage }
         if let events = info.events { object["events"] = eventsJSON(events, latency) }
+        shardJSON(info, s, into: &object)
         do {
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
             return String(decoding: data, as: UTF8.self) + "\n"
@@ -403,7 +408,7 @@ public enum ServeReport {
         md += " (\(info.transport), auth \(info.auth), \(info.workers) event loop"
         md += info.workers == 1 ? "), " : "s), "
         md += "started \(info.startedAt), "
-        md += String(format: "served %.1f s", elapsed) + ", revision \(info.gitRevision), seed \(info.seed).\n\n"
+        md += String(format: "served %.1f s", elapsed) + ", revision \(info.gitRevision), seed \(info.seed).\n\n" + shardMarkdown(info, s)
         md += "## Requests\n\n| answer | count |\n|---|---:|\n"
         for (status, n) in s.byStatus.sorted(by: { $0.key < $1.key }) { md += "| \(status) | \(n) |\n" }
         md += "| **total** | **\(s.requests)** |\n\n"
@@ -477,24 +482,4 @@ public enum ServeReport {
         md += info.trigger == nil ? ".\n" : ", trigger-response.hgrm, trigger-schedule-lag.hgrm.\n"
         return md
     }
-
-    /// Each bound of INGEST §6 that a client can hit, with how often it was (summary.md and report.html).
-    static func boundsHit(_ c: ConnectionStats) -> String {
-        "Bounds hit: \(c.refused) connections refused (over --max-connections), \(c.acceptErrors) accept errors, "
-            + "\(c.streamsRefused) streams refused (over --max-open-streams), \(c.requestsRefused) requests refused "
-            + "(over --max-unsent-bytes), \(c.requestTimeouts) requests timed out, "
-            + "\(c.outputPauses) output pauses (clients not reading), \(c.trailerFields) trailer fields ignored."
-    }
-
-    /// With `--manage-listen`: requests sent to the listener that does not serve their API.
-    static func misplaced(_ c: ConnectionStats) -> String {
-        "\(c.misplacedRequests) requests sent to the listener that does not serve their API (answered 404 BadPath)."
-    }
-
-    /// The wire identity: every answer the service produced was submitted to nghttp2 or dropped with its stream.
-    static func wireIdentity(_ s: ServeStats, _ c: ConnectionStats, broken: String) -> String {
-        "Answers: \(s.requests) produced = \(c.responsesSubmitted) submitted to nghttp2 + \(c.answersDropped) "
-            + "dropped (stream already gone): " + (c.answersAccountedFor(requests: s.requests) ? "holds." : broken + ".")
-    }
-
 }

@@ -19,6 +19,8 @@ public struct ServeStats: Sendable {
     public var acceptedBroadcasts = 0
     public var acceptedOtherPushTypes = 0
     public var channelRequests = 0
+    /// `fanout serve --shard K/N`: token pushes to a device of another shard (answered 400 BadDeviceToken).
+    public var notThisShard = 0
     /// Channel API bounds hit: creates refused by the 10,000-per-app limit or the API bundle cap (both
     /// answered `CannotCreateChannelConfig`), and `all-channels` answers cut to the listed-channel cap.
     public struct ChannelRefusals: Sendable, Equatable {
@@ -89,6 +91,7 @@ public struct ServeStats: Sendable {
         acceptedBroadcasts += o.acceptedBroadcasts
         acceptedOtherPushTypes += o.acceptedOtherPushTypes
         channelRequests += o.channelRequests
+        notThisShard += o.notThisShard
         channelRefusals.perApp += o.channelRefusals.perApp
         channelRefusals.bundles += o.channelRefusals.bundles
         channelRefusals.listsCut += o.channelRefusals.listsCut

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FanoutPush
 import FanoutReport
+import FanoutServe
 import Foundation
 
 struct Compare: ParsableCommand {
@@ -119,7 +120,7 @@ struct Compare: ParsableCommand {
 
 struct Merge: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Merge the folders of a sharded run (fanout run or fanout push --shard K/N) into the whole run's.",
+        abstract: "Merge the folders of a sharded run (fanout run, push or serve --shard K/N) into the whole run's.",
         discussion: """
             The folders must be all N shards of one run: same scenario, seed, configuration and clock. \
             Counts are summed and the accounting identities checked again; histograms are added interval by \
@@ -127,9 +128,12 @@ struct Merge: ParsableCommand {
             completion.tsv (the last recipient on any shard). Writes every file of a run folder to --out. Push \
             folders (fanout push --shard K/N; same scenario, seed and configuration) merge the same way: requests \
             by status, reason and failure summed, latency and scheduleLag added per second from latency.hlog. \
+            Serve folders (fanout serve --shard K/N; same scenario, seed and configuration): summary.json's counts \
+            added and the identities checked again, every metric added per second from latency.hlog, state.jsonl \
+            merged (lines sorted as serve writes them, one totals line). \
             Exit status: 0; 5 when a shard is missing or given twice (or N differs, or a folder is not a shard); \
-            6 when the folders are not shards of one run (scenario, seed, configuration or clock differ, or run \
-            and push folders are mixed); 1 when a folder cannot be read.
+            6 when the folders are not shards of one run (scenario, seed, configuration or clock differ, or run, \
+            push and serve folders are mixed); 1 when a folder cannot be read.
             """
     )
 
@@ -139,6 +143,17 @@ struct Merge: ParsableCommand {
 
     func run() throws {
         guard !folders.isEmpty else { throw ValidationError("expected the run folders of the shards") }
+        let serve = folders.filter(ServeMerge.isServe)
+        if !serve.isEmpty {
+            guard serve.count == folders.count else {
+                let other = folders.first { !ServeMerge.isServe($0) }!
+                try refuse(
+                    ReportReadError(
+                        file: other, "not a fanout serve folder, and \(serve[0]) is one: run, push and serve folders "
+                            + "do not mix", refusal: .notOneRun))
+            }
+            return try mergeServe()
+        }
         let push = folders.filter(PushFolder.isPush)
         if !push.isEmpty {
             guard push.count == folders.count else {
@@ -167,6 +182,25 @@ struct Merge: ParsableCommand {
         guard let refusal = error.refusal else { throw CommandFailure("\(error)") }
         FileHandle.standardError.write(Data("Error: \(error)\n".utf8))
         throw ExitCode(refusal.exitCode)
+    }
+
+    private func mergeServe() throws {
+        let parts: [ServeMerge.Part]
+        let files: [String: String]
+        do {
+            var read: [ServeMerge.Part] = []
+            for folder in folders { read.append(try ServeMerge.read(folder)) }
+            files = try ServeMerge.merge(read)
+            parts = read
+        } catch {
+            try refuse(error)
+        }
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        if parts.allSatisfy(\.hasState) {
+            try ServeMerge.writeState(parts, to: (out as NSString).appendingPathComponent("state.jsonl"))
+        }
+        try RunFiles.write(folder: out, files: files)
+        print("fanout merge: \(parts.count) serve shards; \(out)")
     }
 
     private func mergePush() throws {

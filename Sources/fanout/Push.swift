@@ -9,7 +9,9 @@ struct Push: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Send a scenario's or a trace's pushes over HTTP/2 to an APNs endpoint at their intended times.",
         discussion: """
-            TARGET is http://HOST:PORT (h2c, prior knowledge) or https://HOST:PORT (TLS, ALPN h2). SCENARIO is a \
+            TARGET is http://HOST:PORT (h2c, prior knowledge) or https://HOST:PORT (TLS, ALPN h2); N of them, \
+            comma-separated, are the N shards of `fanout serve --shard K/N` in order (each token push to its \
+            device's shard, each broadcast to every one, --connections per target). SCENARIO is a \
             built-in name or a scenario file. Each event's pushes (one per follower of a token source, each with its \
             own device token, apns-id and the body the core encodes as `fanout run` does; one broadcast per event of \
             a channel source) are sent at the event's intended time on one libuv loop. The tokens are those \
@@ -31,7 +33,11 @@ struct Push: ParsableCommand {
             """
     )
 
-    @Argument(help: "http://HOST:PORT or https://HOST:PORT.")
+    @Argument(
+        help: ArgumentHelp(
+            "http://HOST:PORT or https://HOST:PORT; several, comma-separated, are N serve shards (target i is "
+                + "`fanout serve --shard i/N`): each token push goes to its device's shard, each broadcast to all, "
+                + "--connections per target.", valueName: "TARGET[,TARGET...]"))
     var target: String
 
     @Argument(
@@ -180,9 +186,19 @@ struct Push: ParsableCommand {
         }
         var options: PushOptions
         do {
-            options = PushOptions(target: try PushTarget.parse(target))
+            // TARGET,TARGET,...: target i is serve shard i/N (fanout serve --shard i/N).
+            let all = try target.split(separator: ",", omittingEmptySubsequences: false).map {
+                try PushTarget.parse(String($0))
+            }
+            guard all.count <= 256 else { throw ValidationError("at most 256 targets") }
+            options = PushOptions(target: all[0])
+            options.moreTargets = Array(all.dropFirst())
         } catch {
             throw ValidationError("TARGET: \(error)")
+        }
+        guard !isTrace || options.targets.count == 1 else {
+            throw ValidationError(
+                "TARGET: a trace's pushes go to one target (its tokens are the trace's, no serve shard owns them)")
         }
         options.connections = connections
         options.epochSeconds = epoch
@@ -242,7 +258,7 @@ struct Push: ParsableCommand {
             s.map { "\($0.population.devices) devices, \($0.durationSeconds) s, seed \($0.seed)" }
             ?? trace.map { "trace, \($0.info.pushLines) push lines of \($0.info.lines) lines" } ?? ""
         let banner =
-            "fanout push \(name)\(slice.isWhole ? "" : " shard \(slice)") → \(options.target): \(what), "
+            "fanout push \(name)\(slice.isWhole ? "" : " shard \(slice)") → \(options.shownTargets): \(what), "
             + "\(connections) connection" + (connections == 1 ? "" : "s") + (startAt.map { ", start at \($0)" } ?? "")
             + "\n"
         FileHandle.standardError.write(Data(banner.utf8))
@@ -276,7 +292,7 @@ struct Push: ParsableCommand {
         }
         if results.connectionsLost {
             throw CommandFailure(
-                "every connection to \(options.target) ended before the schedule did "
+                "every connection to \(options.shownTargets) ended before the schedule did "
                     + "(\(results.reconnects) reconnects)")
         }
         if results.interrupted { throw ExitCode(PushReport.interruptedExitCode) }

@@ -158,6 +158,23 @@ extension Serve {
         return (host, port)
     }
 
+    /// `--shard K/N` parsed (`.whole` without it). A shard refuses what would be counted N times or judged on a slice
+    /// as if it were the whole: --trigger (every shard would send every event), --expect-events (each shard would
+    /// judge the events on its own devices only) and --register.
+    func shardOption() throws -> Shard {
+        guard let shard else { return .whole }
+        let slice: Shard
+        do { slice = try Shard(parsing: shard) } catch { throw ValidationError("--shard: \(error)") }
+        let refused = [(expectEvents, "--expect-events"), (trigger != nil, "--trigger"), (register != nil, "--register")]
+            .filter(\.0).map(\.1)
+        if !refused.isEmpty {
+            throw ValidationError(
+                "--shard does not combine with \(refused.joined(separator: ", ")): each shard holds 1/N of the "
+                    + "devices; run the backend's trigger, registration and event judging against one unsharded serve")
+        }
+        return slice
+    }
+
     /// `--auth jwt`: the team and the signing keys (`--auth-key KEYID=FILE`), read and parsed; nil for `--auth none`.
     func loadProviderAuth() throws -> ProviderAuth? {
         if auth == "jwt", let team {

@@ -216,7 +216,16 @@ struct Serve: ParsableCommand {
         help: "PEM file of the CAs an https:// backend's certificate (--trigger, --register) must chain to.")
     var triggerCA: String?
 
-    @Option(help: "Run folder (default reports/runs/<UTC time>-serve-<scenario>/).")
+    @Option(
+        help: ArgumentHelp(
+            "Hold and apply only slice K (from 0) of N of the devices, as `fanout run --shard K/N` slices them (a "
+                + "stable hash of the device id): a token push to another slice's device is answered 400 "
+                + "BadDeviceToken and counted as not this shard's; a broadcast reaches this slice's subscribers. "
+                + "`fanout push A,B,...` sends each push to its device's shard; `fanout merge` adds the folders.",
+            valueName: "K/N"))
+    var shard: String?
+
+    @Option(help: "Run folder (default reports/runs/<UTC time>-serve-<scenario>[-shard-K-of-N]/).")
     var out: String?
 
     @Flag(
@@ -244,6 +253,7 @@ struct Serve: ParsableCommand {
             }
             s.scaleRates(by: rateScale)
         }
+        let slice = try shardOption()
         let providerAuth = try loadProviderAuth()
         let (host, requestedPort) = try Self.parseListen(listen)
         var options = ServeOptions()
@@ -265,7 +275,8 @@ struct Serve: ParsableCommand {
         options.trigger = try triggerOptions()
 
         let startedAt = Date()
-        let folder = out ?? "reports/runs/\(Run.timestamp())-serve-\(s.name)"
+        let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
+        let folder = out ?? "reports/runs/\(Run.timestamp())-serve-\(s.name)\(suffix)"
         let count = workers == 0 ? max(1, ProcessInfo.processInfo.activeProcessorCount) : workers
         // The address and the TLS files are checked before the population is built and anything is written.
         let sockets: [Int32]
@@ -313,9 +324,11 @@ struct Serve: ParsableCommand {
         let totalDevices = s.population.devices
         let ticker = ProgressTicker { seconds in
             let built = progress.devicesBuilt.value
-            if built < totalDevices {
+            // A shard builds about 1/N of the devices, known once built.
+            if slice.isWhole ? built < totalDevices : progress.populationBytes.value == 0 {
                 return "building population: \(ProgressTicker.grouped(built)) / "
-                    + "\(ProgressTicker.grouped(totalDevices)) " + String(format: "devices (%.1f s)", seconds)
+                    + "\(ProgressTicker.grouped(totalDevices)) " + (slice.isWhole ? "" : "(shard \(slice)) ")
+                    + String(format: "devices (%.1f s)", seconds)
             }
             if progress.joining.value > 0 {
                 return "closing population.jsonl, writing rotated-tokens.jsonl " + String(format: "(%.1f s)", seconds)
@@ -330,7 +343,7 @@ struct Serve: ParsableCommand {
             built = try ServePopulation.build(
                 scenario: s, auth: providerAuth, nowSeconds: epoch ?? Int64(startedAt.timeIntervalSince1970),
                 workers: count,
-                folder: folder, progress: progress, clock: { EventLoop.hrtimeNanos })
+                folder: folder, shard: slice, progress: progress, clock: { EventLoop.hrtimeNanos })
         } catch {
             ticker.finish()
             for fd in sockets + manageSockets { close(fd) }
@@ -420,6 +433,7 @@ struct Serve: ParsableCommand {
             scenario: s.name, seed: s.seed, listen: "\(shownHost):\(port)", transport: transport, auth: auth,
             startedAt: ISO8601DateFormatter().string(from: servingSince), gitRevision: Machine.gitRevision())
         info.workers = count
+        if !slice.isWhole { (info.shard, info.configHash) = (slice, s.configHash) }
         info.manageListen = manageShown
         info.latency = options.faults.latencyText
         info.faults = options.faults.faultsText
@@ -460,42 +474,6 @@ struct Serve: ParsableCommand {
                     + "population.jsonl, rotated-tokens.jsonl and state.jsonl only, no summary")
         }
         try RunFiles.write(folder: folder, files: files)
-        var st = ServeStats()
-        var accounting = Accounting()
-        for service in services {
-            st.add(service.stats)
-            accounting.add(service.pipeline.accounting)
-        }
-        print(
-            "fanout serve: \(st.requests) requests (\(st.acceptedPushes) pushes, \(st.acceptedBroadcasts) broadcasts "
-                + "accepted), \(accounting.deliveries) deliveries, "
-                + "\(results.connections.accepted) connections; "
-                + (results.trigger.map {
-                    "trigger: \($0.sent) events sent, \($0.successes) answered 2xx, \($0.timeouts) timeouts, "
-                        + "\($0.errors.values.reduce(0, +)) errors; "
-                } ?? "")
-                + "state.jsonl: \(info.state.rawValue); run folder \(folder)")
-        if !results.connections.answersAccountedFor(requests: st.requests) {
-            throw CommandFailure(
-                "the wire identity is broken: \(st.requests) answers produced, "
-                    + "\(results.connections.responsesSubmitted) submitted + "
-                    + "\(results.connections.answersDropped) dropped")
-        }
-        if let e = info.events {
-            print(
-                "fanout serve: events: \(e.correlated) correlated (\(e.delivered) delivered, \(e.duplicate) duplicate, "
-                    + "\(e.reordered) reordered), \(e.uncorrelated) uncorrelated, \(e.missing) missing, "
-                    + "\(e.staleAtEnd) stale at the end")
-        }
-        if !st.identitiesHold || !accounting.identitiesHold || info.events.map({ !$0.identitiesHold }) == true {
-            throw CommandFailure("accounting identities are broken")
-        }
-        // The backend's failures are measurements (exit 0); the harness losing count of them is not.
-        if info.trigger.map({ !$0.identityHolds }) == true {
-            throw CommandFailure("the trigger's identity is broken: sent ≠ answered + timeouts + errors + cancelled")
-        }
-        if registration.map({ !$0.identityHolds }) == true {
-            throw CommandFailure("registration's identity is broken: activities ≠ registered + failed + unregistered")
-        }
+        try finish(services: services, results: results, info: info, registration: registration, folder: folder)
     }
 }

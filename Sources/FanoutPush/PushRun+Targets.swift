@@ -1,0 +1,82 @@
+import FanoutCore
+import FanoutMetrics
+import FanoutServe
+import FanoutSim
+import FanoutWire
+import UVLoop
+
+/// `fanout push A,B,...`: N targets, target i being serve shard i/N (`fanout serve --shard i/N`). Each token push goes
+/// to the target whose slice owns its device (`Shard`'s hash of the device id, as `fanout run --shard` and `fanout
+/// serve --shard` slice the devices), each broadcast to every target; `--connections` connections per target. With one
+/// target everything goes to it, as before.
+extension PushRun {
+    /// Per token source, each follower's request path (`/3/device/TOKEN`) and the target its device belongs to.
+    static func followerPaths(_ service: APNsService, targetCount: Int) -> (paths: [[[UInt8]]], owners: [[UInt8]]) {
+        let followers = service.tokenTargetsAndDevicesBySource()
+        let slices = (0..<targetCount).map { try! Shard(index: $0, count: targetCount) }
+        let paths = followers.map { $0.map { Array("/3/device/".utf8) + $0.token } }
+        let owners = followers.map { list in
+            list.map { follower in
+                guard targetCount > 1 else { return UInt8(0) }
+                let k = follower.device.withUnsafeBytes { id in slices.firstIndex { $0.contains(deviceId: id) }! }
+                return UInt8(truncatingIfNeeded: k)
+            }
+        }
+        return (paths, owners)
+    }
+
+    /// Each target's address, TLS context, settings and authority (`connectTo`, by target).
+    func resolveTargets(_ loop: EventLoop) throws {
+        var settings = H2ClientSettings()
+        settings.maxConcurrentStreams = options.maxStreamsPerConnection
+        connectTo = try options.targets.map { target in
+            let tls = target.tls ? try TLSContext(clientCAFile: options.caFile, insecure: options.insecure) : nil
+            let host = try TCPStream.resolve(target.host, loop: loop)
+            let authority = target.description.split(separator: "/").last.map(String.init)
+            return (host, tls, settings, authority)
+        }
+    }
+
+    func openConnection(group: Int) throws -> H2ClientConnection {
+        guard let loop, group < connectTo.count else { throw PushError("no loop") }
+        let to = connectTo[group]
+        let target = options.targets[group]
+        let connection = try H2ClientConnection(
+            loop: loop, host: to.host, port: target.port, tls: to.tls, serverName: target.host,
+            authority: to.authority, settings: to.settings)
+        connection.onResponse = { [unowned self] c, response in self.completed(c, response) }
+        connection.onClosed = { [unowned self] c in self.connectionClosed(c) }
+        groupOf[ObjectIdentifier(connection)] = group
+        return connection
+    }
+
+    /// To the live connection of the request's target (`group`) with the fewest requests open and queued; with
+    /// none, it waits for the one being opened, or fails ("no connection").
+    func route(_ request: consuming H2ClientRequest, group: Int) {
+        var best: H2ClientConnection?
+        var load = Int.max
+        let one = connectTo.count == 1
+        for c in connections where c.endReason == nil && (one || groupOf[ObjectIdentifier(c)] == group) {
+            let l = c.openStreams + c.queuedRequests
+            if l < load {
+                load = l
+                best = c
+            }
+        }
+        guard let best else {
+            if mayReconnect {
+                orphans.append((request, group))
+            } else {
+                inFlight -= 1
+                results.failures["no connection", default: 0] += 1
+            }
+            return
+        }
+        best.submit(request)
+        if best.queuedRequests > 0 {
+            var queued = 0
+            for c in connections { queued += c.queuedRequests }
+            results.peakQueued = max(results.peakQueued, queued)
+        }
+    }
+}

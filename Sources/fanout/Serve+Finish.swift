@@ -1,0 +1,51 @@
+import ArgumentParser
+import FanoutCore
+import FanoutServe
+import Foundation
+
+extension Serve {
+    /// The closing line, and the identities checked once the folder is written (a broken one: exit 1).
+    func finish(
+        services: [APNsService], results: ServeWorkers.Results, info: ServeReport.Info,
+        registration: RegisterResults?, folder: String
+    ) throws {
+        var st = ServeStats()
+        var accounting = Accounting()
+        for service in services {
+            st.add(service.stats)
+            accounting.add(service.pipeline.accounting)
+        }
+        print(
+            "fanout serve: \(st.requests) requests (\(st.acceptedPushes) pushes, \(st.acceptedBroadcasts) broadcasts "
+                + "accepted), \(accounting.deliveries) deliveries, "
+                + "\(results.connections.accepted) connections; "
+                + (info.shard.map { "shard \($0): \(st.notThisShard) token pushes not this shard's; " } ?? "")
+                + (results.trigger.map {
+                    "trigger: \($0.sent) events sent, \($0.successes) answered 2xx, \($0.timeouts) timeouts, "
+                        + "\($0.errors.values.reduce(0, +)) errors; "
+                } ?? "")
+                + "state.jsonl: \(info.state.rawValue); run folder \(folder)")
+        if !results.connections.answersAccountedFor(requests: st.requests) {
+            throw CommandFailure(
+                "the wire identity is broken: \(st.requests) answers produced, "
+                    + "\(results.connections.responsesSubmitted) submitted + "
+                    + "\(results.connections.answersDropped) dropped")
+        }
+        if let e = info.events {
+            print(
+                "fanout serve: events: \(e.correlated) correlated (\(e.delivered) delivered, \(e.duplicate) duplicate, "
+                    + "\(e.reordered) reordered), \(e.uncorrelated) uncorrelated, \(e.missing) missing, "
+                    + "\(e.staleAtEnd) stale at the end")
+        }
+        if !st.identitiesHold || !accounting.identitiesHold || info.events.map({ !$0.identitiesHold }) == true {
+            throw CommandFailure("accounting identities are broken")
+        }
+        // The backend's failures are measurements (exit 0); the harness losing count of them is not.
+        if info.trigger.map({ !$0.identityHolds }) == true {
+            throw CommandFailure("the trigger's identity is broken: sent ≠ answered + timeouts + errors + cancelled")
+        }
+        if registration.map({ !$0.identityHolds }) == true {
+            throw CommandFailure("registration's identity is broken: activities ≠ registered + failed + unregistered")
+        }
+    }
+}
