@@ -322,6 +322,9 @@ struct PushTraceTests {
         try Self.trace.write(to: good, atomically: true, encoding: .utf8)
         let devices = try CLI.run(["push", recorder.target, good.path, "--devices", "5", "--out", out.path])
         #expect(devices.status == 64 && devices.stderr.contains("--devices"), "\(devices.stderr)")
+        // Several targets are serve shards, each owning a slice of a scenario's devices: no slice owns a trace's.
+        let targets = try CLI.run(["push", recorder.target + "," + recorder.target, good.path, "--out", out.path])
+        #expect(targets.status == 64 && targets.stderr.contains("one target"), "\(targets.stderr)")
         #expect(!FileManager.default.fileExists(atPath: out.path))
         #expect(try recorder.requests().isEmpty)
     }
