@@ -8,6 +8,14 @@ its HTTP/2 side. Binds 127.0.0.1:0, prints the port. MODE:
   half     answer odd-numbered requests (1st, 3rd, ...) 200 and never answer the others (they stay open)
   slow     one stream at a time (SETTINGS_MAX_CONCURRENT_STREAMS 1), each answered 200 after 5 ms
   zero     SETTINGS_MAX_CONCURRENT_STREAMS 0: no stream may be opened, ever (the connection is kept)
+  bigheaders   answer odd-numbered requests 200 with one 20,000-byte header field (HEADERS + CONTINUATION), the
+               others 200 as apns does
+  manyheaders  answer odd-numbered requests 200 with 150 header fields, the others 200 as apns does
+  endless  answer odd-numbered requests 200 and a body that never ends (DATA as fast as flow control allows, until
+           the client resets the stream), the others 200 as apns does
+  promise  answer each request with a PUSH_PROMISE (the client sent SETTINGS_ENABLE_PUSH 0), then 200
+  garbage  not HTTP/2: every connection is answered with an HTTP/1.1 error and kept open
+  pings    a server that never reads: PING after PING, in batches of 64, until the connection breaks
 """
 import socket
 import sys
@@ -28,7 +36,45 @@ server.listen(8)
 print(server.getsockname()[1], flush=True)
 
 
+def promise_frame(stream_id):
+    # PUSH_PROMISE (type 5, END_HEADERS) promising stream 2: :method GET, :scheme https, :path / (static table
+    # entries, so that h2's HPACK state stays in step) and :authority x (literal, not indexed). h2 itself refuses
+    # to push to a client that disabled push, so the frame is written by hand.
+    block = bytes([0x82, 0x87, 0x84, 0x01, 0x01]) + b"x"
+    payload = (2).to_bytes(4, "big") + block
+    return len(payload).to_bytes(3, "big") + bytes([5, 4]) + stream_id.to_bytes(4, "big") + payload
+
+
+def pump_endless(conn, endless):
+    for sid in list(endless):
+        try:
+            while True:  # all the window allows: the client's next WINDOW_UPDATE is what wakes this loop
+                n = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size, 16384)
+                if n <= 0:
+                    break
+                conn.send_data(sid, b"x" * n)
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, KeyError):
+            endless.discard(sid)
+
+
 def serve(client):
+    if mode == "garbage":
+        client.recv(65536)
+        client.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        client.recv(65536)
+        client.close()
+        return
+    if mode == "pings":
+        ping = (8).to_bytes(3, "big") + bytes([6, 0]) + bytes(4) + b"12345678"
+        try:
+            client.sendall((0).to_bytes(3, "big") + bytes([4, 0]) + bytes(4))  # SETTINGS, then never a read
+            while True:
+                client.sendall(ping * 64)
+        except OSError:
+            pass
+        client.close()
+        return
+    endless = set()
     conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=False))
     conn.initiate_connection()
     if mode == "apns":
@@ -58,6 +104,8 @@ def serve(client):
                                                  v.decode() if isinstance(v, bytes) else v) for k, v in event.headers)
             elif isinstance(event, h2.events.DataReceived):
                 conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            elif isinstance(event, h2.events.StreamReset):
+                endless.discard(event.stream_id)
             elif isinstance(event, h2.events.StreamEnded):
                 sid = event.stream_id
                 seen += 1
@@ -73,6 +121,20 @@ def serve(client):
                     else:
                         conn.send_headers(sid, [(":status", "200"), ("apns-id", h.get("apns-id", ""))],
                                           end_stream=True)
+                elif mode in ("bigheaders", "manyheaders", "endless"):
+                    base = [(":status", "200"), ("apns-id", h.get("apns-id", ""))]
+                    if seen % 2 == 0:
+                        conn.send_headers(sid, base, end_stream=True)
+                    elif mode == "bigheaders":
+                        conn.send_headers(sid, base + [("x-big", "b" * 20000)], end_stream=True)
+                    elif mode == "manyheaders":
+                        conn.send_headers(sid, base + [("x-f%d" % k, "v") for k in range(150)], end_stream=True)
+                    else:
+                        conn.send_headers(sid, base)
+                        endless.add(sid)
+                elif mode == "promise":
+                    client.sendall(conn.data_to_send() + promise_frame(sid))
+                    conn.send_headers(sid, [(":status", "200")], end_stream=True)
                 elif mode == "half":
                     conn.send_headers(sid, [(":status", "200")], end_stream=True)
                 elif mode == "slow":
@@ -89,6 +151,7 @@ def serve(client):
                     if seen == 5:
                         conn.close_connection(error_code=0, last_stream_id=sid)
                         gone = True
+        pump_endless(conn, endless)
         out = conn.data_to_send()
         if out:
             client.sendall(out)
