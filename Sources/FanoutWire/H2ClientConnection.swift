@@ -100,7 +100,8 @@ public struct H2ClientSettings: Sendable {
 public final class H2ClientConnection {
     public let loop: EventLoop
     public let settings: H2ClientSettings
-    /// Called once per submitted request.
+    /// Called once per submitted request, also for one submitted after the connection ended (it fails at once); kept
+    /// after the end, so it must not capture the connection strongly (use its first argument).
     public var onResponse: ((H2ClientConnection, H2ClientResponse) -> Void)?
     /// Called once when the server's first SETTINGS arrived (requests go out from then on).
     public var onReady: ((H2ClientConnection) -> Void)?
@@ -506,7 +507,8 @@ public final class H2ClientConnection {
         queueHead = 0
         for request in waiting { fail(request, goAwayReceived ? .goAway : .connectionEnded, submittedNanos: 0) }
         onClosed?(self)
-        onResponse = nil
+        // onResponse stays: a request submitted after the end still fails in it (it was dropped unanswered, found
+        // by the push fuzz target); the owner's closure must not hold the connection strongly.
         onReady = nil
         onClosed = nil
     }
@@ -552,7 +554,10 @@ public final class H2ClientConnection {
         _ value: UnsafeRawBufferPointer
     ) -> Int32 {
         guard let record = record(session, frame.pointee.hd.stream_id) else { return 0 }
-        if !record.bounds.admit(field: name.count + value.count) { return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue }
+        // Past the header bound: nghttp2 resets the stream and hands over no more of the block.
+        guard record.bounds.admit(field: name.count + value.count) else {
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
+        }
         guard frame.pointee.headers.cat == NGHTTP2_HCAT_RESPONSE else { return 0 }
         func named(_ text: StaticString) -> Bool {
             name.count == text.utf8CodeUnitCount && memcmp(name.baseAddress!, text.utf8Start, name.count) == 0

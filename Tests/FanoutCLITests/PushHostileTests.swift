@@ -48,7 +48,8 @@ struct PushHostileTests {
         let dir = try CLI.temporaryDirectory()
         let refused = try Self.push("http://127.0.0.1:\(freePort())", dir.appendingPathComponent("refused"))
         #expect(refused.status == 1)
-        #expect(refused.stderr.contains("failed: connect:") && refused.stderr.contains("ECONNREFUSED"), "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains("failed: connect:") && refused.stderr.contains("ECONNREFUSED"), "\(refused.stderr)")
         #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("refused").path))
 
         let garbage = try Hostile("garbage")
@@ -102,7 +103,8 @@ struct PushHostileTests {
             let failures = requests["failures"] as! [String: Int]
             let sent = requests["sent"] as! Int
             // The server answers the odd-numbered requests past the bound, the others 200.
-            #expect(failures == ["response too large (\(part))": sent / 2 + sent % 2], "\(mode): \(failures) of \(sent)")
+            #expect(
+                failures == ["response too large (\(part))": sent / 2 + sent % 2], "\(mode): \(failures) of \(sent)")
             #expect(requests["answered"] as? Int == sent / 2)
             #expect(requests["unansweredAtEnd"] as? Int == 0)
         }

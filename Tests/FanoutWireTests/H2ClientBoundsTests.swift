@@ -97,4 +97,29 @@ struct H2ClientBoundsTests {
         let reason = run.endReason ?? ""
         #expect(reason.contains("does not read") || reason.contains("Flooding"), "\(reason)")
     }
+
+    @Test("a request submitted after the connection ended fails once in onResponse (it was dropped: push fuzz target)")
+    func submittedAfterTheEnd() throws {
+        let loop = try EventLoop()
+        var written = 0
+        var outcomes: [H2ClientResponse] = []
+        do {
+            let connection = H2ClientConnection(
+                loop: loop, output: { written += $0.count }, settings: H2ClientSettings())
+            connection.onResponse = { _, response in outcomes.append(response) }
+            #expect(written > 24, "the client preface and SETTINGS went to the output at once")
+            // The server's SETTINGS, then GOAWAY: nothing open, the connection ends.
+            let frames: [UInt8] =
+                [0, 0, 0, 4, 0, 0, 0, 0, 0] + [0, 0, 8, 7, 0, 0, 0, 0, 0] + [UInt8](repeating: 0, count: 8)
+            frames.withUnsafeBytes { connection.receive($0) }
+            #expect(connection.endReason?.contains("GOAWAY") == true, "\(connection.endReason ?? "")")
+            connection.submit(requests(1)[0])
+            connection.close()
+            connection.submit(requests(2)[1])
+        }
+        #expect(outcomes.map(\.tag) == [0, 1])
+        #expect(outcomes.map(\.failure) == [.connectionEnded, .connectionEnded])
+        #expect(outcomes.allSatisfy { $0.unprocessed != nil })
+        try loop.close()
+    }
 }
