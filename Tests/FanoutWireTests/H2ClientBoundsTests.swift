@@ -98,6 +98,21 @@ struct H2ClientBoundsTests {
         #expect(reason.contains("does not read") || reason.contains("Flooding"), "\(reason)")
     }
 
+    @Test("a server that never reads 16 MB of requests: the connection ends past 1 MiB unsent, every request once")
+    func serverDoesNotRead() throws {
+        let server = try H2TestServer(hostile: "deaf")
+        var settings = H2ClientSettings()
+        settings.maxUnsentBytes = 1 << 20
+        let body = [UInt8](repeating: 0x7B, count: 16 * 1024)
+        let many = requests(1000).map { r in
+            H2ClientRequest(path: r.path, headers: r.headers, body: body, tag: r.tag)
+        }
+        let run = try runClient(port: server.port, requests: many, deadlineMillis: 20_000, settings: settings)
+        Self.expectEachOnce(run, 1000)
+        #expect(run.endReason?.hasPrefix("the server does not read:") == true, "\(run.endReason ?? "")")
+        #expect(run.responses.allSatisfy { $0.failure == .connectionEnded })
+    }
+
     @Test("a request submitted after the connection ended fails once in onResponse (it was dropped: push fuzz target)")
     func submittedAfterTheEnd() throws {
         let loop = try EventLoop()

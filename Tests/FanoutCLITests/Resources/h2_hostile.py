@@ -16,8 +16,10 @@ its HTTP/2 side. Binds 127.0.0.1:0, prints the port. MODE:
   promise  answer each request with a PUSH_PROMISE (the client sent SETTINGS_ENABLE_PUSH 0), then 200
   garbage  not HTTP/2: every connection is answered with an HTTP/1.1 error and kept open
   pings    a server that never reads: PING after PING, in batches of 64, until the connection breaks
+  deaf     SETTINGS (1,000 streams, 1 GiB stream windows) and a connection window of 2^31 - 1, then never reads
 """
 import socket
+import struct
 import sys
 import threading
 import time
@@ -73,6 +75,14 @@ def serve(client):
                 client.sendall(ping * 64)
         except OSError:
             pass
+        client.close()
+        return
+    if mode == "deaf":
+        settings = struct.pack(">HIHI", 3, 1000, 4, 1 << 30)
+        window = struct.pack(">I", (1 << 31) - 1 - 65535)
+        client.sendall(struct.pack(">I", len(settings))[1:] + bytes([4, 0]) + bytes(4) + settings
+                       + struct.pack(">I", 4)[1:] + bytes([8, 0]) + bytes(4) + window)
+        time.sleep(120)
         client.close()
         return
     endless = set()
