@@ -253,7 +253,7 @@ baseline-smoke: build
 
 # ---- Reliability: fuzzing, sanitizers (issue 7) ------------------------------------------------------
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= payload trace scenario serve
+FUZZ_TARGETS ?= payload trace scenario serve push
 SANITIZER_ENV = LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-suppressions.txt:print_suppressions=0 \
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 # The shortened `default` and `million` runs (2 h of virtual time for million) add no thread interaction the
@@ -270,7 +270,7 @@ TSAN_SKIP ?= SimulationTests.shortened|RunCollectorTests.sameAsAtTheEnd|RunColle
 fuzz-build: deps
 	cd Fuzz && $(SWIFT) build -c release -Xswiftc -sanitize=fuzzer,address
 
-## Run each fuzz target (payload, trace, scenario, serve) for FUZZ_SECONDS from its seed corpus (Fuzz/corpus/):
+## Run each fuzz target (payload, trace, scenario, serve, push) for FUZZ_SECONDS from its seed corpus (Fuzz/corpus/):
 ## prints executions and executions/s per target; fails on any crash, invariant failure or hang.
 fuzz: fuzz-build
 	@status=0; for t in $(FUZZ_TARGETS); do Fuzz/run.sh $$t $(FUZZ_SECONDS) || status=1; done; exit $$status

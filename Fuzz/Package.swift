@@ -49,6 +49,15 @@ let package = Package(
                 .product(name: "FanoutSim", package: "fanout"),
             ]
         ),
+        // Arbitrary bytes as a server's side of the HTTP/2 client `fanout push` uses (in memory), requests submitted.
+        .executableTarget(
+            name: "FuzzPush",
+            dependencies: [
+                "CLibFuzzer",
+                .product(name: "FanoutWire", package: "fanout"),
+                .product(name: "UVLoop", package: "fanout"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

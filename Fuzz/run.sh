@@ -2,14 +2,14 @@
 # Runs one fuzz target for a while and prints its executions and rate; exits non-zero on a crash,
 # an invariant failure, a hang (-timeout) or running out of memory.
 #
-#   Fuzz/run.sh payload|trace|scenario|serve SECONDS [more libFuzzer flags]
+#   Fuzz/run.sh payload|trace|scenario|serve|push SECONDS [more libFuzzer flags]
 #
 # Build first (make fuzz does): cd Fuzz && swift build -c release -Xswiftc -sanitize=fuzzer,address
 # Inputs start from the committed seeds (Fuzz/corpus/TARGET, read only); what libFuzzer finds goes to
 # Fuzz/.build/fuzz/TARGET/corpus (kept between runs, never committed), a crashing input to
 # Fuzz/.build/fuzz/TARGET/crash-* (reproduce: Fuzz/.build/release/FuzzTARGET FILE).
 set -u
-target=${1:?target: payload, trace, scenario or serve}
+target=${1:?target: payload, trace, scenario, serve or push}
 seconds=${2:?seconds}
 shift 2
 fuzz=$(cd "$(dirname "$0")" && pwd)
@@ -23,7 +23,11 @@ case $target in
     # frees) would scan the whole heap after most inputs (7 times fewer executions/s). Leaks in the server are
     # left to LeakSanitizer over the serve tests (make test-sanitizers).
     serve) binary=FuzzServe; max_len=16384; extra=(-detect_leaks=0) ;;
-    *) echo "unknown fuzz target $target (payload, trace, scenario, serve)" >&2; exit 2 ;;
+    # The client side: one connection per input, nothing kept between inputs (the leak check stays on). 32 KiB: a
+    # header block or a body past the client's default bounds (16 KiB, 64 KiB with the setup byte's bit 4 clear)
+    # fits only with the small bounds, which the first byte picks.
+    push) binary=FuzzPush; max_len=32768 ;;
+    *) echo "unknown fuzz target $target (payload, trace, scenario, serve, push)" >&2; exit 2 ;;
 esac
 work=$fuzz/.build/fuzz/$target
 mkdir -p "$work/corpus"

@@ -41,6 +41,9 @@ public enum H2ClientFailure: Sendable, Equatable, CustomStringConvertible {
     case connectionEnded
     /// nghttp2 refused the submission (this library error code).
     case notSubmitted(Int32)
+    /// The answer went past one of the client's bounds (``H2ClientSettings``): its header block ("headers") or its
+    /// body ("body"); the stream was reset.
+    case responseTooLarge(String)
 
     public var description: String {
         switch self {
@@ -48,6 +51,7 @@ public enum H2ClientFailure: Sendable, Equatable, CustomStringConvertible {
         case .goAway: "GOAWAY"
         case .connectionEnded: "connection ended"
         case .notSubmitted(let code): "not submitted (\(code))"
+        case .responseTooLarge(let part): "response too large (\(part))"
         }
     }
 }
@@ -79,6 +83,11 @@ public struct H2ClientSettings: Sendable {
     public var bodyLimit = 4096
     /// The receive windows advertised (stream and connection).
     public var windowBytes: UInt32 = 1 << 20
+    /// Bounds on what a server can make the client hold (see H2ClientConnection+Bounds.swift).
+    public var maxResponseHeaderBytes = 16 * 1024
+    public var maxResponseHeaderFields = 100
+    public var maxResponseBodyBytes = 64 * 1024
+    public var maxUnsentBytes = 64 << 20
 
     public init() {}
 }
@@ -91,7 +100,8 @@ public struct H2ClientSettings: Sendable {
 public final class H2ClientConnection {
     public let loop: EventLoop
     public let settings: H2ClientSettings
-    /// Called once per submitted request.
+    /// Called once per submitted request, also for one submitted after the connection ended (it fails at once); kept
+    /// after the end, so it must not capture the connection strongly (use its first argument).
     public var onResponse: ((H2ClientConnection, H2ClientResponse) -> Void)?
     /// Called once when the server's first SETTINGS arrived (requests go out from then on).
     public var onReady: ((H2ClientConnection) -> Void)?
@@ -101,6 +111,8 @@ public final class H2ClientConnection {
     private let scheme: [UInt8]
     private let authority: [UInt8]
     private let tls: TLSSession?
+    /// Where an in-memory connection's bytes go (``init(loop:output:settings:)``); nil with a socket.
+    let output: ((UnsafeRawBufferPointer) -> Void)?
     // The hot fields are `@exclusivity(unchecked)`: the connection is confined to its loop's thread and no access
     // overlaps another (callgrind: the dynamic checks were ~10% of a request's instructions).
     @exclusivity(unchecked) var session: OpaquePointer?
@@ -119,6 +131,8 @@ public final class H2ClientConnection {
     /// The server sent GOAWAY (no request is sent on this connection any more).
     @exclusivity(unchecked) public private(set) var goAwayReceived = false
     public private(set) var endReason: String?
+    /// nghttp2's last error message (a protocol error it answered with GOAWAY or RST_STREAM by itself).
+    var protocolError: String?
     /// Streams open now, and requests waiting for a free stream.
     @exclusivity(unchecked) public private(set) var openStreams = 0
     public var queuedRequests: Int { queue.count - queueHead }
@@ -129,6 +143,7 @@ public final class H2ClientConnection {
     public private(set) var failedByGoAway = 0
     public private(set) var failedByConnectionEnd = 0
     public private(set) var failedSubmissions = 0
+    public internal(set) var responsesTooLarge = 0
     /// The most requests that waited in the queue at once.
     @exclusivity(unchecked) public private(set) var maxQueued = 0
     /// The stream limit the server advertised (nghttp2's default of 100 until its SETTINGS arrive).
@@ -149,10 +164,24 @@ public final class H2ClientConnection {
         scheme = Array((context == nil ? "http" : "https").utf8)
         self.authority = Array((authority ?? (host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)")).utf8)
         tls = try context.map { c throws(TLSError) in try TLSSession(clientContext: c, serverName: serverName ?? host) }
+        output = nil
         startSession()
         stream = try TCPStream.connect(loop: loop, host: host, port: port) { [weak self] result in
             self?.connected(result)
         }
+    }
+
+    /// A cleartext connection without a socket: the server's bytes come from ``receive(_:)``, the client's go to
+    /// `output` (the client preface at once). The fuzz target and tests drive the client side this way.
+    public init(loop: EventLoop, output: @escaping (UnsafeRawBufferPointer) -> Void, settings: H2ClientSettings) {
+        self.loop = loop
+        self.settings = settings
+        self.output = output
+        scheme = Array("http".utf8)
+        authority = Array("in-memory".utf8)
+        tls = nil
+        startSession()
+        flush()
     }
 
     deinit {
@@ -169,7 +198,7 @@ public final class H2ClientConnection {
             fail(request, finished ? .connectionEnded : .goAway, submittedNanos: 0)
             return
         }
-        if isReady && queuedRequests == 0 && openStreams < streamLimit {
+        if isReady && endReason == nil && queuedRequests == 0 && openStreams < streamLimit {
             send(request)
             if !inReceive { flush() }
             return
@@ -185,7 +214,9 @@ public final class H2ClientConnection {
 
     /// Sends queued requests while streams are free.
     private func pump() {
-        guard isReady, !finished, !goAwayReceived else { return }
+        // Not into a session that is ending (a protocol error, a flood): nghttp2 would refuse the streams as if the
+        // server had (REFUSED_STREAM); they wait, and fail unsent at the end.
+        guard isReady, !finished, !goAwayReceived, endReason == nil else { return }
         let limit = streamLimit
         // The slot's request is moved out (swapped with an empty one): no copy, no retain of its arrays.
         var request = vacant
@@ -205,8 +236,7 @@ public final class H2ClientConnection {
 
     private func send(_ request: H2ClientRequest) {
         guard let session else { return }
-        let record = ClientStream(
-            request: request, submittedNanos: EventLoop.hrtimeNanos, bodyLimit: settings.bodyLimit)
+        let record = ClientStream(request: request, submittedNanos: EventLoop.hrtimeNanos, settings: settings)
         let user = Unmanaged.passRetained(record).toOpaque()
         if request.body.count != lastContentLength.count {
             lastContentLength = (request.body.count, Array(String(request.body.count).utf8))
@@ -284,6 +314,7 @@ public final class H2ClientConnection {
         case .connectionEnded: failedByConnectionEnd += 1
         case .reset: streamsReset += 1
         case .notSubmitted: failedSubmissions += 1
+        case .responseTooLarge: responsesTooLarge += 1
         }
         deliver(H2ClientResponse(
             tag: request.tag, status: 0, apnsId: [], body: [], failure: failure,
@@ -328,6 +359,7 @@ public final class H2ClientConnection {
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { session, streamId, code, user in
             H2ClientConnection.with(user) { $0.streamClosed(session, streamId, code) }
         }
+        H2ClientConnection.watchErrors(callbacks)
         var created: OpaquePointer?
         let status = nghttp2_session_client_new(&created, callbacks, Unmanaged.passUnretained(self).toOpaque())
         precondition(status == 0 && created != nil, "nghttp2_session_client_new failed: \(status)")
@@ -336,6 +368,9 @@ public final class H2ClientConnection {
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
             nghttp2_settings_entry(
                 settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: settings.windowBytes),
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
+                value: UInt32(clamping: settings.maxResponseHeaderBytes)),
         ]
         nghttp2_submit_settings(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
         nghttp2_session_set_local_window_size(
@@ -401,10 +436,12 @@ public final class H2ClientConnection {
     /// Sends what nghttp2 has queued (through TLS when on), in one write; ends the connection once neither side
     /// has more to say.
     func flush() {
-        guard let session, !finished, !inFlush, !inReceive, let stream, !stream.isClosed else { return }
+        guard let session, !finished, !inFlush, !inReceive, stream.map({ !$0.isClosed }) ?? (output != nil) else {
+            return
+        }
         inFlush = true
         defer { inFlush = false }
-        if let tls, !tls.handshakeDone {
+        if let tls, let stream, !tls.handshakeDone {
             tls.takeCiphertext { stream.write($0) }
             return
         }
@@ -419,7 +456,7 @@ public final class H2ClientConnection {
             if n == 0 { break }
             outgoing.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n))
         }
-        if let tls {
+        if let tls, let stream {
             if !outgoing.isEmpty {
                 let failed: Bool = outgoing.withUnsafeBytes { bytes in
                     do {
@@ -433,12 +470,16 @@ public final class H2ClientConnection {
             }
             tls.takeCiphertext { stream.write($0) }
         } else if !outgoing.isEmpty {
-            outgoing.withUnsafeBytes { stream.write($0) }
+            outgoing.withUnsafeBytes { bytes in if let stream { stream.write(bytes) } else { output?(bytes) } }
+        }
+        if let overflow = unsentOverflow() {
+            end(overflow)
+            return
         }
         if outgoing.capacity > 1 << 20 { outgoing = [] }
         if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
             inFlush = false
-            end(endReason ?? (goAwayReceived ? "GOAWAY from the server" : "session ended"))
+            end(endReason ?? (goAwayReceived ? "GOAWAY from the server" : protocolError ?? "session ended"))
         }
     }
 
@@ -466,7 +507,8 @@ public final class H2ClientConnection {
         queueHead = 0
         for request in waiting { fail(request, goAwayReceived ? .goAway : .connectionEnded, submittedNanos: 0) }
         onClosed?(self)
-        onResponse = nil
+        // onResponse stays: a request submitted after the end still fails in it (it was dropped unanswered, found
+        // by the push fuzz target); the owner's closure must not hold the connection strongly.
         onReady = nil
         onClosed = nil
     }
@@ -511,9 +553,12 @@ public final class H2ClientConnection {
         _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>, _ name: UnsafeRawBufferPointer,
         _ value: UnsafeRawBufferPointer
     ) -> Int32 {
-        guard frame.pointee.headers.cat == NGHTTP2_HCAT_RESPONSE,
-            let record = record(session, frame.pointee.hd.stream_id)
-        else { return 0 }
+        guard let record = record(session, frame.pointee.hd.stream_id) else { return 0 }
+        // Past the header bound: nghttp2 resets the stream and hands over no more of the block.
+        guard record.bounds.admit(field: name.count + value.count) else {
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
+        }
+        guard frame.pointee.headers.cat == NGHTTP2_HCAT_RESPONSE else { return 0 }
         func named(_ text: StaticString) -> Bool {
             name.count == text.utf8CodeUnitCount && memcmp(name.baseAddress!, text.utf8Start, name.count) == 0
         }
@@ -529,6 +574,7 @@ public final class H2ClientConnection {
 
     private static func data(_ session: OpaquePointer?, _ id: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
         guard let record = record(session, id) else { return 0 }
+        if !record.bounds.admit(body: bytes.count) { return bodyTooLarge(session, id) }
         let room = record.bodyLimit - record.response.count
         if room > 0 { record.response.append(contentsOf: bytes.prefix(room)) }
         return 0
@@ -570,12 +616,14 @@ public final class H2ClientConnection {
     }
 
     private func finishStream(_ record: ClientStream, failure: H2ClientFailure?) {
+        let failure = record.bounds.exceeded.map { H2ClientFailure.responseTooLarge($0) } ?? failure
         switch failure {
         case nil: responsesReceived += 1
         case .reset: streamsReset += 1
         case .goAway: failedByGoAway += 1
         case .connectionEnded: failedByConnectionEnd += 1
         case .notSubmitted: failedSubmissions += 1
+        case .responseTooLarge: responsesTooLarge += 1
         }
         deliver(H2ClientResponse(
             tag: record.request.tag, status: failure == nil ? record.status : 0, apnsId: record.apnsId,
@@ -610,14 +658,17 @@ final class ClientStream {
     var response: [UInt8] = []
     var endNanos: UInt64 = 0
     let bodyLimit: Int
+    /// The answer's header fields and body bytes so far, against the connection's bounds.
+    var bounds: ResponseBounds
     /// Its stream, and its neighbours in the connection's list of open streams (not retained: the stream's user
     /// data holds the record while it is listed).
     var streamId: Int32 = 0
     var newer: Unmanaged<ClientStream>?
     var older: Unmanaged<ClientStream>?
 
-    init(request: H2ClientRequest, submittedNanos: UInt64, bodyLimit: Int) {
-        self.bodyLimit = bodyLimit
+    init(request: H2ClientRequest, submittedNanos: UInt64, settings: H2ClientSettings) {
+        bodyLimit = settings.bodyLimit
+        bounds = ResponseBounds(settings)
         self.request = request
         self.submittedNanos = submittedNanos
     }

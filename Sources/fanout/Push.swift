@@ -17,7 +17,9 @@ struct Push: ParsableCommand {
             a channel source) are sent at the event's intended time on one libuv loop. The tokens are those \
             `fanout serve` builds for the same scenario, seed and --devices. Latency is measured from the intended \
             time to the answer's END_STREAM: a wait for a free stream or connection counts (coordinated omission \
-            accounted for, as wrk2 does). Exit status: 0; 1 on an error or a broken identity; 3 when the generator \
+            accounted for, as wrk2 does). Exit status: 0 (requests that failed — reset, GOAWAY, an answer past the \
+            client's bounds — are counts in summary.json); 1 on an error (no connection: nothing listening, not \
+            HTTP/2, a failed TLS handshake; every connection lost) or a broken identity; 3 when the generator \
             was saturated (scheduleLag p99 above --max-schedule-lag, or requests still queued at the end); 2 when \
             a --threshold was broken (a saturated run is never judged: 3 wins, as numbers from an overloaded client \
             pass or fail no gate); 130 when SIGINT or SIGTERM ended the run early (its folder is written, no \

@@ -12,8 +12,18 @@ its HTTP/2 side. Binds 127.0.0.1:0, prints the port. MODE:
            answer each request 200 (apns-id echoed) and append it to FILE as one JSON line, flushed before the answer:
            {"path": ..., "method": ..., "headers": [[name, value], ...] (every header but the pseudo-headers, in the
            order received, values decoded as Latin-1), "body": the body's bytes in hex}
+  bigheaders   answer odd-numbered requests 200 with one 20,000-byte header field (HEADERS + CONTINUATION), the
+               others 200 as apns does
+  manyheaders  answer odd-numbered requests 200 with 150 header fields, the others 200 as apns does
+  endless  answer odd-numbered requests 200 and a body that never ends (DATA as fast as flow control allows, until
+           the client resets the stream), the others 200 as apns does
+  promise  answer each request with a PUSH_PROMISE (the client sent SETTINGS_ENABLE_PUSH 0), then 200
+  garbage  not HTTP/2: every connection is answered with an HTTP/1.1 error and kept open
+  pings    a server that never reads: PING after PING, in batches of 64, until the connection breaks
+  deaf     SETTINGS (1,000 streams, 1 GiB stream windows) and a connection window of 2^31 - 1, then never reads
 """
 import socket
+import struct
 import sys
 import threading
 import time
@@ -24,6 +34,7 @@ import h2.events
 import h2.exceptions
 import h2.settings
 import json
+import hpack
 
 mode = sys.argv[1]
 server = socket.socket()
@@ -35,8 +46,58 @@ record_lock = threading.Lock()
 print(server.getsockname()[1], flush=True)
 
 
+def promise_frame(stream_id):
+    # PUSH_PROMISE (type 5, END_HEADERS) promising stream 2: :method GET, :scheme https, :path / (static table
+    # entries, so that h2's HPACK state stays in step) and :authority x (literal, not indexed). h2 itself refuses
+    # to push to a client that disabled push, so the frame is written by hand.
+    block = bytes([0x82, 0x87, 0x84, 0x01, 0x01]) + b"x"
+    payload = (2).to_bytes(4, "big") + block
+    return len(payload).to_bytes(3, "big") + bytes([5, 4]) + stream_id.to_bytes(4, "big") + payload
+
+
+def pump_endless(conn, endless):
+    for sid in list(endless):
+        try:
+            while True:  # all the window allows: the client's next WINDOW_UPDATE is what wakes this loop
+                n = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size, 16384)
+                if n <= 0:
+                    break
+                conn.send_data(sid, b"x" * n)
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, KeyError):
+            endless.discard(sid)
+
+
 def serve(client):
+    if mode == "garbage":
+        client.recv(65536)
+        client.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        client.recv(65536)
+        client.close()
+        return
+    if mode == "pings":
+        ping = (8).to_bytes(3, "big") + bytes([6, 0]) + bytes(4) + b"12345678"
+        try:
+            client.sendall((0).to_bytes(3, "big") + bytes([4, 0]) + bytes(4))  # SETTINGS, then never a read
+            while True:
+                client.sendall(ping * 64)
+        except OSError:
+            pass
+        client.close()
+        return
+    if mode == "deaf":
+        settings = struct.pack(">HIHI", 3, 1000, 4, 1 << 30)
+        window = struct.pack(">I", (1 << 31) - 1 - 65535)
+        client.sendall(struct.pack(">I", len(settings))[1:] + bytes([4, 0]) + bytes(4) + settings
+                       + struct.pack(">I", 4)[1:] + bytes([8, 0]) + bytes(4) + window)
+        time.sleep(120)
+        client.close()
+        return
+    endless = set()
     conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=False))
+    if mode == "bigheaders":
+        # Without Huffman coding: hpack's pure-Python coder takes 0.3 s for a 20,000-byte value.
+        encode = conn.encoder.encode
+        conn.encoder.encode = lambda headers, huffman=True: encode(headers, huffman=False)
     conn.initiate_connection()
     if mode == "apns":
         conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 3})
@@ -71,6 +132,8 @@ def serve(client):
             elif isinstance(event, h2.events.DataReceived):
                 bodies[event.stream_id] = bodies.get(event.stream_id, b"") + event.data
                 conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            elif isinstance(event, h2.events.StreamReset):
+                endless.discard(event.stream_id)
             elif isinstance(event, h2.events.StreamEnded):
                 sid = event.stream_id
                 seen += 1
@@ -97,6 +160,22 @@ def serve(client):
                     else:
                         conn.send_headers(sid, [(":status", "200"), ("apns-id", h.get("apns-id", ""))],
                                           end_stream=True)
+                elif mode in ("bigheaders", "manyheaders", "endless"):
+                    base = [(":status", "200"), ("apns-id", h.get("apns-id", ""))]
+                    if seen % 2 == 0:
+                        conn.send_headers(sid, base, end_stream=True)
+                    elif mode == "bigheaders":
+                        # Never indexed: an entry larger than the HPACK table would empty it on both sides.
+                        big = hpack.NeverIndexedHeaderTuple("x-big", "b" * 20000)
+                        conn.send_headers(sid, base + [big], end_stream=True)
+                    elif mode == "manyheaders":
+                        conn.send_headers(sid, base + [("x-f%d" % k, "v") for k in range(150)], end_stream=True)
+                    else:
+                        conn.send_headers(sid, base)
+                        endless.add(sid)
+                elif mode == "promise":
+                    client.sendall(conn.data_to_send() + promise_frame(sid))
+                    conn.send_headers(sid, [(":status", "200")], end_stream=True)
                 elif mode == "half":
                     conn.send_headers(sid, [(":status", "200")], end_stream=True)
                 elif mode == "slow":
@@ -113,6 +192,7 @@ def serve(client):
                     if seen == 5:
                         conn.close_connection(error_code=0, last_stream_id=sid)
                         gone = True
+        pump_endless(conn, endless)
         out = conn.data_to_send()
         if out:
             client.sendall(out)

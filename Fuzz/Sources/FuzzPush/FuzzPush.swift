@@ -1,0 +1,139 @@
+import FanoutWire
+import UVLoop
+
+/// Arbitrary bytes as a server's side of one HTTP/2 connection, into the client `fanout push` uses
+/// (`H2ClientConnection` in memory: nghttp2's client session without a socket), with a few requests submitted.
+///
+/// The first byte picks the setup (the rest is the server's input, in two reads):
+///   bits 0–2: requests submitted before any input (1 to 8), each with a small body and its own `apns-id`;
+///   bit 3: the input is preceded by a valid server preface (an empty SETTINGS), so requests go out at once;
+///   bit 4: small bounds (header block 512 bytes or 8 fields, body 256 bytes, 64 kept), reached by small inputs;
+///   bit 5: the client's own stream limit is 2 (the others wait in its queue);
+///   bit 6: each request that ends (the first 8) submits another from inside the callback, and one handed back
+///          unprocessed is submitted again once;
+///   bit 7: one more request is submitted between the two reads.
+/// Then the connection is closed by the client.
+/// Invariants: no crash, leak (AddressSanitizer) or hang; every submitted request ends exactly once, and none after
+/// the connection said it closed unless submitted after that; the connection's counts add up to the requests; an answer has a status and no
+/// failure, a failure no status; a body kept is within its limit; only requests never sent or refused by a GOAWAY
+/// are handed back; what the client wrote stays bounded by what it was sent.
+
+/// One loop for every input: an in-memory connection opens no handle on it and the loop never runs.
+nonisolated(unsafe) let loop: EventLoop = {
+    do {
+        return try EventLoop()
+    } catch {
+        fatalError("fuzz setup: \(error)")
+    }
+}()
+
+let serverPreface: [UInt8] = [0, 0, 0, 4, 0, 0, 0, 0, 0]
+
+/// What the current input's connection did (globals: the closures capture nothing).
+nonisolated(unsafe) var written = 0
+nonisolated(unsafe) var ended: [Int] = []
+nonisolated(unsafe) var closedCalls = 0
+nonisolated(unsafe) var submitted = 0
+/// Requests submitted after the connection said it closed: they fail at once, after it.
+nonisolated(unsafe) var late: Set<Int> = []
+
+func submit(_ connection: H2ClientConnection, _ request: H2ClientRequest) {
+    submitted += 1
+    if closedCalls != 0 { late.insert(request.tag) }
+    connection.submit(request)
+}
+
+func request(_ tag: Int) -> H2ClientRequest {
+    let id = Array("00000000-0000-0000-0000-\(String(1_000_000_000_000 + tag).suffix(12))".utf8)
+    return H2ClientRequest(
+        path: Array("/3/device/\(String(repeating: "ab", count: 32))".utf8),
+        headers: HeaderList([("apns-push-type", "liveactivity"), ("apns-topic", "com.example.push-type.liveactivity")]),
+        uniqueHeader: ("apns-id", id), body: Array("{\"aps\":{\"n\":\(tag)}}".utf8), tag: tag)
+}
+
+func check(_ response: H2ClientResponse, _ settings: H2ClientSettings) {
+    if closedCalls != 0 && !late.contains(response.tag) {
+        fatalError("fuzz invariant: request \(response.tag) ended after the connection closed")
+    }
+    if response.failure == nil {
+        if response.status == 0 { fatalError("fuzz invariant: an answer without a status") }
+        if response.unprocessed != nil { fatalError("fuzz invariant: an answered request handed back") }
+    } else if response.status != 0 {
+        fatalError("fuzz invariant: a failure with status \(response.status)")
+    }
+    if response.body.count > settings.bodyLimit { fatalError("fuzz invariant: \(response.body.count) body bytes kept") }
+    if response.unprocessed != nil && response.submittedNanos != 0 && response.failure != .goAway {
+        let outcome = response.failure.map { "\($0)" } ?? "an answer"
+        fatalError("fuzz invariant: a sent request handed back after \(outcome)")
+    }
+    if let handed = response.unprocessed, handed.tag != response.tag {
+        fatalError("fuzz invariant: request \(response.tag) handed back as \(handed.tag)")
+    }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzPush(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    guard size > 0, let data else { return 0 }
+    let setup = data[0]
+    var settings = H2ClientSettings()
+    if setup & 16 != 0 {
+        settings.maxResponseHeaderBytes = 512
+        settings.maxResponseHeaderFields = 8
+        settings.maxResponseBodyBytes = 256
+        settings.bodyLimit = 64
+    }
+    if setup & 32 != 0 { settings.maxConcurrentStreams = 2 }
+    let chain = setup & 64 != 0
+    written = 0
+    ended = []
+    closedCalls = 0
+    submitted = 0
+    late = []
+    var chained = 0
+    var resubmitted = Set<Int>()
+    let input = UnsafeRawBufferPointer(start: data + 1, count: size - 1)
+    do {
+        let connection = H2ClientConnection(loop: loop, output: { written += $0.count }, settings: settings)
+        connection.onResponse = { c, response in
+            check(response, settings)
+            if chain, let again = response.unprocessed, resubmitted.insert(again.tag).inserted {
+                submit(c, again)  // the same tag: it ends once more, counted as a new submission
+                return
+            }
+            ended.append(response.tag)
+            if chain && chained < 8 {
+                chained += 1
+                submit(c, request(100 + chained))
+            }
+        }
+        connection.onClosed = { _ in closedCalls += 1 }
+        for tag in 0...Int(setup & 7) { submit(connection, request(tag)) }
+        if setup & 8 != 0 { serverPreface.withUnsafeBytes { connection.receive($0) } }
+        let half = input.count / 2
+        connection.receive(UnsafeRawBufferPointer(rebasing: input[..<half]))
+        if setup & 128 != 0 { submit(connection, request(99)) }
+        connection.receive(UnsafeRawBufferPointer(rebasing: input[half...]))
+        connection.close(reason: "end of the fuzz input")
+        if closedCalls != 1 { fatalError("fuzz invariant: onClosed called \(closedCalls) times") }
+        if connection.openStreams != 0 || connection.queuedRequests != 0 {
+            fatalError("fuzz invariant: \(connection.openStreams) open, \(connection.queuedRequests) queued at the end")
+        }
+        let counted = connection.responsesReceived + connection.streamsReset + connection.failedByGoAway
+            + connection.failedByConnectionEnd + connection.failedSubmissions + connection.responsesTooLarge
+        if counted != submitted {
+            fatalError("fuzz invariant: \(submitted) requests submitted, \(counted) counted by the connection")
+        }
+        // Each tag ends once (a handed-back request resubmitted ends under its tag the second time only).
+        let expected = (0...Int(setup & 7)).map { $0 } + (setup & 128 != 0 ? [99] : [])
+            + (0..<chained).map { 101 + $0 }
+        if ended.sorted() != expected.sorted() {
+            fatalError("fuzz invariant: requests \(expected.sorted()) submitted, \(ended.sorted()) ended")
+        }
+    }
+    // Requests (~300 bytes each, 17 at most), the preface and SETTINGS, and per frame received at most an answer
+    // about as long (ACK, WINDOW_UPDATE, RST_STREAM): a client writing far more would be amplifying.
+    if written > 16384 + 4 * size {
+        fatalError("fuzz invariant: wrote \(written) bytes for \(size) bytes of input")
+    }
+    return 0
+}
