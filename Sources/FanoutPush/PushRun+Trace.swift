@@ -142,6 +142,7 @@ extension PushRun {
                 authorization = try token.authorization(nowSeconds: wallSeconds)
                 results.tokensIssued = token.tokensIssued
             } catch {
+                results.sent += 1  // counted sent and failed: sent = answered + failed + unanswered holds
                 results.failures["provider token: \(error)", default: 0] += 1
                 return
             }

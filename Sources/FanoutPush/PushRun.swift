@@ -282,7 +282,10 @@ public final class PushRun {
                 authorization = try token.authorization(nowSeconds: wallSeconds)
                 results.tokensIssued = token.tokensIssued
             } catch {
-                results.failures["provider token: \(error)", default: 0] += 1
+                // The event's requests, unsent, are counted sent and failed: sent = answered + failed + unanswered.
+                let n = world.sourceIsBroadcast[source] ? connectTo.count : targets[source].count
+                results.sent += n
+                results.failures["provider token: \(error)", default: 0] += n
                 return
             }
         }
