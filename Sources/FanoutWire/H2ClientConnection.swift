@@ -98,39 +98,39 @@ public final class H2ClientConnection {
     /// Called once when the connection ended (``endReason`` says why); every request has been answered or failed.
     public var onClosed: ((H2ClientConnection) -> Void)?
 
-    private let scheme: [UInt8]
-    private let authority: [UInt8]
-    private let tls: TLSSession?
+    let scheme: [UInt8]
+    let authority: [UInt8]
+    let tls: TLSSession?
     // The hot fields are `@exclusivity(unchecked)`: the connection is confined to its loop's thread and no access
     // overlaps another (callgrind: the dynamic checks were ~10% of a request's instructions).
     @exclusivity(unchecked) var session: OpaquePointer?
-    @exclusivity(unchecked) private(set) var stream: TCPStream?
+    @exclusivity(unchecked) var stream: TCPStream?
     /// What a queue slot holds once its request left.
-    private let vacant = H2ClientRequest(path: [], headers: HeaderList(), body: [], tag: 0)
-    @exclusivity(unchecked) private var queue: [H2ClientRequest] = []
-    @exclusivity(unchecked) private var queueHead = 0
-    @exclusivity(unchecked) private var outgoing: [UInt8] = []
-    @exclusivity(unchecked) private var inReceive = false
-    @exclusivity(unchecked) private var inFlush = false
-    @exclusivity(unchecked) private var finished = false
+    let vacant = H2ClientRequest(path: [], headers: HeaderList(), body: [], tag: 0)
+    @exclusivity(unchecked) var queue: [H2ClientRequest] = []
+    @exclusivity(unchecked) var queueHead = 0
+    @exclusivity(unchecked) var outgoing: [UInt8] = []
+    @exclusivity(unchecked) var inReceive = false
+    @exclusivity(unchecked) var inFlush = false
+    @exclusivity(unchecked) var finished = false
 
     /// The server's first SETTINGS arrived.
-    @exclusivity(unchecked) public private(set) var isReady = false
+    @exclusivity(unchecked) public internal(set) var isReady = false
     /// The server sent GOAWAY (no request is sent on this connection any more).
-    @exclusivity(unchecked) public private(set) var goAwayReceived = false
-    public private(set) var endReason: String?
+    @exclusivity(unchecked) public internal(set) var goAwayReceived = false
+    public internal(set) var endReason: String?
     /// Streams open now, and requests waiting for a free stream.
-    @exclusivity(unchecked) public private(set) var openStreams = 0
+    @exclusivity(unchecked) public internal(set) var openStreams = 0
     public var queuedRequests: Int { queue.count - queueHead }
     /// Requests handed to nghttp2, answers that ended, and requests failed (by kind).
-    @exclusivity(unchecked) public private(set) var requestsSubmitted = 0
-    @exclusivity(unchecked) public private(set) var responsesReceived = 0
-    public private(set) var streamsReset = 0
-    public private(set) var failedByGoAway = 0
-    public private(set) var failedByConnectionEnd = 0
-    public private(set) var failedSubmissions = 0
+    @exclusivity(unchecked) public internal(set) var requestsSubmitted = 0
+    @exclusivity(unchecked) public internal(set) var responsesReceived = 0
+    public internal(set) var streamsReset = 0
+    public internal(set) var failedByGoAway = 0
+    public internal(set) var failedByConnectionEnd = 0
+    public internal(set) var failedSubmissions = 0
     /// The most requests that waited in the queue at once.
-    @exclusivity(unchecked) public private(set) var maxQueued = 0
+    @exclusivity(unchecked) public internal(set) var maxQueued = 0
     /// The stream limit the server advertised (nghttp2's default of 100 until its SETTINGS arrive).
     public var serverMaxConcurrentStreams: Int {
         guard let session else { return 0 }
@@ -179,12 +179,12 @@ public final class H2ClientConnection {
     }
 
     /// The last `content-length` value sent, as text (requests of one event share their body's length).
-    @exclusivity(unchecked) private var lastContentLength = (count: -1, text: [UInt8]())
+    @exclusivity(unchecked) var lastContentLength = (count: -1, text: [UInt8]())
 
-    private var streamLimit: Int { min(settings.maxConcurrentStreams, serverMaxConcurrentStreams) }
+    var streamLimit: Int { min(settings.maxConcurrentStreams, serverMaxConcurrentStreams) }
 
     /// Sends queued requests while streams are free.
-    private func pump() {
+    func pump() {
         guard isReady, !finished, !goAwayReceived else { return }
         let limit = streamLimit
         // The slot's request is moved out (swapped with an empty one): no copy, no retain of its arrays.
@@ -203,7 +203,7 @@ public final class H2ClientConnection {
         }
     }
 
-    private func send(_ request: H2ClientRequest) {
+    func send(_ request: H2ClientRequest) {
         guard let session else { return }
         let record = ClientStream(
             request: request, submittedNanos: EventLoop.hrtimeNanos, bodyLimit: settings.bodyLimit)
@@ -278,7 +278,7 @@ public final class H2ClientConnection {
         requestsSubmitted += 1
     }
 
-    private func fail(_ request: H2ClientRequest, _ failure: H2ClientFailure, submittedNanos: UInt64) {
+    func fail(_ request: H2ClientRequest, _ failure: H2ClientFailure, submittedNanos: UInt64) {
         switch failure {
         case .goAway: failedByGoAway += 1
         case .connectionEnded: failedByConnectionEnd += 1
@@ -291,7 +291,7 @@ public final class H2ClientConnection {
             submittedNanos: submittedNanos, endNanos: EventLoop.hrtimeNanos))
     }
 
-    private func deliver(_ response: H2ClientResponse) {
+    func deliver(_ response: H2ClientResponse) {
         onResponse?(self, response)
     }
 
@@ -307,183 +307,19 @@ public final class H2ClientConnection {
         end(reason)
     }
 
-    // MARK: Connection
-
-    private func startSession() {
-        var callbacks: OpaquePointer?
-        nghttp2_session_callbacks_new(&callbacks)
-        defer { nghttp2_session_callbacks_del(callbacks) }
-        nghttp2_session_callbacks_set_on_header_callback(callbacks) {
-            session, frame, name, nameLength, value, valueLength, _, _ in
-            H2ClientConnection.header(
-                session, frame!, UnsafeRawBufferPointer(start: name, count: nameLength),
-                UnsafeRawBufferPointer(start: value, count: valueLength))
-        }
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { session, _, streamId, data, length, _ in
-            H2ClientConnection.data(session, streamId, UnsafeRawBufferPointer(start: data, count: length))
-        }
-        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { session, frame, user in
-            H2ClientConnection.with(user) { $0.frameReceived(session, frame!) }
-        }
-        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { session, streamId, code, user in
-            H2ClientConnection.with(user) { $0.streamClosed(session, streamId, code) }
-        }
-        var created: OpaquePointer?
-        let status = nghttp2_session_client_new(&created, callbacks, Unmanaged.passUnretained(self).toOpaque())
-        precondition(status == 0 && created != nil, "nghttp2_session_client_new failed: \(status)")
-        session = created
-        var entries = [
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
-            nghttp2_settings_entry(
-                settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: settings.windowBytes),
-        ]
-        nghttp2_submit_settings(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
-        nghttp2_session_set_local_window_size(
-            created, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, Int32(min(settings.windowBytes, 1 << 30)))
-    }
-
-    private func connected(_ result: Result<TCPStream, UVError>) {
-        guard !finished else { return }
-        switch result {
-        case .failure(let error):
-            stream = nil
-            end("connect: \(error)")
-        case .success(let stream):
-            do {
-                try stream.startReading(
-                    onRead: { [unowned self] _, bytes in self.received(bytes) },
-                    onEnd: { [unowned self] _, error in
-                        self.end(error.map { "\($0)" } ?? "closed by the server")
-                    })
-                if let tls {
-                    try tls.startHandshake()
-                    tls.takeCiphertext { stream.write($0) }
-                } else {
-                    flush()
-                }
-            } catch {
-                end("\(error)")
-            }
-        }
-    }
-
-    /// Input, as read from the socket (or handed in by a test).
-    func received(_ bytes: UnsafeRawBufferPointer) {
-        guard !finished else { return }
-        if let tls {
-            do {
-                try tls.feed(bytes)
-                try tls.readPlaintext { plain in self.process(plain) }
-            } catch {
-                tls.takeCiphertext { stream?.write($0) }
-                end("TLS: \(error)")
-                return
-            }
-        } else {
-            process(bytes)
-        }
-        pump()
-        flush()
-    }
-
-    private func process(_ bytes: UnsafeRawBufferPointer) {
-        guard let session, !finished, bytes.count > 0 else { return }
-        inReceive = true
-        defer { inReceive = false }
-        let consumed = nghttp2_session_mem_recv(
-            session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
-        if consumed < 0 {
-            endReason = endReason ?? "protocol error: " + String(cString: nghttp2_strerror(Int32(consumed)))
-            nghttp2_session_terminate_session(session, UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue))
-        }
-    }
-
-    /// Sends what nghttp2 has queued (through TLS when on), in one write; ends the connection once neither side
-    /// has more to say.
-    func flush() {
-        guard let session, !finished, !inFlush, !inReceive, let stream, !stream.isClosed else { return }
-        inFlush = true
-        defer { inFlush = false }
-        if let tls, !tls.handshakeDone {
-            tls.takeCiphertext { stream.write($0) }
-            return
-        }
-        outgoing.removeAll(keepingCapacity: true)
-        while true {
-            var data: UnsafePointer<UInt8>?
-            let n = nghttp2_session_mem_send(session, &data)
-            if n < 0 {
-                endReason = endReason ?? "nghttp2: " + String(cString: nghttp2_strerror(Int32(n)))
-                break
-            }
-            if n == 0 { break }
-            outgoing.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n))
-        }
-        if let tls {
-            if !outgoing.isEmpty {
-                let failed: Bool = outgoing.withUnsafeBytes { bytes in
-                    do {
-                        try tls.writePlaintext(bytes)
-                        return false
-                    } catch {
-                        return true
-                    }
-                }
-                if failed { endReason = endReason ?? "TLS write failed" }
-            }
-            tls.takeCiphertext { stream.write($0) }
-        } else if !outgoing.isEmpty {
-            outgoing.withUnsafeBytes { stream.write($0) }
-        }
-        if outgoing.capacity > 1 << 20 { outgoing = [] }
-        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
-            inFlush = false
-            end(endReason ?? (goAwayReceived ? "GOAWAY from the server" : "session ended"))
-        }
-    }
-
-    /// The end: the socket closes once written, open streams and queued requests fail, the owner is told.
-    private func end(_ reason: String) {
-        guard !finished else { return }
-        finished = true
-        endReason = endReason ?? reason
-        stream?.closeWhenDrained(withinMillis: 1000)
-        // Streams still open: nghttp2 would close them in nghttp2_session_del without our callbacks; fail them here.
-        if let session {
-            // Sent and still open: the server may have processed them (not handed back for another try).
-            let failure = H2ClientFailure.connectionEnded
-            while let head = openList {
-                let record = head.takeUnretainedValue()
-                unlink(record)
-                nghttp2_session_set_stream_user_data(session, record.streamId, nil)
-                head.release()
-                openStreams -= 1
-                finishStream(record, failure: failure)
-            }
-        }
-        let waiting = queue[queueHead...]
-        queue = []
-        queueHead = 0
-        for request in waiting { fail(request, goAwayReceived ? .goAway : .connectionEnded, submittedNanos: 0) }
-        onClosed?(self)
-        onResponse = nil
-        onReady = nil
-        onClosed = nil
-    }
-
     /// The streams open now, newest first, linked through their records (to fail them at the end; nghttp2 offers
     /// no iteration). Each record is retained by its stream's user data while it is in the list; a list, not a set
     /// of ids: no hashing per request.
-    @exclusivity(unchecked) private var openList: Unmanaged<ClientStream>?
+    @exclusivity(unchecked) var openList: Unmanaged<ClientStream>?
 
-    private func link(_ record: ClientStream, _ id: Int32) {
+    func link(_ record: ClientStream, _ id: Int32) {
         record.streamId = id
         record.older = openList
         if let head = openList { head.takeUnretainedValue().newer = Unmanaged.passUnretained(record) }
         openList = Unmanaged.passUnretained(record)
     }
 
-    private func unlink(_ record: ClientStream) {
+    func unlink(_ record: ClientStream) {
         if let newer = record.newer {
             newer.takeUnretainedValue().older = record.older
         } else {
@@ -492,109 +328,6 @@ public final class H2ClientConnection {
         if let older = record.older { older.takeUnretainedValue().newer = record.newer }
         record.newer = nil
         record.older = nil
-    }
-
-    // MARK: nghttp2 callbacks
-
-    @inline(__always)
-    static func with<R>(_ user: UnsafeMutableRawPointer?, _ body: (H2ClientConnection) -> R) -> R {
-        Unmanaged<H2ClientConnection>.fromOpaque(user!)._withUnsafeGuaranteedRef(body)
-    }
-
-    @inline(__always)
-    static func record(_ session: OpaquePointer?, _ id: Int32) -> ClientStream? {
-        guard let user = nghttp2_session_get_stream_user_data(session, id) else { return nil }
-        return Unmanaged<ClientStream>.fromOpaque(user).takeUnretainedValue()
-    }
-
-    private static func header(
-        _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>, _ name: UnsafeRawBufferPointer,
-        _ value: UnsafeRawBufferPointer
-    ) -> Int32 {
-        guard frame.pointee.headers.cat == NGHTTP2_HCAT_RESPONSE,
-            let record = record(session, frame.pointee.hd.stream_id)
-        else { return 0 }
-        func named(_ text: StaticString) -> Bool {
-            name.count == text.utf8CodeUnitCount && memcmp(name.baseAddress!, text.utf8Start, name.count) == 0
-        }
-        if named(":status") {
-            var status = 0
-            for byte in value where byte >= 0x30 && byte <= 0x39 { status = status * 10 + Int(byte - 0x30) }
-            record.status = status
-        } else if named("apns-id") {
-            record.apnsId = Array(value)
-        }
-        return 0
-    }
-
-    private static func data(_ session: OpaquePointer?, _ id: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
-        guard let record = record(session, id) else { return 0 }
-        let room = record.bodyLimit - record.response.count
-        if room > 0 { record.response.append(contentsOf: bytes.prefix(room)) }
-        return 0
-    }
-
-    private func frameReceived(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
-        let type = UInt32(frame.pointee.hd.type)
-        if type == NGHTTP2_SETTINGS.rawValue && frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 {
-            if !isReady {
-                isReady = true
-                onReady?(self)
-            }
-        } else if type == NGHTTP2_GOAWAY.rawValue {
-            goAwayReceived = true
-            endReason = endReason ?? "GOAWAY from the server (error \(frame.pointee.goaway.error_code))"
-        } else if type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue,
-            frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0,
-            let record = H2ClientConnection.record(session, frame.pointee.hd.stream_id)
-        {
-            record.endNanos = EventLoop.hrtimeNanos
-        }
-        return 0
-    }
-
-    private func streamClosed(_ session: OpaquePointer?, _ id: Int32, _ code: UInt32) -> Int32 {
-        guard let user = nghttp2_session_get_stream_user_data(session, id) else { return 0 }
-        nghttp2_session_set_stream_user_data(session, id, nil)
-        let record = Unmanaged<ClientStream>.fromOpaque(user).takeRetainedValue()
-        unlink(record)
-        openStreams -= 1
-        if record.endNanos != 0 && record.status != 0 {
-            finishStream(record, failure: nil)
-        } else if goAwayReceived && code == NGHTTP2_REFUSED_STREAM.rawValue {
-            finishStream(record, failure: .goAway)
-        } else {
-            finishStream(record, failure: code == 0 ? .connectionEnded : .reset(code))
-        }
-        return 0
-    }
-
-    private func finishStream(_ record: ClientStream, failure: H2ClientFailure?) {
-        switch failure {
-        case nil: responsesReceived += 1
-        case .reset: streamsReset += 1
-        case .goAway: failedByGoAway += 1
-        case .connectionEnded: failedByConnectionEnd += 1
-        case .notSubmitted: failedSubmissions += 1
-        }
-        deliver(H2ClientResponse(
-            tag: record.request.tag, status: failure == nil ? record.status : 0, apnsId: record.apnsId,
-            body: record.response, failure: failure, unprocessed: failure == .goAway ? record.request : nil,
-            submittedNanos: record.submittedNanos, endNanos: failure == nil ? record.endNanos : EventLoop.hrtimeNanos))
-    }
-
-    private static func readBody(
-        _ session: OpaquePointer?, _ id: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ length: Int,
-        _ flags: UnsafeMutablePointer<UInt32>
-    ) -> Int {
-        guard let record = record(session, id) else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-        let n = min(length, record.body.count - record.bodyOffset)
-        record.body.withUnsafeBytes { bytes in
-            UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + record.bodyOffset, byteCount: n)
-        }
-        record.bodyOffset += n
-        if record.bodyOffset == record.body.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
-        return n
     }
 }
 
