@@ -133,12 +133,13 @@ extension H2ClientConnection {
         _ flags: UnsafeMutablePointer<UInt32>
     ) -> Int {
         guard let record = record(session, id) else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-        let n = min(length, record.body.count - record.bodyOffset)
-        record.body.withUnsafeBytes { bytes in
+        let body = record.request.content.body
+        let n = min(length, body.count - record.bodyOffset)
+        body.withUnsafeBytes { bytes in
             UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + record.bodyOffset, byteCount: n)
         }
         record.bodyOffset += n
-        if record.bodyOffset == record.body.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+        if record.bodyOffset == body.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
         return n
     }
 }

@@ -73,34 +73,45 @@ extension H2ClientConnection {
             tls.takeCiphertext { stream.write($0) }
             return
         }
+        guard let tls else {
+            // h2c: nghttp2's chunks go straight into the write's block (one copy of each byte).
+            stream.write(gathering: { gather in
+                while let chunk = nextChunk(session) { gather.append(chunk) }
+            })
+            endIfDone(session)
+            return
+        }
         outgoing.removeAll(keepingCapacity: true)
-        while true {
-            var data: UnsafePointer<UInt8>?
-            let n = nghttp2_session_mem_send(session, &data)
-            if n < 0 {
-                endReason = endReason ?? "nghttp2: " + String(cString: nghttp2_strerror(Int32(n)))
-                break
-            }
-            if n == 0 { break }
-            outgoing.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n))
-        }
-        if let tls {
-            if !outgoing.isEmpty {
-                let failed: Bool = outgoing.withUnsafeBytes { bytes in
-                    do {
-                        try tls.writePlaintext(bytes)
-                        return false
-                    } catch {
-                        return true
-                    }
+        while let chunk = nextChunk(session) { outgoing.append(contentsOf: chunk) }
+        if !outgoing.isEmpty {
+            let failed: Bool = outgoing.withUnsafeBytes { bytes in
+                do {
+                    try tls.writePlaintext(bytes)
+                    return false
+                } catch {
+                    return true
                 }
-                if failed { endReason = endReason ?? "TLS write failed" }
             }
-            tls.takeCiphertext { stream.write($0) }
-        } else if !outgoing.isEmpty {
-            outgoing.withUnsafeBytes { stream.write($0) }
+            if failed { endReason = endReason ?? "TLS write failed" }
         }
+        tls.takeCiphertext { stream.write($0) }
         if outgoing.capacity > 1 << 20 { outgoing = [] }
+        endIfDone(session)
+    }
+
+    /// nghttp2's next chunk of output (valid until the next call), nil when it has nothing more (or failed).
+    private func nextChunk(_ session: OpaquePointer) -> UnsafeRawBufferPointer? {
+        var data: UnsafePointer<UInt8>?
+        let n = nghttp2_session_mem_send(session, &data)
+        if n < 0 {
+            endReason = endReason ?? "nghttp2: " + String(cString: nghttp2_strerror(Int32(n)))
+            return nil
+        }
+        return n == 0 ? nil : UnsafeRawBufferPointer(start: data, count: n)
+    }
+
+    /// Ends the connection once neither side has more to say.
+    private func endIfDone(_ session: OpaquePointer) {
         if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
             inFlush = false
             end(endReason ?? (goAwayReceived ? "GOAWAY from the server" : "session ended"))

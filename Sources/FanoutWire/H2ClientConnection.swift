@@ -5,30 +5,95 @@ import UVLoop
 import Glibc
 #endif
 
-/// One request for ``H2ClientConnection/submit(_:)``: its path, regular headers (lowercase names) and body. The
-/// body array is the caller's: it is retained, not copied, until the stream is done with it.
+/// What the requests of one batch share — their regular headers (lowercase names) and body — in one object: a
+/// request holds one reference to it, so a move of the request retains one object, not four arrays. The body is
+/// retained, not copied, until every stream is done with it.
+public final class H2RequestContent: Sendable {
+    public let headers: HeaderList
+    public let body: [UInt8]
+    /// The body's length as text (`content-length`).
+    let contentLength: [UInt8]
+
+    public init(headers: HeaderList, body: [UInt8]) {
+        self.headers = headers
+        self.body = body
+        contentLength = Array(String(body.count).utf8)
+    }
+}
+
+/// A header of one request alone whose value is a UUID's text (8-4-4-4-12 lowercase hex digits) of two 64-bit
+/// words (`apns-id`, `apns-request-id`): formatted at send time into a stack buffer, no array per request.
+public struct H2UUIDHeader: Sendable {
+    public var name: StaticString
+    public var high: UInt64
+    public var low: UInt64
+
+    public init(name: StaticString, high: UInt64, low: UInt64) {
+        self.name = name
+        self.high = high
+        self.low = low
+    }
+
+    /// The value's length: 32 digits and 4 dashes.
+    public static let valueCount = 36
+
+    /// Writes the value's 36 bytes at `out`.
+    @inline(__always)
+    public func format(into out: UnsafeMutablePointer<UInt8>) {
+        @inline(__always) func digit(_ word: UInt64, _ shift: UInt64) -> UInt8 {
+            let d = UInt8(truncatingIfNeeded: word &>> shift) & 15
+            // 0-9, then a-f (no table: a static's lazy-init check per digit costs more than the digit).
+            return d < 10 ? 0x30 &+ d : 0x57 &+ d
+        }
+        var j = 0
+        for i in 0..<32 {
+            if i == 8 || i == 12 || i == 16 || i == 20 {
+                out[j] = UInt8(ascii: "-")
+                j += 1
+            }
+            out[j] = digit(i < 16 ? high : low, UInt64(60 - (i & 15) * 4))
+            j += 1
+        }
+    }
+
+    /// The value, as an array.
+    public var value: [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: H2UUIDHeader.valueCount) { buffer, count in
+            format(into: buffer.baseAddress!)
+            count = H2UUIDHeader.valueCount
+        }
+    }
+}
+
+/// One request for ``H2ClientConnection/submit(_:)``: its path, its batch's headers and body, and optionally one
+/// header of its own.
 public struct H2ClientRequest: Sendable {
     public var method: StaticString
     public var path: [UInt8]
-    public var headers: HeaderList
-    /// One more header of this request alone (e.g. its `apns-id`), so that `headers` can be shared by many requests.
-    public var uniqueHeader: (name: StaticString, value: [UInt8])?
-    public var body: [UInt8]
+    public var content: H2RequestContent
+    /// One more header of this request alone (e.g. its `apns-id`), so that `content` can be shared by many requests.
+    public var uniqueHeader: H2UUIDHeader?
     /// The caller's handle for the request, handed back with its response.
     public var tag: Int
 
+    public var headers: HeaderList { content.headers }
+    public var body: [UInt8] { content.body }
+
     public init(
-        method: StaticString = "POST", path: [UInt8], headers: HeaderList,
-        uniqueHeader: (name: StaticString, value: [UInt8])? = nil, body: [UInt8], tag: Int
+        method: StaticString = "POST", path: [UInt8], content: H2RequestContent, uniqueHeader: H2UUIDHeader? = nil,
+        tag: Int
     ) {
         self.method = method
         self.path = path
-        self.headers = headers
+        self.content = content
         self.uniqueHeader = uniqueHeader
-        self.body = body
         self.tag = tag
     }
 
+    /// A request with headers and a body of its own.
+    public init(method: StaticString = "POST", path: [UInt8], headers: HeaderList, body: [UInt8], tag: Int) {
+        self.init(method: method, path: path, content: H2RequestContent(headers: headers, body: body), tag: tag)
+    }
 }
 
 /// Why a request got no complete answer.
@@ -92,7 +157,7 @@ public final class H2ClientConnection {
     public let loop: EventLoop
     public let settings: H2ClientSettings
     /// Called once per submitted request.
-    public var onResponse: ((H2ClientConnection, H2ClientResponse) -> Void)?
+    @exclusivity(unchecked) public var onResponse: ((H2ClientConnection, H2ClientResponse) -> Void)?
     /// Called once when the server's first SETTINGS arrived (requests go out from then on).
     public var onReady: ((H2ClientConnection) -> Void)?
     /// Called once when the connection ended (``endReason`` says why); every request has been answered or failed.
@@ -106,7 +171,7 @@ public final class H2ClientConnection {
     @exclusivity(unchecked) var session: OpaquePointer?
     @exclusivity(unchecked) var stream: TCPStream?
     /// What a queue slot holds once its request left.
-    let vacant = H2ClientRequest(path: [], headers: HeaderList(), body: [], tag: 0)
+    let vacant = H2ClientRequest(path: [], content: H2RequestContent(headers: HeaderList(), body: []), tag: 0)
     @exclusivity(unchecked) var queue: [H2ClientRequest] = []
     @exclusivity(unchecked) var queueHead = 0
     @exclusivity(unchecked) var outgoing: [UInt8] = []
@@ -118,7 +183,7 @@ public final class H2ClientConnection {
     @exclusivity(unchecked) public internal(set) var isReady = false
     /// The server sent GOAWAY (no request is sent on this connection any more).
     @exclusivity(unchecked) public internal(set) var goAwayReceived = false
-    public internal(set) var endReason: String?
+    @exclusivity(unchecked) public internal(set) var endReason: String?
     /// Streams open now, and requests waiting for a free stream.
     @exclusivity(unchecked) public internal(set) var openStreams = 0
     public var queuedRequests: Int { queue.count - queueHead }
@@ -178,9 +243,6 @@ public final class H2ClientConnection {
         maxQueued = max(maxQueued, queuedRequests)
     }
 
-    /// The last `content-length` value sent, as text (requests of one event share their body's length).
-    @exclusivity(unchecked) var lastContentLength = (count: -1, text: [UInt8]())
-
     var streamLimit: Int { min(settings.maxConcurrentStreams, serverMaxConcurrentStreams) }
 
     /// Sends queued requests while streams are free.
@@ -208,48 +270,50 @@ public final class H2ClientConnection {
         let record = ClientStream(
             request: request, submittedNanos: EventLoop.hrtimeNanos, bodyLimit: settings.bodyLimit)
         let user = Unmanaged.passRetained(record).toOpaque()
-        if request.body.count != lastContentLength.count {
-            lastContentLength = (request.body.count, Array(String(request.body.count).utf8))
-        }
-        let contentLength = lastContentLength.text
+        let content = request.content
         let unique = request.uniqueHeader
-        let id: Int32 = request.headers.withFields { base, fields in
+        let id: Int32 = content.headers.withFields { base, fields in
             let count = 5 + fields.count + (unique == nil ? 0 : 1)
+            // The pairs, then the unique header's value, on the stack (nghttp2 copies both when submitting).
             return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: count) { pairs in
-                func nv(
-                    _ name: UnsafePointer<UInt8>, _ nameCount: Int, _ value: UnsafePointer<UInt8>?, _ valueCount: Int,
-                    flags: UInt8 = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
-                ) -> nghttp2_nv {
-                    nghttp2_nv(
-                        name: UnsafeMutablePointer(mutating: name), value: UnsafeMutablePointer(mutating: value),
-                        namelen: nameCount, valuelen: valueCount, flags: flags)
-                }
-                return request.path.withUnsafeBufferPointer { path in
-                    scheme.withUnsafeBufferPointer { scheme in
-                        authority.withUnsafeBufferPointer { authority in
-                            contentLength.withUnsafeBufferPointer { length in
-                                let method = request.method
-                                pairs[0] = nv(
-                                    StaticString(":method").utf8Start, 7, method.utf8Start, method.utf8CodeUnitCount)
-                                pairs[1] = nv(StaticString(":scheme").utf8Start, 7, scheme.baseAddress, scheme.count)
-                                pairs[2] = nv(
-                                    StaticString(":authority").utf8Start, 10, authority.baseAddress, authority.count)
-                                pairs[3] = nv(StaticString(":path").utf8Start, 5, path.baseAddress, path.count)
-                                pairs[4] = nv(
-                                    StaticString("content-length").utf8Start, 14, length.baseAddress, length.count)
-                                for (i, f) in fields.enumerated() {
-                                    pairs[5 + i] = nv(
-                                        base! + Int(f.name), Int(f.value - f.name), base! + Int(f.value),
-                                        Int(f.end - f.value))
-                                }
-                                return (unique?.value ?? []).withUnsafeBufferPointer { value in
+                withUnsafeTemporaryAllocation(of: UInt8.self, capacity: H2UUIDHeader.valueCount) { value in
+                    func nv(
+                        _ name: UnsafePointer<UInt8>, _ nameCount: Int, _ value: UnsafePointer<UInt8>?,
+                        _ valueCount: Int, flags: UInt8 = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                    ) -> nghttp2_nv {
+                        nghttp2_nv(
+                            name: UnsafeMutablePointer(mutating: name), value: UnsafeMutablePointer(mutating: value),
+                            namelen: nameCount, valuelen: valueCount, flags: flags)
+                    }
+                    return request.path.withUnsafeBufferPointer { path in
+                        scheme.withUnsafeBufferPointer { scheme in
+                            authority.withUnsafeBufferPointer { authority in
+                                content.contentLength.withUnsafeBufferPointer { length in
+                                    let method = request.method
+                                    pairs[0] = nv(
+                                        StaticString(":method").utf8Start, 7, method.utf8Start,
+                                        method.utf8CodeUnitCount)
+                                    pairs[1] = nv(
+                                        StaticString(":scheme").utf8Start, 7, scheme.baseAddress, scheme.count)
+                                    pairs[2] = nv(
+                                        StaticString(":authority").utf8Start, 10, authority.baseAddress,
+                                        authority.count)
+                                    pairs[3] = nv(StaticString(":path").utf8Start, 5, path.baseAddress, path.count)
+                                    pairs[4] = nv(
+                                        StaticString("content-length").utf8Start, 14, length.baseAddress, length.count)
+                                    for (i, f) in fields.enumerated() {
+                                        pairs[5 + i] = nv(
+                                            base! + Int(f.name), Int(f.value - f.name), base! + Int(f.value),
+                                            Int(f.end - f.value))
+                                    }
                                     if let unique {
+                                        unique.format(into: value.baseAddress!)
                                         // Never indexed (HPACK): a value sent once would only churn the table.
                                         pairs[count - 1] = nv(
                                             unique.name.utf8Start, unique.name.utf8CodeUnitCount, value.baseAddress,
-                                            value.count, flags: UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue))
+                                            H2UUIDHeader.valueCount, flags: UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue))
                                     }
-                                    if request.body.isEmpty {
+                                    if content.body.isEmpty {
                                         return nghttp2_submit_request(session, nil, pairs.baseAddress, count, nil, user)
                                     }
                                     var provider = CNGHTTP2_data_provider(nil) {
@@ -333,9 +397,9 @@ public final class H2ClientConnection {
 
 /// One open stream's state, nghttp2's stream user data (retained from submit to close).
 final class ClientStream {
-    /// Kept whole (its arrays retained, not copied): a stream refused by a GOAWAY hands it back for another try.
+    /// Kept whole (its path and content retained, not copied): a stream refused by a GOAWAY hands it back for
+    /// another try.
     let request: H2ClientRequest
-    var body: [UInt8] { request.body }
     var bodyOffset = 0
     let submittedNanos: UInt64
     var status = 0
