@@ -28,8 +28,10 @@ extension H2ClientConnection {
             H2ClientConnection.with(user) { $0.streamClosed(session, streamId, code) }
         }
         var created: OpaquePointer?
-        let status = nghttp2_session_client_new(&created, callbacks, Unmanaged.passUnretained(self).toOpaque())
-        precondition(status == 0 && created != nil, "nghttp2_session_client_new failed: \(status)")
+        var mem = pool.mem
+        let status = nghttp2_session_client_new3(
+            &created, callbacks, Unmanaged.passUnretained(self).toOpaque(), nil, &mem)
+        precondition(status == 0 && created != nil, "nghttp2_session_client_new3 failed: \(status)")
         session = created
         var entries = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
