@@ -4,8 +4,11 @@ a long run, sampling both processes' resident memory, then a verdict.
 
 1. The rate: --rate REQ/S when given; else a short saturated push run (`--rate-scale 1000 --duration
    --saturation-seconds`, exit 3 expected) against a fresh server measures push's answered requests/s, and the soak
-   runs at --fraction (0.8) of it. The schedule's requests per second per unit of --rate-scale are read from that
-   run too (sent / (1000 × its duration)), so the rate becomes a --rate-scale.
+   runs at --fraction (0.8) of it. The rate becomes a --rate-scale by calibration: smoke's requests/s depend on
+   --rate-scale and --duration together and ramp up over the first seconds, so two runs of the soak's own schedule
+   (its scale and duration), stopped after --calibration-seconds (12), correct a first guess by what they offered
+   from their 5th second on (push's progress lines). The early part is the schedule's busiest (measured once: ~31k
+   requests/s in the first ~390 s of 600 at a scale that averaged 23k).
 2. The soak: a fresh `fanout serve smoke --devices D --seed S --workers 1 --h2c`, and `fanout push` against it at that
    rate-scale for --duration seconds (600). Every --interval (10) seconds both processes' VmRSS (/proc/PID/status)
    and the 1-minute load go to a TSV (--tsv; default in the work folder), from the schedule's start (push's first
@@ -80,17 +83,52 @@ def push_command(args, port, scale, seconds, folder, drain):
             "--drain", str(drain), "--out", folder]
 
 
-def saturation(args, work):
-    serve = Serve(args, work, "saturation")
-    folder = f"{work}/push-saturation"
+def saturated_rate(args, serve, folder):
+    """A saturated push run (`--rate-scale 1000`): its answered requests/s."""
     run = subprocess.run(push_command(args, serve.port, 1000, args.saturation_seconds, folder, 300),
                          capture_output=True, text=True)
-    serve.stop()
     if run.returncode not in (0, 3):
-        sys.exit(f"the saturation run exited {run.returncode}: {run.stderr[-2000:]}")
-    s = json.load(open(f"{folder}/summary.json"))
-    per_scale = s["requests"]["sent"] / (1000 * args.saturation_seconds)
-    return s["requests"]["answeredPerSecond"], per_scale
+        sys.exit(f"the push run in {folder} exited {run.returncode}: {run.stderr[-2000:]}")
+    return json.load(open(f"{folder}/summary.json"))["requests"]["answeredPerSecond"]
+
+
+def offered(args, serve, scale, folder):
+    """The requests/s the soak's schedule (this scale, the soak's --duration: smoke's density depends on both)
+    offers from its 5th to its --calibration-seconds-th second (push's progress lines), stopped there (SIGINT)."""
+    with open(f"{folder}.err", "w") as err:
+        push = subprocess.Popen(push_command(args, serve.port, scale, args.duration, folder, 1),
+                                stdout=subprocess.DEVNULL, stderr=err)
+    pattern = re.compile(r"^\s+(\d+)s\s+sent (\d+)", re.M)
+    points = []
+    while push.poll() is None and (not points or points[-1][0] < args.calibration_seconds):
+        time.sleep(0.2)
+        points = [(int(m.group(1)), int(m.group(2))) for m in pattern.finditer(open(f"{folder}.err").read())]
+    push.send_signal(signal.SIGINT)
+    push.wait(timeout=120)
+    steady = [p for p in points if p[0] >= 5]
+    if len(steady) < 2:
+        sys.exit(f"no progress lines from the calibration run: {open(f'{folder}.err').read()[-2000:]}")
+    return (steady[-1][1] - steady[0][1]) / (steady[-1][0] - steady[0][0])
+
+
+def calibrate(args, work, rate):
+    """The --rate-scale at which the soak's schedule offers `rate` requests/s: a first guess from --per-scale, run
+    for --calibration-seconds and corrected by what it offered, twice. Returns (the saturation measured or None,
+    the rate, the scale)."""
+    serve = Serve(args, work, "calibration")
+    measured = None
+    if rate is None:
+        measured = saturated_rate(args, serve, f"{work}/push-saturation")
+        rate = measured * args.fraction
+        print(f"saturation: {measured:,.0f} answered requests/s; soak at {args.fraction:.0%}: {rate:,.0f} "
+              f"requests/s (load {load()})", flush=True)
+    scale = rate / args.per_scale
+    for k in range(2):
+        sent = offered(args, serve, round(scale, 2), f"{work}/push-calibration-{k}")
+        print(f"calibration {k + 1}: --rate-scale {scale:.2f} offered {sent:,.0f} requests/s", flush=True)
+        scale *= rate / sent
+    serve.stop()
+    return measured, rate, round(scale, 2)
 
 
 def identities(node, path=""):
@@ -115,8 +153,9 @@ def main():
     parser.add_argument("--rate", type=float, help="requests/s (default: --fraction of a measured saturation)")
     parser.add_argument("--fraction", type=float, default=0.8)
     parser.add_argument("--saturation-seconds", type=float, default=1)
-    parser.add_argument("--per-scale", type=float, default=335.2,
-                        help="requests/s per unit of --rate-scale (with --rate; measured otherwise)")
+    parser.add_argument("--per-scale", type=float, default=450,
+                        help="requests/s per unit of --rate-scale, the calibration's first guess")
+    parser.add_argument("--calibration-seconds", type=float, default=12)
     parser.add_argument("--devices", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--interval", type=float, default=10)
@@ -126,14 +165,7 @@ def main():
     work = tempfile.mkdtemp(prefix="push-soak-")
     tsv = args.tsv or f"{work}/rss.tsv"
 
-    if args.rate:
-        rate, per_scale, measured = args.rate, args.per_scale, None
-    else:
-        measured, per_scale = saturation(args, work)
-        rate = measured * args.fraction
-        print(f"saturation: {measured:,.0f} answered requests/s ({per_scale:.1f} requests/s per unit of "
-              f"--rate-scale); soak at {args.fraction:.0%}: {rate:,.0f} requests/s (load {load()})", flush=True)
-    scale = round(rate / per_scale, 2)
+    measured, rate, scale = calibrate(args, work, args.rate)
 
     serve = Serve(args, work, "soak")
     folder = f"{work}/push-soak"
@@ -184,8 +216,10 @@ def main():
                        f"{first / 1024:,.1f} MiB × 1.1 + {args.slack_mib:g} MiB = {limit / 1024:,.1f} MiB",
                        len(samples) >= 3 and last <= limit))
     answered = pushed["requests"]["answeredPerSecond"] if pushed else 0
-    print(f"soak: {len(samples)} samples over {time.time() - t0:,.0f} s, rate-scale {scale:g} (~{rate:,.0f} "
-          f"requests/s offered), {answered:,.0f} answered/s; load {min(loads)}–{max(loads)}; TSV {tsv}")
+    sent = pushed["requests"]["sent"] / max(pushed["scheduleSeconds"], 1e-9) if pushed else 0
+    print(f"soak: {len(samples)} samples over {time.time() - t0:,.0f} s, rate-scale {scale:g} (aimed at {rate:,.0f} "
+          f"requests/s; offered {sent:,.0f} sent / schedule second), {answered:,.0f} answered/s; load "
+          f"{min(loads)}–{max(loads)}; TSV {tsv}")
     for text, ok in checks:
         print(f"  {'ok  ' if ok else 'FAIL'} {text}")
     passed = all(ok for _, ok in checks)
