@@ -189,6 +189,13 @@ serve-bench: build
 push-bench: build
 	python3 scripts/push-bench.py --binary $(BIN) $(PUSH_BENCH_ARGS)
 
+## fanout push against `fanout serve smoke --workers 1 --h2c` at 80% of a saturation it measures first (or
+## PUSH_SOAK_ARGS="--rate N"), for 600 s (--duration S), both processes' RSS sampled every 10 s into a TSV; fails
+## unless push exits 0 with no failure, both summaries' identities hold and RSS stays flat (scripts/push-soak.py).
+.PHONY: push-soak
+push-soak: build
+	python3 scripts/push-soak.py --binary $(BIN) $(PUSH_SOAK_ARGS)
+
 ## The whole loop for 30 s (scripts/example-backend.sh): fanout serve smoke over TLS with ES256 tokens registers
 ## every activity with the example backend (examples/backend-aioapns: aiohttp, aioapns, sqlite3), sends it the
 ## scenario's events at their intended times, and measures each event to the Lock Screen through it

@@ -170,15 +170,21 @@ extension PushRun {
             if let range { headers.append(name: name, value: Array(bytes[range])) }
         }
         if let authorization { headers.append(name: PushRun.authorizationName, value: authorization) }
-        let id = p.apnsId.map { Array(bytes[$0]) } ?? PushRun.requestId(seed: trace.seed, event: p.line, push: 0)
+        // The line's own id as written (a trace may hold any text), else one from the seed; after the other
+        // headers, as a scenario push's id goes.
+        let idName: StaticString = p.target == .channel ? "apns-request-id" : "apns-id"
+        let id = p.apnsId.map { Array(bytes[$0]) }
+            ?? PushRun.requestId(idName, seed: trace.seed, event: p.line, push: 0).value
+        headers.append(name: Array(UnsafeRawBufferPointer(start: idName.utf8Start, count: idName.utf8CodeUnitCount)),
+            value: id)
         switch p.target {
         case .token: results.tokenPushes += 1
         case .startToken: results.pushToStarts += 1
         case .channel: results.broadcasts += 1
         }
         send(H2ClientRequest(
-            path: path, headers: headers, uniqueHeader: (p.target == .channel ? "apns-request-id" : "apns-id", id),
-            body: Array(bytes[p.payload]), tag: Int(truncatingIfNeeded: t0Nanos &+ due)), group: 0)
+            path: path, headers: headers, body: Array(bytes[p.payload]), tag: Int(truncatingIfNeeded: t0Nanos &+ due)),
+            group: 0)
     }
 }
 

@@ -306,22 +306,22 @@ public final class PushRun {
         headers.append(name: PushRun.priorityName, value: priority)
         headers.append(name: PushRun.expirationName, value: expiration)
         if let authorization { headers.append(name: PushRun.authorizationName, value: authorization) }
-        let tag = Int(truncatingIfNeeded: due)
+        let tag = Int(truncatingIfNeeded: due), content = H2RequestContent(headers: headers, body: body)
         if broadcast {
             results.broadcasts += 1
             for group in connectTo.indices {  // every serve shard: one request each
-                let id = PushRun.requestId(seed: scenario.seed, event: event.index, push: 0)
                 send(H2ClientRequest(
-                    path: Array("/4/broadcasts/apps/".utf8) + bundles[app], headers: headers,
-                    uniqueHeader: ("apns-request-id", id), body: body, tag: tag), group: group)
+                    path: Array("/4/broadcasts/apps/".utf8) + bundles[app], content: content,
+                    uniqueHeader: PushRun.requestId(
+                        "apns-request-id", seed: scenario.seed, event: event.index, push: 0),
+                    tag: tag), group: group)
             }
             return
         }
         for (n, path) in targets[source].enumerated() {
             results.tokenPushes += 1
-            let id = PushRun.requestId(seed: scenario.seed, event: event.index, push: n)
-            send(H2ClientRequest(path: path, headers: headers, uniqueHeader: ("apns-id", id), body: body, tag: tag),
-                group: Int(owners[source][n]))
+            let id = PushRun.requestId("apns-id", seed: scenario.seed, event: event.index, push: n)
+            send(H2ClientRequest(path: path, content: content, uniqueHeader: id, tag: tag), group: Int(owners[source][n]))
         }
     }
 

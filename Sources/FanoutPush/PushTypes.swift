@@ -2,6 +2,7 @@ import FanoutCore
 import FanoutMetrics
 import FanoutSim
 import Foundation
+import FanoutWire
 
 /// Where `fanout push` sends: `http://HOST:PORT` (h2c, prior knowledge) or `https://HOST:PORT` (TLS, ALPN h2).
 public struct PushTarget: Sendable, Equatable, CustomStringConvertible {
@@ -242,23 +243,10 @@ extension PushRun {
     /// A UUID's text (8-4-4-4-12 lowercase hex) from the seed, the event's index and the push's number within the
     /// event: unique per request, the same each run, and the same whether the run is sharded or not (shards never
     /// send two requests under one id).
-    static func requestId(seed: UInt64, event: Int, push: Int) -> [UInt8] {
-        let a = Mix.hash(seed, 0xA1D, UInt64(event), UInt64(push))
-        let b = Mix.hash(seed, 0xA1E, UInt64(event), UInt64(push))
-        return [UInt8](unsafeUninitializedCapacity: 36) { buffer, count in
-            var j = 0
-            for i in 0..<32 {
-                if i == 8 || i == 12 || i == 16 || i == 20 {
-                    buffer[j] = UInt8(ascii: "-")
-                    j += 1
-                }
-                let word = i < 16 ? a : b
-                let digit = UInt8(truncatingIfNeeded: word >> UInt64(60 - (i % 16) * 4)) & 15
-                // 0-9, then a-f (no table: a static's lazy-init check per digit cost more than the digit).
-                buffer[j] = digit < 10 ? 0x30 + digit : 0x57 + digit
-                j += 1
-            }
-            count = 36
-        }
+    /// The header `name` with that UUID (formatted when the request is sent, into a stack buffer).
+    static func requestId(_ name: StaticString, seed: UInt64, event: Int, push: Int) -> H2UUIDHeader {
+        H2UUIDHeader(
+            name: name, high: Mix.hash(seed, 0xA1D, UInt64(event), UInt64(push)),
+            low: Mix.hash(seed, 0xA1E, UInt64(event), UInt64(push)))
     }
 }

@@ -234,15 +234,36 @@ public final class TCPStream: TCPHandle {
     /// callback, then closes the stream (its other queued writes are cancelled).
     public func write(_ bytes: UnsafeRawBufferPointer) {
         guard state == .open, bytes.count > 0 else { return }
-        // One block: the request, then the bytes.
-        let header = (MemoryLayout<uv_write_t>.size + 15) & ~15
-        let block = UnsafeMutableRawPointer.allocate(byteCount: header + bytes.count, alignment: 16)
+        var gather = TCPWriteGather(capacity: bytes.count)
+        gather.append(bytes)
+        issue(gather)
+    }
+
+    /// Queues for writing, as one `uv_write`, the bytes `fill` appends to the gather (each copied once, straight
+    /// into the write's own block; nothing is written when it appends nothing). The block starts at the size of
+    /// the last gathered write and grows when needed.
+    public func write(gathering fill: (inout TCPWriteGather) -> Void) {
+        var gather = TCPWriteGather(capacity: max(lastGatheredBytes, 4096))
+        fill(&gather)
+        lastGatheredBytes = gather.count
+        guard state == .open, gather.count > 0 else {
+            gather.block.deallocate()
+            return
+        }
+        issue(gather)
+    }
+
+    /// The size of the last ``write(gathering:)``: the next one's first block.
+    private var lastGatheredBytes = 0
+
+    private func issue(_ gather: TCPWriteGather) {
+        let block = gather.block
+        let count = gather.count
         let request = block.bindMemory(to: uv_write_t.self, capacity: 1)
         request.initialize(to: uv_write_t())
-        (block + header).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
-        var buffer = uv_buf_init((block + header).assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
+        var buffer = uv_buf_init((block + TCPWriteGather.header).assumingMemoryBound(to: CChar.self), UInt32(count))
         uv_req_set_data(UnsafeMutableRawPointer(request).assumingMemoryBound(to: uv_req_t.self),
-            UnsafeMutableRawPointer(bitPattern: bytes.count))
+            UnsafeMutableRawPointer(bitPattern: count))
         let status = uv_write(request, CLibUV_tcp_as_stream(handle), &buffer, 1) { request, status in
             TCPStream.written(request, status)
         }
@@ -252,7 +273,7 @@ public final class TCPStream: TCPHandle {
             fail(UVError(code: status, operation: "uv_write"))
             return
         }
-        pendingWriteBytes += bytes.count
+        pendingWriteBytes += count
     }
 
     /// Stops both directions and closes once queued writes are flushed (`uv_shutdown` is not needed
@@ -336,6 +357,37 @@ public final class TCPStream: TCPHandle {
         } else if owner.pendingWriteBytes == 0, owner.state == .open, let drain = owner.onDrain {
             drain(owner)
         }
+    }
+}
+
+/// The bytes of one write being gathered (``TCPStream/write(gathering:)``): one block holds the `uv_write_t`, then
+/// the bytes, so that the write costs one allocation and each byte one copy.
+public struct TCPWriteGather {
+    /// The request's room at the block's start (16-byte aligned).
+    static let header = (MemoryLayout<uv_write_t>.size + 15) & ~15
+    fileprivate(set) var block: UnsafeMutableRawPointer
+    private var capacity: Int
+    /// Bytes gathered so far.
+    public private(set) var count = 0
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        block = UnsafeMutableRawPointer.allocate(byteCount: TCPWriteGather.header + capacity, alignment: 16)
+    }
+
+    /// Appends a copy of `bytes`.
+    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        guard bytes.count > 0 else { return }
+        if count + bytes.count > capacity {
+            let grown = max(capacity * 2, count + bytes.count)
+            let larger = UnsafeMutableRawPointer.allocate(byteCount: TCPWriteGather.header + grown, alignment: 16)
+            (larger + TCPWriteGather.header).copyMemory(from: block + TCPWriteGather.header, byteCount: count)
+            block.deallocate()
+            block = larger
+            capacity = grown
+        }
+        (block + TCPWriteGather.header + count).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+        count += bytes.count
     }
 }
 

@@ -87,6 +87,33 @@ struct TCPConnectTests {
         }
     }
 
+    @Test("write(gathering:): 300 chunks (~90 KiB, past its first block) echoed back in order; an empty one: nothing")
+    func gatheredWrite() throws {
+        let server = try PythonEcho()
+        try withLoop { loop in
+            let chunks = (0..<300).map { k in (0..<(1 + k * 7 % 600)).map { UInt8(truncatingIfNeeded: $0 &* 3 &+ k) } }
+            let payload = chunks.flatMap { $0 }
+            var received: [UInt8] = []
+            var pending: [Int] = []
+            try TCPStream.connect(loop: loop, host: "127.0.0.1", port: server.port) { result in
+                guard case .success(let stream) = result else { return }
+                try? stream.startReading(onRead: { s, bytes in
+                    received += bytes
+                    if received.count >= payload.count { s.close() }
+                }, onEnd: { _, _ in })
+                stream.write(gathering: { _ in })
+                pending.append(stream.pendingWriteBytes)
+                stream.write(gathering: { gather in
+                    for chunk in chunks { chunk.withUnsafeBytes { gather.append($0) } }
+                })
+                pending.append(stream.pendingWriteBytes)
+            }
+            loop.run()
+            #expect(pending == [0, payload.count])
+            #expect(received == payload)
+        }
+    }
+
     @Test("a port nothing listens on: the callback gets ECONNREFUSED once and the stream is closed")
     func refused() throws {
         let port = closedPort()

@@ -1,0 +1,157 @@
+internal import CNGHTTP2
+import UVLoop
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// nghttp2's session and its callbacks: SETTINGS, GOAWAY, response headers and data, stream closes, request
+// bodies.
+extension H2ClientConnection {
+    func startSession() {
+        var callbacks: OpaquePointer?
+        nghttp2_session_callbacks_new(&callbacks)
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) {
+            session, frame, name, nameLength, value, valueLength, _, _ in
+            H2ClientConnection.header(
+                session, frame!, UnsafeRawBufferPointer(start: name, count: nameLength),
+                UnsafeRawBufferPointer(start: value, count: valueLength))
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { session, _, streamId, data, length, _ in
+            H2ClientConnection.data(session, streamId, UnsafeRawBufferPointer(start: data, count: length))
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { session, frame, user in
+            H2ClientConnection.with(user) { $0.frameReceived(session, frame!) }
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { session, streamId, code, user in
+            H2ClientConnection.with(user) { $0.streamClosed(session, streamId, code) }
+        }
+        H2ClientConnection.watchErrors(callbacks)
+        var created: OpaquePointer?
+        var mem = pool.mem
+        let status = nghttp2_session_client_new3(
+            &created, callbacks, Unmanaged.passUnretained(self).toOpaque(), nil, &mem)
+        precondition(status == 0 && created != nil, "nghttp2_session_client_new3 failed: \(status)")
+        session = created
+        var entries = [
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: settings.windowBytes),
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
+                value: UInt32(clamping: settings.maxResponseHeaderBytes)),
+        ]
+        nghttp2_submit_settings(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
+        nghttp2_session_set_local_window_size(
+            created, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, Int32(min(settings.windowBytes, 1 << 30)))
+    }
+
+    @inline(__always)
+    static func with<R>(_ user: UnsafeMutableRawPointer?, _ body: (H2ClientConnection) -> R) -> R {
+        Unmanaged<H2ClientConnection>.fromOpaque(user!)._withUnsafeGuaranteedRef(body)
+    }
+
+    @inline(__always)
+    static func record(_ session: OpaquePointer?, _ id: Int32) -> ClientStream? {
+        guard let user = nghttp2_session_get_stream_user_data(session, id) else { return nil }
+        return Unmanaged<ClientStream>.fromOpaque(user).takeUnretainedValue()
+    }
+
+    static func header(
+        _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>, _ name: UnsafeRawBufferPointer,
+        _ value: UnsafeRawBufferPointer
+    ) -> Int32 {
+        guard let record = record(session, frame.pointee.hd.stream_id) else { return 0 }
+        // Past the header bound: nghttp2 resets the stream and hands over no more of the block.
+        guard record.bounds.admit(field: name.count + value.count) else {
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
+        }
+        guard frame.pointee.headers.cat == NGHTTP2_HCAT_RESPONSE else { return 0 }
+        func named(_ text: StaticString) -> Bool {
+            name.count == text.utf8CodeUnitCount && memcmp(name.baseAddress!, text.utf8Start, name.count) == 0
+        }
+        if named(":status") {
+            var status = 0
+            for byte in value where byte >= 0x30 && byte <= 0x39 { status = status * 10 + Int(byte - 0x30) }
+            record.status = status
+        } else if named("apns-id") {
+            record.apnsId = Array(value)
+        }
+        return 0
+    }
+
+    static func data(_ session: OpaquePointer?, _ id: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
+        guard let record = record(session, id) else { return 0 }
+        if !record.bounds.admit(body: bytes.count) { return bodyTooLarge(session, id) }
+        let room = record.bodyLimit - record.response.count
+        if room > 0 { record.response.append(contentsOf: bytes.prefix(room)) }
+        return 0
+    }
+
+    func frameReceived(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
+        let type = UInt32(frame.pointee.hd.type)
+        if type == NGHTTP2_SETTINGS.rawValue && frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 {
+            if !isReady {
+                isReady = true
+                onReady?(self)
+            }
+        } else if type == NGHTTP2_GOAWAY.rawValue {
+            goAwayReceived = true
+            endReason = endReason ?? "GOAWAY from the server (error \(frame.pointee.goaway.error_code))"
+        } else if type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue,
+            frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0,
+            let record = H2ClientConnection.record(session, frame.pointee.hd.stream_id)
+        {
+            record.endNanos = EventLoop.hrtimeNanos
+        }
+        return 0
+    }
+
+    func streamClosed(_ session: OpaquePointer?, _ id: Int32, _ code: UInt32) -> Int32 {
+        guard let user = nghttp2_session_get_stream_user_data(session, id) else { return 0 }
+        nghttp2_session_set_stream_user_data(session, id, nil)
+        let record = Unmanaged<ClientStream>.fromOpaque(user).takeRetainedValue()
+        unlink(record)
+        openStreams -= 1
+        if record.endNanos != 0 && record.status != 0 {
+            finishStream(record, failure: nil)
+        } else if goAwayReceived && code == NGHTTP2_REFUSED_STREAM.rawValue {
+            finishStream(record, failure: .goAway)
+        } else {
+            finishStream(record, failure: code == 0 ? .connectionEnded : .reset(code))
+        }
+        return 0
+    }
+
+    func finishStream(_ record: ClientStream, failure: H2ClientFailure?) {
+        let failure = record.bounds.exceeded.map { H2ClientFailure.responseTooLarge($0) } ?? failure
+        switch failure {
+        case nil: responsesReceived += 1
+        case .reset: streamsReset += 1
+        case .goAway: failedByGoAway += 1
+        case .connectionEnded: failedByConnectionEnd += 1
+        case .notSubmitted: failedSubmissions += 1
+        case .responseTooLarge: responsesTooLarge += 1
+        }
+        deliver(H2ClientResponse(
+            tag: record.request.tag, status: failure == nil ? record.status : 0, apnsId: record.apnsId,
+            body: record.response, failure: failure, unprocessed: failure == .goAway ? record.request : nil,
+            submittedNanos: record.submittedNanos, endNanos: failure == nil ? record.endNanos : EventLoop.hrtimeNanos))
+    }
+
+    static func readBody(
+        _ session: OpaquePointer?, _ id: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ length: Int,
+        _ flags: UnsafeMutablePointer<UInt32>
+    ) -> Int {
+        guard let record = record(session, id) else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        let body = record.request.content.body
+        let n = min(length, body.count - record.bodyOffset)
+        body.withUnsafeBytes { bytes in
+            UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + record.bodyOffset, byteCount: n)
+        }
+        record.bodyOffset += n
+        if record.bodyOffset == body.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+        return n
+    }
+}
