@@ -321,7 +321,8 @@ public final class PushRun {
         for (n, path) in targets[source].enumerated() {
             results.tokenPushes += 1
             let id = PushRun.requestId("apns-id", seed: scenario.seed, event: event.index, push: n)
-            send(H2ClientRequest(path: path, content: content, uniqueHeader: id, tag: tag), group: Int(owners[source][n]))
+            send(
+                H2ClientRequest(path: path, content: content, uniqueHeader: id, tag: tag), group: Int(owners[source][n]))
         }
     }
 
