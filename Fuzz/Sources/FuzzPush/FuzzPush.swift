@@ -44,11 +44,12 @@ func submit(_ connection: H2ClientConnection, _ request: H2ClientRequest) {
 }
 
 func request(_ tag: Int) -> H2ClientRequest {
-    let id = Array("00000000-0000-0000-0000-\(String(1_000_000_000_000 + tag).suffix(12))".utf8)
-    return H2ClientRequest(
-        path: Array("/3/device/\(String(repeating: "ab", count: 32))".utf8),
+    let content = H2RequestContent(
         headers: HeaderList([("apns-push-type", "liveactivity"), ("apns-topic", "com.example.push-type.liveactivity")]),
-        uniqueHeader: ("apns-id", id), body: Array("{\"aps\":{\"n\":\(tag)}}".utf8), tag: tag)
+        body: Array("{\"aps\":{\"n\":\(tag)}}".utf8))
+    return H2ClientRequest(
+        path: Array("/3/device/\(String(repeating: "ab", count: 32))".utf8), content: content,
+        uniqueHeader: H2UUIDHeader(name: "apns-id", high: 0, low: UInt64(tag)), tag: tag)
 }
 
 func check(_ response: H2ClientResponse, _ settings: H2ClientSettings) {
