@@ -8,7 +8,8 @@ What a pod gets, and what is replaced here (each replacement is printed when the
   - an environment of only: the container's `env` entries as written (a `value`, or START from the ConfigMap
     fanout-push-start, which is made at apply time: here now + --lead seconds), JOB_COMPLETION_INDEX=K (what
     Kubernetes sets in an Indexed Job's pod), HOSTNAME=<job>-K (the pod's hostname) and PATH with the directory of
-    --fanout first (the image's fanout is on its PATH); nothing of this shell's environment;
+    --fanout first (the image's fanout is on its PATH); nothing of this shell's environment but the sanitizer
+    options (ASAN_OPTIONS, LSAN_OPTIONS, TSAN_OPTIONS) when set;
   - REPLACED: the volume's mountPath (/results) by a local folder, wherever it occurs in the args and env values;
   - REPLACED: TARGETS, the M serve pods' URLs (http://fanout-serve-K.fanout-serve:2197,...), by one local unsharded
     `fanout serve` on 127.0.0.1 (M = 1);
@@ -90,6 +91,11 @@ def pod_process_env(env, job_name, index, fanout_dir):
     full["JOB_COMPLETION_INDEX"] = str(index)
     full["HOSTNAME"] = f"{job_name}-{index}"
     full["PATH"] = fanout_dir + os.pathsep + "/usr/local/bin:/usr/bin:/bin"
+    # Not the pod's, but this machine's test harness's: a sanitizer build's options (LeakSanitizer's suppressions
+    # of the toolchain's own leaks) reach the fanout it runs (`make test-sanitizers`).
+    for name in ("ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"):
+        if name in os.environ:
+            full[name] = os.environ[name]
     return full
 
 
