@@ -37,8 +37,13 @@ public struct Shard: Sendable, Equatable, CustomStringConvertible {
     /// across machines, processes and versions, independent of the seed.
     @inline(__always)
     public func contains(deviceId: UnsafeRawBufferPointer) -> Bool {
-        if count == 1 { return true }
-        return Int(Shard.fnv1a(deviceId) % UInt64(count)) == index
+        count == 1 || Shard.index(ofDeviceId: deviceId, count: count) == index
+    }
+
+    /// The slice (K of `count`) that holds the device with this id.
+    @inline(__always)
+    public static func index(ofDeviceId deviceId: UnsafeRawBufferPointer, count: Int) -> Int {
+        Int(fnv1a(deviceId) % UInt64(count))
     }
 
     /// Does this shard count the verdict of a broadcast push of `source`?

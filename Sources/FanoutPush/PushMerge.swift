@@ -140,8 +140,7 @@ public enum PushFolder {
 public enum PushMerge {
     public static func merge(_ parts: [(folder: String, results: PushResults)]) throws(ReportReadError) -> PushResults {
         guard let (firstFolder, first) = parts.first else { throw ReportReadError(file: "merge", "no push folders") }
-        var seen: [Int: String] = [:]
-        var n = 0
+        var shards = ShardSet()
         for (folder, r) in parts {
             func differs(_ what: String, _ a: String, _ b: String) -> ReportReadError {
                 ReportReadError(
@@ -157,23 +156,10 @@ public enum PushMerge {
                 throw ReportReadError(
                     file: folder, "not a shard (run it with fanout push --shard K/N)", refusal: .shardSet)
             }
-            if n == 0 { n = shard.count }
-            guard shard.count == n else {
-                throw ReportReadError(
-                    file: folder, "shard \(shard) is one of \(shard.count), the others of \(n)", refusal: .shardSet)
-            }
-            if let other = seen[shard.index] {
-                throw ReportReadError(file: folder, "shard \(shard) is also in \(other)", refusal: .shardSet)
-            }
-            seen[shard.index] = folder
+            try shards.add(shard, folder: folder)
         }
-        let missing = (0..<n).filter { seen[$0] == nil }
-        guard missing.isEmpty else {
-            throw ReportReadError(
-                file: "merge",
-                "missing shard" + (missing.count > 1 ? "s " : " ")
-                    + missing.map { "\($0)/\(n)" }.joined(separator: ", ") + " of \(n)", refusal: .shardSet)
-        }
+        try shards.checkWhole()
+        let n = shards.count
 
         var m = PushResults()
         m.scenario = first.scenario

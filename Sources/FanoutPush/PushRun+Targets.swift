@@ -13,12 +13,11 @@ extension PushRun {
     /// Per token source, each follower's request path (`/3/device/TOKEN`) and the target its device belongs to.
     static func followerPaths(_ service: APNsService, targetCount: Int) -> (paths: [[[UInt8]]], owners: [[UInt8]]) {
         let followers = service.tokenTargetsAndDevicesBySource()
-        let slices = (0..<targetCount).map { try! Shard(index: $0, count: targetCount) }
         let paths = followers.map { $0.map { Array("/3/device/".utf8) + $0.token } }
         let owners = followers.map { list in
             list.map { follower in
                 guard targetCount > 1 else { return UInt8(0) }
-                let k = follower.device.withUnsafeBytes { id in slices.firstIndex { $0.contains(deviceId: id) }! }
+                let k = follower.device.withUnsafeBytes { Shard.index(ofDeviceId: $0, count: targetCount) }
                 return UInt8(truncatingIfNeeded: k)
             }
         }

@@ -12,8 +12,7 @@ public enum RunMerge {
     public static func merge(_ parts: [(folder: String, report: RunReport)]) throws(ReportReadError) -> RunReport {
         guard let (firstFolder, first) = parts.first else { throw ReportReadError(file: "merge", "no run folders") }
         let i0 = first.info
-        var seen: [Int: String] = [:]
-        var n = 0
+        var shards = ShardSet()
         for (folder, r) in parts {
             let i = r.info
             func differs(_ what: String, _ a: String, _ b: String) -> ReportReadError {
@@ -28,15 +27,7 @@ public enum RunMerge {
             guard let text = i.shard, let shard = try? Shard(parsing: text) else {
                 throw ReportReadError(file: folder, "not a shard (run it with --shard K/N)", refusal: .shardSet)
             }
-            if n == 0 { n = shard.count }
-            guard shard.count == n else {
-                throw ReportReadError(
-                    file: folder, "shard \(shard) is one of \(shard.count), the others of \(n)", refusal: .shardSet)
-            }
-            if let other = seen[shard.index] {
-                throw ReportReadError(file: folder, "shard \(shard) is also in \(other)", refusal: .shardSet)
-            }
-            seen[shard.index] = folder
+            try shards.add(shard, folder: folder)
             guard r.completion != nil else {
                 throw ReportReadError(
                     file: (folder as NSString).appendingPathComponent(CompletionFile.name),
@@ -50,13 +41,8 @@ public enum RunMerge {
                     file: folder, "\(r.events) events, \(firstFolder) has \(first.events)", refusal: .notOneRun)
             }
         }
-        let missing = (0..<n).filter { seen[$0] == nil }
-        guard missing.isEmpty else {
-            throw ReportReadError(
-                file: "merge",
-                "missing shard" + (missing.count > 1 ? "s " : " ")
-                    + missing.map { "\($0)/\(n)" }.joined(separator: ", ") + " of \(n)", refusal: .shardSet)
-        }
+        try shards.checkWhole()
+        let n = shards.count
 
         var accounting = Accounting()
         var recorder = LatencyRecorder()

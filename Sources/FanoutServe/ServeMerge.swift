@@ -102,7 +102,7 @@ public enum ServeMerge {
     public static func merge(_ parts: [Part]) throws(ReportReadError) -> [String: String] {
         guard let first = parts.first else { throw ReportReadError(file: "merge", "no serve folders") }
         let n = first.shard.count
-        var seen: [Int: String] = [:]
+        var shards = ShardSet()
         for p in parts {
             for key in ["scenario", "seed", "configHash", "state"] {
                 let a = "\(first.summary[key] ?? "(none)")"
@@ -113,23 +113,9 @@ public enum ServeMerge {
                         refusal: .notOneRun)
                 }
             }
-            guard p.shard.count == n else {
-                throw ReportReadError(
-                    file: p.folder, "shard \(p.shard) is one of \(p.shard.count), the others of \(n)",
-                    refusal: .shardSet)
-            }
-            if let other = seen[p.shard.index] {
-                throw ReportReadError(file: p.folder, "shard \(p.shard) is also in \(other)", refusal: .shardSet)
-            }
-            seen[p.shard.index] = p.folder
+            try shards.add(p.shard, folder: p.folder)
         }
-        let missing = (0..<n).filter { seen[$0] == nil }
-        guard missing.isEmpty else {
-            throw ReportReadError(
-                file: "merge",
-                "missing shard" + (missing.count > 1 ? "s " : " ")
-                    + missing.map { "\($0)/\(n)" }.joined(separator: ", ") + " of \(n)", refusal: .shardSet)
-        }
+        try shards.checkWhole()
         if parts.contains(where: { $0.hasState }) && !parts.allSatisfy({ $0.hasState }) {
             let without = parts.first { !$0.hasState }!.folder
             throw ReportReadError(file: without, "no state.jsonl, and other shards have one")

@@ -126,14 +126,7 @@ extension H2ClientConnection {
 
     func finishStream(_ record: ClientStream, failure: H2ClientFailure?) {
         let failure = record.bounds.exceeded.map { H2ClientFailure.responseTooLarge($0) } ?? failure
-        switch failure {
-        case nil: responsesReceived += 1
-        case .reset: streamsReset += 1
-        case .goAway: failedByGoAway += 1
-        case .connectionEnded: failedByConnectionEnd += 1
-        case .notSubmitted: failedSubmissions += 1
-        case .responseTooLarge: responsesTooLarge += 1
-        }
+        count(failure)
         deliver(H2ClientResponse(
             tag: record.request.tag, status: failure == nil ? record.status : 0, apnsId: record.apnsId,
             body: record.response, failure: failure, unprocessed: failure == .goAway ? record.request : nil,

@@ -392,14 +392,21 @@ public final class H2ClientConnection {
         requestsSubmitted += 1
     }
 
-    func fail(_ request: H2ClientRequest, _ failure: H2ClientFailure, submittedNanos: UInt64) {
+    /// A request's outcome in the connection's counts: an answer, or its failure by kind.
+    @inline(__always)
+    func count(_ failure: H2ClientFailure?) {
         switch failure {
+        case nil: responsesReceived += 1
         case .goAway: failedByGoAway += 1
         case .connectionEnded: failedByConnectionEnd += 1
         case .reset: streamsReset += 1
         case .notSubmitted: failedSubmissions += 1
         case .responseTooLarge: responsesTooLarge += 1
         }
+    }
+
+    func fail(_ request: H2ClientRequest, _ failure: H2ClientFailure, submittedNanos: UInt64) {
+        count(failure)
         deliver(H2ClientResponse(
             tag: request.tag, status: 0, apnsId: [], body: [], failure: failure,
             unprocessed: submittedNanos == 0 ? request : nil,
