@@ -184,7 +184,18 @@ public struct LatencyHistogram: Sendable, Equatable {
         other.withNonZero { add(first: $1, counts: $0) }
     }
 
-    public mutating func reset() { self = LatencyHistogram() }
+    /// Empties the histogram, keeping its storage (a per-second histogram does not grow its span again each second).
+    public mutating func reset() {
+        if low <= high {
+            let from = low - first, to = high - first
+            counts.withUnsafeMutableBufferPointer { c in
+                for k in from...to { c[k] = 0 }
+            }
+        }
+        low = Int.max
+        high = -1
+        totalCount = 0
+    }
 
     /// The lowest value recorded, as the bottom of its index's range (0 when empty).
     public var min: UInt64 { isEmpty ? 0 : HdrLayout.lowestValue(at: low) }

@@ -36,6 +36,7 @@ public final class PushRun {
     @exclusivity(unchecked) var groupOf: [ObjectIdentifier: Int] = [:]
     /// Connections that ended, kept until the run is over (one may still be inside its own callback).
     private var retired: [H2ClientConnection] = []
+    @exclusivity(unchecked)
     var connectTo: [(host: String, tls: TLSContext?, settings: H2ClientSettings, authority: String?)] = []
     private var reconnectsLeft = 0
     /// Requests waiting for a connection to their target (none was live when they were due or retried; one is being
@@ -349,7 +350,7 @@ public final class PushRun {
         if response.submittedNanos > 0 {
             results.submitted += 1
             let lag = response.submittedNanos > due ? response.submittedNanos - due : 0
-            results.scheduleLag.record(min(lag, HdrLayout.highestTrackableValue))
+            // Into the second's histogram only: the run's totals are the sum of its seconds (`closeSecond`).
             secondLag.record(min(lag, HdrLayout.highestTrackableValue))
         }
         if let failure = response.failure {
@@ -367,7 +368,6 @@ public final class PushRun {
             }
             if !response.body.isEmpty { results.byReason[PushRun.reason(response.body), default: 0] += 1 }
             let latency = min(response.endNanos > due ? response.endNanos - due : 0, HdrLayout.highestTrackableValue)
-            results.latency.record(latency)
             secondLatency.record(latency)
         }
         finishIfDone()
@@ -430,7 +430,11 @@ public final class PushRun {
         inFlight -= orphans.count
         orphans = []
         for c in connections { c.close(reason: ending ? "closed at the end of the run" : "run complete") }
-        if started { closeSecond(final: true) }
+        if started {
+            closeSecond(final: true)
+        } else {
+            foldSecond()
+        }
         timer?.close()
         timer = nil
         secondTimer?.close()
@@ -449,6 +453,14 @@ public final class PushRun {
         }
     }
 
+    /// The second's histograms are added into the run's totals and emptied (every sample counted once, there).
+    private func foldSecond() {
+        results.latency.add(secondLatency)
+        results.scheduleLag.add(secondLag)
+        secondLatency.reset()
+        secondLag.reset()
+    }
+
     /// The second's intervals go to the log; the progress line.
     private func closeSecond(final: Bool = false) {
         foldStatuses()
@@ -465,8 +477,7 @@ public final class PushRun {
             seconds: seconds, sent: results.sent, answered: results.answered, inFlight: inFlight,
             queued: connections.reduce(0) { $0 + $1.queuedRequests },
             latencyP99Nanos: secondLatency.valueAtPercentile(99), scheduleLagP99Nanos: secondLag.valueAtPercentile(99)))
-        secondLatency.reset()
-        secondLag.reset()
+        foldSecond()
         secondStartNanos = now
     }
 }

@@ -234,6 +234,9 @@ extension PushRun {
 
     /// The `reason` of an APNs error body (`{"reason":"BadDeviceToken"}`), or "unparsed body".
     static func reason(_ body: [UInt8]) -> String {
+        // Not a JSON object (a server's HTML or text page): no parser needed to say so.
+        guard let first = body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }), first == 0x7B
+        else { return "unparsed body" }
         guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
             let reason = object["reason"] as? String
         else { return "unparsed body" }

@@ -66,7 +66,7 @@ struct ResponseBounds {
 extension H2ClientConnection {
     /// A body past its bound: the stream is reset (CANCEL), once; the request fails as `responseTooLarge` when the
     /// stream closes.
-    static func bodyTooLarge(_ session: OpaquePointer?, _ id: Int32) -> Int32 {
+    func bodyTooLarge(_ session: OpaquePointer?, _ id: Int32) -> Int32 {
         guard let record = record(session, id), !record.bounds.resetSubmitted else { return 0 }
         record.bounds.resetSubmitted = true
         nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, NGHTTP2_CANCEL.rawValue)

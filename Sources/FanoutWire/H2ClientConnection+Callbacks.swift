@@ -13,13 +13,18 @@ extension H2ClientConnection {
         nghttp2_session_callbacks_new(&callbacks)
         defer { nghttp2_session_callbacks_del(callbacks) }
         nghttp2_session_callbacks_set_on_header_callback(callbacks) {
-            session, frame, name, nameLength, value, valueLength, _, _ in
-            H2ClientConnection.header(
-                session, frame!, UnsafeRawBufferPointer(start: name, count: nameLength),
-                UnsafeRawBufferPointer(start: value, count: valueLength))
+            session, frame, name, nameLength, value, valueLength, _, user in
+            H2ClientConnection.with(user) {
+                $0.header(
+                    session, frame!, UnsafeRawBufferPointer(start: name, count: nameLength),
+                    UnsafeRawBufferPointer(start: value, count: valueLength))
+            }
         }
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { session, _, streamId, data, length, _ in
-            H2ClientConnection.data(session, streamId, UnsafeRawBufferPointer(start: data, count: length))
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) {
+            session, _, streamId, data, length, user in
+            H2ClientConnection.with(user) {
+                $0.data(session, streamId, UnsafeRawBufferPointer(start: data, count: length))
+            }
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { session, frame, user in
             H2ClientConnection.with(user) { $0.frameReceived(session, frame!) }
@@ -52,13 +57,18 @@ extension H2ClientConnection {
         Unmanaged<H2ClientConnection>.fromOpaque(user!)._withUnsafeGuaranteedRef(body)
     }
 
+    /// Stream `id`'s record (nil once it closed): the one looked up last, or nghttp2's stream user data.
     @inline(__always)
-    static func record(_ session: OpaquePointer?, _ id: Int32) -> ClientStream? {
+    func record(_ session: OpaquePointer?, _ id: Int32) -> ClientStream? {
+        if id == lastRecordId, let last = lastRecord { return last.takeUnretainedValue() }
         guard let user = nghttp2_session_get_stream_user_data(session, id) else { return nil }
-        return Unmanaged<ClientStream>.fromOpaque(user).takeUnretainedValue()
+        let record = Unmanaged<ClientStream>.fromOpaque(user)
+        lastRecordId = id
+        lastRecord = record
+        return record.takeUnretainedValue()
     }
 
-    static func header(
+    func header(
         _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>, _ name: UnsafeRawBufferPointer,
         _ value: UnsafeRawBufferPointer
     ) -> Int32 {
@@ -68,9 +78,9 @@ extension H2ClientConnection {
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
         }
         guard frame.pointee.headers.cat == NGHTTP2_HCAT_RESPONSE else { return 0 }
-        func named(_ text: StaticString) -> Bool {
-            name.count == text.utf8CodeUnitCount && memcmp(name.baseAddress!, text.utf8Start, name.count) == 0
-        }
+        // Both names are 7 bytes long: most fields are told apart by their length alone.
+        guard name.count == 7 else { return 0 }
+        func named(_ text: StaticString) -> Bool { memcmp(name.baseAddress!, text.utf8Start, 7) == 0 }
         if named(":status") {
             var status = 0
             for byte in value where byte >= 0x30 && byte <= 0x39 { status = status * 10 + Int(byte - 0x30) }
@@ -81,7 +91,7 @@ extension H2ClientConnection {
         return 0
     }
 
-    static func data(_ session: OpaquePointer?, _ id: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
+    func data(_ session: OpaquePointer?, _ id: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
         guard let record = record(session, id) else { return 0 }
         if !record.bounds.admit(body: bytes.count) { return bodyTooLarge(session, id) }
         let room = record.bodyLimit - record.response.count
@@ -101,7 +111,7 @@ extension H2ClientConnection {
             endReason = endReason ?? "GOAWAY from the server (error \(frame.pointee.goaway.error_code))"
         } else if type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue,
             frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0,
-            let record = H2ClientConnection.record(session, frame.pointee.hd.stream_id)
+            let record = record(session, frame.pointee.hd.stream_id)
         {
             record.endNanos = EventLoop.hrtimeNanos
         }
@@ -111,6 +121,10 @@ extension H2ClientConnection {
     func streamClosed(_ session: OpaquePointer?, _ id: Int32, _ code: UInt32) -> Int32 {
         guard let user = nghttp2_session_get_stream_user_data(session, id) else { return 0 }
         nghttp2_session_set_stream_user_data(session, id, nil)
+        if lastRecordId == id {
+            lastRecordId = 0
+            lastRecord = nil
+        }
         let record = Unmanaged<ClientStream>.fromOpaque(user).takeRetainedValue()
         unlink(record)
         openStreams -= 1
@@ -133,11 +147,13 @@ extension H2ClientConnection {
             submittedNanos: record.submittedNanos, endNanos: failure == nil ? record.endNanos : EventLoop.hrtimeNanos))
     }
 
+    /// The body of the request whose record is `source` (retained by its stream until the stream closes).
     static func readBody(
-        _ session: OpaquePointer?, _ id: Int32, _ buffer: UnsafeMutablePointer<UInt8>, _ length: Int,
+        _ source: UnsafeMutableRawPointer?, _ buffer: UnsafeMutablePointer<UInt8>, _ length: Int,
         _ flags: UnsafeMutablePointer<UInt32>
     ) -> Int {
-        guard let record = record(session, id) else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        guard let source else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        let record = Unmanaged<ClientStream>.fromOpaque(source).takeUnretainedValue()
         let body = record.request.content.body
         let n = min(length, body.count - record.bodyOffset)
         body.withUnsafeBytes { bytes in

@@ -137,6 +137,8 @@ extension H2ClientConnection {
         endReason = endReason ?? reason
         stream?.closeWhenDrained(withinMillis: 1000)
         // Streams still open: nghttp2 would close them in nghttp2_session_del without our callbacks; fail them here.
+        lastRecordId = 0
+        lastRecord = nil
         if let session {
             // Sent and still open: the server may have processed them (not handed back for another try).
             let failure = H2ClientFailure.connectionEnded

@@ -366,9 +366,10 @@ public final class H2ClientConnection {
                                     if content.body.isEmpty {
                                         return nghttp2_submit_request(session, nil, pairs.baseAddress, count, nil, user)
                                     }
-                                    var provider = CNGHTTP2_data_provider(nil) {
-                                        session, id, buffer, length, flags, _, _ in
-                                        H2ClientConnection.readBody(session, id, buffer!, length, flags!)
+                                    // The record is the body's source: no lookup when nghttp2 asks for it.
+                                    var provider = CNGHTTP2_data_provider(user) {
+                                        _, _, buffer, length, flags, source, _ in
+                                        H2ClientConnection.readBody(source!.pointee.ptr, buffer!, length, flags!)
                                     }
                                     return nghttp2_submit_request(
                                         session, nil, pairs.baseAddress, count, &provider, user)
@@ -433,6 +434,10 @@ public final class H2ClientConnection {
     /// no iteration). Each record is retained by its stream's user data while it is in the list; a list, not a set
     /// of ids: no hashing per request.
     @exclusivity(unchecked) var openList: Unmanaged<ClientStream>?
+    /// The record last looked up, by stream id (0: none): a response's callbacks (its header fields, frames, body
+    /// chunks) come one stream at a time, so one nghttp2 lookup serves them all. Cleared when its stream closes.
+    @exclusivity(unchecked) var lastRecordId: Int32 = 0
+    @exclusivity(unchecked) var lastRecord: Unmanaged<ClientStream>?
 
     func link(_ record: ClientStream, _ id: Int32) {
         record.streamId = id
@@ -457,21 +462,22 @@ public final class H2ClientConnection {
 final class ClientStream {
     /// Kept whole (its path and content retained, not copied): a stream refused by a GOAWAY hands it back for
     /// another try.
+    // `@exclusivity(unchecked)`: a record is touched only on its connection's loop thread, one callback at a time.
     let request: H2ClientRequest
-    var bodyOffset = 0
+    @exclusivity(unchecked) var bodyOffset = 0
     let submittedNanos: UInt64
-    var status = 0
-    var apnsId: [UInt8] = []
-    var response: [UInt8] = []
-    var endNanos: UInt64 = 0
+    @exclusivity(unchecked) var status = 0
+    @exclusivity(unchecked) var apnsId: [UInt8] = []
+    @exclusivity(unchecked) var response: [UInt8] = []
+    @exclusivity(unchecked) var endNanos: UInt64 = 0
     let bodyLimit: Int
     /// The answer's header fields and body bytes so far, against the connection's bounds.
-    var bounds: ResponseBounds
+    @exclusivity(unchecked) var bounds: ResponseBounds
     /// Its stream, and its neighbours in the connection's list of open streams (not retained: the stream's user
     /// data holds the record while it is listed).
-    var streamId: Int32 = 0
-    var newer: Unmanaged<ClientStream>?
-    var older: Unmanaged<ClientStream>?
+    @exclusivity(unchecked) var streamId: Int32 = 0
+    @exclusivity(unchecked) var newer: Unmanaged<ClientStream>?
+    @exclusivity(unchecked) var older: Unmanaged<ClientStream>?
 
     init(request: H2ClientRequest, submittedNanos: UInt64, settings: H2ClientSettings) {
         bodyLimit = settings.bodyLimit
