@@ -60,43 +60,60 @@ extension H2ClientConnection {
     /// Stream `id`'s record (nil once it closed): the one looked up last, or nghttp2's stream user data.
     @inline(__always)
     func record(_ session: OpaquePointer?, _ id: Int32) -> ClientStream? {
-        if id == lastRecordId, let last = lastRecord { return last.takeUnretainedValue() }
+        lookUp(session, id)?.takeUnretainedValue()
+    }
+
+    @inline(__always)
+    func lookUp(_ session: OpaquePointer?, _ id: Int32) -> Unmanaged<ClientStream>? {
+        if id == lastRecordId, let last = lastRecord { return last }
         guard let user = nghttp2_session_get_stream_user_data(session, id) else { return nil }
         let record = Unmanaged<ClientStream>.fromOpaque(user)
         lastRecordId = id
         lastRecord = record
-        return record.takeUnretainedValue()
+        return record
+    }
+
+    /// `body` with stream `id`'s record, borrowed (its stream's user data holds it): no retain and release per
+    /// header field or body chunk. `absent` when the stream has no record (closed).
+    @inline(__always)
+    func withRecord(
+        _ session: OpaquePointer?, _ id: Int32, absent: Int32 = 0, _ body: (ClientStream) -> Int32
+    ) -> Int32 {
+        guard let record = lookUp(session, id) else { return absent }
+        return record._withUnsafeGuaranteedRef(body)
     }
 
     func header(
         _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>, _ name: UnsafeRawBufferPointer,
         _ value: UnsafeRawBufferPointer
     ) -> Int32 {
-        guard let record = record(session, frame.pointee.hd.stream_id) else { return 0 }
-        // Past the header bound: nghttp2 resets the stream and hands over no more of the block.
-        guard record.bounds.admit(field: name.count + value.count) else {
-            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
+        withRecord(session, frame.pointee.hd.stream_id) { record in
+            // Past the header bound: nghttp2 resets the stream and hands over no more of the block.
+            guard record.bounds.admit(field: name.count + value.count) else {
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
+            }
+            guard frame.pointee.headers.cat == NGHTTP2_HCAT_RESPONSE else { return 0 }
+            // Both names are 7 bytes long: most fields are told apart by their length alone.
+            guard name.count == 7 else { return 0 }
+            func named(_ text: StaticString) -> Bool { memcmp(name.baseAddress!, text.utf8Start, 7) == 0 }
+            if named(":status") {
+                var status = 0
+                for byte in value where byte >= 0x30 && byte <= 0x39 { status = status * 10 + Int(byte - 0x30) }
+                record.status = status
+            } else if named("apns-id") {
+                record.apnsId = Array(value)
+            }
+            return 0
         }
-        guard frame.pointee.headers.cat == NGHTTP2_HCAT_RESPONSE else { return 0 }
-        // Both names are 7 bytes long: most fields are told apart by their length alone.
-        guard name.count == 7 else { return 0 }
-        func named(_ text: StaticString) -> Bool { memcmp(name.baseAddress!, text.utf8Start, 7) == 0 }
-        if named(":status") {
-            var status = 0
-            for byte in value where byte >= 0x30 && byte <= 0x39 { status = status * 10 + Int(byte - 0x30) }
-            record.status = status
-        } else if named("apns-id") {
-            record.apnsId = Array(value)
-        }
-        return 0
     }
 
     func data(_ session: OpaquePointer?, _ id: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
-        guard let record = record(session, id) else { return 0 }
-        if !record.bounds.admit(body: bytes.count) { return bodyTooLarge(session, id) }
-        let room = record.bodyLimit - record.response.count
-        if room > 0 { record.response.append(contentsOf: bytes.prefix(room)) }
-        return 0
+        withRecord(session, id) { record in
+            if !record.bounds.admit(body: bytes.count) { return bodyTooLarge(session, id) }
+            let room = record.bodyLimit - record.response.count
+            if room > 0 { record.response.append(contentsOf: bytes.prefix(room)) }
+            return 0
+        }
     }
 
     func frameReceived(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>) -> Int32 {

@@ -154,7 +154,8 @@ extension H2ClientConnection {
         let waiting = queue[queueHead...]
         queue = []
         queueHead = 0
-        for request in waiting { fail(request, goAwayReceived ? .goAway : .connectionEnded, submittedNanos: 0) }
+        let failure: H2ClientFailure = goAwayReceived ? .goAway : .connectionEnded
+        for case let request? in waiting { fail(request, failure, submittedNanos: 0) }
         onClosed?(self)
         // onResponse stays: a request submitted after the end still fails in it (it was dropped unanswered, found
         // by the push fuzz target); the owner's closure must not hold the connection strongly.

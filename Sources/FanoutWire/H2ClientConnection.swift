@@ -202,9 +202,9 @@ public final class H2ClientConnection {
     // overlaps another (callgrind: the dynamic checks were ~10% of a request's instructions).
     @exclusivity(unchecked) var session: OpaquePointer?
     @exclusivity(unchecked) var stream: TCPStream?
-    /// What a queue slot holds once its request left.
-    let vacant = H2ClientRequest(path: [], content: H2RequestContent(headers: HeaderList(), body: []), tag: 0)
-    @exclusivity(unchecked) var queue: [H2ClientRequest] = []
+    /// Requests waiting for a stream, from `queueHead` on; a slot is emptied (nil) when its request leaves (moved
+    /// out, not copied: no retain of its arrays).
+    @exclusivity(unchecked) var queue: [H2ClientRequest?] = []
     @exclusivity(unchecked) var queueHead = 0
     @exclusivity(unchecked) var outgoing: [UInt8] = []
     @exclusivity(unchecked) var inReceive = false
@@ -300,10 +300,8 @@ public final class H2ClientConnection {
         // server had (REFUSED_STREAM); they wait, and fail unsent at the end.
         guard isReady, !finished, !goAwayReceived, endReason == nil else { return }
         let limit = streamLimit
-        // The slot's request is moved out (swapped with an empty one): no copy, no retain of its arrays.
-        var request = vacant
         while queueHead < queue.count && openStreams < limit {
-            swap(&request, &queue[queueHead])
+            let request = queue[queueHead].take()!
             queueHead += 1
             send(request)
         }
@@ -316,12 +314,13 @@ public final class H2ClientConnection {
         }
     }
 
-    func send(_ request: H2ClientRequest) {
+    func send(_ request: consuming H2ClientRequest) {
         guard let session else { return }
+        // The request moves into its record (no copy); what follows reads it there.
         let record = ClientStream(request: request, submittedNanos: EventLoop.hrtimeNanos, settings: settings)
         let user = Unmanaged.passRetained(record).toOpaque()
-        let content = request.content
-        let unique = request.uniqueHeader
+        let content = record.request.content
+        let unique = record.request.uniqueHeader
         let id: Int32 = content.headers.withFields { base, fields in
             let count = 5 + fields.count + (unique == nil ? 0 : 1)
             // The pairs, then the unique header's value, on the stack (nghttp2 copies both when submitting).
@@ -335,11 +334,11 @@ public final class H2ClientConnection {
                             name: UnsafeMutablePointer(mutating: name), value: UnsafeMutablePointer(mutating: value),
                             namelen: nameCount, valuelen: valueCount, flags: flags)
                     }
-                    return request.path.withUnsafeBufferPointer { path in
+                    return record.request.path.withUnsafeBufferPointer { path in
                         scheme.withUnsafeBufferPointer { scheme in
                             authority.withUnsafeBufferPointer { authority in
                                 content.contentLength.withUnsafeBufferPointer { length in
-                                    let method = request.method
+                                    let method = record.request.method
                                     pairs[0] = nv(
                                         StaticString(":method").utf8Start, 7, method.utf8Start,
                                         method.utf8CodeUnitCount)
@@ -384,7 +383,8 @@ public final class H2ClientConnection {
             Unmanaged<ClientStream>.fromOpaque(user).release()
             failedSubmissions += 1
             deliver(H2ClientResponse(
-                tag: request.tag, status: 0, apnsId: [], body: [], failure: .notSubmitted(id), unprocessed: nil,
+                tag: record.request.tag, status: 0, apnsId: [], body: [], failure: .notSubmitted(id),
+                unprocessed: nil,
                 submittedNanos: 0, endNanos: EventLoop.hrtimeNanos))
             return
         }
