@@ -158,7 +158,7 @@ public enum RequestCheck {
         // 13
         if let id = broadcast ? value("apns-request-id") : value("apns-id") {
             guard isCanonicalUUID(id) else { return .failure(.badMessageId) }
-            out.messageId = H2UniqueHeader(name: broadcast ? "apns-request-id" : "apns-id", value: id)
+            out.messageId = .copying(broadcast ? "apns-request-id" : "apns-id", id)
         }
         // 14 (a channel's storage policy is checked once the channel is known)
         if let expiration = value("apns-expiration") {
@@ -200,7 +200,7 @@ public enum RequestCheck {
     public static func requestId(_ headers: HeaderList) -> Result<H2UniqueHeader?, APNsReason> {
         guard let value = headers.value("apns-request-id") else { return .success(nil) }
         guard isCanonicalUUID(value) else { return .failure(.badMessageId) }
-        return .success(H2UniqueHeader(name: "apns-request-id", value: value))
+        return .success(.copying("apns-request-id", value))
     }
 
     static func isHexDigit(_ c: UInt8) -> Bool {
