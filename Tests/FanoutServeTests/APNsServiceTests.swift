@@ -170,9 +170,8 @@ struct APNsServiceTests {
                 service, path: "/3/device/\(p["token"] as! String)", Self.scoresHeaders + [("apns-id", id)],
                 Self.payload(Self.now + 1 + Int64(id.count)))
             #expect(ok.status == 200 && ok.header("apns-id") == id)
-            let refused = Self.ask(
-                service, path: "/3/device/" + String(repeating: "0f", count: 32), Self.scoresHeaders + [("apns-id", id)],
-                Self.payload(Self.now))
+            let unknown = "/3/device/" + String(repeating: "0f", count: 32)
+            let refused = Self.ask(service, path: unknown, Self.scoresHeaders + [("apns-id", id)], Self.payload(Self.now))
             #expect(refused.status == 400 && refused.header("apns-id") == id)
         }
         let c = population.first { $0["channel"] is String }!
