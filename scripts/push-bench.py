@@ -37,6 +37,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -422,10 +423,18 @@ def main():
     parser.add_argument("--rate", type=int, default=100000)
     parser.add_argument("--stall-seconds", type=int, default=40)
     parser.add_argument("--out")
+    parser.add_argument("--keep-work", action="store_true", help="keep the temporary folder of run folders")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="push-bench-")
     body = write_body(work)
-    sys.exit(stall(args, work, body) if args.stall else throughput(args, work, body))
+    status = stall(args, work, body) if args.stall else throughput(args, work, body)
+    # Each fanout serve run writes its population.jsonl (67 MB for push-bench.json's 200,000 activities): ~650 MB
+    # a default run. Kept with --keep-work (a run that stops on an error keeps it too, for its summaries).
+    if args.keep_work:
+        print(f"run folders kept in {work}")
+    else:
+        shutil.rmtree(work)
+    sys.exit(status)
 
 
 if __name__ == "__main__":
