@@ -301,6 +301,6 @@ public final class APNsService {
         guard let value = broadcast ? r.header("apns-request-id") : r.header("apns-id"),
             RequestCheck.isCanonicalUUID(value)
         else { return nil }
-        return H2UniqueHeader(name: broadcast ? "apns-request-id" : "apns-id", value: value)
+        return .copying(broadcast ? "apns-request-id" : "apns-id", value)
     }
 }

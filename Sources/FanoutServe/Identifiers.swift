@@ -75,3 +75,18 @@ func bytesEqual(_ bytes: [UInt8], _ text: StaticString) -> Bool {
 func bytesEqual(_ bytes: ArraySlice<UInt8>, _ text: StaticString) -> Bool {
     bytes.withUnsafeBytes { bytesEqual($0, text) }
 }
+
+extension H2UniqueHeader {
+    /// A request's own id (`apns-id`, `apns-request-id`) under `name`, to echo; nil when over ``capacity``.
+    /// Copied through the inlinable `init(name:count:fill:)`: FanoutWire's `init?(name:value:)` is generic over
+    /// the collection and not inlinable, so called from here it ran unspecialized, enumerating the bytes through
+    /// runtime metadata look-ups — half of `fanout serve`'s CPU on a push that carries an `apns-id` (`perf record`
+    /// on serve under `fanout push`, scripts/push-bench.json).
+    @inline(__always)
+    static func copying(_ name: StaticString, _ value: ArraySlice<UInt8>) -> H2UniqueHeader? {
+        guard value.count <= capacity else { return nil }
+        return H2UniqueHeader(name: name, count: value.count) { out in
+            value.withUnsafeBytes { out.copyMemory(from: $0) }
+        }
+    }
+}

@@ -158,7 +158,7 @@ public enum RequestCheck {
         // 13
         if let id = broadcast ? value("apns-request-id") : value("apns-id") {
             guard isCanonicalUUID(id) else { return .failure(.badMessageId) }
-            out.messageId = H2UniqueHeader(name: broadcast ? "apns-request-id" : "apns-id", value: id)
+            out.messageId = .copying(broadcast ? "apns-request-id" : "apns-id", id)
         }
         // 14 (a channel's storage policy is checked once the channel is known)
         if let expiration = value("apns-expiration") {
@@ -200,24 +200,32 @@ public enum RequestCheck {
     public static func requestId(_ headers: HeaderList) -> Result<H2UniqueHeader?, APNsReason> {
         guard let value = headers.value("apns-request-id") else { return .success(nil) }
         guard isCanonicalUUID(value) else { return .failure(.badMessageId) }
-        return .success(H2UniqueHeader(name: "apns-request-id", value: value))
+        return .success(.copying("apns-request-id", value))
     }
 
     static func isHexDigit(_ c: UInt8) -> Bool {
         (c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66) || (c >= 0x41 && c <= 0x46)
     }
 
-    /// 8-4-4-4-12 hex digits (either case).
+    /// 8-4-4-4-12 hex digits (either case). Every byte is judged and the verdicts OR-ed, with one branch at the
+    /// end: a client's distinct ids (digits and letters at random) made the early-exit form mispredict on every
+    /// few bytes (perf of `fanout serve` under `fanout push`: 4% of its CPU, against 1.7% for one id repeated).
     public static func isCanonicalUUID<C: Collection<UInt8>>(_ bytes: C) -> Bool {
         guard bytes.count == 36 else { return false }
-        for (i, c) in bytes.enumerated() {
+        var bad: UInt8 = 0
+        var i = 0
+        for c in bytes {
             if i == 8 || i == 13 || i == 18 || i == 23 {
-                if c != UInt8(ascii: "-") { return false }
-            } else if !isHexDigit(c) {
-                return false
+                bad |= c ^ UInt8(ascii: "-")
+            } else {
+                // A digit: c - '0' < 10; a letter a-f or A-F: (c | 0x20) - 'a' < 6 (0x20 folds the case).
+                let digit = UInt8(truncatingIfNeeded: (c &- 0x30) < 10 ? 1 : 0)
+                let letter = UInt8(truncatingIfNeeded: ((c | 0x20) &- 0x61) < 6 ? 1 : 0)
+                bad |= (digit | letter) ^ 1
             }
+            i += 1
         }
-        return true
+        return bad == 0
     }
 
     static func parseNonNegative<C: Collection<UInt8>>(_ bytes: C) -> Int64? {

@@ -159,6 +159,32 @@ struct APNsServiceTests {
         #expect(latency[serve: .fanout].totalCount == 1 && latency[serve: .delivery].totalCount == UInt64(subscribers))
     }
 
+    @Test("a request's own apns-id / apns-request-id is echoed byte for byte, on a 200 and on a refusal")
+    func ownIdsEchoed() {
+        let service = Self.service()
+        let population = Self.population(service)
+        let p = population.first { $0["app"] as! String == "com.example.scores" && $0["channel"] is NSNull }!
+        let ids = ["123E4567-e89b-12D3-a456-426614174000", "00000000-0000-0000-0000-00000000000f"]
+        for id in ids {
+            let ok = Self.ask(
+                service, path: "/3/device/\(p["token"] as! String)", Self.scoresHeaders + [("apns-id", id)],
+                Self.payload(Self.now + 1 + Int64(id.count)))
+            #expect(ok.status == 200 && ok.header("apns-id") == id)
+            let unknown = "/3/device/" + String(repeating: "0f", count: 32)
+            let refused = Self.ask(service, path: unknown, Self.scoresHeaders + [("apns-id", id)], Self.payload(Self.now))
+            #expect(refused.status == 400 && refused.header("apns-id") == id)
+        }
+        let c = population.first { $0["channel"] is String }!
+        let broadcast = Self.ask(
+            service, path: "/4/broadcasts/apps/\(c["app"] as! String)",
+            [("apns-channel-id", c["channel"] as! String), ("apns-push-type", "LiveActivity"), ("apns-priority", "10"),
+                ("apns-expiration", "0"), ("apns-request-id", ids[0])], Self.payload(Self.now + 3))
+        #expect(broadcast.status == 200 && broadcast.header("apns-request-id") == ids[0])
+        let list = Self.ask(
+            service, "GET", path: "/1/apps/com.example.scores/all-channels", [("apns-request-id", ids[1])])
+        #expect(list.status == 200 && list.header("apns-request-id") == ids[1])
+    }
+
     @Test("channels: create, read, list, delete, and at most 10,000 per app")
     func channels() {
         let service = Self.service()

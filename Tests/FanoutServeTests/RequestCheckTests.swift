@@ -107,4 +107,22 @@ struct RequestCheckTests {
         for bad in ["a", "ab=c", "abc==", "ab\n", "a===", "QQ=x"] { #expect(Base64.decode(Array(bad.utf8)) == nil, "\(bad)") }
         #expect(Base64.decode(Array("QR==".utf8)) == nil, "non-zero trailing bits")
     }
+
+    @Test("a canonical UUID: 8-4-4-4-12 hex digits of either case; any other byte anywhere, or another length, is not")
+    func canonicalUUID() {
+        let valid = Array("123E4567-e89b-12d3-A456-426614174fAf".utf8)
+        #expect(RequestCheck.isCanonicalUUID(valid) && RequestCheck.isCanonicalUUID(valid[...]))
+        let hex = Set("0123456789abcdefABCDEF".utf8)
+        // Every byte value at every position, judged against the rule written out plainly.
+        for i in 0..<36 {
+            for b in 0...255 {
+                var id = valid
+                id[i] = UInt8(b)
+                let expected = [8, 13, 18, 23].contains(i) ? b == 0x2D : hex.contains(UInt8(b))
+                #expect(RequestCheck.isCanonicalUUID(id) == expected, "byte \(b) at \(i)")
+            }
+        }
+        #expect(!RequestCheck.isCanonicalUUID(valid.dropLast()) && !RequestCheck.isCanonicalUUID(valid + [0x30]))
+        #expect(!RequestCheck.isCanonicalUUID([UInt8]()))
+    }
 }
