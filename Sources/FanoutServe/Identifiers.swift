@@ -78,10 +78,10 @@ func bytesEqual(_ bytes: ArraySlice<UInt8>, _ text: StaticString) -> Bool {
 
 extension H2UniqueHeader {
     /// A request's own id (`apns-id`, `apns-request-id`) under `name`, to echo; nil when over ``capacity``.
-    /// Copied through the inlinable `init(name:count:fill:)`: FanoutWire's `init?(name:value:)` is generic over
-    /// the collection and not inlinable, so called from here it ran unspecialized, enumerating the bytes through
-    /// runtime metadata look-ups — half of `fanout serve`'s CPU on a push that carries an `apns-id` (`perf record`
-    /// on serve under `fanout push`, scripts/push-bench.json).
+    /// Copied through the inlinable `init(name:count:fill:)` (a generic, non-inlinable initializer over any
+    /// collection, removed, ran unspecialized from here, enumerating the bytes through runtime metadata look-ups:
+    /// half of `fanout serve`'s CPU on a push that carries an `apns-id`; `perf record` on serve under `fanout push`,
+    /// scripts/push-bench.json).
     @inline(__always)
     static func copying(_ name: StaticString, _ value: ArraySlice<UInt8>) -> H2UniqueHeader? {
         guard value.count <= capacity else { return nil }

@@ -120,16 +120,6 @@ public struct H2UniqueHeader: Sendable {
     public let count: Int
     @usableFromInline var storage: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
 
-    /// `value` under `name`; nil when longer than ``capacity``.
-    public init?(name: StaticString, value: some Collection<UInt8>) {
-        guard value.count <= H2UniqueHeader.capacity else { return nil }
-        self.name = name
-        count = value.count
-        withUnsafeMutableBytes(of: &storage) { raw in
-            for (i, byte) in value.enumerated() { raw[i] = byte }
-        }
-    }
-
     /// A value of `count` bytes (at most ``capacity``) written by `fill` (inlinable: the caller's closure is
     /// inlined, not called through a context).
     @inlinable
