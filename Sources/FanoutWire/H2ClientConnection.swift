@@ -8,17 +8,20 @@ import Glibc
 /// What the requests of one batch share — their regular headers (lowercase names) and body — in one object: a
 /// request holds one reference to it, so a move of the request retains one object, not four arrays. The body is
 /// retained, not copied, until every stream is done with it.
-public final class H2RequestContent: Sendable {
+public final class H2RequestContent: @unchecked Sendable {  // immutable once made
     public let headers: HeaderList
     public let body: [UInt8]
-    /// The body's length as text (`content-length`).
-    let contentLength: [UInt8]
+    /// `content-length` (the body's length) and the headers, as nghttp2 pairs in memory of this object's own
+    /// (nghttp2 does not copy them per request: a stream's record holds its content until the stream closes).
+    let shared: NVBlock
 
     public init(headers: HeaderList, body: [UInt8]) {
         self.headers = headers
         self.body = body
-        contentLength = Array(String(body.count).utf8)
+        shared = NVBlock(first: [(Array("content-length".utf8), Array(String(body.count).utf8))], headers)
     }
+
+    deinit { shared.deallocate() }
 }
 
 /// A header of one request alone whose value is a UUID's text (8-4-4-4-12 lowercase hex digits) of two 64-bit
@@ -191,8 +194,8 @@ public final class H2ClientConnection {
     /// Called once when the connection ended (``endReason`` says why); every request has been answered or failed.
     public var onClosed: ((H2ClientConnection) -> Void)?
 
-    let scheme: [UInt8]
-    let authority: [UInt8]
+    /// `:scheme` and `:authority` as nghttp2 pairs (freed in deinit, after the session).
+    let target: NVBlock
     let tls: TLSSession?
     /// Where an in-memory connection's bytes go (``init(loop:output:settings:)``); nil with a socket.
     let output: ((UnsafeRawBufferPointer) -> Void)?
@@ -246,8 +249,9 @@ public final class H2ClientConnection {
     ) throws {
         self.loop = loop
         self.settings = settings
-        scheme = Array((context == nil ? "http" : "https").utf8)
-        self.authority = Array((authority ?? (host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)")).utf8)
+        target = H2ClientConnection.target(
+            scheme: context == nil ? "http" : "https",
+            authority: authority ?? (host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"))
         tls = try context.map { c throws(TLSError) in try TLSSession(clientContext: c, serverName: serverName ?? host) }
         output = nil
         startSession()
@@ -262,8 +266,7 @@ public final class H2ClientConnection {
         self.loop = loop
         self.settings = settings
         self.output = output
-        scheme = Array("http".utf8)
-        authority = Array("in-memory".utf8)
+        target = H2ClientConnection.target(scheme: "http", authority: "in-memory")
         tls = nil
         startSession()
         flush()
@@ -272,6 +275,11 @@ public final class H2ClientConnection {
     deinit {
         if let stream, !stream.isClosed { stream.close() }
         if let session { nghttp2_session_del(session) }
+        target.deallocate()
+    }
+
+    static func target(scheme: String, authority: String) -> NVBlock {
+        NVBlock([(Array(":scheme".utf8), Array(scheme.utf8)), (Array(":authority".utf8), Array(authority.utf8))])
     }
 
     // MARK: Requests
@@ -317,65 +325,50 @@ public final class H2ClientConnection {
     func send(_ request: consuming H2ClientRequest) {
         guard let session else { return }
         // The request moves into its record (no copy); what follows reads it there.
-        let record = ClientStream(request: request, submittedNanos: EventLoop.hrtimeNanos, settings: settings)
+        let record = makeRecord(request, submittedNanos: EventLoop.hrtimeNanos)
         let user = Unmanaged.passRetained(record).toOpaque()
-        let content = record.request.content
-        let unique = record.request.uniqueHeader
-        let id: Int32 = content.headers.withFields { base, fields in
-            let count = 5 + fields.count + (unique == nil ? 0 : 1)
-            // The pairs, then the unique header's value, on the stack (nghttp2 copies both when submitting).
-            return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: count) { pairs in
-                withUnsafeTemporaryAllocation(of: UInt8.self, capacity: H2UUIDHeader.valueCount) { value in
-                    func nv(
-                        _ name: UnsafePointer<UInt8>, _ nameCount: Int, _ value: UnsafePointer<UInt8>?,
-                        _ valueCount: Int, flags: UInt8 = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
-                    ) -> nghttp2_nv {
-                        nghttp2_nv(
-                            name: UnsafeMutablePointer(mutating: name), value: UnsafeMutablePointer(mutating: value),
-                            namelen: nameCount, valuelen: valueCount, flags: flags)
+        let content = record.request!.content
+        let unique = record.request!.uniqueHeader
+        let shared = content.shared.pairs
+        let count = 4 + shared.count + (unique == nil ? 0 : 1)
+        let noCopy = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
+        // The pairs, then the unique header's value, on the stack. nghttp2 copies only what is not flagged
+        // NO_COPY: the path and the unique value; names are static or lowercase, the rest lives in `target` and
+        // in the content (NVBlock), which the record holds until the stream closes.
+        let id: Int32 = withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: count) { pairs in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: H2UUIDHeader.valueCount) { value in
+                func nv(
+                    _ name: StaticString, _ value: UnsafePointer<UInt8>?, _ valueCount: Int, flags: UInt8
+                ) -> nghttp2_nv {
+                    nghttp2_nv(
+                        name: UnsafeMutablePointer(mutating: name.utf8Start),
+                        value: UnsafeMutablePointer(mutating: value), namelen: name.utf8CodeUnitCount,
+                        valuelen: valueCount, flags: flags)
+                }
+                let method = record.request!.method
+                pairs[0] = nv(":method", method.utf8Start, method.utf8CodeUnitCount, flags: noCopy)
+                pairs[1] = target.pairs[0]
+                pairs[2] = target.pairs[1]
+                (pairs.baseAddress! + 4).update(from: shared.baseAddress!, count: shared.count)
+                if let unique {
+                    unique.format(into: value.baseAddress!)
+                    // Never indexed (HPACK): a value sent once would only churn the table.
+                    pairs[count - 1] = nghttp2_nv(
+                        name: UnsafeMutablePointer(mutating: unique.name.utf8Start), value: value.baseAddress,
+                        namelen: unique.name.utf8CodeUnitCount, valuelen: H2UUIDHeader.valueCount,
+                        flags: UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue | NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue))
+                }
+                return record.request!.path.withUnsafeBufferPointer { path in
+                    let copied = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue)  // the value is copied
+                    pairs[3] = nv(":path", path.baseAddress, path.count, flags: copied)
+                    if content.body.isEmpty {
+                        return nghttp2_submit_request(session, nil, pairs.baseAddress, count, nil, user)
                     }
-                    return record.request.path.withUnsafeBufferPointer { path in
-                        scheme.withUnsafeBufferPointer { scheme in
-                            authority.withUnsafeBufferPointer { authority in
-                                content.contentLength.withUnsafeBufferPointer { length in
-                                    let method = record.request.method
-                                    pairs[0] = nv(
-                                        StaticString(":method").utf8Start, 7, method.utf8Start,
-                                        method.utf8CodeUnitCount)
-                                    pairs[1] = nv(
-                                        StaticString(":scheme").utf8Start, 7, scheme.baseAddress, scheme.count)
-                                    pairs[2] = nv(
-                                        StaticString(":authority").utf8Start, 10, authority.baseAddress,
-                                        authority.count)
-                                    pairs[3] = nv(StaticString(":path").utf8Start, 5, path.baseAddress, path.count)
-                                    pairs[4] = nv(
-                                        StaticString("content-length").utf8Start, 14, length.baseAddress, length.count)
-                                    for (i, f) in fields.enumerated() {
-                                        pairs[5 + i] = nv(
-                                            base! + Int(f.name), Int(f.value - f.name), base! + Int(f.value),
-                                            Int(f.end - f.value))
-                                    }
-                                    if let unique {
-                                        unique.format(into: value.baseAddress!)
-                                        // Never indexed (HPACK): a value sent once would only churn the table.
-                                        pairs[count - 1] = nv(
-                                            unique.name.utf8Start, unique.name.utf8CodeUnitCount, value.baseAddress,
-                                            H2UUIDHeader.valueCount, flags: UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue))
-                                    }
-                                    if content.body.isEmpty {
-                                        return nghttp2_submit_request(session, nil, pairs.baseAddress, count, nil, user)
-                                    }
-                                    // The record is the body's source: no lookup when nghttp2 asks for it.
-                                    var provider = CNGHTTP2_data_provider(user) {
-                                        _, _, buffer, length, flags, source, _ in
-                                        H2ClientConnection.readBody(source!.pointee.ptr, buffer!, length, flags!)
-                                    }
-                                    return nghttp2_submit_request(
-                                        session, nil, pairs.baseAddress, count, &provider, user)
-                                }
-                            }
-                        }
+                    // The record is the body's source: no lookup when nghttp2 asks for it.
+                    var provider = CNGHTTP2_data_provider(user) { _, _, buffer, length, flags, source, _ in
+                        H2ClientConnection.readBody(source!.pointee.ptr, buffer!, length, flags!)
                     }
+                    return nghttp2_submit_request(session, nil, pairs.baseAddress, count, &provider, user)
                 }
             }
         }
@@ -383,7 +376,7 @@ public final class H2ClientConnection {
             Unmanaged<ClientStream>.fromOpaque(user).release()
             failedSubmissions += 1
             deliver(H2ClientResponse(
-                tag: record.request.tag, status: 0, apnsId: [], body: [], failure: .notSubmitted(id),
+                tag: record.request!.tag, status: 0, apnsId: [], body: [], failure: .notSubmitted(id),
                 unprocessed: nil,
                 submittedNanos: 0, endNanos: EventLoop.hrtimeNanos))
             return
@@ -438,6 +431,8 @@ public final class H2ClientConnection {
     /// chunks) come one stream at a time, so one nghttp2 lookup serves them all. Cleared when its stream closes.
     @exclusivity(unchecked) var lastRecordId: Int32 = 0
     @exclusivity(unchecked) var lastRecord: Unmanaged<ClientStream>?
+    /// Records of streams that ended, for the next requests (``recycle(_:)``).
+    @exclusivity(unchecked) var spareRecords: [ClientStream] = []
 
     func link(_ record: ClientStream, _ id: Int32) {
         record.streamId = id
@@ -455,34 +450,5 @@ public final class H2ClientConnection {
         if let older = record.older { older.takeUnretainedValue().newer = record.newer }
         record.newer = nil
         record.older = nil
-    }
-}
-
-/// One open stream's state, nghttp2's stream user data (retained from submit to close).
-final class ClientStream {
-    /// Kept whole (its path and content retained, not copied): a stream refused by a GOAWAY hands it back for
-    /// another try.
-    // `@exclusivity(unchecked)`: a record is touched only on its connection's loop thread, one callback at a time.
-    let request: H2ClientRequest
-    @exclusivity(unchecked) var bodyOffset = 0
-    let submittedNanos: UInt64
-    @exclusivity(unchecked) var status = 0
-    @exclusivity(unchecked) var apnsId: [UInt8] = []
-    @exclusivity(unchecked) var response: [UInt8] = []
-    @exclusivity(unchecked) var endNanos: UInt64 = 0
-    let bodyLimit: Int
-    /// The answer's header fields and body bytes so far, against the connection's bounds.
-    @exclusivity(unchecked) var bounds: ResponseBounds
-    /// Its stream, and its neighbours in the connection's list of open streams (not retained: the stream's user
-    /// data holds the record while it is listed).
-    @exclusivity(unchecked) var streamId: Int32 = 0
-    @exclusivity(unchecked) var newer: Unmanaged<ClientStream>?
-    @exclusivity(unchecked) var older: Unmanaged<ClientStream>?
-
-    init(request: H2ClientRequest, submittedNanos: UInt64, settings: H2ClientSettings) {
-        bodyLimit = settings.bodyLimit
-        bounds = ResponseBounds(settings)
-        self.request = request
-        self.submittedNanos = submittedNanos
     }
 }
