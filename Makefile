@@ -59,6 +59,7 @@ replay-example: build
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	python3 scripts/push-soak.py --self-test
 
 ## deploy/kubernetes/push-shards.yaml's own command run here as its Indexed Job's K8S_SHARDS pods would (env as
 ## written, JOB_COMPLETION_INDEX=K; /results, the serve targets, START, SCENARIO and DURATION replaced, each printed),
@@ -189,9 +190,10 @@ serve-bench: build
 push-bench: build
 	python3 scripts/push-bench.py --binary $(BIN) $(PUSH_BENCH_ARGS)
 
-## fanout push against `fanout serve smoke --workers 1 --h2c` at 80% of a saturation it measures first (or
-## PUSH_SOAK_ARGS="--rate N"), for 600 s (--duration S), both processes' RSS sampled every 10 s into a TSV; fails
-## unless push exits 0 with no failure, both summaries' identities hold and RSS stays flat (scripts/push-soak.py).
+## fanout push against `fanout serve scripts/push-soak.json --workers 1 --h2c` (a steady schedule) at 80% of a
+## saturation it measures first with that scenario (or PUSH_SOAK_ARGS="--rate N"), for 600 s (--duration S), both
+## processes' RSS sampled every 10 s into a TSV; fails unless push exits 0 with no failure, both summaries'
+## identities hold and RSS stays flat (scripts/push-soak.py; --scenario smoke for the bursty one).
 .PHONY: push-soak
 push-soak: build
 	python3 scripts/push-soak.py --binary $(BIN) $(PUSH_SOAK_ARGS)

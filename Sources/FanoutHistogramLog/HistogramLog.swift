@@ -34,6 +34,12 @@ public struct HistogramLogWriter {
             maxValue: histogram.totalCount == 0 ? 0 : histogram.max)
     }
 
+    /// The text appended so far, removed from the writer (a long log written to a file a piece at a time).
+    public mutating func takeText() -> String {
+        defer { text = "" }
+        return text
+    }
+
     /// Appends an interval already in the compressed V2 encoding.
     public mutating func append(
         tag: String, startSeconds: Double, lengthSeconds: Double, compressed: [UInt8], maxValue: UInt64

@@ -41,7 +41,8 @@ public struct LoggedInterval: Sendable, Equatable {
 public final class IntervalSpool {
     private let fd: Int32
     private var buffer: [UInt8] = []
-    private(set) var count = 0
+    /// Intervals appended so far.
+    public private(set) var count = 0
 
     public init() throws {
         let fromEnvironment = getenv("TMPDIR").map { String(cString: $0) } ?? ""
@@ -126,41 +127,73 @@ public final class IntervalSpool {
         return try IntervalSpool.decode(bytes, expected: count)
     }
 
+    /// Every interval written, in order of writing, handed to `body` one at a time: the file is read
+    /// `chunkBytes` at a time, so a long run's log is never in memory at once (`fanout push`'s
+    /// latency.hlog is written this way).
+    public func forEachLogged(chunkBytes: Int = 1 << 20, _ body: (LoggedInterval) throws -> Void) throws {
+        precondition(chunkBytes > 0)
+        try flush()
+        let size = Int(lseek(fd, 0, SEEK_END))
+        var pending: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: min(chunkBytes, size))
+        var offset = 0
+        while offset < size {
+            let want = min(chunk.count, size - offset)
+            let n = chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, want, off_t(offset)) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { throw MetricsError("cannot read the interval spool: errno \(errno)") }
+            offset += n
+            pending.append(contentsOf: chunk[0..<n])
+            var p = 0
+            while let interval = IntervalSpool.record(pending, at: &p) {
+                try body(interval)
+            }
+            pending.removeFirst(p)
+        }
+        if !pending.isEmpty { _ = try IntervalSpool.decode(pending) }  // throws: the last record is cut short
+    }
+
     /// The intervals of a spool's bytes; a truncated or inconsistent record is a `MetricsError`.
     static func decode(_ bytes: [UInt8], expected: Int = 0) throws -> [LoggedInterval] {
         var out: [LoggedInterval] = []
         out.reserveCapacity(expected)
         var p = 0
-        func get<T: FixedWidthInteger>(_: T.Type) throws -> T {
-            let n = MemoryLayout<T>.size
-            guard p + n <= bytes.count else {
+        while p < bytes.count {
+            guard let interval = record(bytes, at: &p) else {
                 throw MetricsError("interval spool: record \(out.count + 1) is cut short at byte \(bytes.count)")
             }
-            var v: T = 0
-            withUnsafeMutableBytes(of: &v) { $0.copyBytes(from: bytes[p..<p + n]) }
-            p += n
-            return T(littleEndian: v)
-        }
-        while p < bytes.count {
-            let index = Int(try get(Int64.self))
-            let metric = Int(try get(UInt8.self))
-            let start = try get(UInt64.self)
-            let length = try get(UInt64.self)
-            var v: [UInt64] = []
-            for _ in 0..<8 { v.append(try get(UInt64.self)) }
-            let summary = LatencySummary(
-                count: v[0], mean: Double(bitPattern: v[1]), p50: v[2], p90: v[3], p99: v[4], p999: v[5], p9999: v[6],
-                max: v[7])
-            let n = Int(try get(UInt32.self))
-            guard p + n <= bytes.count else {
-                throw MetricsError("interval spool: interval \(index)'s histogram is cut short (\(n) bytes announced)")
-            }
-            out.append(
-                LoggedInterval(
-                    index: index, metricIndex: metric, startNanos: start, lengthNanos: length,
-                    bytes: Array(bytes[p..<p + n]), summary: summary))
-            p += n
+            out.append(interval)
         }
         return out
+    }
+
+    /// A record's bytes before its encoded histogram.
+    static let headerBytes = 8 + 1 + 16 + 64 + 4
+
+    /// The record at `p` (moved past it), or nil when `bytes` end before it does (`p` unmoved).
+    static func record(_ bytes: [UInt8], at p: inout Int) -> LoggedInterval? {
+        guard bytes.count - p >= headerBytes else { return nil }
+        var q = p
+        func get<T: FixedWidthInteger>(_: T.Type) -> T {
+            var v: T = 0
+            withUnsafeMutableBytes(of: &v) { $0.copyBytes(from: bytes[q..<q + MemoryLayout<T>.size]) }
+            q += MemoryLayout<T>.size
+            return T(littleEndian: v)
+        }
+        let index = Int(get(Int64.self))
+        let metric = Int(get(UInt8.self))
+        let start = get(UInt64.self)
+        let length = get(UInt64.self)
+        var v: [UInt64] = []
+        for _ in 0..<8 { v.append(get(UInt64.self)) }
+        let n = Int(get(UInt32.self))
+        guard bytes.count - q >= n else { return nil }
+        let summary = LatencySummary(
+            count: v[0], mean: Double(bitPattern: v[1]), p50: v[2], p90: v[3], p99: v[4], p999: v[5], p9999: v[6],
+            max: v[7])
+        p = q + n
+        return LoggedInterval(
+            index: index, metricIndex: metric, startNanos: start, lengthNanos: length, bytes: Array(bytes[q..<q + n]),
+            summary: summary)
     }
 }

@@ -12,7 +12,7 @@ public enum PushHTML {
     static let latencyColor = "#D55E00"
     static let lagColor = "#6b6b6b"
 
-    public static func render(_ r: PushResults, gitRevision: String?, gate: PushGate) -> String {
+    public static func render(_ r: PushResults, gitRevision: String?, gate: PushGate) throws -> String {
         let title = "fanout push: \(r.scenario) → \(r.target)"
         var out = HTMLReport.pageStart(title: title)
         out += header(r, title: title, gitRevision: gitRevision)
@@ -20,7 +20,7 @@ public enum PushHTML {
         out += tiles(r)
         out += "</header>\n"
         out += spectra(r)
-        out += overTime(r)
+        out += try overTime(r)
         out += answers(r)
         out += connections(r)
         out += percentileTable(r)
@@ -139,18 +139,23 @@ public enum PushHTML {
         return out + "</section>\n"
     }
 
-    /// latency.hlog's intervals of `tag`, in order (second k of the run, or of every shard added).
-    static func seconds(_ r: PushResults, _ tag: String) -> [HTMLReport.Second] {
-        r.intervals.filter { $0.tag == tag }.map { i in
+    /// latency.hlog's intervals of `latency` and of `scheduleLag`, in order (second k of the run, or of every shard
+    /// added).
+    /// Read from the run's spool one interval at a time: only the seconds' summaries are held.
+    static func seconds(_ r: PushResults) throws -> (latency: [HTMLReport.Second], lag: [HTMLReport.Second]) {
+        var latency: [HTMLReport.Second] = [], lag: [HTMLReport.Second] = []
+        try r.forEachInterval { i in
+            guard i.tag == "latency" || i.tag == "scheduleLag" else { return }
             let h = try? LatencyHistogram(decoding: i.compressed)
-            return HTMLReport.Second(
+            let second = HTMLReport.Second(
                 start: i.startSeconds, length: i.lengthSeconds, summary: h.map(LatencySummary.init))
+            if i.tag == "latency" { latency.append(second) } else { lag.append(second) }
         }
+        return (latency, lag)
     }
 
-    static func overTime(_ r: PushResults) -> String {
-        let latency = seconds(r, "latency")
-        let lag = seconds(r, "scheduleLag")
+    static func overTime(_ r: PushResults) throws -> String {
+        let (latency, lag) = try seconds(r)
         var out = "<section>\n<h2>Over time</h2>\n<p class=\"note\">From latency.hlog, one interval per second of the "
         out += "run (second k of every shard added in a merged folder): answers per second = latency values in the "
         out += "interval ÷ its length, by the second they were answered in; a bar of several intervals shows the "

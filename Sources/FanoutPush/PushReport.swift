@@ -12,9 +12,9 @@ public enum PushReport {
     /// The exit status of a run ended early by SIGINT or SIGTERM (its folder written), as shells count SIGINT.
     public static let interruptedExitCode: Int32 = 130
 
-    /// Every file of the folder; `thresholds` (`--threshold`) judged on `r` in summary.json, summary.md and
-    /// report.html.
-    public static func files(
+    /// Every file of the folder but latency.hlog; `thresholds` (`--threshold`) judged on `r` in summary.json,
+    /// summary.md and report.html.
+    static func filesButLog(
         _ r: PushResults, gitRevision: String?, thresholds: [PushThreshold] = []
     ) throws -> [String: String] {
         let gate = PushGate(thresholds, r)
@@ -25,17 +25,45 @@ public enum PushReport {
         files["schedule-lag.hgrm"] =
             "#[fanout push scheduleLag: from each request's intended time to its submission to nghttp2; values in "
             + "microseconds (us), recorded in nanoseconds]\n" + PercentileText.distribution(r.scheduleLag, scale: 1000)
+        files["summary.json"] = try summaryJSON(r, gitRevision: gitRevision, gate: gate)
+        files["summary.md"] = summaryMarkdown(r, gitRevision: gitRevision, gate: gate)
+        files["report.html"] = try PushHTML.render(r, gitRevision: gitRevision, gate: gate)
+        return files
+    }
+
+    /// Every file of the folder, latency.hlog included (in memory: ``write(folder:_:gitRevision:thresholds:)``
+    /// writes the same bytes without holding the log whole).
+    public static func files(
+        _ r: PushResults, gitRevision: String?, thresholds: [PushThreshold] = []
+    ) throws -> [String: String] {
+        var files = try filesButLog(r, gitRevision: gitRevision, thresholds: thresholds)
+        var log = ""
+        try histogramLog(r) { log += $0 }
+        files["latency.hlog"] = log
+        return files
+    }
+
+    /// Writes the run folder: latency.hlog a piece at a time from the run's interval spool (a long run's log is never
+    /// in memory whole), then the other files, summary.json last; each through a temporary name, renamed into place.
+    public static func write(
+        folder: String, _ r: PushResults, gitRevision: String?, thresholds: [PushThreshold] = []
+    ) throws {
+        let files = try filesButLog(r, gitRevision: gitRevision, thresholds: thresholds)
+        try RunFiles.write(folder: folder, name: "latency.hlog") { write in try histogramLog(r, write) }
+        try RunFiles.write(folder: folder, files: files)
+    }
+
+    /// latency.hlog's text (tags `latency` and `scheduleLag`, one interval per second), handed to `write` in pieces of
+    /// about 1 MiB.
+    static func histogramLog(_ r: PushResults, _ write: (String) throws -> Void) throws {
         var writer = HistogramLogWriter(startTimeSeconds: (r.startedAtSeconds * 1000).rounded() / 1000)
-        for i in r.intervals {
+        try r.forEachInterval { i in
             writer.append(
                 tag: i.tag, startSeconds: i.startSeconds, lengthSeconds: i.lengthSeconds, compressed: i.compressed,
                 maxValue: i.maxValue)
+            if writer.text.utf8.count >= 1 << 20 { try write(writer.takeText()) }
         }
-        files["latency.hlog"] = writer.text
-        files["summary.json"] = try summaryJSON(r, gitRevision: gitRevision, gate: gate)
-        files["summary.md"] = summaryMarkdown(r, gitRevision: gitRevision, gate: gate)
-        files["report.html"] = PushHTML.render(r, gitRevision: gitRevision, gate: gate)
-        return files
+        try write(writer.takeText())
     }
 
     static func percentiles(_ h: LatencyHistogram) -> [String: Any] {

@@ -63,6 +63,8 @@ public final class PushRun {
     private var secondStartNanos: UInt64 = 0
     private var seconds = 0
     private var startError: String?
+    /// The interval spool could not be written: the run stops, and fails with this.
+    private var spoolError: (any Error)?
     private var progress: ((PushProgress) -> Void)?
 
     /// Builds the scenario's population as `fanout serve` does (for its tokens) at UNIX time `nowSeconds`
@@ -101,10 +103,16 @@ public final class PushRun {
         (self.trace, self.options, self.token) = (trace, options, token)
     }
 
+    /// latency.hlog's intervals held in memory by the run (0: each second's go to disk, ``PushIntervalSpool``) and
+    /// spooled so far.
+    public var intervalsHeld: Int { results.intervals.count }
+    public var intervalsSpooled: Int { results.spooled?.count ?? 0 }
+
     /// Connects, waits for every connection's SETTINGS, sends the schedule, waits for the answers (at most
     /// `drainSeconds` after the last event), closes everything; `progress` is called once a second.
     public func run(progress: ((PushProgress) -> Void)? = nil) throws -> PushResults {
         self.progress = progress
+        results.spooled = try PushIntervalSpool()
         let loop = try EventLoop()
         self.loop = loop
         try resolveTargets(loop)
@@ -150,6 +158,7 @@ public final class PushRun {
         connections = []
         retired = []
         if let startError { throw PushError(startError) }
+        if let spoolError { throw PushError("cannot spool latency.hlog's intervals: \(spoolError)") }
         foldStatuses()
         return results
     }
@@ -465,12 +474,15 @@ public final class PushRun {
     private func closeSecond(final: Bool = false) {
         foldStatuses()
         let now = EventLoop.hrtimeNanos
-        let start = Double(secondStartNanos - t0Nanos) / 1e9
-        let length = Double(now - secondStartNanos) / 1e9
-        for (tag, h) in [("latency", secondLatency), ("scheduleLag", secondLag)] where !h.isEmpty || !final {
-            results.intervals.append(PushInterval(
-                tag: tag, startSeconds: start, lengthSeconds: length, compressed: h.encodedCompressed(),
-                maxValue: h.max))
+        for (tag, h) in [secondLatency, secondLag].enumerated() where !h.isEmpty || !final {
+            do {
+                try results.spooled?.append(
+                    tag: tag, index: seconds, startNanos: secondStartNanos - t0Nanos,
+                    lengthNanos: now - secondStartNanos, histogram: h)
+            } catch {
+                spoolError = spoolError ?? error
+                stop()
+            }
         }
         seconds += 1
         progress?(PushProgress(

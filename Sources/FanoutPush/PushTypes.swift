@@ -159,8 +159,11 @@ public struct PushResults: Sendable {
     public var latency = LatencyHistogram()
     /// Intended time → the request handed to nghttp2 (a late timer, a wait for a free stream).
     public var scheduleLag = LatencyHistogram()
-    /// One record per second and metric (`latency`, `scheduleLag`), compressed, for latency.hlog.
+    /// One record per second and metric (`latency`, `scheduleLag`), compressed, for latency.hlog: a run's are on
+    /// disk (`spooled`, written as the run goes on); these are held in memory (a merged folder's, read from its
+    /// shards' logs). ``forEachInterval(_:)`` reads both.
     public var intervals: [PushInterval] = []
+    public var spooled: PushIntervalSpool?
     public var startedAtSeconds = 0.0
     public var scheduleSeconds = 0.0
     public var elapsedSeconds = 0.0

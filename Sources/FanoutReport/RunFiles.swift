@@ -44,6 +44,35 @@ public enum RunFiles {
         return text
     }
 
+    /// Writes file `name` into `folder` (created if needed) a piece at a time: `produce` hands each piece to the
+    /// function it is given. Through a temporary name in the folder, renamed into place once whole (a failed or
+    /// killed write leaves no file of that name).
+    public static func write(
+        folder: String, name: String, produce: ((String) throws -> Void) throws -> Void
+    ) throws {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let path = (folder as NSString).appendingPathComponent(name)
+        let temporary = (folder as NSString).appendingPathComponent(".\(name).\(getpid()).tmp")
+        guard FileManager.default.createFile(atPath: temporary, contents: nil),
+            let handle = FileHandle(forWritingAtPath: temporary)
+        else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: temporary]) }
+        do {
+            try produce { piece in try handle.write(contentsOf: Data(piece.utf8)) }
+            try handle.close()
+        } catch {
+            try? handle.close()
+            unlink(temporary)
+            throw error
+        }
+        guard rename(temporary, path) == 0 else {
+            let code = errno
+            unlink(temporary)
+            throw CocoaError(
+                .fileWriteUnknown,
+                userInfo: [NSFilePathErrorKey: path, NSUnderlyingErrorKey: POSIXError(POSIXErrorCode(rawValue: code)!)])
+        }
+    }
+
     /// Writes the files into `folder` (created if needed). Each file goes to a temporary name in the
     /// folder and is renamed into place, so a killed run leaves whole files or none; `last` (the file
     /// that marks a complete folder: summary.json, plan.json) is renamed last.

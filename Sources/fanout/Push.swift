@@ -281,8 +281,7 @@ struct Push: ParsableCommand {
         }
         if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
         results.streams = streams
-        try RunFiles.write(
-            folder: folder, files: try PushReport.files(results, gitRevision: Machine.gitRevision(), thresholds: gates))
+        try PushReport.write(folder: folder, results, gitRevision: Machine.gitRevision(), thresholds: gates)
         let p = results.latency.values(atPercentiles: [50, 99])
         print(
             "fanout push: \(results.sent) sent, \(results.answered) answered "

@@ -110,4 +110,30 @@ struct IntervalLogTests {
                     index: 0, metricIndex: 256, startNanos: 0, lengthNanos: 0, bytes: [], summary: good.summary))
         }
     }
+
+    @Test("forEachLogged reads the spool a chunk at a time: the same intervals as readAllLogged, whatever the chunk")
+    func spoolInChunks() throws {
+        let spool = try IntervalSpool()
+        var written: [LoggedInterval] = []
+        for k in 0..<300 {
+            var h = LatencyHistogram()
+            for i in 0..<(k % 7) * 50 { h.record(UInt64(1_000 + i * (k + 1) * 997)) }
+            let interval = LoggedInterval(
+                index: k / 2, metricIndex: k % 2, startNanos: UInt64(k) * 1_000_000_007, lengthNanos: 999_999_937,
+                histogram: h)
+            written.append(interval)
+            try spool.append(interval)
+        }
+        #expect(spool.count == 300)
+        // Chunks smaller than one record, a record's size give or take, and larger than the whole file (and the
+        // part still buffered, not yet flushed, read too).
+        for chunk in [1, 7, 93, 200, 4_096, 1 << 20] {
+            var read: [LoggedInterval] = []
+            try spool.forEachLogged(chunkBytes: chunk) { read.append($0) }
+            #expect(read == written, "chunk \(chunk): \(read.count) of \(written.count)")
+        }
+        #expect(try spool.readAllLogged() == written)
+        let empty = try IntervalSpool()
+        try empty.forEachLogged { _ in Issue.record("an empty spool hands nothing over") }
+    }
 }

@@ -54,15 +54,15 @@ struct PushReportHTMLTests {
         try texts.map { try PushThreshold(parsing: $0) }
     }
 
-    static func html(_ r: PushResults, _ thresholds: [PushThreshold]) -> String {
-        PushHTML.render(r, gitRevision: "0123456789ab", gate: PushGate(thresholds, r))
+    static func html(_ r: PushResults, _ thresholds: [PushThreshold]) throws -> String {
+        try PushHTML.render(r, gitRevision: "0123456789ab", gate: PushGate(thresholds, r))
     }
 
     @Test("the page is the golden file's, byte for byte, and the folder carries it")
     func golden() throws {
         let gates = try Self.thresholds(["latency.p99=50ms", "scheduleLag.p99=1ms", "failures=0", "non200=5%"])
-        let html = Self.html(Self.results(), gates)
-        #expect(Self.html(Self.results(), gates) == html, "the same results render to the same bytes")
+        let html = try Self.html(Self.results(), gates)
+        #expect(try Self.html(Self.results(), gates) == html, "the same results render to the same bytes")
         let files = try PushReport.files(Self.results(), gitRevision: "0123456789ab", thresholds: gates)
         #expect(files["report.html"] == html)
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
@@ -89,7 +89,7 @@ struct PushReportHTMLTests {
 
     @Test("its sections and charts, in order; nothing loaded, no script")
     func structure() throws {
-        let html = Self.html(Self.results(), try Self.thresholds(["latency.p99=20ms"]))
+        let html = try Self.html(Self.results(), try Self.thresholds(["latency.p99=20ms"]))
         let landmarks = [
             "<h1>fanout push: smoke → http://127.0.0.1:2197</h1>", "2 connections × 100 streams",
             "threshold broken: latency.p99=20ms", "scheduleLag p99", "<h2>Latency percentile spectrum</h2>",
@@ -118,16 +118,16 @@ struct PushReportHTMLTests {
         saturated.maxScheduleLagNanos = 1_000
         saturated.queuedAtEnd = 4
         let gates = try Self.thresholds(["latency.p99=50ms", "latency.p50=1ns"])
-        let s = Self.html(saturated, gates)
+        let s = try Self.html(saturated, gates)
         #expect(s.contains("✗ generator saturated"))
         #expect(s.contains("<b class=\"bad\">above</b> the bound 1.00 µs"))
         #expect(s.contains("4 still queued at the end") && s.contains("exit status 3"))
         #expect(s.contains("not judged") && !s.contains("BROKEN</b></td>"))
-        let fine = Self.html(Self.results(), try Self.thresholds(["latency.p99.9=1s", "failures=1"]))
+        let fine = try Self.html(Self.results(), try Self.thresholds(["latency.p99.9=1s", "failures=1"]))
         #expect(fine.contains("✓ the generator held the schedule; every threshold met"))
         #expect(fine.contains("exit status 0"))
         #expect(!fine.contains("identities broken"))
-        let broken = Self.html(Self.results(), gates)
+        let broken = try Self.html(Self.results(), gates)
         #expect(broken.contains("✗ threshold broken: latency.p50=1ns") && broken.contains("exit status 2"))
         #expect(!broken.contains("latency.p99=50ms,"), "only the broken ones are named")
     }
