@@ -114,17 +114,10 @@ public final class IntervalSpool {
 
     /// Every interval written, in order of writing.
     public func readAllLogged() throws -> [LoggedInterval] {
-        try flush()
-        let size = Int(lseek(fd, 0, SEEK_END))
-        var bytes = [UInt8](repeating: 0, count: size)
-        var offset = 0
-        while offset < size {
-            let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + offset, size - offset, off_t(offset)) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { throw MetricsError("cannot read the interval spool: errno \(errno)") }
-            offset += n
-        }
-        return try IntervalSpool.decode(bytes, expected: count)
+        var out: [LoggedInterval] = []
+        out.reserveCapacity(count)
+        try forEachLogged { out.append($0) }
+        return out
     }
 
     /// Every interval written, in order of writing, handed to `body` one at a time: the file is read
@@ -154,9 +147,8 @@ public final class IntervalSpool {
     }
 
     /// The intervals of a spool's bytes; a truncated or inconsistent record is a `MetricsError`.
-    static func decode(_ bytes: [UInt8], expected: Int = 0) throws -> [LoggedInterval] {
+    static func decode(_ bytes: [UInt8]) throws -> [LoggedInterval] {
         var out: [LoggedInterval] = []
-        out.reserveCapacity(expected)
         var p = 0
         while p < bytes.count {
             guard let interval = record(bytes, at: &p) else {

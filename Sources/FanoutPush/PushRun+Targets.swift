@@ -28,6 +28,7 @@ extension PushRun {
     func resolveTargets(_ loop: EventLoop) throws {
         var settings = H2ClientSettings()
         settings.maxConcurrentStreams = options.maxStreamsPerConnection
+        settings.keepsApnsId = false  // answers are counted by status and reason; their ids are not read
         connectTo = try options.targets.map { target in
             let tls = target.tls ? try TLSContext(clientCAFile: options.caFile, insecure: options.insecure) : nil
             let host = try TCPStream.resolve(target.host, loop: loop)

@@ -332,7 +332,8 @@ public final class PushRun {
             results.tokenPushes += 1
             let id = PushRun.requestId("apns-id", seed: scenario.seed, event: event.index, push: n)
             send(
-                H2ClientRequest(path: path, content: content, uniqueHeader: id, tag: tag), group: Int(owners[source][n]))
+                H2ClientRequest(path: path, content: content, uniqueHeader: id, tag: tag),
+                group: Int(owners[source][n]))
         }
     }
 
@@ -481,9 +482,10 @@ public final class PushRun {
                     lengthNanos: now - secondStartNanos, histogram: h)
             } catch {
                 spoolError = spoolError ?? error
-                stop()
+                break
             }
         }
+        if spoolError != nil && !final { return stop() }  // stop() closes the second itself (final)
         seconds += 1
         progress?(PushProgress(
             seconds: seconds, sent: results.sent, answered: results.answered, inFlight: inFlight,

@@ -237,7 +237,8 @@ extension PushRun {
 
     /// The `reason` of an APNs error body (`{"reason":"BadDeviceToken"}`), or "unparsed body".
     static func reason(_ body: [UInt8]) -> String {
-        // Not a JSON object (a server's HTML or text page): no parser needed to say so.
+        // Not a JSON object (a server's HTML or text page): no parser needed to say so. APNs's bodies are UTF-8 JSON
+        // objects; one in UTF-16, or after a byte-order mark, is not a reason either.
         guard let first = body.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }), first == 0x7B
         else { return "unparsed body" }
         guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],

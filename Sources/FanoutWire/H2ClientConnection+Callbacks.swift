@@ -74,12 +74,10 @@ extension H2ClientConnection {
     }
 
     /// `body` with stream `id`'s record, borrowed (its stream's user data holds it): no retain and release per
-    /// header field or body chunk. `absent` when the stream has no record (closed).
+    /// header field or body chunk. 0 when the stream has no record (closed).
     @inline(__always)
-    func withRecord(
-        _ session: OpaquePointer?, _ id: Int32, absent: Int32 = 0, _ body: (ClientStream) -> Int32
-    ) -> Int32 {
-        guard let record = lookUp(session, id) else { return absent }
+    func withRecord(_ session: OpaquePointer?, _ id: Int32, _ body: (ClientStream) -> Int32) -> Int32 {
+        guard let record = lookUp(session, id) else { return 0 }
         return record._withUnsafeGuaranteedRef(body)
     }
 
@@ -100,7 +98,7 @@ extension H2ClientConnection {
                 var status = 0
                 for byte in value where byte >= 0x30 && byte <= 0x39 { status = status * 10 + Int(byte - 0x30) }
                 record.status = status
-            } else if named("apns-id") {
+            } else if settings.keepsApnsId && named("apns-id") {
                 record.apnsId = Array(value)
             }
             return 0
@@ -165,7 +163,9 @@ extension H2ClientConnection {
         recycle(record)
     }
 
-    /// The body of the request whose record is `source` (retained by its stream until the stream closes).
+    /// The body of the request whose record is `source` (retained by its stream until the stream closes; `end()`
+    /// releases the records of streams still open, and nghttp2 is not asked for more once the connection ended:
+    /// `flush`, `process` and `pump` do nothing after `finished`).
     static func readBody(
         _ source: UnsafeMutableRawPointer?, _ buffer: UnsafeMutablePointer<UInt8>, _ length: Int,
         _ flags: UnsafeMutablePointer<UInt32>

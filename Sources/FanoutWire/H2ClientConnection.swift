@@ -18,7 +18,7 @@ public final class H2RequestContent: @unchecked Sendable {  // immutable once ma
     public init(headers: HeaderList, body: [UInt8]) {
         self.headers = headers
         self.body = body
-        shared = NVBlock(first: [(Array("content-length".utf8), Array(String(body.count).utf8))], headers)
+        shared = NVBlock(first: "content-length", Array(String(body.count).utf8), headers)
     }
 
     deinit { shared.deallocate() }
@@ -27,6 +27,7 @@ public final class H2RequestContent: @unchecked Sendable {  // immutable once ma
 /// A header of one request alone whose value is a UUID's text (8-4-4-4-12 lowercase hex digits) of two 64-bit
 /// words (`apns-id`, `apns-request-id`): formatted at send time into a stack buffer, no array per request.
 public struct H2UUIDHeader: Sendable {
+    /// Lowercase (it is sent as it is, not copied and lower-cased by nghttp2).
     public var name: StaticString
     public var high: UInt64
     public var low: UInt64
@@ -147,7 +148,7 @@ public struct H2ClientResponse {
     public var tag: Int
     /// The `:status`, 0 without an answer.
     public var status: Int
-    /// The `apns-id` header's bytes (empty when absent).
+    /// The `apns-id` header's bytes (empty when absent, or not kept: ``H2ClientSettings/keepsApnsId``).
     public var apnsId: [UInt8]
     /// The body, up to ``H2ClientSettings/bodyLimit`` bytes (APNs's JSON reason).
     public var body: [UInt8]
@@ -174,6 +175,9 @@ public struct H2ClientSettings: Sendable {
     public var maxResponseHeaderFields = 100
     public var maxResponseBodyBytes = 64 * 1024
     public var maxUnsentBytes = 64 << 20
+    /// Whether an answer's `apns-id` is kept (``H2ClientResponse/apnsId``): an array per answer, for a caller
+    /// that reads it.
+    public var keepsApnsId = true
 
     public init() {}
 }

@@ -1,5 +1,3 @@
-internal import CNGHTTP2
-
 /// One open stream's state, nghttp2's stream user data (retained from submit to close). A connection keeps the
 /// records of closed streams for the next requests (``H2ClientConnection/recycle(_:)``): no allocation and
 /// deallocation per request.
@@ -31,6 +29,7 @@ final class ClientStream {
     }
 
     /// Back to a new record's state, the request dropped (its arrays released now, not at the record's reuse).
+    /// Every field `init` sets or defaults is set here again: a new field belongs in both.
     func clear(_ settings: H2ClientSettings) {
         request = nil
         bodyOffset = 0

@@ -171,7 +171,8 @@ struct APNsServiceTests {
                 Self.payload(Self.now + 1 + Int64(id.count)))
             #expect(ok.status == 200 && ok.header("apns-id") == id)
             let unknown = "/3/device/" + String(repeating: "0f", count: 32)
-            let refused = Self.ask(service, path: unknown, Self.scoresHeaders + [("apns-id", id)], Self.payload(Self.now))
+            let refused = Self.ask(
+                service, path: unknown, Self.scoresHeaders + [("apns-id", id)], Self.payload(Self.now))
             #expect(refused.status == 400 && refused.header("apns-id") == id)
         }
         let c = population.first { $0["channel"] is String }!

@@ -231,6 +231,14 @@ struct H2ClientConnectionTests {
             }
         }
         #expect(run.maxOpen <= 3)
+        // Not kept when the caller does not read it (fanout push): the same answers, no id.
+        var settings = H2ClientSettings()
+        settings.keepsApnsId = false
+        let idless = try runClient(
+            port: server.port, requests: requests(8) { k in k % 4 == 0 ? "/3/device/\(k)/bad" : "/3/device/\(k)" },
+            settings: settings)
+        #expect(idless.responses.count == 8 && idless.responses.allSatisfy { $0.apnsId.isEmpty })
+        #expect(idless.responses.allSatisfy { $0.status == ($0.tag % 4 == 0 ? 400 : 200) })
     }
 
     @Test("RST_STREAM: every other stream reset by the server fails as reset(CANCEL) and is counted; none hangs")
