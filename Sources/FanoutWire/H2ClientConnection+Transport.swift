@@ -72,7 +72,12 @@ extension H2ClientConnection {
             guard let output else { return }
             inFlush = true
             defer { inFlush = false }
-            while let chunk = nextChunk(session) { output(chunk) }
+            var wrote = false
+            while let chunk = nextChunk(session) {
+                output(chunk)
+                wrote = true
+            }
+            if wrote { writes += 1 }
             endIfDone(session)
             return
         }
@@ -87,6 +92,7 @@ extension H2ClientConnection {
             // h2c: nghttp2's chunks go straight into the write's block (one copy of each byte).
             stream.write(gathering: { gather in
                 while let chunk = nextChunk(session) { gather.append(chunk) }
+                if gather.count > 0 { writes += 1 }
             })
             if let overflow = unsentOverflow() { return end(overflow) }
             endIfDone(session)
@@ -95,6 +101,7 @@ extension H2ClientConnection {
         outgoing.removeAll(keepingCapacity: true)
         while let chunk = nextChunk(session) { outgoing.append(contentsOf: chunk) }
         if !outgoing.isEmpty {
+            writes += 1
             let failed: Bool = outgoing.withUnsafeBytes { bytes in
                 do {
                     try tls.writePlaintext(bytes)

@@ -295,4 +295,25 @@ struct H2ClientConnectionTests {
         #expect(run.endReason?.contains("ECONNREFUSED") == true)
         #expect(run.responses.allSatisfy { $0.unprocessed?.tag == $0.tag }, "never sent: handed back")
     }
+
+    @Test("requests released at once go out in writes of at most requestsPerWrite (the server starts on the first)")
+    func writtenInPieces() throws {
+        let loop = try EventLoop()
+        for (perWrite, least, most) in [(10, 3, 5), (1000, 1, 2)] {
+            var settings = H2ClientSettings()
+            settings.requestsPerWrite = perWrite
+            let connection = H2ClientConnection(loop: loop, output: { _ in }, settings: settings)
+            for r in requests(30) { connection.submit(r) }
+            #expect(connection.queuedRequests == 30, "queued until the server's SETTINGS")
+            let before = connection.writes
+            // The server's SETTINGS: the 30 requests go out, then the SETTINGS ACK.
+            let settingsFrame: [UInt8] = [0, 0, 0, 4, 0, 0, 0, 0, 0]
+            settingsFrame.withUnsafeBytes { connection.receive($0) }
+            #expect(connection.requestsSubmitted == 30 && connection.queuedRequests == 0)
+            let writes = connection.writes - before
+            #expect(writes >= least && writes <= most, "\(writes) writes with \(perWrite) requests per write")
+            connection.close()
+        }
+        try loop.close()
+    }
 }
