@@ -35,7 +35,8 @@ public final class PushIntervalSpool: @unchecked Sendable {
             try body(
                 PushInterval(
                     tag: PushIntervalSpool.tags[i.metricIndex], startSeconds: Double(i.startNanos) / 1e9,
-                    lengthSeconds: Double(i.lengthNanos) / 1e9, compressed: i.bytes, maxValue: i.summary.max))
+                    lengthSeconds: Double(i.lengthNanos) / 1e9, compressed: i.bytes, maxValue: i.summary.max,
+                    summary: i.summary))
         }
     }
 }

@@ -146,9 +146,9 @@ public enum PushHTML {
         var latency: [HTMLReport.Second] = [], lag: [HTMLReport.Second] = []
         try r.forEachInterval { i in
             guard i.tag == "latency" || i.tag == "scheduleLag" else { return }
-            let h = try? LatencyHistogram(decoding: i.compressed)
-            let second = HTMLReport.Second(
-                start: i.startSeconds, length: i.lengthSeconds, summary: h.map(LatencySummary.init))
+            // The spool's summary, made when the second closed; a merged folder's intervals are decoded here.
+            let summary = i.summary ?? (try? LatencyHistogram(decoding: i.compressed)).map(LatencySummary.init)
+            let second = HTMLReport.Second(start: i.startSeconds, length: i.lengthSeconds, summary: summary)
             if i.tag == "latency" { latency.append(second) } else { lag.append(second) }
         }
         return (latency, lag)

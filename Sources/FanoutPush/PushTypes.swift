@@ -212,13 +212,19 @@ public struct PushInterval: Sendable {
     public var lengthSeconds: Double
     public var compressed: [UInt8]
     public var maxValue: UInt64
+    /// The histogram's summary when known already (the spool keeps one per interval); nil: decode `compressed`.
+    public var summary: LatencySummary?
 
-    public init(tag: String, startSeconds: Double, lengthSeconds: Double, compressed: [UInt8], maxValue: UInt64) {
+    public init(
+        tag: String, startSeconds: Double, lengthSeconds: Double, compressed: [UInt8], maxValue: UInt64,
+        summary: LatencySummary? = nil
+    ) {
         self.tag = tag
         self.startSeconds = startSeconds
         self.lengthSeconds = lengthSeconds
         self.compressed = compressed
         self.maxValue = maxValue
+        self.summary = summary
     }
 }
 
