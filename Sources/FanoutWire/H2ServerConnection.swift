@@ -38,6 +38,9 @@ public struct H2ServerSettings: Sendable {
     /// A finished request goes back to the pool only if its buffers hold at most this many bytes in all
     /// (headers, path, method, body), so an idle connection keeps at most 64 × this.
     public var pooledRequestBytes = 16 * 1024
+    /// nghttp2's blocks a connection keeps for reuse once freed (its allocator, ``NGHTTP2Pool``); past this, a
+    /// freed block goes back to malloc: what a burst of streams leaves a connection holding.
+    public var memoryCacheBytes = 256 << 10
 
     public init() {}
 }
@@ -60,6 +63,9 @@ public final class H2ServerConnection {
     /// Open streams of every connection on the loop (server-wide budget); nil: no budget.
     @exclusivity(unchecked) public var budget: StreamBudget?
     @exclusivity(unchecked) var session: OpaquePointer?
+    /// nghttp2's allocator for the session (deleted in deinit, before it): at most `settings.memoryCacheBytes`
+    /// kept free.
+    let memory: NGHTTP2Pool
     let tls: TLSSession?
     @exclusivity(unchecked) var streams = StreamTable()
     /// Finished requests, reused for new streams (their buffers keep their capacity).
@@ -153,6 +159,7 @@ public final class H2ServerConnection {
         self.stream = stream
         output = nil
         self.settings = settings
+        memory = NGHTTP2Pool(cacheLimit: settings.memoryCacheBytes)
         tls = try context.map { c throws(TLSError) in try TLSSession(context: c) }
         openedNanos = EventLoop.hrtimeNanos
     }
@@ -163,6 +170,7 @@ public final class H2ServerConnection {
         stream = nil
         self.output = output
         self.settings = settings
+        memory = NGHTTP2Pool(cacheLimit: settings.memoryCacheBytes)
         tls = nil
         openedNanos = EventLoop.hrtimeNanos
     }
@@ -217,9 +225,10 @@ public final class H2ServerConnection {
         // A SETTINGS flood is answered with GOAWAY (nghttp2's other flood protections stay on).
         nghttp2_option_set_max_settings(option, 64)
         var created: OpaquePointer?
-        let status = nghttp2_session_server_new2(
-            &created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
-        precondition(status == 0 && created != nil, "nghttp2_session_server_new2 failed: \(status)")
+        var mem = memory.mem
+        let status = nghttp2_session_server_new3(
+            &created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option, &mem)
+        precondition(status == 0 && created != nil, "nghttp2_session_server_new3 failed: \(status)")
         session = created
         var entries = [
             nghttp2_settings_entry(

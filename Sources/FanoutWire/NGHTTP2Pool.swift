@@ -9,16 +9,24 @@ import Glibc
 /// bigger ones straight from malloc. With 100 streams in flight nghttp2 frees and allocates its per-stream blocks
 /// (the stream, its outbound item, the copied header block, each received header's buffer) in batches larger than
 /// glibc's per-thread cache (7 blocks a size), so most went to malloc's slow paths: ~1,900 instructions a request
-/// under callgrind. The lists keep the session's peak working set; they are freed with the pool. Confined to the
-/// session's thread; the session must be deleted before the pool is released.
+/// under callgrind. The lists keep at most `cacheLimit` bytes (a server's connection: what a peer can make it keep
+/// after a burst is bounded); past it a freed block goes back to malloc. They are freed with the pool. Confined to
+/// the session's thread; the session must be deleted before the pool is released.
 final class NGHTTP2Pool {
     /// Before each block: its class (or -1 for a block from malloc), then its capacity.
     static let header = 16
     static let smallClasses = 64
     static let classes = smallClasses + 7
     private let heads: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    /// The most bytes (blocks' capacities) the free lists keep.
+    let cacheLimit: Int
+    /// Bytes on the free lists now.
+    private(set) var cachedBytes = 0
+    /// Blocks freed to malloc because the lists held `cacheLimit` bytes.
+    private(set) var uncached = 0
 
-    init() {
+    init(cacheLimit: Int = .max) {
+        self.cacheLimit = cacheLimit
         heads = .allocate(capacity: NGHTTP2Pool.classes)
         heads.initialize(repeating: nil, count: NGHTTP2Pool.classes)
     }
@@ -55,6 +63,7 @@ final class NGHTTP2Pool {
         let block: UnsafeMutableRawPointer
         if k >= 0, let reused = heads[k] {
             heads[k] = reused.load(fromByteOffset: 8, as: UnsafeMutableRawPointer?.self)
+            cachedBytes &-= NGHTTP2Pool.capacity(k)
             block = reused
         } else {
             let capacity = k >= 0 ? NGHTTP2Pool.capacity(k) : size
@@ -74,6 +83,13 @@ final class NGHTTP2Pool {
             free(block)
             return
         }
+        let capacity = NGHTTP2Pool.capacity(k)
+        if cachedBytes > cacheLimit &- capacity {
+            uncached &+= 1
+            free(block)
+            return
+        }
+        cachedBytes &+= capacity
         // A free block keeps its class at 0 and links the next free one at 8 (its capacity is its class's).
         block.storeBytes(of: heads[k], toByteOffset: 8, as: UnsafeMutableRawPointer?.self)
         heads[k] = block
@@ -96,7 +112,7 @@ final class NGHTTP2Pool {
         Unmanaged<NGHTTP2Pool>.fromOpaque(user!)._withUnsafeGuaranteedRef(body)
     }
 
-    /// The allocator to hand to `nghttp2_session_client_new3` (its user data: this pool, not retained).
+    /// The allocator to hand to `nghttp2_session_client_new3` / `server_new3` (its user data: this pool, not retained).
     var mem: nghttp2_mem {
         nghttp2_mem(
             mem_user_data: Unmanaged.passUnretained(self).toOpaque(),

@@ -240,4 +240,19 @@ struct H2ServerConnectionTests {
         h.send(Client.request(3, extra: big, end: true))
         #expect(h.keeper.requests.count == 2 && h.connection.pool.count == 0, "a request holding 6 kB of headers")
     }
+
+    @Test("nghttp2's memory for a connection: what a burst of streams freed is kept for reuse up to a bound")
+    func memoryBound() throws {
+        var settings = H2ServerSettings()
+        settings.memoryCacheBytes = 8 << 10
+        let h = try Harness(settings: settings)
+        let pad = String(repeating: "p", count: 120)
+        for k in 0..<1000 { h.send(Client.request(Int32(2 * k + 1), extra: [("x-pad", pad)], end: true)) }
+        #expect(h.keeper.requests.count == 1000)
+        let memory = h.connection.memory
+        for k in 0..<1000 { h.send(Client.rst(Int32(2 * k + 1))) }
+        #expect(h.connection.openStreams == 0)
+        #expect(memory.cacheLimit == 8 << 10 && memory.cachedBytes <= 8 << 10)
+        #expect(memory.uncached > 0, "the burst freed more than the bound: \(memory.cachedBytes) bytes kept")
+    }
 }

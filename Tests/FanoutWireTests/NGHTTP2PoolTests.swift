@@ -34,4 +34,16 @@ struct NGHTTP2PoolTests {
         #expect(bigger.load(fromByteOffset: (1 << 20) - 1, as: UInt8.self) == 7)
         for pointer in [bigger, grown, other, again] { pool.release(pointer) }
     }
+
+    @Test("the free lists keep at most cacheLimit bytes; a block freed past it goes back to malloc, counted")
+    func cacheLimit() throws {
+        let pool = NGHTTP2Pool(cacheLimit: 1000)
+        let blocks = try (0..<20).map { _ in try #require(pool.allocate(100)) }
+        for block in blocks { pool.release(block) }
+        #expect(pool.cachedBytes == 8 * 112 && pool.uncached == 12, "8 blocks of the 112-byte class fit in 1000")
+        let again = try #require(pool.allocate(100))
+        #expect(pool.cachedBytes == 7 * 112, "a block handed out again leaves the lists")
+        pool.release(again)
+        #expect(pool.cachedBytes == 8 * 112 && pool.uncached == 12)
+    }
 }
