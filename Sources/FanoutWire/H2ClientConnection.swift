@@ -178,8 +178,10 @@ public struct H2ClientSettings: Sendable {
     /// Requests written at most per write when many go out at once (streams freed by one read): the server starts
     /// on the first while the client makes the next. With all 100 of a read in one write, client and server took
     /// turns (strace: `fanout serve` read 100 requests per read, answered them in one write, then waited while the
-    /// client made the next 100); h2load writes at most 16 KiB at a time (~45 requests of 360 bytes).
-    public var requestsPerWrite = 32
+    /// client made the next 100); h2load writes at most 16 KiB at a time (~45 requests of 360 bytes). Against
+    /// `fanout serve` (push-bench.json, 100 streams; runs of 14 rounds alternating with h2load, medians): 8 a
+    /// write gave 96–106% of h2load's rate, 16 gave 92–94%, 32 gave 89–93% (in the same runs).
+    public var requestsPerWrite = 8
     /// Whether an answer's `apns-id` is kept (``H2ClientResponse/apnsId``): an array per answer, for a caller
     /// that reads it.
     public var keepsApnsId = true
