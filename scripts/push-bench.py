@@ -28,7 +28,7 @@ same rate for --stall-seconds each, each against its own fresh server (so both s
 percentiles of both (h2load's from its per-request log: send → answer; push's from the intended time). Also at the
 same rate without the fault. Written to --out.
 
-    scripts/push-bench.py [--binary .build/release/fanout] [--rounds 3] [--min-ratio 0.9]
+    scripts/push-bench.py [--binary .build/release/fanout] [--rounds 9] [--min-ratio 0.9]
     scripts/push-bench.py --stall --rate 100000 [--stall-seconds 40] [--out reports/benchmarks/push-stall.md]
 """
 import argparse
@@ -412,7 +412,8 @@ def stall(args, work, body):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--binary", default=".build/release/fanout")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=9,
+                        help="rounds per row; the gate reads their medians (rounds spread widely on a shared machine)")
     parser.add_argument("--requests", type=int, default=600000, help="h2load's requests per round")
     parser.add_argument("--push-seconds", type=float, default=2,
                         help="push's schedule per round against nghttpd, at --rate-scale 1000")
