@@ -165,16 +165,18 @@ struct APNsServiceTests {
         let population = Self.population(service)
         let p = population.first { $0["app"] as! String == "com.example.scores" && $0["channel"] is NSNull }!
         let ids = ["123E4567-e89b-12D3-a456-426614174000", "00000000-0000-0000-0000-00000000000f"]
-        for id in ids {
+        for (k, id) in ids.enumerated() {
+            // A newer timestamp each time: both updates are applied, not the second dropped as stale.
             let ok = Self.ask(
                 service, path: "/3/device/\(p["token"] as! String)", Self.scoresHeaders + [("apns-id", id)],
-                Self.payload(Self.now + 1 + Int64(id.count)))
+                Self.payload(Self.now + 1 + Int64(k)))
             #expect(ok.status == 200 && ok.header("apns-id") == id)
             let unknown = "/3/device/" + String(repeating: "0f", count: 32)
             let refused = Self.ask(
                 service, path: unknown, Self.scoresHeaders + [("apns-id", id)], Self.payload(Self.now))
             #expect(refused.status == 400 && refused.header("apns-id") == id)
         }
+        #expect(service.pipeline.accounting[.applied] == 2 && service.pipeline.accounting[.ignoredStaleTimestamp] == 0)
         let c = population.first { $0["channel"] is String }!
         let broadcast = Self.ask(
             service, path: "/4/broadcasts/apps/\(c["app"] as! String)",
