@@ -39,8 +39,10 @@ public struct H2ServerSettings: Sendable {
     /// (headers, path, method, body), so an idle connection keeps at most 64 × this.
     public var pooledRequestBytes = 16 * 1024
     /// nghttp2's blocks a connection keeps for reuse once freed (its allocator, ``NGHTTP2Pool``); past this, a
-    /// freed block goes back to malloc: what a burst of streams leaves a connection holding.
-    public var memoryCacheBytes = 256 << 10
+    /// freed block goes back to malloc: what a burst of streams leaves a connection holding (at most this times
+    /// the connections). With 100 streams in flight serve's pool kept at most 59,760 bytes (push-bench.json,
+    /// under push and under h2load alike).
+    public var memoryCacheBytes = 64 << 10
 
     public init() {}
 }
@@ -200,7 +202,8 @@ public final class H2ServerConnection {
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
             H2ServerConnection.with(user) { $0.beginHeaders(frame!) }
         }
-        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) {
+            _, frame, name, nameLength, value, valueLength, _, user in
             H2ServerConnection.with(user) {
                 $0.header(
                     frame!, UnsafeRawBufferPointer(start: name, count: nameLength),
@@ -232,7 +235,8 @@ public final class H2ServerConnection {
         session = created
         var entries = [
             nghttp2_settings_entry(
-                settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: settings.initialMaxStreams),
+                settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
+                value: settings.initialMaxStreams),
             nghttp2_settings_entry(
                 settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
                 value: UInt32(settings.maxHeaderListBytes)),
@@ -285,7 +289,8 @@ public final class H2ServerConnection {
         guard let session, !finished, bytes.count > 0 else { return }
         inReceive = true
         defer { inReceive = false }
-        let consumed = nghttp2_session_mem_recv(session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
+        let consumed = nghttp2_session_mem_recv(
+            session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
         if consumed < 0 {
             let code = Int32(consumed)
             if code == NGHTTP2_ERR_BAD_CLIENT_MAGIC.rawValue {
