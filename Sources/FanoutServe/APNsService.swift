@@ -255,7 +255,9 @@ public final class APNsService {
         }
         let isPush: Bool
         if case .push = route { isPush = true } else { isPush = false }
-        let id = echoedId(r, broadcast: !isPush)
+        // Row 13's verdict, made once: the id echoed on any error, and the request's own if it passes.
+        let idCheck = RequestCheck.messageId(r.headers, broadcast: !isPush)
+        let id: H2UniqueHeader? = if case .success(let own) = idCheck { own } else { nil }
         if r.headers.hasDuplicates { return failure(.duplicateHeaders, id: id) }
         if let auth, let state, let reason = checkToken(auth, r, state, wallMillis, &became) {
             return failure(reason, id: id)
@@ -263,7 +265,7 @@ public final class APNsService {
         switch route {
         case .push, .broadcast:
             let checked: CheckedHeaders
-            switch RequestCheck.headers(route: route, headers: r.headers, bodyCount: r.body.count) {
+            switch RequestCheck.headers(route: route, headers: r.headers, bodyCount: r.body.count, messageId: idCheck) {
             case .failure(let reason): return failure(reason, id: id)
             case .success(let h): checked = h
             }
@@ -298,9 +300,7 @@ public final class APNsService {
     }
 
     func echoedId(_ r: RequestInput, broadcast: Bool) -> H2UniqueHeader? {
-        guard let value = broadcast ? r.header("apns-request-id") : r.header("apns-id"),
-            RequestCheck.isCanonicalUUID(value)
-        else { return nil }
-        return .copying(broadcast ? "apns-request-id" : "apns-id", value)
+        if case .success(let own) = RequestCheck.messageId(r.headers, broadcast: broadcast) { return own }
+        return nil
     }
 }

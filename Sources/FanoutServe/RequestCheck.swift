@@ -105,6 +105,16 @@ public enum RequestCheck {
     public static func headers(
         route: APNsRoute, headers: HeaderList, bodyCount: Int
     ) -> Result<CheckedHeaders, APNsReason> {
+        let broadcast = route.isBroadcastOrChannel
+        return self.headers(
+            route: route, headers: headers, bodyCount: bodyCount, messageId: messageId(headers, broadcast: broadcast))
+    }
+
+    /// The same, with row 13's verdict already made (``messageId(_:broadcast:)``: the service makes it once, for
+    /// the id it echoes on any error too); it is reported in its turn, after rows 6–12.
+    public static func headers(
+        route: APNsRoute, headers: HeaderList, bodyCount: Int, messageId: Result<H2UniqueHeader?, APNsReason>
+    ) -> Result<CheckedHeaders, APNsReason> {
         let broadcast: Bool
         switch route {
         case .push: broadcast = false
@@ -156,9 +166,9 @@ public enum RequestCheck {
             out.collapseId = Array(collapse)
         }
         // 13
-        if let id = broadcast ? value("apns-request-id") : value("apns-id") {
-            guard isCanonicalUUID(id) else { return .failure(.badMessageId) }
-            out.messageId = .copying(broadcast ? "apns-request-id" : "apns-id", id)
+        switch messageId {
+        case .failure(let reason): return .failure(reason)
+        case .success(let id): out.messageId = id
         }
         // 14 (a channel's storage policy is checked once the channel is known)
         if let expiration = value("apns-expiration") {
@@ -198,9 +208,17 @@ public enum RequestCheck {
 
     /// `apns-request-id` of a channel request: canonical UUID or absent.
     public static func requestId(_ headers: HeaderList) -> Result<H2UniqueHeader?, APNsReason> {
-        guard let value = headers.value("apns-request-id") else { return .success(nil) }
+        messageId(headers, broadcast: true)
+    }
+
+    /// Row 13: the request's own id, `apns-id` on a token push, `apns-request-id` on a broadcast or a channel
+    /// request: absent (nil), a canonical UUID (copied, to be echoed) or `BadMessageId`. The one place that
+    /// chooses the header.
+    public static func messageId(_ headers: HeaderList, broadcast: Bool) -> Result<H2UniqueHeader?, APNsReason> {
+        let name: StaticString = broadcast ? "apns-request-id" : "apns-id"
+        guard let value = headers.value(name) else { return .success(nil) }
         guard isCanonicalUUID(value) else { return .failure(.badMessageId) }
-        return .success(.copying("apns-request-id", value))
+        return .success(.copying(name, value))
     }
 
     static func isHexDigit(_ c: UInt8) -> Bool {

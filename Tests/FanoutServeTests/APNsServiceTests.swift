@@ -188,6 +188,25 @@ struct APNsServiceTests {
         #expect(list.status == 200 && list.header("apns-request-id") == ids[1])
     }
 
+    @Test("row 13 in its turn: a malformed apns-id is BadMessageId only once rows 6–12 pass, and is never echoed")
+    func messageIdInItsTurn() {
+        let service = Self.service()
+        let p = Self.population(service).first { $0["app"] as! String == "com.example.scores" }!
+        let path = "/3/device/\(p["token"] as! String)"
+        let body = Self.payload(Self.now + 1)
+        let bad = "123e4567e89b12d3a456426614174000"
+        let good = "123e4567-e89b-12d3-a456-426614174000"
+        let both = Self.ask(service, path: path, Self.scoresHeaders + [("apns-id", bad), ("apns-priority", "7")], body)
+        #expect(both.status == 400 && both.body == #"{"reason":"BadPriority"}"#, "row 12 before row 13: \(both.body)")
+        #expect(both.header("apns-id") == nil, "a malformed id is not echoed")
+        let badId = Self.ask(service, path: path, Self.scoresHeaders + [("apns-id", bad)], body)
+        #expect(badId.status == 400 && badId.body == #"{"reason":"BadMessageId"}"# && badId.header("apns-id") == nil)
+        let goodId = Self.ask(
+            service, path: path, Self.scoresHeaders + [("apns-id", good), ("apns-priority", "7")], body)
+        #expect(goodId.status == 400 && goodId.body == #"{"reason":"BadPriority"}"# && goodId.header("apns-id") == good)
+        #expect(service.pipeline.accounting[.applied] == 0, "nothing refused was applied")
+    }
+
     @Test("channels: create, read, list, delete, and at most 10,000 per app")
     func channels() {
         let service = Self.service()
