@@ -221,17 +221,27 @@ public struct PayloadValidator {
         return memoryEqual(topic.baseAddress! + (topic.count - n), topicSuffix.utf8Start, n)
     }
 
-    /// 8-4-4-4-12 hex digits, either case.
-    static func isCanonicalUUID(_ id: UnsafeRawBufferPointer) -> Bool {
+    /// 8-4-4-4-12 hex digits, either case (a payload's `apns-id`, and `fanout serve`'s `apns-id` and
+    /// `apns-request-id` headers). Every byte is judged and the verdicts OR-ed, with one branch at the end: a
+    /// client's distinct ids (digits and letters at random) made an early-exit form mispredict every few bytes
+    /// (perf of `fanout serve` under `fanout push`: 4% of its CPU, against 1.7% for one id repeated).
+    public static func isCanonicalUUID(_ id: UnsafeRawBufferPointer) -> Bool {
         guard id.count == 36 else { return false }
-        for i in 0..<36 {
-            if i == 8 || i == 13 || i == 18 || i == 23 {
-                if id[i] != UInt8(ascii: "-") { return false }
-            } else if JSONTape.hexDigit(id[i]) == nil {
-                return false
-            }
+        let p = id.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        let dash = UInt8(ascii: "-")
+        var bad = (p[8] ^ dash) | (p[13] ^ dash) | (p[18] ^ dash) | (p[23] ^ dash)
+        @inline(__always) func notHex(_ c: UInt8) -> UInt8 {
+            // A digit: c - '0' < 10; a letter a-f or A-F: (c | 0x20) - 'a' < 6 (0x20 folds the case).
+            let digit: UInt8 = (c &- 0x30) < 10 ? 1 : 0
+            let letter: UInt8 = ((c | 0x20) &- 0x61) < 6 ? 1 : 0
+            return (digit | letter) ^ 1
         }
-        return true
+        for i in 0..<8 { bad |= notHex(p[i]) }
+        for i in 9..<13 { bad |= notHex(p[i]) }
+        for i in 14..<18 { bad |= notHex(p[i]) }
+        for i in 19..<23 { bad |= notHex(p[i]) }
+        for i in 24..<36 { bad |= notHex(p[i]) }
+        return bad == 0
     }
 
     /// A device token is well-formed when non-empty, of even length and hex (TRACE rule 8).
