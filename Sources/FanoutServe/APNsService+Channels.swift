@@ -10,9 +10,12 @@ import Glibc
 /// The channel-management API (create, read, list, delete) and the channel registry every loop keeps.
 extension APNsService {
 
-    func channelRequest(_ route: APNsRoute, _ r: RequestInput) -> (H2Response, APNsReason?) {
+    /// `idCheck`: the request's `apns-request-id`, judged once by `judge` (``RequestCheck/messageId(_:broadcast:)``).
+    func channelRequest(
+        _ route: APNsRoute, _ r: RequestInput, _ idCheck: Result<H2UniqueHeader?, APNsReason>
+    ) -> (H2Response, APNsReason?) {
         let idHeader: H2UniqueHeader
-        switch RequestCheck.requestId(r.headers) {
+        switch idCheck {
         case .failure(let reason): return failure(reason, id: nil)
         case .success(let id): idHeader = id ?? ids.make("apns-request-id")
         }

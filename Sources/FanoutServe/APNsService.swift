@@ -279,7 +279,7 @@ public final class APNsService {
             preconditionFailure()
         default:
             stats.channelRequests += 1
-            return channelRequest(route, r)
+            return channelRequest(route, r, idCheck)
         }
     }
 

@@ -207,11 +207,6 @@ public enum RequestCheck {
         return .success((raw, String(decoding: value, as: UTF8.self)))
     }
 
-    /// `apns-request-id` of a channel request: canonical UUID or absent.
-    public static func requestId(_ headers: HeaderList) -> Result<H2UniqueHeader?, APNsReason> {
-        messageId(headers, broadcast: true)
-    }
-
     /// Row 13: the request's own id, `apns-id` on a token push, `apns-request-id` on a broadcast or a channel
     /// request: absent (nil), a canonical UUID (copied, to be echoed) or `BadMessageId`. The one place that
     /// chooses the header.
