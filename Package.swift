@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "FanoutSim", targets: ["FanoutSim"]),
         // For the fuzz package's serve target (the server side of `fanout serve`, in memory).
         .library(name: "FanoutServe", targets: ["FanoutServe"]),
+        .library(name: "FanoutAPNs", targets: ["FanoutAPNs"]),
         .library(name: "FanoutWire", targets: ["FanoutWire"]),
     ],
     dependencies: [
@@ -37,15 +38,19 @@ let package = Package(
         // libcurl (system library): the HTTP client to a user's backend (trigger, registration), multi-socket
         // on a UVLoop loop.
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-        .target(name: "FanoutWire", dependencies: ["UVLoop", "CNGHTTP2", "COpenSSL", "CCurl"]),
+        .target(name: "FanoutWire", dependencies: ["FanoutCore", "UVLoop", "CNGHTTP2", "COpenSSL", "CCurl"]),
         // Scenarios, population, arrival processes, workers on event loops, virtual and real time.
         .target(name: "FanoutSim", dependencies: ["FanoutCore", "FanoutMetrics", "FanoutHistogramLog", "UVLoop"]),
-        // APNs semantics on the wire (docs/INGEST.md): checks in APNs's order, provider tokens, the channel API,
-        // the devices behind it, measurements, the server on libuv loops.
+        // APNs without a socket (docs/INGEST.md): the request check in APNs's order, reasons and error bodies,
+        // provider-token rules, the channel API, the service over the devices' pipeline, correlation and the judge.
+        .target(name: "FanoutAPNs", dependencies: ["FanoutCore", "FanoutSim", "FanoutMetrics"]),
+        // The server on libuv loops: listeners, cross-loop handoff, faults, held answers, retries; the backend
+        // clients (trigger, registration); serve's run folder (for now: to FanoutReport in the re-cut).
         .target(
             name: "FanoutServe",
             dependencies: [
-                "FanoutWire", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutReport", "FanoutTrace", "UVLoop",
+                "FanoutAPNs", "FanoutWire", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutReport", "FanoutTrace",
+                "FanoutHistogramLog", "UVLoop",
             ]
         ),
         // `fanout push`: a scenario's pushes, or a trace's push lines, over HTTP/2 (FanoutWire's client) at their
@@ -53,7 +58,7 @@ let package = Package(
         .target(
             name: "FanoutPush",
             dependencies: [
-                "FanoutWire", "FanoutServe", "FanoutSim", "FanoutCore", "FanoutTrace", "FanoutMetrics",
+                "FanoutAPNs", "FanoutWire", "FanoutSim", "FanoutCore", "FanoutTrace", "FanoutMetrics",
                 "FanoutHistogramLog", "FanoutReport", "UVLoop",
             ]
         ),
@@ -91,6 +96,7 @@ let package = Package(
                 "FanoutSim",
                 "FanoutReport",
                 "FanoutPlan",
+                "FanoutAPNs",
                 "FanoutServe",
                 "FanoutPush",
                 "FanoutWire",
@@ -115,9 +121,11 @@ let package = Package(
             dependencies: ["FanoutHistogramLog", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
         .testTarget(name: "UVLoopTests", dependencies: ["UVLoop"]),
-        .testTarget(name: "FanoutWireTests", dependencies: ["FanoutWire", "UVLoop"]),
+        .testTarget(name: "FanoutWireTests", dependencies: ["FanoutWire", "FanoutCore", "UVLoop"]),
+        .testTarget(name: "FanoutAPNsTests", dependencies: ["FanoutAPNs", "FanoutWire", "FanoutSim", "FanoutCore"]),
         .testTarget(
-            name: "FanoutServeTests", dependencies: ["FanoutServe", "FanoutWire", "FanoutSim", "FanoutCore"],
+            name: "FanoutServeTests",
+            dependencies: ["FanoutServe", "FanoutAPNs", "FanoutWire", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutReport"],
             exclude: ["Golden"]  // read from the source tree (#filePath), so FANOUT_UPDATE_GOLDEN=1 can rewrite it
         ),
         .testTarget(name: "FanoutSimTests", dependencies: ["FanoutSim", "FanoutCore", "FanoutMetrics"]),

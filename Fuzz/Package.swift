@@ -44,6 +44,7 @@ let package = Package(
             name: "FuzzServe",
             dependencies: [
                 "CLibFuzzer",
+                .product(name: "FanoutAPNs", package: "fanout"),
                 .product(name: "FanoutServe", package: "fanout"),
                 .product(name: "FanoutWire", package: "fanout"),
                 .product(name: "FanoutSim", package: "fanout"),
@@ -54,6 +55,7 @@ let package = Package(
             name: "FuzzPush",
             dependencies: [
                 "CLibFuzzer",
+                .product(name: "FanoutCore", package: "fanout"),
                 .product(name: "FanoutWire", package: "fanout"),
                 .product(name: "UVLoop", package: "fanout"),
             ]

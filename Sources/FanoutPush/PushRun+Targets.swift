@@ -1,6 +1,6 @@
+import FanoutAPNs
 import FanoutCore
 import FanoutMetrics
-import FanoutServe
 import FanoutSim
 import FanoutWire
 import UVLoop

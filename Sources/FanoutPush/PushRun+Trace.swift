@@ -1,3 +1,5 @@
+import FanoutCore
+import FanoutAPNs
 import FanoutMetrics
 import FanoutTrace
 import FanoutWire
@@ -101,7 +103,8 @@ extension PushRun {
         precondition(options.connections >= 1)
         var token: ProviderToken?
         if let keyId = options.authKeyId, let pem = options.authKeyPEM, let team = options.team {
-            token = ProviderToken(keyId: keyId, team: team, signer: try ES256Signer(pem: pem, name: keyId))
+            let signer = try ES256Signer(pem: pem, name: keyId)
+            token = ProviderToken(keyId: keyId, team: team, signer: { try signer.sign($0) })
         }
         self.init(trace: trace, options: options, token: token)
         results.scenario = (trace.info.path as NSString).lastPathComponent

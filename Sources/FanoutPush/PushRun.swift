@@ -1,6 +1,6 @@
+import FanoutAPNs
 import FanoutCore
 import FanoutMetrics
-import FanoutServe
 import FanoutSim
 import FanoutWire
 import Foundation
@@ -82,7 +82,8 @@ public final class PushRun {
         topics = scenario.apps.map { Array(($0.bundle + ".push-type.liveactivity").utf8) }
         bundles = scenario.apps.map { Array($0.bundle.utf8) }
         if let keyId = options.authKeyId, let pem = options.authKeyPEM, let team = options.team {
-            token = ProviderToken(keyId: keyId, team: team, signer: try ES256Signer(pem: pem, name: keyId))
+            let signer = try ES256Signer(pem: pem, name: keyId)
+            token = ProviderToken(keyId: keyId, team: team, signer: { try signer.sign($0) })
         } else {
             token = nil
         }

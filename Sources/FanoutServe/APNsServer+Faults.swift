@@ -1,3 +1,4 @@
+import FanoutAPNs
 import FanoutMetrics
 import FanoutWire
 import UVLoop
@@ -69,7 +70,7 @@ extension APNsServer {
     /// Holds an answer until it is due: after its drawn latency, and past the end of a stall window it falls in.
     /// False when it is due now (or the server is stopping, or the loop already holds `maxOpenStreamsPerLoop`
     /// answers: counted in `heldOverflow`): then it is sent at once.
-    func hold(_ connection: H2ServerConnection, _ request: H2Request, _ response: H2Response, record: Bool) -> Bool {
+    func hold(_ connection: H2ServerConnection, _ request: H2Request, _ response: APNsAnswer, record: Bool) -> Bool {
         guard stoppingSinceNanos == nil else { return false }
         let now = nowNanos
         latencyDraws += 1
@@ -105,7 +106,7 @@ extension APNsServer {
 
     private func send(_ entry: HeldAnswers.Entry) {
         entry.request.retained = false  // its stream closes after this answer (or has): reusable again
-        entry.connection.respond(to: entry.request, with: entry.response)
+        entry.connection.respond(to: entry.request, with: H2Response(entry.response))
         if entry.record { service.recordService(max(EventLoop.hrtimeNanos &- entry.request.completeNanos, 1)) }
     }
 
@@ -156,17 +157,4 @@ extension APNsServer {
 extension ServeFaults {
     /// How a connection retired by `goaway-every` is counted in `connections.endReasons`.
     public static let goAwayEndReason = "GOAWAY Shutdown (fault: goaway-every)"
-}
-
-extension APNsService {
-    /// An injected 503, 429 or 500: APNs's answer (`{"reason": …}`, the request's `apns-id` or `apns-request-id`,
-    /// or a generated one when it sent none), counted as an answer with that reason; the request is not judged
-    /// and reaches no device.
-    func injectedAnswer(_ reason: APNsReason, _ r: RequestInput) -> H2Response {
-        let broadcast = !(r.path.count >= 3 && r.path[1] == UInt8(ascii: "3") && r.path[2] == UInt8(ascii: "/"))
-        let id = echoedId(r, broadcast: broadcast) ?? ids.make(broadcast ? "apns-request-id" : "apns-id")
-        let (response, _) = failure(reason, id: id)
-        stats.answered(response.status, reason)
-        return response
-    }
 }

@@ -1,3 +1,4 @@
+import FanoutAPNs
 import FanoutWire
 import UVLoop
 

@@ -1,3 +1,4 @@
+import FanoutAPNs
 import FanoutWire
 import Foundation
 import UVLoop
@@ -378,7 +379,7 @@ public final class APNsServer: H2ServerDelegate {
         }
         var response = service.handle(input, auth: state, wallMillis: wallMillis, becameAuthenticated: &became)
         if request.duplicatePseudoHeader {
-            response = H2Response(
+            response = APNsAnswer(
                 status: 400, headers: [(name: "content-type", value: "application/json")],
                 body: Array("{\"reason\":\"DuplicateHeaders\"}".utf8))
         }
@@ -389,9 +390,9 @@ public final class APNsServer: H2ServerDelegate {
     /// Sends a request's answer, or holds it until due (`--latency`, a stall window), and records its service
     /// time (END_STREAM → submitted, the time held included) when `record`.
     @inline(__always)
-    func answer(_ connection: H2ServerConnection, _ request: H2Request, _ response: H2Response, record: Bool = true) {
+    func answer(_ connection: H2ServerConnection, _ request: H2Request, _ response: APNsAnswer, record: Bool = true) {
         if _slowPath(holdsAnswers), hold(connection, request, response, record: record) { return }
-        connection.respond(to: request, with: response)
+        connection.respond(to: request, with: H2Response(response))
         if record { service.recordService(max(EventLoop.hrtimeNanos &- request.completeNanos, 1)) }
     }
 

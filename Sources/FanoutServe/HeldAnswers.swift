@@ -1,3 +1,4 @@
+import FanoutAPNs
 import FanoutWire
 
 /// Answers held until their due time (`--latency`, stalls), earliest first: a binary min-heap on (due time,
@@ -9,7 +10,7 @@ struct HeldAnswers {
         var order: UInt64
         var connection: H2ServerConnection
         var request: H2Request
-        var response: H2Response
+        var response: APNsAnswer
         /// Whether its service time is recorded when it is sent.
         var record: Bool
 
@@ -27,7 +28,7 @@ struct HeldAnswers {
 
     /// Holds an answer until `dueNanos`. O(log n).
     mutating func push(
-        dueNanos: UInt64, connection: H2ServerConnection, request: H2Request, response: H2Response, record: Bool
+        dueNanos: UInt64, connection: H2ServerConnection, request: H2Request, response: APNsAnswer, record: Bool
     ) {
         nextOrder += 1
         entries.append(

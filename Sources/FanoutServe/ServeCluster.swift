@@ -1,55 +1,13 @@
+import FanoutAPNs
 import FanoutWire
 import Foundation
 import UVLoop
-
-/// Which worker owns each token the population was built with (read-only once built, shared by the
-/// workers): a 64-bit FNV-1a hash of the token's bytes → the worker. Tokens made later (an activity started
-/// by push-to-start) are not in it; a push to one is judged where it arrives.
-public struct TokenDirectory: Sendable {
-    private var owners: [UInt64: UInt8] = [:]
-
-    public init() {}
-
-    /// From each worker's token hashes (`APNsService.ownedTokenHashes`).
-    public init(hashesByWorker: [[UInt64]]) {
-        owners.reserveCapacity(hashesByWorker.reduce(0) { $0 + $1.count })
-        for (worker, hashes) in hashesByWorker.enumerated() {
-            for h in hashes { owners[h] = UInt8(worker) }
-        }
-    }
-
-    mutating func reserveCapacity(_ n: Int) { owners.reserveCapacity(n) }
-
-    /// Adds a worker's token hashes (`APNsService.ownedTokenHashes`).
-    mutating func add(_ hashes: [UInt64], owner worker: Int) {
-        for h in hashes { owners[h] = UInt8(worker) }
-    }
-
-    static func hash(_ bytes: ArraySlice<UInt8>) -> UInt64 {
-        bytes.withUnsafeBytes { hash($0) }
-    }
-
-    static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in bytes {
-            h ^= UInt64(b)
-            h = h &* 0x100_0000_01b3
-        }
-        return h
-    }
-
-    public func owner(_ token: ArraySlice<UInt8>) -> Int? {
-        owners[TokenDirectory.hash(token)].map(Int.init)
-    }
-
-    public var count: Int { owners.count }
-}
 
 /// What the serving workers send each other: requests judged by the worker owning the device, their answers,
 /// and the service's peer messages (broadcast fan-outs, channel changes, fan-out parts).
 public enum ClusterMessage: Sendable {
     case request(id: Int, origin: Int, input: RequestInput)
-    case response(id: Int, response: H2Response)
+    case response(id: Int, response: APNsAnswer)
     case peer(PeerMessage)
     /// Every worker has drained its connections: close up.
     case allDrained
@@ -130,21 +88,4 @@ public final class ServeCluster: @unchecked Sendable {
             for k in 0..<count { send(.allDrained, to: k) }
         }
     }
-}
-
-/// What one serving worker tells another (several workers).
-public enum PeerMessage: Sendable {
-    case broadcast(RemoteBroadcast)
-    case fanoutPart(origin: Int, id: Int, endNanos: UInt64)
-    case channel(raw: [UInt8], bundle: [UInt8], storagePolicy: Int, deleted: Bool)
-}
-
-/// A broadcast answered by one worker, for the others' subscribers.
-public struct RemoteBroadcast: Sendable {
-    public var channel: [UInt8]
-    public var headers: CheckedHeaders
-    public var payload: [UInt8]
-    public var arrivalNanos: UInt64
-    public var origin: Int
-    public var id: Int
 }

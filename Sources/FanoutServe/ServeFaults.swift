@@ -1,3 +1,4 @@
+import FanoutAPNs
 import FanoutMetrics
 import FanoutSim
 

@@ -1,3 +1,4 @@
+import FanoutAPNs
 import FanoutHistogramLog
 import FanoutMetrics
 import FanoutReport

@@ -1,3 +1,4 @@
+import FanoutAPNs
 import FanoutMetrics
 
 /// Lines shared by summary.md and report.html.

@@ -1,3 +1,4 @@
+import FanoutAPNs
 import FanoutMetrics
 
 /// `fanout serve --shard K/N`: what its summary adds.

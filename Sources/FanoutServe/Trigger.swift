@@ -1,3 +1,4 @@
+import FanoutAPNs
 import FanoutCore
 import FanoutMetrics
 import FanoutSim

@@ -1,3 +1,4 @@
+import FanoutCore
 /// One HTTP/2 request stream as the server sees it: pseudo-headers, regular headers (names lowercase, as
 /// HTTP/2 requires), at most `bodyLimit + 1` bytes of body, and when it arrived. The bytes are kept as
 /// received; the layer above judges them.
@@ -88,13 +89,13 @@ public struct H2Response: Sendable {
     public var status: Int
     /// Headers whose values are unique to this response (ids such as `apns-id`): held inline, and sent first
     /// (after `:status`) without HPACK indexing.
-    public var id: H2UniqueHeader?
-    public var extraId: H2UniqueHeader?
+    public var id: UniqueHeader?
+    public var extraId: UniqueHeader?
     public var headers: [(name: String, value: String)]
     public var body: [UInt8]
 
     public init(
-        status: Int, id: H2UniqueHeader? = nil, extraId: H2UniqueHeader? = nil,
+        status: Int, id: UniqueHeader? = nil, extraId: UniqueHeader? = nil,
         headers: [(name: String, value: String)] = [], body: [UInt8] = []
     ) {
         self.status = status
@@ -110,30 +111,3 @@ public struct H2Response: Sendable {
     }
 }
 
-/// A header value unique to its response (an id such as `apns-id`): at most 48 bytes, held inline so that a
-/// response needs no allocation for it, and sent with HPACK's "never indexed" representation. Indexed, every
-/// such value would enter nghttp2's dynamic table, where values that never repeat evict useful entries, and
-/// nghttp2 compares each new one against all of them (one chain per name): 100 or more `memcmp` per response.
-public struct H2UniqueHeader: Sendable {
-    public static let capacity = 48
-    public let name: StaticString
-    public let count: Int
-    @usableFromInline var storage: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
-
-    /// A value of `count` bytes (at most ``capacity``) written by `fill` (inlinable: the caller's closure is
-    /// inlined, not called through a context).
-    @inlinable
-    public init(name: StaticString, count: Int, fill: (UnsafeMutableRawBufferPointer) -> Void) {
-        precondition(count <= H2UniqueHeader.capacity, "H2UniqueHeader: value over \(H2UniqueHeader.capacity) bytes")
-        self.name = name
-        self.count = count
-        withUnsafeMutableBytes(of: &storage) { fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<count])) }
-    }
-
-    @inlinable
-    public func withValue<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
-        withUnsafeBytes(of: storage) { body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-    }
-
-    public var value: String { withValue { String(decoding: $0, as: UTF8.self) } }
-}

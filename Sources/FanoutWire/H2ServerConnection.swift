@@ -1,3 +1,4 @@
+import FanoutCore
 internal import CNGHTTP2
 import UVLoop
 

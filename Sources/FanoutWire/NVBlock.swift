@@ -1,3 +1,4 @@
+import FanoutCore
 internal import CNGHTTP2
 
 /// Header name/value pairs for nghttp2 in memory of their own, stable until ``deallocate()``, flagged

@@ -1,3 +1,4 @@
+import FanoutAPNs
 import ArgumentParser
 import FanoutPush
 import FanoutReport

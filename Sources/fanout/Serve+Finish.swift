@@ -1,3 +1,4 @@
+import FanoutAPNs
 import ArgumentParser
 import FanoutCore
 import FanoutServe

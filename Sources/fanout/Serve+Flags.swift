@@ -1,3 +1,4 @@
+import FanoutAPNs
 import ArgumentParser
 import FanoutCore
 import FanoutMetrics
@@ -178,7 +179,7 @@ extension Serve {
     /// `--auth jwt`: the team and the signing keys (`--auth-key KEYID=FILE`), read and parsed; nil for `--auth none`.
     func loadProviderAuth() throws -> ProviderAuth? {
         if auth == "jwt", let team {
-            var keys: [String: ES256Key] = [:]
+            var keys: [String: ProviderKey] = [:]
             for entry in authKeys {
                 guard let eq = entry.firstIndex(of: "="), eq != entry.startIndex else {
                     throw ValidationError("--auth-key: expected KEYID=FILE, got \(entry)")
@@ -188,7 +189,7 @@ extension Serve {
                 guard let data = FileManager.default.contents(atPath: file) else {
                     throw CommandFailure("--auth-key \(id): cannot read \(file)")
                 }
-                do { keys[id] = try ES256Key(pem: Array(data), name: file) } catch { throw CommandFailure("\(error)") }
+                do { keys[id] = ProviderKey(try ES256Key(pem: Array(data), name: file)) } catch { throw CommandFailure("\(error)") }
             }
             return ProviderAuth(team: team, keys: keys)
         }

@@ -20,6 +20,7 @@ struct GoldenFoldersTests {
         "started", "StartTime", "BaseTime", "final merge", "finalMerge", "report files", "reportSeconds",
         "rendered in", "resident", "Resident", "per activity", "bytesPerActivity", "samples", "throughput",
         "wall", "memory", "elapsed", "Elapsed", "PerSecond", "deliveries/s", "pushes/s", "events/s",
+        "gitRevision", "git revision", "(git ",
     ]
 
     static let golden = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Golden")

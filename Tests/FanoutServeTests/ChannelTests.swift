@@ -1,5 +1,6 @@
 import FanoutCore
 import FanoutMetrics
+@testable import FanoutAPNs
 @testable import FanoutServe
 import FanoutSim
 import Foundation

@@ -1,3 +1,4 @@
+@testable import FanoutAPNs
 @testable import FanoutServe
 import FanoutSim
 import FanoutWire
@@ -99,7 +100,7 @@ struct InMemoryServeTests {
     static func setup() throws -> Setup {
         let keys = try ProviderAuthTests.makeKeys()
         let pem = Array(try Data(contentsOf: URL(fileURLWithPath: keys.path("a.pub"))))
-        let auth = ProviderAuth(team: "TEAM000001", keys: ["KEYA": try ES256Key(pem: pem, name: "a")])
+        let auth = ProviderAuth(team: "TEAM000001", keys: ["KEYA": ProviderKey(try ES256Key(pem: pem, name: "a"))])
         var s = BuiltinScenarios.named("smoke")!
         s.population.devices = 40
         let services = (0..<2).map { k in

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import FanoutAPNs
 @testable import FanoutServe
 
 @Suite("LineFile (population.jsonl read line by line for --register)")

@@ -1,3 +1,4 @@
+@testable import FanoutAPNs
 @testable import FanoutServe
 import FanoutSim
 import FanoutWire
@@ -98,8 +99,8 @@ struct ProviderAuthTests {
         let auth = ProviderAuth(
             team: "TEAM000001",
             keys: [
-                "KEYA": try ES256Key(pem: Array(try Data(contentsOf: URL(fileURLWithPath: keys.path("a.pub")))), name: "a"),
-                "KEYB": try ES256Key(pem: Array(try Data(contentsOf: URL(fileURLWithPath: keys.path("b.pem")))), name: "b"),
+                "KEYA": ProviderKey(try ES256Key(pem: Array(try Data(contentsOf: URL(fileURLWithPath: keys.path("a.pub")))), name: "a")),
+                "KEYB": ProviderKey(try ES256Key(pem: Array(try Data(contentsOf: URL(fileURLWithPath: keys.path("b.pem")))), name: "b")),
             ])
         let now: Int64 = 1_800_000_000
         func check(_ token: [UInt8]?, _ state: ProviderAuth.ConnectionState, at t: Int64 = now) -> APNsReason? {
@@ -136,7 +137,7 @@ struct ProviderAuthTests {
     static func auth(_ keys: Keys) throws -> ProviderAuth {
         ProviderAuth(
             team: "TEAM000001",
-            keys: ["KEYA": try ES256Key(pem: Array(try Data(contentsOf: URL(fileURLWithPath: keys.path("a.pub")))), name: "a")])
+            keys: ["KEYA": ProviderKey(try ES256Key(pem: Array(try Data(contentsOf: URL(fileURLWithPath: keys.path("a.pub")))), name: "a"))])
     }
 
     static let now: Int64 = 1_800_000_000

@@ -1,6 +1,7 @@
 import FanoutCore
 import FanoutMetrics
 import FanoutReport
+@testable import FanoutAPNs
 @testable import FanoutServe
 import Foundation
 import Testing

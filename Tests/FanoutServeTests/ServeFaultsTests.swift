@@ -1,3 +1,4 @@
+@testable import FanoutAPNs
 @testable import FanoutServe
 import FanoutSim
 import FanoutWire

@@ -3,6 +3,7 @@ import FanoutSim
 import Foundation
 import Testing
 
+@testable import FanoutAPNs
 @testable import FanoutServe
 
 /// The files `fanout serve smoke` writes (population.jsonl, rotated-tokens.jsonl, state.jsonl) after a scripted set

@@ -2,6 +2,7 @@ import FanoutCore
 import FanoutMetrics
 import FanoutReport
 import FanoutSim
+@testable import FanoutAPNs
 @testable import FanoutServe
 import Foundation
 import Testing

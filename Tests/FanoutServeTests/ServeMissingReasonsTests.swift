@@ -1,4 +1,5 @@
 import FanoutCore
+@testable import FanoutAPNs
 @testable import FanoutServe
 import FanoutSim
 import Foundation

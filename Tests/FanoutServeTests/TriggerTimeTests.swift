@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import FanoutAPNs
 @testable import FanoutServe
 
 @Suite("Trigger intendedAt (RFC 3339, UTC, milliseconds)")

@@ -1,3 +1,4 @@
+import FanoutCore
 import FanoutWire
 import Foundation
 import Testing

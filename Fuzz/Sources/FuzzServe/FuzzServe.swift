@@ -1,3 +1,4 @@
+import FanoutAPNs
 import FanoutServe
 import FanoutSim
 import FanoutWire
@@ -38,7 +39,7 @@ func makeSetup(jwt: Bool, workers: Int, badDay: Bool = false) -> InMemoryServe {
     if jwt {
         do {
             auth = ProviderAuth(
-                team: "FUZZTEAM01", keys: ["FUZZKEY001": try ES256Key(pem: Array(testKeyPEM.utf8), name: "fuzz key")])
+                team: "FUZZTEAM01", keys: ["FUZZKEY001": ProviderKey(try ES256Key(pem: Array(testKeyPEM.utf8), name: "fuzz key"))])
         } catch {
             fatalError("fuzz setup: \(error)")
         }

@@ -1,4 +1,4 @@
-@testable import FanoutServe
+@testable import FanoutAPNs
 import Testing
 
 @Suite("RequestCheck: method, path and headers in docs/INGEST.md's order")

@@ -40,7 +40,7 @@ public struct HeaderList: Sendable {
     public var count: Int { spans.count }
 
     /// The buffer's start and every field's offsets, for handing the fields to nghttp2 without copying them.
-    func withFields<R>(_ body: (UnsafePointer<UInt8>?, [(name: Int32, value: Int32, end: Int32)]) -> R) -> R {
+    public func withFields<R>(_ body: (UnsafePointer<UInt8>?, [(name: Int32, value: Int32, end: Int32)]) -> R) -> R {
         bytes.withUnsafeBufferPointer { body($0.baseAddress, spans) }
     }
 

@@ -1,7 +1,6 @@
 import FanoutCore
 import FanoutMetrics
 import FanoutSim
-import FanoutWire
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -12,16 +11,16 @@ extension APNsService {
 
     /// `idCheck`: the request's `apns-request-id`, judged once by `judge` (``RequestCheck/messageId(_:broadcast:)``).
     func channelRequest(
-        _ route: APNsRoute, _ r: RequestInput, _ idCheck: Result<H2UniqueHeader?, APNsReason>
-    ) -> (H2Response, APNsReason?) {
-        let idHeader: H2UniqueHeader
+        _ route: APNsRoute, _ r: RequestInput, _ idCheck: Result<UniqueHeader?, APNsReason>
+    ) -> (APNsAnswer, APNsReason?) {
+        let idHeader: UniqueHeader
         switch idCheck {
         case .failure(let reason): return failure(reason, id: nil)
         case .success(let id): idHeader = id ?? ids.make("apns-request-id")
         }
-        func json(_ status: Int, _ text: String, extra: [(name: String, value: String)] = []) -> (H2Response, APNsReason?) {
+        func json(_ status: Int, _ text: String, extra: [(name: String, value: String)] = []) -> (APNsAnswer, APNsReason?) {
             let headers = extra + (text.isEmpty ? [] : [(name: "content-type", value: "application/json")])
-            return (H2Response(status: status, id: idHeader, headers: headers, body: Array(text.utf8)), nil)
+            return (APNsAnswer(status: status, id: idHeader, headers: headers, body: Array(text.utf8)), nil)
         }
         switch route {
         case .createChannel(let bundle):

@@ -1,7 +1,6 @@
 import FanoutCore
 import FanoutMetrics
 import FanoutSim
-import FanoutWire
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -10,8 +9,8 @@ import Glibc
 /// Broadcasts: answered where they arrive, fanned out after the answer, on every loop.
 extension APNsService {
 
-    func broadcast(bundle: [UInt8], _ h: CheckedHeaders, requestId idHeader: H2UniqueHeader, _ r: RequestInput)
-        -> (H2Response, APNsReason?)
+    func broadcast(bundle: [UInt8], _ h: CheckedHeaders, requestId idHeader: UniqueHeader, _ r: RequestInput)
+        -> (APNsAnswer, APNsReason?)
     {
         guard let raw = h.channelId, let channel = channels[raw], channel.bundle == bundle else {
             return failure(.channelNotRegistered, id: idHeader)
@@ -51,7 +50,7 @@ extension APNsService {
                         channel: raw, headers: withTopic, payload: r.body, arrivalNanos: r.arrivalNanos, origin: worker,
                         id: broadcastsAnswered)))
         }
-        return (H2Response(status: 200, id: idHeader, extraId: ids.make("apns-unique-id")), nil)
+        return (APNsAnswer(status: 200, id: idHeader, extraId: ids.make("apns-unique-id")), nil)
     }
 
     /// Broadcasts waiting for their fan-out.

@@ -1,5 +1,15 @@
-import FanoutWire
+import FanoutCore
 import Foundation
+
+/// A provider's public key as ``ProviderAuth`` needs it: whether `signature` (raw R‖S or DER) signs `message`.
+/// FanoutServe makes one of FanoutWire's `ES256Key` (OpenSSL stays in the wire target).
+public struct ProviderKey: Sendable {
+    public let verify: @Sendable (_ message: UnsafeRawBufferPointer, _ signature: [UInt8]) -> Bool
+
+    public init(verify: @escaping @Sendable (_ message: UnsafeRawBufferPointer, _ signature: [UInt8]) -> Bool) {
+        self.verify = verify
+    }
+}
 
 /// Provider authentication tokens (docs/INGEST.md §4): ES256 JWTs with `kid`, `iss` (the team) and `iat`,
 /// verified once per connection and token, as APNs does; the last rejected token of a connection is
@@ -7,7 +17,7 @@ import Foundation
 /// and an ECDSA verification.
 public final class ProviderAuth: Sendable {
     public let team: String
-    public let keys: [String: ES256Key]
+    public let keys: [String: ProviderKey]
     /// A token older than this is expired (APNs: one hour).
     public static let maxAgeSeconds: Int64 = 3600
     /// A connection may change its token at most once in this long (APNs: 20 minutes).
@@ -16,7 +26,7 @@ public final class ProviderAuth: Sendable {
     /// issued in the future); the allowance is for clocks that differ a little.
     public static let maxFutureSkewSeconds: Int64 = 60
 
-    public init(team: String, keys: [String: ES256Key]) {
+    public init(team: String, keys: [String: ProviderKey]) {
         self.team = team
         self.keys = keys
     }
@@ -179,7 +189,7 @@ public final class ProviderAuth: Sendable {
             let iat = ProviderAuth.iat(claims["iat"])
         else { return .failure(.invalidProviderToken) }
         let signed = token.prefix(parts[0].count + 1 + parts[1].count)
-        let ok = Array(signed).withUnsafeBytes { key.verify(message: $0, signature: signature) }
+        let ok = Array(signed).withUnsafeBytes { key.verify($0, signature) }
         let der = signature.count != ProviderAuth.rawSignatureBytes
         return ok ? .success(Claims(keyId: keyId, iat: iat, derSignature: der)) : .failure(.invalidProviderToken)
     }

@@ -1,5 +1,4 @@
 import FanoutCore
-import FanoutWire
 
 #if canImport(Glibc)
 import Glibc
@@ -32,7 +31,7 @@ public struct CheckedHeaders: Sendable {
     public var expirationGiven = false
     public var collapseId: [UInt8]?
     /// `apns-id` (token pushes) or `apns-request-id` (broadcast, channel): the request's, if valid.
-    public var messageId: H2UniqueHeader?
+    public var messageId: UniqueHeader?
     /// The decoded `apns-channel-id`.
     public var channelId: [UInt8]?
     public var channelIdText: String?
@@ -114,7 +113,7 @@ public enum RequestCheck {
     /// The same, with row 13's verdict already made (``messageId(_:broadcast:)``: the service makes it once, for
     /// the id it echoes on any error too); it is reported in its turn, after rows 6–12.
     public static func headers(
-        route: APNsRoute, headers: HeaderList, bodyCount: Int, messageId: Result<H2UniqueHeader?, APNsReason>
+        route: APNsRoute, headers: HeaderList, bodyCount: Int, messageId: Result<UniqueHeader?, APNsReason>
     ) -> Result<CheckedHeaders, APNsReason> {
         let broadcast: Bool
         switch route {
@@ -210,7 +209,7 @@ public enum RequestCheck {
     /// Row 13: the request's own id, `apns-id` on a token push, `apns-request-id` on a broadcast or a channel
     /// request: absent (nil), a canonical UUID (copied, to be echoed) or `BadMessageId`. The one place that
     /// chooses the header.
-    public static func messageId(_ headers: HeaderList, broadcast: Bool) -> Result<H2UniqueHeader?, APNsReason> {
+    public static func messageId(_ headers: HeaderList, broadcast: Bool) -> Result<UniqueHeader?, APNsReason> {
         let name: StaticString = broadcast ? "apns-request-id" : "apns-id"
         guard let value = headers.value(name) else { return .success(nil) }
         guard isCanonicalUUID(value) else { return .failure(.badMessageId) }

@@ -1,7 +1,6 @@
 import FanoutCore
 import FanoutMetrics
 import FanoutSim
-import FanoutWire
 import Foundation
 
 /// Every sample recorded once, into this event loop's `IntervalRecorder`; the interval is taken each second

@@ -1,3 +1,5 @@
+import FanoutCore
+
 /// Which requests a listener serves. APNs serves channel management (`/1/apps/…`) on hosts of its own; with
 /// `--manage-listen` fanout does too: the push listener answers a management path, and the management listener
 /// a push or broadcast path, with 404 `BadPath` (docs/INGEST.md §2, *fanout's choice*), counted as that answer.
@@ -13,7 +15,7 @@ public enum ServeListener {
 
     /// Whether a request for `path` belongs on the other listener. O(1): the path's first three bytes.
     @inline(__always)
-    static func misplaced(_ path: [UInt8], on role: Role) -> Bool {
+    package static func misplaced(_ path: [UInt8], on role: Role) -> Bool {
         switch role {
         case .all: return false
         case .push: return isManagement(path)

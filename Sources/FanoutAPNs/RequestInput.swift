@@ -1,4 +1,5 @@
-import FanoutWire
+import FanoutCore
+
 
 /// A request as the service judges it (copied out of the HTTP/2 stream).
 public struct RequestInput: Sendable {

@@ -1,7 +1,6 @@
 import FanoutCore
 import FanoutMetrics
 import FanoutSim
-import FanoutWire
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -11,8 +10,8 @@ import Glibc
 extension APNsService {
 
     func push(
-        token: ArraySlice<UInt8>, _ h: CheckedHeaders, messageId idHeader: H2UniqueHeader, _ r: RequestInput, _ wallMillis: Int64
-    ) -> (H2Response, APNsReason?) {
+        token: ArraySlice<UInt8>, _ h: CheckedHeaders, messageId idHeader: UniqueHeader, _ r: RequestInput, _ wallMillis: Int64
+    ) -> (APNsAnswer, APNsReason?) {
         let wallMillis = wallMillis &+ deviceClockOffsetMillis
         // 16–18: who holds the token.
         var kind = TargetKind.token
@@ -45,7 +44,7 @@ extension APNsService {
         }
         guard h.isLiveActivity else {
             stats.acceptedOtherPushTypes += 1
-            return (H2Response(status: 200, id: idHeader), nil)
+            return (APNsAnswer(status: 200, id: idHeader), nil)
         }
         let topic = h.topic!
         let bundleCount = topic.count - ".push-type.liveactivity".utf8.count
@@ -91,7 +90,7 @@ extension APNsService {
                 }
                 record(.delivery, max(t1 &- r.arrivalNanos, 1))
                 stats.acceptedPushes += 1
-                return (H2Response(status: 200, id: idHeader), nil)
+                return (APNsAnswer(status: 200, id: idHeader), nil)
             }
         }
         var flight = tokenFlight
@@ -126,7 +125,7 @@ extension APNsService {
             return failure(APNsReason(rejected), id: idHeader)
         }
         stats.acceptedPushes += 1
-        return (H2Response(status: 200, id: idHeader), nil)
+        return (APNsAnswer(status: 200, id: idHeader), nil)
     }
 
     func noteOutcome(_ outcome: Outcome, _ a: Int32, _ messageId: @autoclosure () -> String) {

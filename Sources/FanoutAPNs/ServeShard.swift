@@ -1,3 +1,4 @@
+import FanoutCore
 import FanoutMetrics
 import FanoutSim
 

@@ -1,3 +1,4 @@
+import FanoutAPNs
 import FanoutWire
 import Foundation
 import Testing
@@ -61,7 +62,7 @@ struct ProviderTokenTests {
             #expect(signature.count == 64)
             #expect(message.withUnsafeBytes { verifier.verify(message: $0, signature: signature) })
         }
-        let token = try ProviderToken.sign(keyId: "KEY1234567", team: "TEAM123456", iat: 1_700_000_000, signer: signer)
+        let token = try ProviderToken.sign(keyId: "KEY1234567", team: "TEAM123456", iat: 1_700_000_000, signer: { try signer.sign($0) })
         let decoded = try pyjwtDecode(String(decoding: token, as: UTF8.self), publicKey: pub)
         #expect(decoded.status == 0, "\(decoded.output)")
         #expect(
@@ -92,7 +93,7 @@ struct ProviderTokenTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let (p8, _) = try makeP8(in: dir)
         let signer = try ES256Signer(pem: Array(try Data(contentsOf: URL(fileURLWithPath: p8))), name: p8)
-        let token = ProviderToken(keyId: "K", team: "T", signer: signer, refreshSeconds: 30 * 60)
+        let token = ProviderToken(keyId: "K", team: "T", signer: { try signer.sign($0) }, refreshSeconds: 30 * 60)
         let t0: Int64 = 1_700_000_000
         let first = try token.authorization(nowSeconds: t0)
         #expect(first.starts(with: Array("bearer ".utf8)))

@@ -1,7 +1,6 @@
 import FanoutCore
 import FanoutMetrics
 import FanoutSim
-import FanoutWire
 
 /// What a backend loads (population.jsonl, rotated-tokens.jsonl) and what the loops' token directory is built from.
 extension APNsService {

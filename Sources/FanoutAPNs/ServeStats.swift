@@ -27,6 +27,11 @@ public struct ServeStats: Sendable {
         public var perApp = 0
         public var bundles = 0
         public var listsCut = 0
+        public init(perApp: Int = 0, bundles: Int = 0, listsCut: Int = 0) {
+            self.perApp = perApp
+            self.bundles = bundles
+            self.listsCut = listsCut
+        }
     }
     public var channelRefusals = ChannelRefusals()
     public enum Finding: Int, CaseIterable, Sendable {
@@ -68,7 +73,7 @@ public struct ServeStats: Sendable {
         if examples.values[i].count < ServeStats.examplesPerFinding { examples.values[i].append(example()) }
     }
 
-    mutating func answered(_ status: Int, _ reason: APNsReason?) {
+    package mutating func answered(_ status: Int, _ reason: APNsReason?) {
         requests += 1
         if status == 200 {
             ok += 1  // the common answer, counted without hashing

@@ -1,7 +1,6 @@
 import FanoutCore
 import FanoutMetrics
 import FanoutSim
-import FanoutWire
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -93,7 +92,7 @@ public final class APNsService {
     public internal(set) var outgoing: [PeerMessage] = []
     var broadcastsAnswered = 0
     /// Broadcasts answered here, waiting for the other workers' parts: parts left, latest end, arrival.
-    var outstanding: [Int: (left: Int, end: UInt64, arrival: UInt64)] = [:]
+    package var outstanding: [Int: (left: Int, end: UInt64, arrival: UInt64)] = [:]
 
     /// Builds the scenario's whole population at UNIX time `nowSeconds`, rotates the scenario's
     /// `rotationShare` of the update tokens once (the old ones answer 410), and gives each device a
@@ -170,7 +169,7 @@ public final class APNsService {
     public func handle(
         _ request: RequestInput, auth state: ProviderAuth.ConnectionState?, wallMillis: Int64,
         becameAuthenticated: inout Bool
-    ) -> H2Response {
+    ) -> APNsAnswer {
         let (response, reason) = judge(request, state, wallMillis, &becameAuthenticated)
         stats.answered(response.status, reason)
         if let reason, Self.payloadOrHeaderReasons.contains(reason) {
@@ -185,7 +184,7 @@ public final class APNsService {
     public enum Placement {
         case local
         case worker(Int)
-        case answered(H2Response)
+        case answered(APNsAnswer)
     }
 
     public func place(
@@ -231,12 +230,12 @@ public final class APNsService {
         return String(path.prefix(120)) + id
     }
 
-    func failure(_ reason: APNsReason, id: H2UniqueHeader?, timestamp: Int64? = nil) -> (H2Response, APNsReason?) {
+    package func failure(_ reason: APNsReason, id: UniqueHeader?, timestamp: Int64? = nil) -> (APNsAnswer, APNsReason?) {
         var body = "{\"reason\":\"\(reason.rawValue)\""
         if let timestamp { body += ",\"timestamp\":\(timestamp)" }
         body += "}"
         return (
-            H2Response(
+            APNsAnswer(
                 status: reason.status, id: id, headers: [(name: "content-type", value: "application/json")],
                 body: Array(body.utf8)),
             reason
@@ -245,7 +244,7 @@ public final class APNsService {
 
     func judge(
         _ r: RequestInput, _ state: ProviderAuth.ConnectionState?, _ wallMillis: Int64, _ became: inout Bool
-    ) -> (H2Response, APNsReason?) {
+    ) -> (APNsAnswer, APNsReason?) {
         // The id echoed on errors: apns-id (token pushes) or apns-request-id (broadcast, channel), when valid.
         let route: APNsRoute
         switch RequestCheck.route(method: r.method, path: r.path) {
@@ -257,7 +256,7 @@ public final class APNsService {
         if case .push = route { isPush = true } else { isPush = false }
         // Row 13's verdict, made once: the id echoed on any error, and the request's own if it passes.
         let idCheck = RequestCheck.messageId(r.headers, broadcast: !isPush)
-        let id: H2UniqueHeader? = if case .success(let own) = idCheck { own } else { nil }
+        let id: UniqueHeader? = if case .success(let own) = idCheck { own } else { nil }
         if r.headers.hasDuplicates { return failure(.duplicateHeaders, id: id) }
         if let auth, let state, let reason = checkToken(auth, r, state, wallMillis, &became) {
             return failure(reason, id: id)
@@ -299,7 +298,7 @@ public final class APNsService {
         return reason
     }
 
-    func echoedId(_ r: RequestInput, broadcast: Bool) -> H2UniqueHeader? {
+    package func echoedId(_ r: RequestInput, broadcast: Bool) -> UniqueHeader? {
         if case .success(let own) = RequestCheck.messageId(r.headers, broadcast: broadcast) { return own }
         return nil
     }

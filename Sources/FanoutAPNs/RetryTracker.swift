@@ -13,11 +13,11 @@ import FanoutSim
 /// `broadcastsRefused`): a refused broadcast refuses every subscriber's delivery. Each refused push or broadcast that
 /// never came back is kept with its target and timestamp (`RetryCounts.unresent`) so that the events judge can
 /// name it as the reason of the deliveries it left missing (`ServeEventsReport.missingByReason`).
-struct RetryTracker {
+package struct RetryTracker {
     static let defaultCapacity = 100_000
     let capacity: Int
     /// The fault kinds that refuse a push, as indices of the counts (503, 429, 500, reset).
-    static let kinds = ["503", "429", "500", "reset"]
+    package static let kinds = ["503", "429", "500", "reset"]
 
     private struct Waiting {
         var atNanos: UInt64
@@ -33,19 +33,19 @@ struct RetryTracker {
     private var tape = JSONTape()
     var counts = RetryCounts()
 
-    init(capacity: Int = RetryTracker.defaultCapacity) {
+    package init(capacity: Int = RetryTracker.defaultCapacity) {
         self.capacity = capacity
     }
 
     /// A token push's key: its apns-id, else its token and aps.timestamp; nil when it has neither.
-    mutating func key(_ r: RequestInput, token: ArraySlice<UInt8>) -> UInt64? {
+    package mutating func key(_ r: RequestInput, token: ArraySlice<UInt8>) -> UInt64? {
         if let id = r.header("apns-id"), RequestCheck.isCanonicalUUID(id) { return Self.hash(id, salt: 1) }
         guard let timestamp = timestamp(r.body) else { return nil }
         return Mix.hash(Self.hash(token, salt: 2), UInt64(bitPattern: timestamp))
     }
 
     /// A push arrived: if it is one refused before, it came back (counted, with the delay since its refusal).
-    mutating func arrived(_ key: UInt64, nowNanos: UInt64) {
+    package mutating func arrived(_ key: UInt64, nowNanos: UInt64) {
         guard let refused = waiting.removeValue(forKey: key) else { return }
         counts.retried[refused.kind] += 1
         counts.delayNanos.record(max(1, min(nowNanos &- refused.atNanos, HdrLayout.highestTrackableValue)))
@@ -53,7 +53,7 @@ struct RetryTracker {
 
     /// A push was refused by fault `kind` (an index of ``kinds``); ``arrived(_:nowNanos:)`` was told of it first.
     /// `token` and the body's `aps.timestamp` are kept for the events judge (read here, on the refused path only).
-    mutating func refused(
+    package mutating func refused(
         _ key: UInt64?, kind: Int, nowNanos: UInt64, token: ArraySlice<UInt8> = [], body: [UInt8] = []
     ) {
         counts.refused[kind] += 1
@@ -67,20 +67,20 @@ struct RetryTracker {
 
     /// A broadcast's key: its channel id (decoded, as the router knows channels) and aps.timestamp, and both; nil
     /// when it has no well-formed channel id or no readable timestamp.
-    mutating func broadcastKey(_ r: RequestInput) -> (key: UInt64, channel: [UInt8], timestamp: Int64)? {
+    package mutating func broadcastKey(_ r: RequestInput) -> (key: UInt64, channel: [UInt8], timestamp: Int64)? {
         guard case .success(let (channel, _)) = RequestCheck.channelId(r.headers), let timestamp = timestamp(r.body)
         else { return nil }
         return (Mix.hash(Self.hash(channel, salt: 3), UInt64(bitPattern: timestamp)), channel, timestamp)
     }
 
     /// A broadcast arrived: one refused before (same channel, same aps.timestamp) came back.
-    mutating func broadcastArrived(_ key: UInt64) {
+    package mutating func broadcastArrived(_ key: UInt64) {
         guard waitingBroadcasts.removeValue(forKey: key) != nil else { return }
         counts.broadcastsRetried += 1
     }
 
     /// A broadcast was refused by fault `kind`; ``broadcastArrived(_:)`` was told of it first.
-    mutating func broadcastRefused(
+    package mutating func broadcastRefused(
         _ identity: (key: UInt64, channel: [UInt8], timestamp: Int64)?, kind: Int, nowNanos: UInt64
     ) {
         counts.broadcastsRefused += 1
@@ -94,7 +94,7 @@ struct RetryTracker {
 
     /// The counts with the refused pushes still waiting counted as never retried (when the loop stops), and every
     /// refused push and broadcast that never came back listed for the events judge.
-    var final: RetryCounts {
+    package var final: RetryCounts {
         var c = counts
         c.neverRetried = pending
         c.broadcastsNeverRetried = waitingBroadcasts.count

@@ -1,5 +1,5 @@
-import FanoutWire
 #if canImport(Glibc)
+import FanoutCore
 import Glibc
 #endif
 
@@ -26,12 +26,12 @@ struct UUIDGenerator {
     }
 
     /// A new id under the header `name`.
-    mutating func make(_ name: StaticString) -> H2UniqueHeader {
+    mutating func make(_ name: StaticString) -> UniqueHeader {
         var hi = next()
         var lo = next()
         hi = (hi & ~0xF000) | 0x4000  // version 4
         lo = (lo & ~(0xC << 60)) | (0x8 << 60)  // variant 10
-        return H2UniqueHeader(name: name, count: 36) { out in
+        return UniqueHeader(name: name, count: 36) { out in
             // 16 bytes, big-endian (hi, then lo), two digits each; dashes after bytes 4, 6, 8 and 10 (8-4-4-4-12).
             let digits = ("0123456789abcdef" as StaticString).utf8Start
             var i = 0
@@ -76,16 +76,16 @@ func bytesEqual(_ bytes: ArraySlice<UInt8>, _ text: StaticString) -> Bool {
     bytes.withUnsafeBytes { bytesEqual($0, text) }
 }
 
-extension H2UniqueHeader {
+extension UniqueHeader {
     /// A request's own id (`apns-id`, `apns-request-id`) under `name`, to echo; nil when over ``capacity``.
     /// Copied through the inlinable `init(name:count:fill:)` (a generic, non-inlinable initializer over any
     /// collection, removed, ran unspecialized from here, enumerating the bytes through runtime metadata look-ups:
     /// half of `fanout serve`'s CPU on a push that carries an `apns-id`; `perf record` on serve under `fanout push`,
     /// scripts/push-bench.json).
     @inline(__always)
-    static func copying(_ name: StaticString, _ value: ArraySlice<UInt8>) -> H2UniqueHeader? {
+    static func copying(_ name: StaticString, _ value: ArraySlice<UInt8>) -> UniqueHeader? {
         guard value.count <= capacity else { return nil }
-        return H2UniqueHeader(name: name, count: value.count) { out in
+        return UniqueHeader(name: name, count: value.count) { out in
             value.withUnsafeBytes { out.copyMemory(from: $0) }
         }
     }
