@@ -11,9 +11,9 @@ internal import CLibUV
 /// `timerfd` cannot be created, it falls back to a ``Timer`` armed with the deadline rounded up to the next
 /// millisecond, and armed again if it fires early (``isPrecise`` is false then).
 ///
-/// Lifecycle: ``close()`` it (the `timerfd` is closed then, after its poll handle; a second close does nothing). If the loop's
-/// owner closes every handle first (``EventLoop/closeRemainingHandles(tcpOnly:)``), the `timerfd` is closed when
-/// this object goes. Loop affinity: see ``EventLoop``.
+/// Lifecycle: ``close()`` it (the `timerfd` is closed then, after its poll handle; a second close does nothing).
+/// If the loop's owner closes every handle first (``EventLoop/closeRemainingHandles(tcpOnly:)``), the `timerfd`
+/// is closed when this object goes. Loop affinity: see ``EventLoop``.
 public final class DeadlineTimer {
     public typealias Callback = (DeadlineTimer) -> Void
 

@@ -12,12 +12,12 @@ public class TCPHandle: UVHandle {
         }
     }
 
-    var tcp: UnsafeMutablePointer<uv_tcp_t> { raw(uv_tcp_t.self) }
+    final var tcp: UnsafeMutablePointer<uv_tcp_t> { raw(uv_tcp_t.self) }
 
-    var stream: UnsafeMutablePointer<uv_stream_t> { CLibUV_tcp_as_stream(tcp) }
+    final var stream: UnsafeMutablePointer<uv_stream_t> { CLibUV_tcp_as_stream(tcp) }
 
     /// The local port the handle is bound to (`uv_tcp_getsockname`); 0 when unknown.
-    public var localPort: Int {
+    public final var localPort: Int {
         guard state == .open else { return 0 }
         var storage = sockaddr_storage()
         var length = Int32(MemoryLayout<sockaddr_storage>.size)
@@ -57,7 +57,9 @@ public final class TCPListener: TCPHandle {
     /// Listens on a socket bound by ``ReusePortSockets`` (`uv_tcp_open`, then `uv_listen`): one per loop, so
     /// the kernel spreads new connections over the loops (`SO_REUSEPORT`). The handle owns the socket from
     /// here on (closing it closes the socket); on failure it is closed and the error thrown.
-    public init(loop: EventLoop, socket fd: Int32, backlog: Int32 = 1024, _ callback: @escaping Callback) throws(UVError) {
+    public init(loop: EventLoop, socket fd: Int32, backlog: Int32 = 1024, _ callback: @escaping Callback)
+        throws(UVError)
+    {
         self.callback = callback
         super.init(loop: loop)
         do {

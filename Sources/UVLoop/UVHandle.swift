@@ -19,7 +19,8 @@ enum HandleState {
 /// 2. Once init succeeded, libuv holds one retain on this object (`uv_handle_set_data(passRetained(self))`), so
 ///    the object lives at least until its close callback, and it keeps its ``loop`` alive.
 /// 3. ``close()`` calls ``willClose()``, then `uv_close`. A **second `close()` is a no-op**, for every handle
-///    type (whether the first came from the owner, from a callback or from ``EventLoop/closeRemainingHandles(tcpOnly:)``).
+///    type, whether the first came from the owner, from a callback or from
+///    ``EventLoop/closeRemainingHandles(tcpOnly:)``.
 /// 4. The close callback, the only place the raw memory is freed, takes back the retain, frees the memory and
 ///    calls ``didClose()`` (subclasses drop their callbacks there, which breaks reference cycles through them).
 ///
@@ -31,7 +32,7 @@ public class UVHandle {
     public let loop: EventLoop
     /// The raw handle (a `uv_timer_t`, `uv_tcp_t`, ...), allocated in `init`, freed in the close callback.
     let pointer: UnsafeMutableRawPointer
-    var state: HandleState
+    final var state: HandleState
 
     /// Allocates a handle initialised to `empty`, then `initialize(loop, handle)` (the subclass's `uv_*_init`).
     ///
@@ -70,13 +71,13 @@ public class UVHandle {
     }
 
     /// The handle as libuv's common `uv_handle_t` (every handle type begins with `UV_HANDLE_FIELDS`).
-    var uvHandle: UnsafeMutablePointer<uv_handle_t> {
+    final var uvHandle: UnsafeMutablePointer<uv_handle_t> {
         pointer.assumingMemoryBound(to: uv_handle_t.self)
     }
 
     /// The handle as its own libuv type (for the subclass that allocated it as `Raw`).
     @inline(__always)
-    func raw<Raw>(_ type: Raw.Type) -> UnsafeMutablePointer<Raw> {
+    final func raw<Raw>(_ type: Raw.Type) -> UnsafeMutablePointer<Raw> {
         pointer.assumingMemoryBound(to: Raw.self)
     }
 
