@@ -11,9 +11,9 @@ internal import CLibUV
 /// `timerfd` cannot be created, it falls back to a ``Timer`` armed with the deadline rounded up to the next
 /// millisecond, and armed again if it fires early (``isPrecise`` is false then).
 ///
-/// Lifecycle: ``close()`` it exactly once (the `timerfd` is closed then, after its poll handle). If the loop's
-/// owner closes every handle first (``EventLoop/closeRemainingHandles(tcpOnly:)``), the `timerfd` is closed when
-/// this object goes. Loop affinity: see ``EventLoop``.
+/// Lifecycle: ``close()`` it (the `timerfd` is closed then, after its poll handle; a second close does nothing).
+/// If the loop's owner closes every handle first (``EventLoop/closeRemainingHandles(tcpOnly:)``), the `timerfd`
+/// is closed when this object goes. Loop affinity: see ``EventLoop``.
 public final class DeadlineTimer {
     public typealias Callback = (DeadlineTimer) -> Void
 
@@ -102,16 +102,17 @@ public final class DeadlineTimer {
     public var isClosed: Bool { closed }
 
     /// Disarms and closes the timer: its handle (the callback will not run again), then the `timerfd`. Safe inside
-    /// any callback, including this timer's own.
+    /// any callback, including this timer's own. A second call does nothing, as for every handle (``UVHandle``).
     public func close() {
-        precondition(!closed, "DeadlineTimer.close() called twice")
+        guard !closed else { return }
         closed = true
         armed = false
-        if let poll, !poll.isClosed { poll.close() }
+        // A no-op when the loop's owner closed the handle first (closeRemainingHandles).
+        poll?.close()
         // uv_close stops a poll handle at once: the descriptor is no longer watched.
         closeDescriptor()
         poll = nil
-        if let fallback, !fallback.isClosed { fallback.close() }
+        fallback?.close()
         fallback = nil
         callback = nil
     }

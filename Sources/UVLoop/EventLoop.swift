@@ -6,13 +6,13 @@ import Glibc
 
 /// A libuv event loop: one `uv_loop_t`, allocated and initialised (`uv_loop_init`) by this object.
 ///
-/// **Loop affinity.** A loop and every ``Timer`` and ``Wakeup`` on it are used by one thread at a
+/// **Loop affinity.** A loop and every handle (``UVHandle``) on it are used by one thread at a
 /// time, the thread that runs the loop; callbacks run on that thread, inside ``run()``,
 /// ``runOnce()`` or ``runNoWait()``. None of these types is `Sendable`, so Swift 6's strict
 /// concurrency checking keeps them in one isolation region; create the loop on the worker thread
 /// that runs it. The one object made for other threads is ``Wakeup/Sender``.
 ///
-/// **Lifecycle.** Close every handle (``Timer/close()``, ``Wakeup/close()``), then call
+/// **Lifecycle.** Close every handle (``UVHandle/close()``), then call
 /// ``close()``, which lets pending close callbacks run and requires `uv_loop_close` to return 0.
 /// A handle keeps its owner alive until libuv's close callback, and an owner keeps its loop
 /// alive, so no owner can outlive the loop's memory. ``closeRemainingHandles()`` is the shutdown
@@ -48,7 +48,7 @@ public final class EventLoop {
     /// Of ``openHandles``, those already passed to `uv_close`, waiting for their close callback.
     public private(set) var closingHandles = 0
 
-    /// ``Timer`` and ``Wakeup`` objects created on this loop and not yet deinitialised.
+    /// Handle objects (``UVHandle``) created on this loop and not yet deinitialised.
     public private(set) var liveHandleOwners = 0
 
     /// SIGPIPE ignored once per process, before the first loop exists: libuv writes with plain
@@ -215,21 +215,9 @@ public final class EventLoop {
         guard let data = uv_handle_get_data(handle) else {
             preconditionFailure("a libuv handle without an owner on a UVLoop loop")
         }
-        let type = uv_handle_get_type(handle)
-        if walk.pointee.tcpOnly && type != UV_TCP { return }
-        if type == UV_TIMER {
-            Unmanaged<Timer>.fromOpaque(data).takeUnretainedValue().close()
-        } else if type == UV_ASYNC {
-            Unmanaged<Wakeup>.fromOpaque(data).takeUnretainedValue().close()
-        } else if type == UV_SIGNAL {
-            Unmanaged<SignalWatcher>.fromOpaque(data).takeUnretainedValue().close()
-        } else if type == UV_TCP {
-            Unmanaged<TCPHandle>.fromOpaque(data).takeUnretainedValue().close()
-        } else if type == UV_POLL {
-            Unmanaged<Poll>.fromOpaque(data).takeUnretainedValue().close()
-        } else {
-            preconditionFailure("UVLoop does not own libuv handles of type \(type.rawValue)")
-        }
+        if walk.pointee.tcpOnly && uv_handle_get_type(handle) != UV_TCP { return }
+        // Every handle on a UVLoop loop is a UVHandle's, put in its `data` by UVHandle.init.
+        Unmanaged<UVHandle>.fromOpaque(data).takeUnretainedValue().close()
         walk.pointee.closed += 1
     }
 
@@ -240,7 +228,7 @@ public final class EventLoop {
         ProcessCounts.shared.liveLoops
     }
 
-    /// ``Timer`` and ``Wakeup`` objects alive in this process (all threads and loops).
+    /// Handle objects (``UVHandle``) alive in this process (all threads and loops).
     public static var liveHandleOwnersInProcess: Int {
         ProcessCounts.shared.liveHandleOwners
     }

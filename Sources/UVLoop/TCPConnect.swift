@@ -17,35 +17,21 @@ extension TCPStream {
     public static func connect(loop: EventLoop, host: String, port: Int, _ callback: @escaping ConnectCallback)
         throws(UVError) -> TCPStream
     {
+        let address = try SocketAddress(host: host, port: port)
         let stream = TCPStream(loop: loop)
-        var storage = sockaddr_storage()
-        do {
-            try withUnsafeMutablePointer(to: &storage) { pointer throws(UVError) in
-                let address = UnsafeMutableRawPointer(pointer)
-                if host.contains(":") {
-                    try check(uv_ip6_addr(host, Int32(port), address.assumingMemoryBound(to: sockaddr_in6.self)),
-                        "uv_ip6_addr")
-                } else {
-                    try check(uv_ip4_addr(host, Int32(port), address.assumingMemoryBound(to: sockaddr_in.self)),
-                        "uv_ip4_addr")
-                }
-                let request = UnsafeMutablePointer<uv_connect_t>.allocate(capacity: 1)
-                request.initialize(to: uv_connect_t())
-                let box = Unmanaged.passRetained(ConnectBox(callback)).toOpaque()
-                uv_req_set_data(CLibUV_connect_as_req(request), box)
-                let status = uv_tcp_connect(request, stream.handle, address.assumingMemoryBound(to: sockaddr.self)) {
-                    request, status in TCPStream.connected(request, status)
-                }
-                if status != 0 {
-                    Unmanaged<ConnectBox>.fromOpaque(box).release()
-                    request.deinitialize(count: 1)
-                    request.deallocate()
-                    try check(status, "uv_tcp_connect")
-                }
-            }
-        } catch {
+        let request = UnsafeMutablePointer<uv_connect_t>.allocate(capacity: 1)
+        request.initialize(to: uv_connect_t())
+        let box = Unmanaged.passRetained(ConnectBox(callback)).toOpaque()
+        uv_req_set_data(CLibUV_connect_as_req(request), box)
+        let status = address.withSockaddr { address in
+            uv_tcp_connect(request, stream.tcp, address) { request, status in TCPStream.connected(request, status) }
+        }
+        if status != 0 {
+            Unmanaged<ConnectBox>.fromOpaque(box).release()
+            request.deinitialize(count: 1)
+            request.deallocate()
             stream.close()
-            throw error
+            throw UVError(code: status, operation: "uv_tcp_connect")
         }
         return stream
     }
@@ -58,11 +44,9 @@ extension TCPStream {
         let handle = request.pointee.handle
         request.deinitialize(count: 1)
         request.deallocate()
-        guard let stream = TCPHandle.owner(handle) as? TCPStream else {
-            preconditionFailure("connect without a stream")
-        }
+        let stream = UVHandle.owner(handle, TCPStream.self)
         if status == 0, !stream.isClosed {
-            uv_tcp_nodelay(stream.handle, 1)
+            uv_tcp_nodelay(stream.tcp, 1)
             box.callback(.success(stream))
         } else {
             stream.close()

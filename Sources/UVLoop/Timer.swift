@@ -1,15 +1,5 @@
 internal import CLibUV
 
-/// Where a handle is in libuv's lifecycle (libuv `docs/src/handle.rst`).
-enum HandleState {
-    /// Initialised (`uv_*_init` returned 0); libuv holds one retain on the owner.
-    case open
-    /// Passed to `uv_close`; the close callback has not run yet.
-    case closing
-    /// The close callback ran (or init failed): the memory is freed, the retain balanced.
-    case closed
-}
-
 /// A libuv timer (`uv_timer_t`) whose callback runs on its loop's thread.
 ///
 /// The callback is set once, at creation; it receives the timer, so it can re-arm, stop or
@@ -22,15 +12,11 @@ enum HandleState {
 /// *during* that pass with a deadline that has passed: a timer that re-arms itself for "now" from
 /// its own callback keeps running and starves I/O until its deadlines move into the future.
 ///
-/// Lifecycle: ``close()`` it exactly once; its memory and the loop's retain on this object are
-/// released in libuv's close callback (see ``EventLoop``). Loop affinity: see ``EventLoop``.
-public final class Timer {
+/// Lifecycle: ``UVHandle/close()`` it (a second close does nothing); its memory and the loop's retain on this
+/// object are released in libuv's close callback (see ``UVHandle``). Loop affinity: see ``EventLoop``.
+public final class Timer: UVHandle {
     public typealias Callback = (Timer) -> Void
 
-    /// The loop this timer belongs to (kept alive by the timer).
-    public let loop: EventLoop
-    private let handle: UnsafeMutablePointer<uv_timer_t>
-    private var state: HandleState
     /// Set in `init`, dropped in the close callback (which breaks any reference cycle through it).
     private var callback: Callback?
 
@@ -38,24 +24,16 @@ public final class Timer {
     ///
     /// - Precondition: `loop` is not closed.
     public init(loop: EventLoop, _ callback: @escaping Callback) {
-        loop.preconditionUsable("Timer.init")
-        self.loop = loop
         self.callback = callback
-        handle = .allocate(capacity: 1)
-        handle.initialize(to: uv_timer_t())
-        state = .open
-        // uv_timer_init cannot fail (libuv 1.x always returns 0).
-        checkInvariant(uv_timer_init(loop.pointer, handle), "uv_timer_init")
-        uv_handle_set_data(CLibUV_timer_as_handle(handle), Unmanaged.passRetained(self).toOpaque())
-        loop.ownerCreated()
-        loop.handleOpened()
+        do {
+            try super.init(loop: loop, uv_timer_t(), "uv_timer_init") { loop, timer in uv_timer_init(loop, timer) }
+        } catch {
+            // uv_timer_init cannot fail (libuv 1.x always returns 0).
+            preconditionFailure("libuv call failed unexpectedly: \(error)")
+        }
     }
 
-    deinit {
-        // An open or closing handle holds a retain on its owner, so only a closed one gets here.
-        precondition(state == .closed, "Timer deinitialised before its close callback ran")
-        loop.ownerDestroyed()
-    }
+    private var handle: UnsafeMutablePointer<uv_timer_t> { raw(uv_timer_t.self) }
 
     // MARK: Arming
 
@@ -117,79 +95,17 @@ public final class Timer {
         return uv_timer_get_due_in(handle)
     }
 
-    /// Whether the timer is started (`uv_is_active`).
-    public var isActive: Bool {
-        state == .open && uv_is_active(CLibUV_timer_as_handle(handle)) != 0
+    override func didClose() {
+        callback = nil
     }
 
-    /// Whether an active timer keeps ``EventLoop/run()`` from returning (`uv_ref`/`uv_unref`);
-    /// `true` by default.
-    public var isReferenced: Bool {
-        get {
-            preconditionOpen("isReferenced")
-            return uv_has_ref(CLibUV_timer_as_handle(handle)) != 0
-        }
-        set {
-            preconditionOpen("isReferenced")
-            if newValue {
-                uv_ref(CLibUV_timer_as_handle(handle))
-            } else {
-                uv_unref(CLibUV_timer_as_handle(handle))
-            }
-        }
-    }
-
-    // MARK: Closing
-
-    /// Whether ``close()`` has been called (the close callback may still be pending).
-    public var isClosed: Bool {
-        state != .open
-    }
-
-    /// Stops the timer and closes it (`uv_close`). The callback will not run again. Its memory is
-    /// released in the close callback, on the next loop iteration (or in ``EventLoop/close()``).
-    /// Safe inside any callback, including this timer's own.
-    ///
-    /// - Precondition: not closed before.
-    public func close() {
-        preconditionOpen("close")
-        state = .closing
-        loop.handleClosing()
-        uv_close(CLibUV_timer_as_handle(handle)) { handle in Timer.handleClosed(handle) }
-    }
-
-    // MARK: libuv callbacks (capture-free, forward to one method)
+    // MARK: libuv callback (capture-free, forwards to one method)
 
     private static func timerFired(_ handle: UnsafeMutablePointer<uv_timer_t>?) {
-        guard let handle, let data = uv_handle_get_data(CLibUV_timer_as_handle(handle)) else {
-            preconditionFailure("timer callback without an owner")
-        }
-        Unmanaged<Timer>.fromOpaque(data).takeUnretainedValue().fire()
-    }
-
-    private static func handleClosed(_ handle: UnsafeMutablePointer<uv_handle_t>?) {
-        guard let handle, let data = uv_handle_get_data(handle) else {
-            preconditionFailure("timer close callback without an owner")
-        }
-        // Balances `passRetained` in `init`; the owner may be deinitialised when `owner` goes.
-        let owner = Unmanaged<Timer>.fromOpaque(data).takeRetainedValue()
-        owner.finishClose()
+        UVHandle.owner(handle, Timer.self).fire()
     }
 
     private func fire() {
         callback?(self)
-    }
-
-    private func finishClose() {
-        precondition(state == .closing, "close callback for a timer that is not closing")
-        handle.deinitialize(count: 1)
-        handle.deallocate()
-        state = .closed
-        callback = nil
-        loop.handleClosed()
-    }
-
-    private func preconditionOpen(_ operation: StaticString) {
-        precondition(state == .open, "Timer.\(operation) used after close()")
     }
 }
