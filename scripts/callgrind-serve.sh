@@ -7,7 +7,7 @@
 #
 # Everything printed is also written to reports/benchmarks/callgrind-serve-<date>.txt with the commit, the
 # command and how many of the requests the devices applied (the rest: the same timestamp again, ignored as
-# stale), so the README's figure has a committed output.
+# stale), so the figure in docs/BACKEND.md (*Throughput*) has a committed output.
 #
 #   scripts/callgrind-serve.sh [REQUESTS]   # default 20000
 set -euo pipefail

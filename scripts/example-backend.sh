@@ -8,7 +8,7 @@
 #   scripts/example-backend.sh [SECONDS] [OUT] [SCENARIO]   # default 30, reports/runs/<UTC time>-example-backend, smoke
 #
 # EXAMPLE_BACKEND_ARGS is passed on to backend.py, split at spaces: EXAMPLE_BACKEND_ARGS="--drop-every 10" runs it
-# with its deliberate fault (the README's "a gate for your backend's CI"); SERVE_ARGS likewise to fanout serve
+# with its deliberate fault (docs/BACKEND.md, *A gate for your backend's CI*); SERVE_ARGS likewise to fanout serve
 # (SERVE_ARGS="--settle 3", SERVE_ARGS="--faults 503=5% --seed 7", SERVE_ARGS="--latency p50=20ms,p99=80ms",
 # SERVE_ARGS="--rate-scale 2").
 set -euo pipefail
@@ -23,6 +23,9 @@ source scripts/example-backend-env.sh
 [ -z "${EXAMPLE_BACKEND_ARGS:-}" ] || echo "backend arguments: ${EXAMPLE_BACKEND_ARGS}"
 [ -z "${SERVE_ARGS:-}" ] || echo "fanout serve arguments: ${SERVE_ARGS}"
 
+echo "example-backend: fanout serve $scenario for $seconds s: registers the activities with the example backend" \
+    "($BACKEND_URL), sends it the scenario's events, judges the pushes it makes. Quiet until it ends (its stderr" \
+    "goes to $WORK/serve.err, removed at exit); then its last 3 lines and the headline. Run folder: $out"
 status=0
 "$bin" serve "$scenario" "${SERVE_FLAGS[@]}" --workers 2 --register "$BACKEND_URL/register" --register-rate 5000 \
     --trigger "$BACKEND_URL/trigger" --expect-events --duration "$seconds" --out "$out" \

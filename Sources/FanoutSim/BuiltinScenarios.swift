@@ -88,6 +88,8 @@ public enum BuiltinScenarios {
           "stageSampleEvery": 64
         }
         """,
+        // "README, Soak" is docs/RELIABILITY.md, *Soak*, now (the README links it). The description is part of the
+        // canonical text, so of configHash: changing it would part `fanout run soak` from reports/examples/soak-30min.
         "soak": gameNight(
             "soak",
             "30 minutes in real time at 80% of default's saturation on the 2-core reference machine "

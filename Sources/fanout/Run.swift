@@ -187,19 +187,21 @@ enum ProgressText {
     }
 }
 
-/// Progress lines fit the terminal: `COLUMNS` when set, else the terminal's width, else 80.
+/// Progress lines fit a terminal: `COLUMNS` when set, else the terminal's width, else 80. When stderr is not a
+/// terminal (a file, a pipe, a CI log) there is no width: each line is written whole, every figure with its unit.
 enum ProgressWidth {
-    static func columns() -> Int {
+    static func columns() -> Int? {
+        guard isatty(STDERR_FILENO) != 0 else { return nil }
         if let text = ProcessInfo.processInfo.environment["COLUMNS"], let n = Int(text), n > 0 { return n }
         var size = winsize()
-        if isatty(STDERR_FILENO) != 0, ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 {
-            return Int(size.ws_col)
-        }
+        if ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
         return 80
     }
 
-    /// At most `width - 1` characters (a line of exactly the width wraps on some terminals).
-    static func fit(_ line: String, _ width: Int) -> String {
+    /// At most `width - 1` characters (a line of exactly the width wraps on some terminals); the whole line when
+    /// there is no width (stderr is not a terminal).
+    static func fit(_ line: String, _ width: Int?) -> String {
+        guard let width else { return line }
         let limit = max(width - 1, 10)
         guard line.count > limit else { return line }
         return String(line.prefix(limit - 1)) + "…"

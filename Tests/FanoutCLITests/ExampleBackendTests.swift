@@ -67,7 +67,7 @@ struct ExampleBackendTests {
         }
     }
 
-    /// The README's "A gate for your backend's CI", shortened: runs of 5 s judged with `--settle 3` (an event is
+    /// docs/BACKEND.md, *A gate for your backend's CI*, shortened: runs of 5 s judged with `--settle 3` (an event is
     /// missing when not delivered 3 s after it was due). As there, latency is shown, not judged (on a shared
     /// machine its percentiles say more about the load than about the backend), and `events.reordered` is not
     /// judged (the example backend's concurrent fan-outs reorder a source's updates, and the scenario's

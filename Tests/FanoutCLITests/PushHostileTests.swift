@@ -7,7 +7,7 @@ import Glibc
 
 /// `fanout push` against hostile servers (Python h2 in Resources/h2_hostile.py, on 127.0.0.1): each is a clear error
 /// or a count in summary.json, the identity sent = answered + failed + unanswered at end holds, and the exit status
-/// is the documented one (README, *Load an APNs endpoint*).
+/// is the documented one (docs/PUSH.md, *What it sends, measures and writes*: the exit table).
 @Suite("fanout push against hostile servers")
 struct PushHostileTests {
     /// h2_hostile.py in `mode`, killed when the value goes.

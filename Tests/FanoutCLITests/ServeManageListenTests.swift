@@ -51,7 +51,7 @@ struct ServeManageListenTests {
         #expect(pushOnManage.headers["apns-id"] != nil)
         let broadcastHeaders = [("apns-channel-id", channel), type, ("apns-priority", "10"), ("apns-expiration", "0")]
         // Loop 0 tells the other loops of a new channel before it answers; a broadcast right after may still race
-        // the message on 2 loops (README), so it is sent until it is taken, within a bound.
+        // the message on 2 loops (docs/BACKEND.md, *Event loops*), so it is sent until it is taken, within a bound.
         var broadcast = try curl(
             serve.port, "POST", "/4/broadcasts/apps/\(channelApp)", headers: broadcastHeaders,
             body: livePayload(timestamp: now + 2))

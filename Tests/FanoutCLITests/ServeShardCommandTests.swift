@@ -57,7 +57,8 @@ struct ServeShardCommandTests {
     func shardedEqualsWhole() throws {
         let dir = try CLI.temporaryDirectory()
         let scenario = try WireEqualsRunTests.wireSmoke(in: dir)
-        // One loop, one connection per target: pushes applied in the order sent (README, Over the wire).
+        // One loop, one connection per target: pushes applied in the order sent (docs/PUSH.md, *Over the wire
+        // equals in process*).
         let common = ["--h2c", "--workers", "1", "--state", "full", "--epoch", Self.epoch]
 
         let whole = try ServeProcess(common, scenario: scenario)

@@ -4,7 +4,7 @@ import Testing
 /// Issue 21, item 2: `fanout push` against `fanout serve` (real binaries, 127.0.0.1, h2c and TLS) leaves the served
 /// devices in the state `fanout run --clock virtual` leaves them in. Both sides count from the run's virtual epoch
 /// (`--epoch 1700000000`); the scenario is smoke without the three faults serve's devices do not play (offline
-/// windows, a person's dismissals, token rotation — README, *Over the wire equals in process*).
+/// windows, a person's dismissals, token rotation — docs/PUSH.md, *Over the wire equals in process*).
 @Suite("over the wire equals in process")
 struct WireEqualsRunTests {
     static let epoch = "1700000000"
@@ -77,7 +77,8 @@ struct WireEqualsRunTests {
         #expect(made.status == 0, "\(made.stderr)")
         for tls in [false, true] {
             // One loop and one connection: pushes are applied in the order they were sent (several loops or
-            // connections may apply two pushes to one activity in another order: README).
+            // connections may apply two pushes to one activity in another order: docs/PUSH.md, *Over the wire
+            // equals in process*).
             let serve = try ServeProcess(
                 (tls ? ["--tls-cert", cert, "--tls-key", key] : ["--h2c"])
                     + ["--workers", "1", "--state", "full", "--epoch", Self.epoch], scenario: scenario)
