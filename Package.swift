@@ -117,7 +117,8 @@ let package = Package(
         .testTarget(name: "UVLoopTests", dependencies: ["UVLoop"]),
         .testTarget(name: "FanoutWireTests", dependencies: ["FanoutWire", "UVLoop"]),
         .testTarget(
-            name: "FanoutServeTests", dependencies: ["FanoutServe", "FanoutWire", "FanoutSim", "FanoutCore"],
+            name: "FanoutServeTests",
+            dependencies: ["FanoutServe", "FanoutWire", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutReport"],
             exclude: ["Golden"]  // read from the source tree (#filePath), so FANOUT_UPDATE_GOLDEN=1 can rewrite it
         ),
         .testTarget(name: "FanoutSimTests", dependencies: ["FanoutSim", "FanoutCore", "FanoutMetrics"]),
@@ -136,7 +137,8 @@ let package = Package(
             name: "FanoutCLITests", dependencies: ["fanout", "FanoutHistogramLog"], resources: [.copy("Resources")]
         ),
         .testTarget(
-            name: "FanoutPushTests", dependencies: ["FanoutPush", "FanoutSim", "FanoutWire", "FanoutReport"],
+            name: "FanoutPushTests",
+            dependencies: ["FanoutPush", "FanoutSim", "FanoutWire", "FanoutReport", "FanoutMetrics"],
             exclude: ["Golden"]  // read from the source tree (#filePath), so FANOUT_UPDATE_GOLDEN=1 can rewrite it
         ),
     ],
