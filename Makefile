@@ -61,6 +61,15 @@ test: deps
 	$(SWIFT) test --skip-build
 	python3 scripts/push-soak.py --self-test
 
+## Every Swift target's imports against the allowed table (scripts/architecture.txt: what each target may import,
+## the never and only rules, the not-yet arrows the re-cut removes) and against its direct dependencies in
+## Package.swift; test targets' imports against Package.swift only. No build: a few seconds. The checker's own
+## self-test (a synthetic package: one pass, each kind of failure) runs first.
+.PHONY: check-architecture
+check-architecture:
+	python3 scripts/check-architecture --self-test
+	python3 scripts/check-architecture
+
 ## deploy/kubernetes/push-shards.yaml's own command run here as its Indexed Job's K8S_SHARDS pods would (env as
 ## written, JOB_COMPLETION_INDEX=K; /results, the serve targets, START, SCENARIO and DURATION replaced, each printed),
 ## push-merge.yaml's command after them, and the merged counts compared with one unsharded run: exact, or exit 1.

@@ -125,7 +125,9 @@ let package = Package(
         .testTarget(name: "FanoutAPNsTests", dependencies: ["FanoutAPNs", "FanoutWire", "FanoutSim", "FanoutCore"]),
         .testTarget(
             name: "FanoutServeTests",
-            dependencies: ["FanoutServe", "FanoutAPNs", "FanoutWire", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutReport"],
+            dependencies: [
+                "FanoutServe", "FanoutAPNs", "FanoutWire", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutReport",
+            ],
             exclude: ["Golden"]  // read from the source tree (#filePath), so FANOUT_UPDATE_GOLDEN=1 can rewrite it
         ),
         .testTarget(name: "FanoutSimTests", dependencies: ["FanoutSim", "FanoutCore", "FanoutMetrics"]),
@@ -146,7 +148,8 @@ let package = Package(
             resources: [.copy("Resources")]
         ),
         .testTarget(
-            name: "FanoutPushTests", dependencies: ["FanoutPush", "FanoutSim", "FanoutWire", "FanoutReport"],
+            name: "FanoutPushTests",
+            dependencies: ["FanoutPush", "FanoutSim", "FanoutWire", "FanoutReport", "FanoutMetrics"],
             exclude: ["Golden"]  // read from the source tree (#filePath), so FANOUT_UPDATE_GOLDEN=1 can rewrite it
         ),
     ],
