@@ -54,12 +54,11 @@ let package = Package(
             ]
         ),
         // `fanout push`: a scenario's pushes, or a trace's push lines, over HTTP/2 (FanoutWire's client) at their
-        // intended times, the run folder of a push run.
+        // intended times, its per-second intervals (the run folder it makes is written by FanoutReport).
         .target(
             name: "FanoutPush",
             dependencies: [
-                "FanoutAPNs", "FanoutWire", "FanoutSim", "FanoutCore", "FanoutTrace", "FanoutMetrics",
-                "FanoutHistogramLog", "FanoutReport", "UVLoop",
+                "FanoutAPNs", "FanoutWire", "FanoutSim", "FanoutCore", "FanoutTrace", "FanoutMetrics", "UVLoop",
             ]
         ),
         // HdrHistogram's V2 compressed encoding and interval log (hlog 1.3), DEFLATE through zlib.

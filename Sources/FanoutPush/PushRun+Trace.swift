@@ -6,27 +6,6 @@ import FanoutWire
 import Foundation
 import UVLoop
 
-/// What a trace run sent, for the summary: the file, its size in lines, its hash, its push lines and the lines of the
-/// other ops (device-side, not sent).
-public struct PushTraceInfo: Sendable, Equatable {
-    public var path: String
-    public var lines: Int
-    /// FNV-1a 64 of the file's bytes, 16 hex digits.
-    public var hash: String
-    /// The trace's push lines (all of them, sent by this run or another shard's).
-    public var pushLines: Int
-    /// The lines of every other op, by op: the device's side of the trace (`request`, `startToken`, `rotate`,
-    /// `subscribe`, `dismiss`) and `advance`, not sent. The whole trace's counts in every shard.
-    public var notSent: [String: Int]
-
-    public init(path: String, lines: Int, hash: String, pushLines: Int, notSent: [String: Int]) {
-        self.path = path
-        self.lines = lines
-        self.hash = hash
-        self.pushLines = pushLines
-        self.notSent = notSent
-    }
-}
 
 /// A trace's push lines to send (`fanout push TARGET TRACE.jsonl`): each at its `at` divided by `rateScale` after the
 /// run's t0, in the file's order, with the line's own headers and exact payload bytes (docs/TRACE.md).
@@ -103,8 +82,7 @@ extension PushRun {
         precondition(options.connections >= 1)
         var token: ProviderToken?
         if let keyId = options.authKeyId, let pem = options.authKeyPEM, let team = options.team {
-            let signer = try ES256Signer(pem: pem, name: keyId)
-            token = ProviderToken(keyId: keyId, team: team, signer: { try signer.sign($0) })
+            token = ProviderToken(keyId: keyId, team: team, signer: try ES256Signer(pem: pem, name: keyId).sign)
         }
         self.init(trace: trace, options: options, token: token)
         results.scenario = (trace.info.path as NSString).lastPathComponent

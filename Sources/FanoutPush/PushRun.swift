@@ -82,8 +82,7 @@ public final class PushRun {
         topics = scenario.apps.map { Array(($0.bundle + ".push-type.liveactivity").utf8) }
         bundles = scenario.apps.map { Array($0.bundle.utf8) }
         if let keyId = options.authKeyId, let pem = options.authKeyPEM, let team = options.team {
-            let signer = try ES256Signer(pem: pem, name: keyId)
-            token = ProviderToken(keyId: keyId, team: team, signer: { try signer.sign($0) })
+            token = ProviderToken(keyId: keyId, team: team, signer: try ES256Signer(pem: pem, name: keyId).sign)
         } else {
             token = nil
         }

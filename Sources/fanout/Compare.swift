@@ -1,3 +1,4 @@
+import FanoutMetrics
 import FanoutAPNs
 import ArgumentParser
 import FanoutPush

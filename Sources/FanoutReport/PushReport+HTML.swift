@@ -1,5 +1,4 @@
 import FanoutMetrics
-import FanoutReport
 import Foundation
 
 /// `report.html` of `fanout push`: one self-contained page (the run report's inline CSS and SVG; no script, nothing

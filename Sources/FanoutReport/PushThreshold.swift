@@ -1,5 +1,4 @@
 import FanoutMetrics
-import FanoutReport
 import Foundation
 
 /// `fanout push --threshold`: an absolute objective the run itself is judged by (an SLO gate, where `fanout compare`

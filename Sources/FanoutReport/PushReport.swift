@@ -1,6 +1,5 @@
 import FanoutHistogramLog
 import FanoutMetrics
-import FanoutReport
 import Foundation
 
 /// The run folder of `fanout push`: summary.json, summary.md, report.html, latency.hlog (tags `latency` and

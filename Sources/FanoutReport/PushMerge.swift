@@ -1,6 +1,5 @@
 import FanoutHistogramLog
 import FanoutMetrics
-import FanoutReport
 import Foundation
 
 /// A `fanout push` run folder read back: its summary.json's counts, and its histograms from latency.hlog (the whole

@@ -1,4 +1,3 @@
-import FanoutMetrics
 
 /// latency.hlog's intervals of a push run on disk: each second's two histograms (`latency`, `scheduleLag`) go to an
 /// `IntervalSpool` (an unlinked temporary file) when the second closes, so a run's memory does not grow with its

@@ -1,0 +1,132 @@
+import Foundation
+
+/// What a trace run sent, for the summary: the file, its size in lines, its hash, its push lines and the lines of the
+/// other ops (device-side, not sent).
+public struct PushTraceInfo: Sendable, Equatable {
+    public var path: String
+    public var lines: Int
+    /// FNV-1a 64 of the file's bytes, 16 hex digits.
+    public var hash: String
+    /// The trace's push lines (all of them, sent by this run or another shard's).
+    public var pushLines: Int
+    /// The lines of every other op, by op: the device's side of the trace (`request`, `startToken`, `rotate`,
+    /// `subscribe`, `dismiss`) and `advance`, not sent. The whole trace's counts in every shard.
+    public var notSent: [String: Int]
+
+    public init(path: String, lines: Int, hash: String, pushLines: Int, notSent: [String: Int]) {
+        self.path = path
+        self.lines = lines
+        self.hash = hash
+        self.pushLines = pushLines
+        self.notSent = notSent
+    }
+}
+
+/// What a push run did and measured. Every request created at its intended time ends in exactly one of: an answer
+/// (by status, and by reason when the body names one), a failure (reset, GOAWAY, connection ended, no connection),
+/// or unanswered at the end (in flight or queued when the drain deadline closed the connections).
+public struct PushResults: Sendable {
+    public var scenario = ""
+    public var seed: UInt64 = 0
+    public var target = ""
+    public var connections = 0
+    /// Streams per connection at most, as asked (`--streams`; the server's SETTINGS may allow fewer; 0: not known).
+    public var streams = 0
+    public var authenticated = false
+    /// Scenario events that sent pushes; the token pushes and broadcasts they made.
+    public var events = 0
+    public var tokenPushes = 0
+    public var broadcasts = 0
+    /// Push-to-start requests (a trace's `startToken` pushes, to `/3/device/STARTTOKEN`; 0 for a scenario).
+    public var pushToStarts = 0
+    /// The trace a trace run sent (nil: a scenario's schedule).
+    public var trace: PushTraceInfo?
+    /// Requests created at their intended time, and those handed to nghttp2.
+    public var sent = 0
+    public var submitted = 0
+    public var byStatus: [Int: Int] = [:]
+    public var byReason: [String: Int] = [:]
+    public var failures: [String: Int] = [:]
+    /// In flight or queued when the run ended (the drain deadline); of these, never handed to nghttp2.
+    public var unansweredAtEnd = 0
+    public var queuedAtEnd = 0
+    /// The most requests queued at once for a free stream, over all connections.
+    public var peakQueued = 0
+    /// Intended time → the answer's END_STREAM (waits for a stream or a connection count: open loop).
+    public var latency = LatencyHistogram()
+    /// Intended time → the request handed to nghttp2 (a late timer, a wait for a free stream).
+    public var scheduleLag = LatencyHistogram()
+    /// One record per second and metric (`latency`, `scheduleLag`), compressed, for latency.hlog: a run's are on
+    /// disk (`spooled`, written as the run goes on); these are held in memory (a merged folder's, read from its
+    /// shards' logs). ``forEachInterval(_:)`` reads both.
+    public var intervals: [PushInterval] = []
+    public var spooled: PushIntervalSpool?
+    public var startedAtSeconds = 0.0
+    public var scheduleSeconds = 0.0
+    public var elapsedSeconds = 0.0
+    public var maxScheduleLagNanos: UInt64 = 0
+    /// Why each connection ended.
+    public var connectionEnds: [String: Int] = [:]
+    public var tokensIssued = 0
+    /// Ended early by SIGINT or SIGTERM (``PushOptions/stopOnSignals``).
+    public var interrupted = false
+    /// Connections opened during the run in place of ones that ended.
+    public var reconnects = 0
+    /// Requests sent again because the server had not processed them: queued when their connection ended, or
+    /// refused by a GOAWAY (above its last stream id). Each is counted once in `sent`, and its latency runs from its
+    /// intended time to the answer of its last try.
+    public var retries = 0
+    /// Every connection ended, and no more could be opened, before the schedule did: the run stopped there.
+    public var connectionsLost = false
+    /// `K/N` of a shard's run (nil: the whole schedule); the number of shards a merged folder adds up.
+    public var shard: String?
+    public var shards = 1
+    /// The scenario's configuration hash (rates, devices, duration, seed and all: `Scenario.configHash`).
+    public var configHash = ""
+    /// `--start-at`: the requested t0 (UNIX seconds) and the measured start skew, actual t0 − requested (for a merged
+    /// folder: the largest of its shards', by magnitude).
+    public var requestedStartSeconds: Double?
+    public var startSkewNanos: Int64?
+
+    public init() {}
+
+    public var answered: Int { byStatus.values.reduce(0, +) }
+    public var failed: Int { failures.values.reduce(0, +) }
+    /// sent = answered + failed + unanswered at the end.
+    public var identityHolds: Bool { sent == answered + failed + unansweredAtEnd }
+    /// The generator could not hold the schedule: scheduleLag p99 above the bound, or requests still queued at the
+    /// end (the numbers would understate the server's latency).
+    /// Requests still queued at the end of an interrupted run are the interruption's, not saturation.
+    public var saturated: Bool {
+        scheduleLag.valueAtPercentile(99) > maxScheduleLagNanos || (queuedAtEnd > 0 && !interrupted)
+    }
+    public var requestsPerSecond: Double { elapsedSeconds > 0 ? Double(answered) / elapsedSeconds : 0 }
+}
+
+public struct PushInterval: Sendable {
+    public var tag: String
+    public var startSeconds: Double
+    public var lengthSeconds: Double
+    public var compressed: [UInt8]
+    public var maxValue: UInt64
+    /// The histogram's summary when known already (the spool keeps one per interval); nil: decode `compressed`.
+    public var summary: LatencySummary?
+
+    public init(
+        tag: String, startSeconds: Double, lengthSeconds: Double, compressed: [UInt8], maxValue: UInt64,
+        summary: LatencySummary? = nil
+    ) {
+        self.tag = tag
+        self.startSeconds = startSeconds
+        self.lengthSeconds = lengthSeconds
+        self.compressed = compressed
+        self.maxValue = maxValue
+        self.summary = summary
+    }
+}
+
+/// A failure before any request could be sent (no connection came up).
+public struct PushError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
