@@ -14,6 +14,12 @@ import Darwin
 /// its own stream), so a run against the same traffic repeats its faults. The default injects nothing and costs
 /// one branch per request (`isActive`).
 public struct ServeFaults: Sendable, Equatable {
+    /// What `fanout serve`'s start line says of `--latency` and `--faults` (nothing when neither is given).
+    public var startLineText: String {
+        guard latencyText != nil || faultsText != nil else { return "" }
+        return "; injecting --latency \(latencyText ?? "none") --faults \(faultsText ?? "none") (seed \(seed))"
+    }
+
     /// How long each answer is held before it is sent.
     public enum Latency: Sendable, Equatable {
         case none

@@ -28,22 +28,4 @@ final class ProgressTicker: @unchecked Sendable {
         stop.signal()
         stopped.wait()
     }
-
-    /// `1,234,567`.
-    static func grouped(_ n: Int) -> String {
-        let digits = Array(String(n))
-        var out = ""
-        for (i, c) in digits.enumerated() {
-            if i > 0 && (digits.count - i) % 3 == 0 { out.append(",") }
-            out.append(c)
-        }
-        return out
-    }
-
-    /// `850 MB`, `1.72 GB` (decimal units, as `ls -lh --si`).
-    static func bytes(_ n: Int) -> String {
-        if n >= 1_000_000_000 { return String(format: "%.2f GB", Double(n) / 1e9) }
-        if n >= 1_000_000 { return String(format: "%.0f MB", Double(n) / 1e6) }
-        return String(format: "%.0f kB", Double(n) / 1e3)
-    }
 }

@@ -127,12 +127,6 @@ extension Serve {
         return r
     }
 
-    /// What the start line says of `--latency` and `--faults` (nothing when neither is given).
-    func faultsLine(_ f: ServeFaults) -> String {
-        guard f.latencyText != nil || f.faultsText != nil else { return "" }
-        return "; injecting --latency \(f.latencyText ?? "none") --faults \(f.faultsText ?? "none") (seed \(f.seed))"
-    }
-
     /// `--latency` and `--faults`, read (a flag error is a usage error: exit 64, nothing written).
     func faultOptions(seed: UInt64) throws -> ServeFaults {
         var f = ServeFaults()

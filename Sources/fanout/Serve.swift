@@ -255,7 +255,36 @@ struct Serve: ParsableCommand {
             s.scaleRates(by: rateScale)
         }
         let slice = try shardOption()
-        let providerAuth = try loadProviderAuth()
+        let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
+        let count = workers == 0 ? max(1, ProcessInfo.processInfo.activeProcessorCount) : workers
+        var plan = ServeSession.Plan(
+            scenario: s, options: try serveOptions(seed: s.seed), workers: count,
+            folder: out ?? "reports/runs/\(Run.timestamp())-serve-\(s.name)\(suffix)", listenText: listen, h2c: h2c,
+            authName: auth)
+        plan.auth = try loadProviderAuth()
+        if let manageListen {
+            let (host, port) = try Self.parseListen(manageListen, flag: "--manage-listen")
+            plan.manage = (host, port, manageListen)
+        }
+        plan.shard = slice
+        plan.epoch = epoch
+        plan.expectEvents = expectEvents
+        plan.register = try registerOptions()
+        plan.channelLimits.apiBundles = maxAPIBundles
+        plan.channelLimits.listedChannels = maxListedChannels
+        plan.settleSeconds = settle
+        plan.state = state.flatMap(ServeReport.StateDetail.init(rawValue:))
+        let outcome: ServeSession.Outcome
+        do { outcome = try ServeSession(plan, output: Self.output()).run() } catch {
+            throw CommandFailure(error.description)
+        }
+        try finish(
+            services: outcome.services, results: outcome.results, info: outcome.info,
+            registration: outcome.registration, folder: outcome.folder)
+    }
+
+    /// `ServeOptions` from the flags: the address, TLS files, bounds, faults and the trigger.
+    func serveOptions(seed: UInt64) throws -> ServeOptions {
         let (host, requestedPort) = try Self.parseListen(listen)
         var options = ServeOptions()
         options.host = host
@@ -272,209 +301,26 @@ struct Serve: ParsableCommand {
         options.maxUnsentBytesPerLoop = maxUnsentBytes * 64
         options.requestTimeoutSeconds = requestTimeout
         options.drainSeconds = drainTimeout
-        options.faults = try faultOptions(seed: s.seed)
+        options.faults = try faultOptions(seed: seed)
         options.trigger = try triggerOptions()
+        return options
+    }
 
-        let startedAt = Date()
-        let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
-        let folder = out ?? "reports/runs/\(Run.timestamp())-serve-\(s.name)\(suffix)"
-        let count = workers == 0 ? max(1, ProcessInfo.processInfo.activeProcessorCount) : workers
-        // The address and the TLS files are checked before the population is built and anything is written.
-        let sockets: [Int32]
-        let port: Int
-        do {
-            (sockets, port) = try ReusePortSockets.bind(host: host, port: options.port, count: count)
-        } catch {
-            throw CommandFailure("cannot serve on \(listen): \(error)")
-        }
-        options.port = port
-        // --manage-listen: one socket per loop as well (the kernel spreads the connections).
-        var manageSockets: [Int32] = []
-        var manageShown: String?
-        if let manageListen {
-            let (manageHost, managePort) = try Self.parseListen(manageListen, flag: "--manage-listen")
-            do {
-                let bound = try ReusePortSockets.bind(host: manageHost, port: managePort, count: count)
-                manageSockets = bound.0
-                options.manageHost = manageHost
-                options.managePort = bound.1
-                manageShown = (manageHost.contains(":") ? "[\(manageHost)]" : manageHost) + ":\(bound.1)"
-            } catch {
-                for fd in sockets { close(fd) }
-                throw CommandFailure("cannot serve channel management on \(manageListen): \(error)")
-            }
-        }
-        var tlsFailure: Error?
-        if !h2c {
-            do { _ = try TLSContext(certificateFile: tlsCert!, keyFile: tlsKey!) } catch { tlsFailure = error }
-        }
-        if let tlsFailure {
-            for fd in sockets + manageSockets { close(fd) }
-            throw CommandFailure("cannot serve on \(listen): \(tlsFailure)")
-        }
-        do {
-            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        } catch {
-            for fd in sockets + manageSockets { close(fd) }
-            throw CommandFailure("cannot create \(folder): \(error)")
-        }
-        // The population, one thread per loop, and the subscribers for the backend to load (population.jsonl,
-        // streamed as it is produced), before the first request can arrive.
-        let buildStart = EventLoop.hrtimeNanos
-        let progress = ServePopulation.Progress()
-        let totalDevices = s.population.devices
-        let ticker = ProgressTicker { seconds in
-            let built = progress.devicesBuilt.value
-            // A shard builds about 1/N of the devices, known once built.
-            if slice.isWhole ? built < totalDevices : progress.populationBytes.value == 0 {
-                return "building population: \(ProgressTicker.grouped(built)) / "
-                    + "\(ProgressTicker.grouped(totalDevices)) " + (slice.isWhole ? "" : "(shard \(slice)) ")
-                    + String(format: "devices (%.1f s)", seconds)
-            }
-            if progress.joining.value > 0 {
-                return "closing population.jsonl, writing rotated-tokens.jsonl " + String(format: "(%.1f s)", seconds)
-            }
-            let written = progress.populationBytes.value
-            return "writing population.jsonl: "
-                + (written == 0 ? "counting the lines" : ProgressTicker.bytes(written))
-                + String(format: " (%.1f s)", seconds)
-        }
-        let built: ServePopulation.Built
-        do {
-            built = try ServePopulation.build(
-                scenario: s, auth: providerAuth, nowSeconds: epoch ?? Int64(startedAt.timeIntervalSince1970),
-                workers: count,
-                folder: folder, shard: slice, progress: progress, clock: { EventLoop.hrtimeNanos })
-        } catch {
-            ticker.finish()
-            for fd in sockets + manageSockets { close(fd) }
-            throw CommandFailure("fanout serve: \(error)")
-        }
-        ticker.finish()
-        let services = built.services
-        for service in services {
-            service.channelLimits.apiBundles = maxAPIBundles
-            service.channelLimits.listedChannels = maxListedChannels
-        }
-        let cluster = built.cluster
-        // --expect-events: the scenario's events and their followers, each service correlating from now on.
-        var events: ServeEvents?
-        if expectEvents {
-            let expected = ServeEvents.expect(services: services)
-            do {
-                try RunFiles.write(folder: folder, files: ["events.jsonl": expected.jsonl(apps: s.apps.map(\.bundle))], last: "events.jsonl")
-            } catch {
-                for fd in sockets + manageSockets { close(fd) }
-                throw CommandFailure("fanout serve: cannot write \(folder)/events.jsonl: \(error)")
-            }
-            events = expected
-        }
-        let buildSeconds = Double(EventLoop.hrtimeNanos &- buildStart) / 1e9
-        let transport = h2c ? "h2c" : "TLS"
-        let shownHost = host.contains(":") ? "[\(host)]" : host
-        let activities = services.reduce(0) { $0 + $1.pipeline.store.activityCount }
-        let devices = services.reduce(0) { $0 + $1.pipeline.store.deviceCount }
-        // From the start line on, SIGINT and SIGTERM end the run with its folder, even before the loops watch them.
-        PendingSignals.catchUntilWatched()
-        FileHandle.standardError.write(Data((
-            "fanout serve: listening on \(shownHost):\(port) (\(transport), auth \(auth), \(count) event loop"
-            + (count == 1 ? "" : "s") + "); \(activities) activities on \(devices) devices "
-            + String(format: "built in %.2f s", buildSeconds) + "; population: \(folder)/population.jsonl"
-            + (manageShown.map { "; channel management on \($0)" } ?? "")
-            + faultsLine(options.faults)
-            + (options.trigger.map { "; triggering \($0.url) (the scenario's events from now)" } ?? "") + "\n").utf8))
-        // --register: every activity's registration, on a loop of its own, before serving (and the events) start.
-        var registration: RegisterResults?
-        if let r = try registerOptions() {
-            FileHandle.standardError.write(Data((
-                "fanout serve: registering \(activities) activities with \(r.url) at "
-                + String(format: "%g", r.ratePerSecond) + "/s\n").utf8))
-            do {
-                registration = try Registrar.run(populationFile: folder + "/population.jsonl", options: r)
-                PendingSignals.catchUntilWatched()  // registration's watchers are gone, the loops' not there yet
-            } catch {
-                for fd in sockets { close(fd) }
-                throw CommandFailure("fanout serve --register: \(error)")
-            }
-            if let g = registration {
-                FileHandle.standardError.write(Data((g.line + "\n").utf8))
-                // Interrupted (SIGINT, SIGTERM): no serving, but the run folder as a shutdown writes it.
-                if g.interrupted { options.durationSeconds = 0.001 }
-            }
-        }
-        // Serving begins: the histogram log's StartTime, interval times counted from here (after the population
-        // was built and written).
-        let servingSince = Date()
-        let measurements = ServeMeasurements(loops: count, startNanos: EventLoop.hrtimeNanos)
-        // t0 of the scenario's events: when serving starts (after --register's registration). One instant for the
-        // trigger's schedule (ServeOptions.eventsT0Nanos) and for --expect-events' endToEnd (ServeEvents.t0Nanos).
-        options.eventsT0Nanos = measurements.startNanos
-        options.eventsT0UnixMillis = Int64((servingSince.timeIntervalSince1970 * 1000).rounded())
-        // --epoch: the devices' clock is the epoch at serving's start, then moves with the wall clock.
-        let deviceClockOffsetMillis = epoch.map { $0 * 1000 - options.eventsT0UnixMillis } ?? 0
-        for service in services { service.deviceClockOffsetMillis = deviceClockOffsetMillis }
-        for service in services { service.measure(into: measurements) }
-        events?.t0Nanos = options.eventsT0Nanos
+    /// stderr: the session's lines, its tickers, and the serving line each second (rewritten in place on a
+    /// terminal, one line a second otherwise, cut to a terminal's width only).
+    static func output() -> ServeSession.Output {
         let interactive = isatty(STDERR_FILENO) != 0
         let width = ProgressWidth.columns()
-        let board = ProgressBoard(count: count)
-        let results = ServeWorkers.run(
-            services: services, options: options, cluster: cluster, sockets: sockets,
-            manageSockets: manageSockets.isEmpty ? nil : manageSockets, board: board
-        ) { seconds in
-            let text = ProgressWidth.fit(ServeProgress.line(seconds, board.total()), width)
-            FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
-        }
-        // The loops' watchers are gone (libuv restored the default): a second signal must not cut the folder short.
-        PendingSignals.catchUntilWatched()
-        if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
-        if let failure = results.failure { throw CommandFailure("fanout serve: \(failure)") }
-        if let line = results.trigger?.failureLine { FileHandle.standardError.write(Data((line + "\n").utf8)) }
-        var info = ServeReport.Info(
-            scenario: s.name, seed: s.seed, listen: "\(shownHost):\(port)", transport: transport, auth: auth,
-            startedAt: ISO8601DateFormatter().string(from: servingSince), gitRevision: Machine.gitRevision())
-        info.workers = count
-        if !slice.isWhole { (info.shard, info.configHash) = (slice, s.configHash) }
-        info.manageListen = manageShown
-        info.latency = options.faults.latencyText
-        info.faults = options.faults.faultsText
-        info.state = state.flatMap(ServeReport.StateDetail.init(rawValue:))
-            ?? .automatic(devices: s.population.devices)
-        info.startedAtSeconds = servingSince.timeIntervalSince1970
-        info.trigger = results.trigger
-        info.registration = registration
-        info.events = ServeEventsReport.judge(
-            services: services, nowNanos: EventLoop.hrtimeNanos, settleNanos: UInt64((settle * 1e9).rounded()),
-            refusals: results.connections.faults.retries.unresent)
-        let endMillis = Int64(Date().timeIntervalSince1970 * 1000) + deviceClockOffsetMillis
-        // state.jsonl first (the largest file, streamed as it is produced), then the rest, summary.json last.
-        let stateBytes = ProgressCounter()
-        let stateTicker = ProgressTicker { seconds in
-            let written = stateBytes.value
-            return "writing state.jsonl: " + (written == 0 ? "sorting the ids" : ProgressTicker.bytes(written))
-                + String(format: " (%.1f s)", seconds)
-        }
-        do {
-            try ServeReport.writeState(
-                services: services, nowMillis: endMillis, path: folder + "/state.jsonl", detail: info.state,
-                progress: stateBytes)
-        } catch {
-            stateTicker.finish()
-            throw CommandFailure(
-                "fanout serve: \(error); \(folder) holds population.jsonl and rotated-tokens.jsonl only, no summary")
-        }
-        stateTicker.finish()
-        let files: [String: String]
-        do {
-            files = try ServeReport.files(
-                info, services: services, connections: results.connections, bytes: results.bytes,
-                elapsedSeconds: results.elapsedSeconds, nowMillis: endMillis)
-        } catch {
-            throw CommandFailure(
-                "fanout serve: the measurements could not be merged or stored (\(error)); \(folder) holds "
-                    + "population.jsonl, rotated-tokens.jsonl and state.jsonl only, no summary")
-        }
-        try RunFiles.write(folder: folder, files: files)
-        try finish(services: services, results: results, info: info, registration: registration, folder: folder)
+        return ServeSession.Output(
+            line: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) },
+            ticker: { line in
+                let ticker = ProgressTicker(line)
+                return { ticker.finish() }
+            },
+            serving: { seconds, snapshot in
+                let text = ProgressWidth.fit(ServeProgress.line(seconds, snapshot), width)
+                FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
+            },
+            servingEnded: { if interactive { FileHandle.standardError.write(Data("\n".utf8)) } })
     }
 }
