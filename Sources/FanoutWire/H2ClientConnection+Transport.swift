@@ -20,9 +20,9 @@ extension H2ClientConnection {
                     onEnd: { [unowned self] _, error in
                         self.end(error.map { "\($0)" } ?? "closed by the server")
                     })
-                if let tls {
+                if let tls = transport.tls {
                     try tls.startHandshake()
-                    tls.takeCiphertext { stream.write($0) }
+                    transport.writeCiphertext()
                 } else {
                     flush()
                 }
@@ -35,104 +35,19 @@ extension H2ClientConnection {
     /// Input, as read from the socket (or handed in by a test).
     func received(_ bytes: UnsafeRawBufferPointer) {
         guard !finished else { return }
-        if let tls {
-            do {
-                try tls.feed(bytes)
-                try tls.readPlaintext { plain in self.process(plain) }
-            } catch {
-                tls.takeCiphertext { stream?.write($0) }
-                end("TLS: \(error)")
-                return
-            }
-        } else {
-            process(bytes)
-        }
+        if let reason = transport.receive(bytes, into: session) { return end(reason) }
         pump()
         flush()
-    }
-
-    func process(_ bytes: UnsafeRawBufferPointer) {
-        guard let session, !finished, bytes.count > 0 else { return }
-        inReceive = true
-        defer { inReceive = false }
-        let consumed = nghttp2_session_mem_recv(
-            session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
-        if consumed < 0 {
-            endReason = endReason ?? "protocol error: " + String(cString: nghttp2_strerror(Int32(consumed)))
-            nghttp2_session_terminate_session(session, UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue))
-        }
     }
 
     /// Sends what nghttp2 has queued (through TLS when on), in one write; ends the connection once neither side
     /// has more to say.
     func flush() {
-        guard let session, !finished, !inFlush, !inReceive else { return }
-        guard let stream else {
-            // In memory (``init(loop:output:settings:)``): nghttp2's chunks go to `output` as they come.
-            guard let output else { return }
-            inFlush = true
-            defer { inFlush = false }
-            var wrote = false
-            while let chunk = nextChunk(session) {
-                output(chunk)
-                wrote = true
-            }
-            if wrote { writes += 1 }
-            endIfDone(session)
-            return
-        }
-        guard !stream.isClosed else { return }
-        inFlush = true
-        defer { inFlush = false }
-        if let tls, !tls.handshakeDone {
-            tls.takeCiphertext { stream.write($0) }
-            return
-        }
-        guard let tls else {
-            // h2c: nghttp2's chunks go straight into the write's block (one copy of each byte).
-            stream.write(gathering: { gather in
-                while let chunk = nextChunk(session) { gather.append(chunk) }
-                if gather.count > 0 { writes += 1 }
-            })
-            if let overflow = unsentOverflow() { return end(overflow) }
-            endIfDone(session)
-            return
-        }
-        outgoing.removeAll(keepingCapacity: true)
-        while let chunk = nextChunk(session) { outgoing.append(contentsOf: chunk) }
-        if !outgoing.isEmpty {
-            writes += 1
-            let failed: Bool = outgoing.withUnsafeBytes { bytes in
-                do {
-                    try tls.writePlaintext(bytes)
-                    return false
-                } catch {
-                    return true
-                }
-            }
-            if failed { endReason = endReason ?? "TLS write failed" }
-        }
-        tls.takeCiphertext { stream.write($0) }
+        guard let session, !finished, !transport.busy else { return }
+        let sent = transport.send(session)
+        if finished || sent.skipped { return }  // a write failed and ended the connection
         if let overflow = unsentOverflow() { return end(overflow) }
-        if outgoing.capacity > 1 << 20 { outgoing = [] }
-        endIfDone(session)
-    }
-
-    /// nghttp2's next chunk of output (valid until the next call), nil when it has nothing more (or failed).
-    private func nextChunk(_ session: OpaquePointer) -> UnsafeRawBufferPointer? {
-        var data: UnsafePointer<UInt8>?
-        let n = nghttp2_session_mem_send(session, &data)
-        if n < 0 {
-            endReason = endReason ?? "nghttp2: " + String(cString: nghttp2_strerror(Int32(n)))
-            return nil
-        }
-        return n == 0 ? nil : UnsafeRawBufferPointer(start: data, count: n)
-    }
-
-    /// Ends the connection once neither side has more to say.
-    private func endIfDone(_ session: OpaquePointer) {
-        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
-            inFlush = false
+        if H2Transport.done(session) {
             end(endReason ?? (goAwayReceived ? "GOAWAY from the server" : protocolError ?? "session ended"))
         }
     }

@@ -208,29 +208,35 @@ public final class H2ClientConnection {
 
     /// `:scheme` and `:authority` as nghttp2 pairs (freed in deinit, after the session).
     let target: NVBlock
-    let tls: TLSSession?
-    /// Where an in-memory connection's bytes go (``init(loop:output:settings:)``); nil with a socket.
-    let output: ((UnsafeRawBufferPointer) -> Void)?
+    /// The socket (or an in-memory connection's `output`, ``init(loop:output:settings:)``), TLS, and nghttp2's
+    /// input and output (shared with the server side).
+    let transport: H2Transport
     /// nghttp2's allocator (free lists per size class); outlives the session (deleted in deinit, before it).
     let pool = NGHTTP2Pool()
     // The hot fields are `@exclusivity(unchecked)`: the connection is confined to its loop's thread and no access
     // overlaps another (callgrind: the dynamic checks were ~10% of a request's instructions).
     @exclusivity(unchecked) var session: OpaquePointer?
-    @exclusivity(unchecked) var stream: TCPStream?
+    var stream: TCPStream? {
+        get { transport.stream }
+        set { transport.stream = newValue }
+    }
     /// Requests waiting for a stream, from `queueHead` on; a slot is emptied (nil) when its request leaves (moved
     /// out, not copied: no retain of its arrays).
     @exclusivity(unchecked) var queue: [H2ClientRequest?] = []
     @exclusivity(unchecked) var queueHead = 0
-    @exclusivity(unchecked) var outgoing: [UInt8] = []
-    @exclusivity(unchecked) var inReceive = false
-    @exclusivity(unchecked) var inFlush = false
-    @exclusivity(unchecked) var finished = false
+    var finished: Bool {
+        get { transport.finished }
+        set { transport.finished = newValue }
+    }
 
     /// The server's first SETTINGS arrived.
     @exclusivity(unchecked) public internal(set) var isReady = false
     /// The server sent GOAWAY (no request is sent on this connection any more).
     @exclusivity(unchecked) public internal(set) var goAwayReceived = false
-    @exclusivity(unchecked) public internal(set) var endReason: String?
+    public internal(set) var endReason: String? {
+        get { transport.endReason }
+        set { transport.endReason = newValue }
+    }
     /// nghttp2's last error message (a protocol error it answered with GOAWAY or RST_STREAM by itself).
     var protocolError: String?
     /// Streams open now, and requests waiting for a free stream.
@@ -245,7 +251,7 @@ public final class H2ClientConnection {
     public internal(set) var failedSubmissions = 0
     public internal(set) var responsesTooLarge = 0
     /// Writes of nghttp2's output (to the socket, through TLS, or to an in-memory connection's `output`).
-    @exclusivity(unchecked) public internal(set) var writes = 0
+    public var writes: Int { transport.writes }
     /// The most requests that waited in the queue at once.
     @exclusivity(unchecked) public internal(set) var maxQueued = 0
     /// The stream limit the server advertised (nghttp2's default of 100 until its SETTINGS arrive).
@@ -266,8 +272,10 @@ public final class H2ClientConnection {
         target = H2ClientConnection.target(
             scheme: context == nil ? "http" : "https",
             authority: authority ?? (host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"))
-        tls = try context.map { c throws(TLSError) in try TLSSession(clientContext: c, serverName: serverName ?? host) }
-        output = nil
+        let tls = try context.map { c throws(TLSError) in
+            try TLSSession(clientContext: c, serverName: serverName ?? host)
+        }
+        transport = H2Transport(stream: nil, output: nil, tls: tls, watermark: .max)
         startSession()
         stream = try TCPStream.connect(loop: loop, host: host, port: port) { [weak self] result in
             self?.connected(result)
@@ -279,9 +287,8 @@ public final class H2ClientConnection {
     public init(loop: EventLoop, output: @escaping (UnsafeRawBufferPointer) -> Void, settings: H2ClientSettings) {
         self.loop = loop
         self.settings = settings
-        self.output = output
+        transport = H2Transport(stream: nil, output: output, tls: nil, watermark: .max)
         target = H2ClientConnection.target(scheme: "http", authority: "in-memory")
-        tls = nil
         startSession()
         flush()
     }
@@ -307,7 +314,7 @@ public final class H2ClientConnection {
         }
         if isReady && endReason == nil && queuedRequests == 0 && openStreams < streamLimit {
             send(request)
-            if !inReceive { flush() }
+            if !transport.inReceive { flush() }
             return
         }
         queue.append(request)

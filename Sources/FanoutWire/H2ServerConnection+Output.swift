@@ -63,7 +63,7 @@ extension H2ServerConnection {
             answersDropped += 1
             request.response = []
         }
-        if !inFlush && !inReceive { flush() }
+        if !transport.busy { flush() }
     }
 
     /// Refuses a complete request without an answer (RST_STREAM REFUSED_STREAM: nothing was done, the client may
@@ -75,7 +75,7 @@ extension H2ServerConnection {
         requestsRefused += 1
         nghttp2_submit_rst_stream(
             session, UInt8(NGHTTP2_FLAG_NONE.rawValue), request.streamId, NGHTTP2_REFUSED_STREAM.rawValue)
-        if !inFlush && !inReceive { flush() }
+        if !transport.busy { flush() }
     }
 
     /// Resets a complete request's stream instead of answering it (RST_STREAM with `code`), e.g. an injected
@@ -84,7 +84,7 @@ extension H2ServerConnection {
         guard let session, !request.answered, stream(request.streamId) === request else { return }
         request.answered = true
         nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), request.streamId, code.rawValue)
-        if !inFlush && !inReceive { flush() }
+        if !transport.busy { flush() }
     }
 
     /// The part of a request's answer body nghttp2 has not taken leaves the unsent counts, and the body its memory
@@ -146,60 +146,15 @@ extension H2ServerConnection {
     /// reading stops, until the socket drains (``drained()``). A client that does not read therefore holds at most
     /// about the watermark plus one read's answers.
     public func flush() {
-        guard let session, !finished, !inFlush, !inReceive else { return }
-        inFlush = true
-        defer { inFlush = false }
-        if let tls, !tls.handshakeDone {
-            tls.takeCiphertext { emit($0) }
-            return
-        }
-        // Everything nghttp2 has queued goes out in one write (one TLS record run, one syscall), not one per
-        // frame: at 64 streams a read, per-frame writes cost more than the requests.
-        outgoing.removeAll(keepingCapacity: true)
-        let pending = stream?.pendingWriteBytes ?? 0
-        let watermark = stream == nil ? Int.max : settings.outputWatermarkBytes
-        var blocked = false
-        while true {
-            if pending + outgoing.count >= watermark {
-                blocked = nghttp2_session_want_write(session) != 0
-                break
-            }
-            var data: UnsafePointer<UInt8>?
-            let n = nghttp2_session_mem_send(session, &data)
-            if n < 0 {
-                endReason = endReason ?? "nghttp2: " + String(cString: nghttp2_strerror(Int32(n)))
-                break
-            }
-            if n == 0 { break }
-            outgoing.append(contentsOf: UnsafeRawBufferPointer(start: data, count: n))
-        }
-        if !outgoing.isEmpty {
-            if let tls {
-                let failure: TLSError? = outgoing.withUnsafeBytes { bytes -> TLSError? in
-                    do {
-                        try tls.writePlaintext(bytes)
-                        return nil
-                    } catch {
-                        return (error as? TLSError) ?? TLSError("TLS write failed")
-                    }
-                }
-                if let failure { endReason = endReason ?? "TLS: \(failure)" }
-                outgoing.removeAll(keepingCapacity: true)
-                tls.takeCiphertext { outgoing.append(contentsOf: $0) }
-            }
-            outgoing.withUnsafeBytes { emit($0) }
-        } else {
-            tls?.takeCiphertext { emit($0) }
-        }
-        if outgoing.capacity > 1 << 20 { outgoing = [] }  // a burst's buffer is not kept forever
-        if finished { return }  // a write failed and ended the connection
-        if blocked, let stream {
+        guard let session, !finished, !transport.busy else { return }
+        let sent = transport.send(session)
+        if finished || sent.skipped { return }  // a write failed and ended the connection
+        if sent.blocked, let stream {
             if !outputPaused { outputPauses += 1 }
             outputPaused = true
             stream.pauseReading()
         }
-        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
-            inFlush = false
+        if H2Transport.done(session) {
             endReason = endReason ?? sessionEndReason
             finish()
         }

@@ -53,9 +53,10 @@ public struct H2ServerSettings: Sendable {
 /// BIOs. Every request is handed to the delegate once complete; responses are submitted from the loop
 /// thread. Confined to its loop's thread.
 public final class H2ServerConnection {
+    /// The socket, TLS, and nghttp2's input and output (shared with the client side).
+    let transport: H2Transport
     /// The socket; nil for an in-memory connection (`init(output:settings:)`), whose bytes go to `output`.
-    public let stream: TCPStream?
-    private let output: ((UnsafeRawBufferPointer) -> Void)?
+    public var stream: TCPStream? { transport.stream }
     public let settings: H2ServerSettings
     /// Held strongly until the connection finishes (then cleared): a weak reference would give the delegate a
     /// side table, and every retain and release of it the slow path.
@@ -69,7 +70,6 @@ public final class H2ServerConnection {
     /// nghttp2's allocator for the session (deleted in deinit, before it): at most `settings.memoryCacheBytes`
     /// kept free.
     let memory: NGHTTP2Pool
-    let tls: TLSSession?
     @exclusivity(unchecked) var streams = StreamTable()
     /// Finished requests, reused for new streams (their buffers keep their capacity).
     @exclusivity(unchecked) var pool: [H2Request] = []
@@ -100,8 +100,6 @@ public final class H2ServerConnection {
         }
     }
 
-    /// Bytes of one flush, written at once.
-    @exclusivity(unchecked) var outgoing: [UInt8] = []
     /// The stream the last callback was about: nghttp2 calls back several times per frame for one stream
     /// (each header, each data chunk), so most lookups skip the dictionary.
     @exclusivity(unchecked) var lastStream: H2Request?
@@ -113,10 +111,10 @@ public final class H2ServerConnection {
         lastStream = found
         return found
     }
-    @exclusivity(unchecked) var inFlush = false
-    /// Inside `nghttp2_session_mem_recv` (its callbacks may submit, but must not send).
-    @exclusivity(unchecked) var inReceive = false
-    @exclusivity(unchecked) var finished = false
+    var finished: Bool {
+        get { transport.finished }
+        set { transport.finished = newValue }
+    }
     /// A GOAWAY was sent (``goAway(reason:errorCode:endReason:)``): no new stream will be served.
     @exclusivity(unchecked) public internal(set) var goingAway = false
     /// Output stopped at the watermark (reading too), until the socket drains.
@@ -156,25 +154,26 @@ public final class H2ServerConnection {
     /// kept.
     @exclusivity(unchecked) public internal(set) var trailerFields = 0
     /// Why the connection ended (a protocol error, a TLS failure, a timeout, shutdown), if it did.
-    @exclusivity(unchecked) public internal(set) var endReason: String?
+    public internal(set) var endReason: String? {
+        get { transport.endReason }
+        set { transport.endReason = newValue }
+    }
 
     public init(stream: TCPStream, tls context: TLSContext?, settings: H2ServerSettings) throws(TLSError) {
-        self.stream = stream
-        output = nil
+        transport = H2Transport(
+            stream: stream, output: nil, tls: try context.map { c throws(TLSError) in try TLSSession(context: c) },
+            watermark: settings.outputWatermarkBytes)
         self.settings = settings
         memory = NGHTTP2Pool(cacheLimit: settings.memoryCacheBytes)
-        tls = try context.map { c throws(TLSError) in try TLSSession(context: c) }
         openedNanos = EventLoop.hrtimeNanos
     }
 
     /// A cleartext connection without a socket: input comes from ``receive(_:)``, output goes to `output` (the
     /// fuzz target and tests drive the server side this way).
     public init(output: @escaping (UnsafeRawBufferPointer) -> Void, settings: H2ServerSettings) {
-        stream = nil
-        self.output = output
+        transport = H2Transport(stream: nil, output: output, tls: nil, watermark: .max)
         self.settings = settings
         memory = NGHTTP2Pool(cacheLimit: settings.memoryCacheBytes)
-        tls = nil
         openedNanos = EventLoop.hrtimeNanos
     }
 
@@ -185,10 +184,6 @@ public final class H2ServerConnection {
     /// Input for an in-memory connection, as if read from a socket.
     public func receive(_ bytes: UnsafeRawBufferPointer) {
         received(bytes)
-    }
-
-    func emit(_ bytes: UnsafeRawBufferPointer) {
-        if let stream { stream.write(bytes) } else { output?(bytes) }
     }
 
     deinit {
@@ -255,7 +250,7 @@ public final class H2ServerConnection {
                 onRead: { _, bytes in self.received(bytes) },
                 onEnd: { _, error in self.end(error.map { "\($0)" } ?? "closed by the client") })
         }
-        if tls == nil { flush() }
+        if transport.tls == nil { flush() }
     }
 
     /// Advertises `maxConcurrentStreams` (after the first valid provider token, as APNs does).
@@ -270,38 +265,9 @@ public final class H2ServerConnection {
 
     func received(_ bytes: UnsafeRawBufferPointer) {
         guard !finished else { return }
-        if let tls {
-            do {
-                try tls.feed(bytes)
-                try tls.readPlaintext { plain in self.process(plain) }
-            } catch {
-                tls.takeCiphertext { emit($0) }
-                end("TLS: \(error)")
-                return
-            }
-        } else {
-            process(bytes)
-        }
+        if let reason = transport.receive(bytes, into: session) { return end(reason) }
         flush()
         delegate?.connectionDidProcessInput(self)
-    }
-
-    private func process(_ bytes: UnsafeRawBufferPointer) {
-        guard let session, !finished, bytes.count > 0 else { return }
-        inReceive = true
-        defer { inReceive = false }
-        let consumed = nghttp2_session_mem_recv(
-            session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
-        if consumed < 0 {
-            let code = Int32(consumed)
-            if code == NGHTTP2_ERR_BAD_CLIENT_MAGIC.rawValue {
-                abort(reason: "no HTTP/2 preface")
-                return
-            }
-            // A fatal error (a flood, for instance): nghttp2 has queued a GOAWAY; send it, then close.
-            endReason = endReason ?? "protocol error: " + String(cString: nghttp2_strerror(code))
-            nghttp2_session_terminate_session(session, UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue))
-        }
     }
 
     // MARK: nghttp2 callbacks (capture-free, forwarded here)
