@@ -5,27 +5,23 @@ import Foundation
 import UVLoop
 
 /// `fanout serve --register URL` (docs/INGEST.md §5): what to send and how.
-public struct RegisterOptions: Sendable {
-    public var url: String
-    public var version = HTTPClient.Version.http1_1
-    public var caFile: String?
+public struct RegisterOptions: BackendTargeted, Sendable {
+    /// The backend, its protocol and CAs, a request's whole time before it counts as failed (timeout) and the
+    /// requests in flight at most.
+    public var target: BackendTarget
     /// First attempts started per second (`--register-rate`), open loop.
     public var ratePerSecond = 1000.0
     /// Attempts per activity at most (`--register-attempts`); a failed one is retried after 100 ms, 200 ms, …
     /// (doubling, at most 5 s).
     public var attempts = 3
-    /// A request's whole time before it counts as failed (timeout).
-    public var timeoutSeconds = 10.0
     /// Registration stops here (`--register-deadline`): what is not registered then is counted, and serving starts.
     public var deadlineSeconds = 600.0
-    /// Requests in flight at most.
-    public var concurrency = 256
-    public init(url: String) { self.url = url }
+    public init(url: String) { target = BackendTarget(url: url) }
 }
 
 /// What registration did (summary.json `registration`, summary.md): every activity ends registered (a 2xx),
 /// failed (every attempt refused, timed out or errored), or unregistered at the deadline.
-public struct RegisterResults: Sendable {
+public struct RegisterResults: BackendCounted, Sendable {
     public var url = ""
     public var activities = 0
     public var registered = 0
@@ -36,9 +32,7 @@ public struct RegisterResults: Sendable {
     public var requests = 0
     public var retries = 0
     /// Every attempt's answer by status, and the attempts that got none.
-    public var byStatus: [Int: Int] = [:]
-    public var timeouts = 0
-    public var errors: [String: Int] = [:]
+    public var counts = BackendCounts()
     public var elapsedSeconds = 0.0
     /// SIGINT or SIGTERM ended registration (what was not registered counts as unregistered at the deadline).
     public var interrupted = false
@@ -56,9 +50,7 @@ public struct RegisterResults: Sendable {
         var text = "fanout serve: registered \(registered) of \(activities) activities (\(failed) failed, "
             + "\(unregisteredAtDeadline) unregistered at the deadline, \(retries) retries) "
             + String(format: "in %.2f s", elapsedSeconds)
-        if BackendFailures.count(byStatus: byStatus, timeouts: timeouts, errors: errors) > 0 {
-            text += "; failed attempts: " + BackendFailures.text(byStatus: byStatus, timeouts: timeouts, errors: errors)
-        }
+        if counts.failures > 0 { text += "; failed attempts: " + counts.failureText }
         if interrupted { text += "; interrupted: serving ends at once" }
         return text
     }
@@ -86,18 +78,16 @@ public final class Registrar {
     private var nextLine = 0
     private let lineCount: Int
     private let startNanos: UInt64
-    private var client: HTTPClient?
-    private var timer: UVLoop.Timer?
+    /// First attempts and retries, each released when due (its rate slot or its backoff), to the microsecond.
+    private let sender: BackendSender<Pending>
     private var deadline: UVLoop.Timer?
     private var signals: [SignalWatcher] = []
-    /// Due and waiting for a free slot, FIFO.
-    private var ready: [Pending] = []
-    private var readyHead = 0
     /// Failed attempts waiting for their backoff, one FIFO per attempt number (the same backoff each, so each
     /// queue is in due order).
     private var backoff: [[Pending]]
     private var finished = false
-    public private(set) var results = RegisterResults()
+    /// What only the registrar counts (the sender's counts are added in ``results``).
+    private var own = RegisterResults()
 
     init(loop: EventLoop, lines: LineFile, options: RegisterOptions) throws(HTTPClientError) {
         self.loop = loop
@@ -105,16 +95,18 @@ public final class Registrar {
         self.lines = lines
         lineCount = lines.count
         backoff = Array(repeating: [], count: max(options.attempts, 1) + 1)
-        var http = HTTPClient.Options()
-        http.version = options.version
-        http.caFile = options.caFile
-        http.timeoutMillis = max(1, Int((options.timeoutSeconds * 1000).rounded()))
-        http.maxBodyBytes = 1024
-        http.maxCachedConnections = options.concurrency  // keep a burst's connections for the next one
-        client = try HTTPClient(loop: loop, options: http)
+        sender = try BackendSender(loop: loop, target: options.target)
         startNanos = EventLoop.hrtimeNanos
-        results.url = options.url
-        results.activities = lineCount
+        own.url = options.url
+        own.activities = lineCount
+    }
+
+    /// What registration did so far.
+    public var results: RegisterResults {
+        var r = own
+        r.requests = sender.sent
+        r.counts = sender.counts
+        return r
     }
 
     /// Registers every line of `populationFile` (population.jsonl) on a loop of its own, to the end or the
@@ -137,121 +129,88 @@ public final class Registrar {
     }
 
     func start() {
-        timer = UVLoop.Timer(loop: loop) { [unowned self] _ in self.tick() }
         let deadline = UVLoop.Timer(loop: loop) { [unowned self] _ in self.deadlinePassed() }
         deadline.start(afterMillis: UInt64((options.deadlineSeconds * 1000).rounded()))
         self.deadline = deadline
         // Ctrl-C or SIGTERM ends registration as its deadline does (then `fanout serve` ends at once).
         for signal in [SIGINT, SIGTERM] {
             if let watcher = try? SignalWatcher(loop: loop, signal: signal, { [unowned self] _, _ in
-                self.results.interrupted = true
+                self.own.interrupted = true
                 self.deadlinePassed()
             }) {
                 watcher.isReferenced = false
                 signals.append(watcher)
             }
         }
-        tick()
+        sender.start(
+            release: { [unowned self] now in self.release(now) },
+            nextDue: { [unowned self] in self.nextDue() },
+            body: { [unowned self] p in
+                if p.attempt > 1 { self.own.retries += 1 }
+                return p.line
+            },
+            ended: { [unowned self] p, end in self.ended(p, end) },
+            drained: { [unowned self] in self.finish() })
     }
-
-    private var inFlight: Int { client?.inFlight ?? 0 }
 
     /// The first attempt of line k is due at start + k / rate.
     private func firstDue(_ k: Int) -> UInt64 {
         startNanos &+ UInt64((Double(k) / options.ratePerSecond * 1e9).rounded())
     }
 
-    private func tick() {
-        guard !finished else { return }
-        let now = EventLoop.hrtimeNanos
+    /// First attempts and retries due by `now` go to the sender.
+    private func release(_ now: UInt64) {
         while nextLine < lineCount, firstDue(nextLine) <= now {
-            ready.append(Pending(line: lines.next() ?? [], attempt: 1, dueNanos: firstDue(nextLine)))
+            let due = firstDue(nextLine)
+            sender.enqueue(Pending(line: lines.next() ?? [], attempt: 1, dueNanos: due), dueNanos: due)
             nextLine += 1
         }
         for a in backoff.indices {
             var taken = 0
             while taken < backoff[a].count, backoff[a][taken].dueNanos <= now {
-                ready.append(backoff[a][taken])
+                sender.enqueue(backoff[a][taken], dueNanos: backoff[a][taken].dueNanos)
                 taken += 1
             }
             if taken > 0 { backoff[a].removeFirst(taken) }
         }
-        pump()
-        finishIfDone()
-        guard !finished else { return }
+    }
+
+    /// The next first attempt or retry due; nil when every line is out and no retry waits.
+    private func nextDue() -> UInt64? {
         var next: UInt64 = .max
         if nextLine < lineCount { next = firstDue(nextLine) }
         for queue in backoff { if let first = queue.first { next = min(next, first.dueNanos) } }
-        if next != .max {
-            let now = EventLoop.hrtimeNanos
-            timer?.start(afterMillis: next > now ? (next - now + 999_999) / 1_000_000 : 0)
-        }
+        return next == .max ? nil : next
     }
 
-    private func pump() {
-        while readyHead < ready.count, inFlight < options.concurrency, let client {
-            let p = ready[readyHead]
-            readyHead += 1
-            results.requests += 1
-            if p.attempt > 1 { results.retries += 1 }
-            do {
-                try client.post(url: options.url, body: p.line, headers: ["Content-Type: application/json"]) {
-                    [unowned self] response in self.completed(response, p)
-                }
-            } catch {
-                results.errors[error.description, default: 0] += 1
-                failedAttempt(p)
-            }
-        }
-        if readyHead == ready.count {
-            ready.removeAll(keepingCapacity: true)
-            readyHead = 0
-        }
-    }
-
-    private func completed(_ response: HTTPClient.Response, _ p: Pending) {
-        let now = EventLoop.hrtimeNanos
-        results.responseNanos.record(min(now > p.dueNanos ? now - p.dueNanos : 0, HdrLayout.highestTrackableValue))
-        switch response.outcome {
+    /// Each request's time from when it was due; a 2xx registers, another answer, a timeout or an error is a
+    /// failed attempt (the sender counts them), a cancelled one is unregistered at the deadline.
+    private func ended(_ p: Pending, _ end: BackendSender<Pending>.End) {
+        if let latency = end.latencyNanos { own.responseNanos.record(latency) }
+        switch end.outcome {
         case .answered:
-            results.byStatus[response.status, default: 0] += 1
-            if (200..<300).contains(response.status) {
-                results.registered += 1
+            if (200..<300).contains(end.status) {
+                own.registered += 1
             } else {
                 failedAttempt(p)
             }
-        case .timedOut:
-            results.timeouts += 1
-            failedAttempt(p)
-        case .failed(let message):
-            results.errors[message, default: 0] += 1
-            failedAttempt(p)
-        case .cancelled:
-            results.unregisteredAtDeadline += 1
-            return
+        case .timedOut, .failed: failedAttempt(p)
+        case .cancelled: own.unregisteredAtDeadline += 1
         }
-        guard !finished else { return }
-        tick()
     }
 
     private func failedAttempt(_ p: Pending) {
         guard p.attempt < options.attempts else {
-            results.failed += 1
+            own.failed += 1
             return
         }
         guard !finished else {  // no retry once registration has ended: not registered then
-            results.unregisteredAtDeadline += 1
+            own.unregisteredAtDeadline += 1
             return
         }
         let delay = min(UInt64(100_000_000) << UInt64(p.attempt - 1), 5_000_000_000)
-        backoff[p.attempt].append(Pending(line: p.line, attempt: p.attempt + 1, dueNanos: EventLoop.hrtimeNanos &+ delay))
-    }
-
-    private func finishIfDone() {
-        guard !finished, nextLine == lineCount, readyHead == ready.count, inFlight == 0,
-            backoff.allSatisfy(\.isEmpty)
-        else { return }
-        finish()
+        let retry = Pending(line: p.line, attempt: p.attempt + 1, dueNanos: EventLoop.hrtimeNanos &+ delay)
+        backoff[p.attempt].append(retry)
     }
 
     /// Every activity not registered yet counts as unregistered at the deadline; what is in flight is cancelled
@@ -261,35 +220,29 @@ public final class Registrar {
     /// from inside the client's completion: from the deadline timer or a signal watcher.
     private func deadlinePassed() {
         guard !finished else { return }
-        results.unregisteredAtDeadline += (lineCount - nextLine) + (ready.count - readyHead)
-            + backoff.reduce(0) { $0 + $1.count }
-        nextLine = lineCount
-        ready.removeAll()
-        readyHead = 0
-        for a in backoff.indices { backoff[a].removeAll() }
         finished = true
-        client?.close()  // each request in flight completes as cancelled: unregistered at the deadline
-        client = nil
+        own.unregisteredAtDeadline += (lineCount - nextLine) + backoff.reduce(0) { $0 + $1.count }
+        nextLine = lineCount
+        for a in backoff.indices { backoff[a].removeAll() }
+        // What waits is dropped; each request in flight completes as cancelled (from inside stop(), into `own`):
+        // unregistered at the deadline.
+        let dropped = sender.stop()
+        own.unregisteredAtDeadline += dropped
         finish()
     }
 
+    /// Registration has ended (every activity, or the deadline): the next turn of the loop closes the deadline
+    /// timer and the signal watchers (the sender closes its client and timer itself).
     private func finish() {
         finished = true
-        results.elapsedSeconds = Double(EventLoop.hrtimeNanos &- startNanos) / 1e9
-        // Not from inside the client's completion: the next turn of the loop closes everything.
-        let closer = UVLoop.Timer(loop: loop) { [unowned self] timer in
-            timer.close()
-            self.client?.close()  // what is still in flight completes as cancelled (unregistered at the deadline)
-            self.client = nil
-            self.timer?.close()
-            self.timer = nil
+        own.elapsedSeconds = Double(EventLoop.hrtimeNanos &- startNanos) / 1e9
+        BackendSender<Pending>.onNextTurn(loop) { [unowned self] in
             self.deadline?.close()
             self.deadline = nil
             for watcher in self.signals { watcher.close() }
             self.signals.removeAll()
-            self.results.elapsedSeconds = Double(EventLoop.hrtimeNanos &- self.startNanos) / 1e9
+            self.own.elapsedSeconds = Double(EventLoop.hrtimeNanos &- self.startNanos) / 1e9
         }
-        closer.start(afterMillis: 0)
     }
 }
 

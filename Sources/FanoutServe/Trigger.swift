@@ -6,33 +6,24 @@ import FanoutWire
 import UVLoop
 
 /// `fanout serve --trigger URL` (docs/INGEST.md §5): what to send and how.
-public struct TriggerOptions: Sendable {
-    public var url: String
-    /// HTTP/1.1 (keep-alive) or HTTP/2 (h2c prior knowledge on http://, ALPN on https://).
-    public var version = HTTPClient.Version.http1_1
-    /// CAs for an https:// backend (nil: the system's).
-    public var caFile: String?
-    /// Requests in flight at most (`--trigger-concurrency`); an event due while all are busy waits for one.
-    public var concurrency = 256
-    /// A request's whole time before it counts as a timeout (`--trigger-timeout`).
-    public var timeoutSeconds = 10.0
-    public init(url: String) { self.url = url }
+public struct TriggerOptions: BackendTargeted, Sendable {
+    /// The backend, its protocol and CAs, `--trigger-timeout` and `--trigger-concurrency` (an event due while all
+    /// are busy waits for one).
+    public var target: BackendTarget
+    public init(url: String) { target = BackendTarget(url: url) }
 }
 
 /// What the trigger did and measured (summary.json `trigger`, summary.md, trigger-response.hgrm and
 /// trigger-schedule-lag.hgrm). Every event sent ends in exactly one of: an answer (by status), a timeout, an
 /// error (by libcurl's message), or cancelled by the shutdown.
-public struct TriggerResults: Sendable {
+public struct TriggerResults: BackendCounted, Sendable {
     public var url = ""
     public var concurrency = 0
     /// Events POSTed.
     public var sent = 0
-    /// Answers by HTTP status (2xx is success).
-    public var byStatus: [Int: Int] = [:]
-    /// No complete answer within `--trigger-timeout`.
-    public var timeouts = 0
-    /// Connection refused, TLS failure, protocol error…: by libcurl's message.
-    public var errors: [String: Int] = [:]
+    /// Answers by HTTP status (2xx is success); no complete answer within `--trigger-timeout`; connection
+    /// refused, TLS failure, protocol error…: by libcurl's message.
+    public var counts = BackendCounts()
     /// In flight when serving stopped (the request was cancelled).
     public var cancelledAtShutdown = 0
     /// Due before serving stopped but still waiting for a free slot then (never sent).
@@ -59,7 +50,7 @@ public struct TriggerResults: Sendable {
     }
 
     /// Events that ended without a 2xx answer (a non-2xx answer, a timeout or an error; not the cancelled).
-    public var failures: Int { BackendFailures.count(byStatus: byStatus, timeouts: timeouts, errors: errors) }
+    public var failures: Int { counts.failures }
 
     /// The stderr line after serving when some event failed (nil when none did): how many succeeded, and each
     /// failure by its status or libcurl's words.
@@ -67,27 +58,7 @@ public struct TriggerResults: Sendable {
         guard failures > 0 else { return nil }
         return "fanout serve: trigger \(url): \(successes) of \(sent) events answered 2xx"
             + (cancelledAtShutdown > 0 ? ", \(cancelledAtShutdown) cancelled at shutdown" : "")
-            + "; failures: " + BackendFailures.text(byStatus: byStatus, timeouts: timeouts, errors: errors)
-    }
-}
-
-/// The requests to a backend that did not succeed, in one line for stderr: "250 answered 500, 12 timed out,
-/// 3 Couldn't connect to server (Connection refused)" — every non-2xx status, the timeouts and each error (libcurl's
-/// words), most frequent first, at most `limit` kinds (then "and N more kinds"); "" when there were none.
-public enum BackendFailures {
-    public static func count(byStatus: [Int: Int], timeouts: Int, errors: [String: Int]) -> Int {
-        byStatus.filter { !(200..<300).contains($0.key) }.values.reduce(0, +) + timeouts + errors.values.reduce(0, +)
-    }
-
-    public static func text(byStatus: [Int: Int], timeouts: Int, errors: [String: Int], limit: Int = 4) -> String {
-        var kinds: [(count: Int, text: String)] = []
-        for (status, n) in byStatus where !(200..<300).contains(status) { kinds.append((n, "\(n) answered \(status)")) }
-        if timeouts > 0 { kinds.append((timeouts, "\(timeouts) timed out")) }
-        for (message, n) in errors { kinds.append((n, "\(n) \(message)")) }
-        kinds.sort { $0.count != $1.count ? $0.count > $1.count : $0.text < $1.text }
-        var text = kinds.prefix(limit).map(\.text).joined(separator: ", ")
-        if kinds.count > limit { text += " and \(kinds.count - limit) more kinds (summary.md)" }
-        return text
+            + "; failures: " + counts.failureText
     }
 }
 
@@ -108,16 +79,12 @@ public final class TriggerSender {
     public let t0UnixMillis: Int64
     private let world: World
     private var schedule: EventSchedule
-    private var client: HTTPClient?
-    /// Fires when the next event is due, to the microsecond (a libuv timer's whole milliseconds made events due
-    /// 0.3 ms from now wait up to a millisecond: at 2,000 events/s that was most of them).
-    private var timer: DeadlineTimer?
-    /// Events due and not sent yet (no free slot), oldest first from `waitingHead`.
-    private var waiting: [SourceEvent] = []
-    private var waitingHead = 0
-    private var stopped = false
+    /// Each event released at its intended time, to the microsecond (a libuv timer's whole milliseconds made
+    /// events due 0.3 ms from now wait up to a millisecond: at 2,000 events/s that was most of them).
+    private let sender: BackendSender<SourceEvent>
     private var content: [UInt8] = []
-    public private(set) var results = TriggerResults()
+    /// What only the trigger counts (the sender's counts are added in ``results``).
+    private var own = TriggerResults()
 
     public init(loop: EventLoop, world: World, options: TriggerOptions, t0Nanos: UInt64, t0UnixMillis: Int64)
         throws(HTTPClientError)
@@ -128,118 +95,55 @@ public final class TriggerSender {
         self.t0Nanos = t0Nanos
         self.t0UnixMillis = t0UnixMillis
         schedule = EventSchedule(scenario: world.scenario, world: world)
-        var http = HTTPClient.Options()
-        http.version = options.version
-        http.caFile = options.caFile
-        http.timeoutMillis = max(1, Int((options.timeoutSeconds * 1000).rounded()))
-        http.maxBodyBytes = 1024
-        // Every connection a burst opened stays for the next one (HTTP/1.1 keep-alive): libcurl's default cache
-        // (4 × the requests in flight) closed them as soon as fewer were in flight, and 2,000 events/s against a
-        // local responder opened a connection for one request in 6 (4,661 for 30,161 requests).
-        http.maxCachedConnections = options.concurrency
-        client = try HTTPClient(loop: loop, options: http)
-        results.url = options.url
-        results.concurrency = options.concurrency
+        sender = try BackendSender(loop: loop, target: options.target)
+        own.url = options.url
+        own.concurrency = options.concurrency
     }
 
-    /// Arms the timer for the first event.
+    /// What the trigger did and measured so far.
+    public var results: TriggerResults {
+        var r = own
+        r.sent = sender.sent
+        r.counts = sender.counts
+        r.waitedForSlot = sender.waitedForSlot
+        r.peakInFlight = sender.peakInFlight
+        r.scheduleLagNanos = sender.scheduleLagNanos
+        return r
+    }
+
+    /// Sends what is due now and arms the timer for the next event.
     public func start() {
-        let timer = DeadlineTimer(loop: loop) { [unowned self] _ in self.tick() }
-        self.timer = timer
-        tick()
+        sender.start(
+            release: { [unowned self] now in self.release(now) },
+            nextDue: { [unowned self] in self.schedule.peek().map { self.t0Nanos &+ $0.intendedNanos } },
+            body: { [unowned self] event in self.body(event) },
+            ended: { [unowned self] _, end in self.ended(end) },
+            drained: { [unowned self] in self.own.completed = true })
     }
 
     /// Serving stops: what waits is counted unsent, what is in flight cancelled; the client and the timer close.
     public func stop() {
-        guard !stopped else { return }
-        stopped = true
-        results.unsentAtShutdown += waiting.count - waitingHead
-        waiting.removeAll()
-        waitingHead = 0
-        closeHandles()
+        let unsent = sender.stop()  // the cancelled are counted into `own` from inside stop()
+        own.unsentAtShutdown += unsent
     }
 
-    private func closeHandles() {
-        client?.close()
-        client = nil
-        timer?.close()
-        timer = nil
-    }
-
-    private var inFlight: Int { client?.inFlight ?? 0 }
-
-    /// Everything due is queued, as many as the free slots allow are sent, and the timer is armed for the next.
-    private func tick() {
-        guard !stopped else { return }
-        let now = EventLoop.hrtimeNanos
+    /// Every event of the schedule due by `now` that pushes goes to the sender.
+    private func release(_ now: UInt64) {
         let elapsed = now > t0Nanos ? now - t0Nanos : 0
         while let event = schedule.peek(), event.intendedNanos <= elapsed {
             _ = schedule.next()
             guard world.sendsPush(event) else { continue }
-            if inFlight + (waiting.count - waitingHead) >= options.concurrency { results.waitedForSlot += 1 }
-            waiting.append(event)
-        }
-        pump()
-        if let next = schedule.peek() {
-            timer?.start(atHrtimeNanos: t0Nanos &+ next.intendedNanos)
-        } else {
-            finishIfDone()
+            sender.enqueue(event, dueNanos: t0Nanos &+ event.intendedNanos)
         }
     }
 
-    /// Sends waiting events while a slot is free.
-    private func pump() {
-        while !stopped, waitingHead < waiting.count, inFlight < options.concurrency, let client {
-            let event = waiting[waitingHead]
-            waitingHead += 1
-            let due = t0Nanos &+ event.intendedNanos
-            let now = EventLoop.hrtimeNanos
-            results.scheduleLagNanos.record(now > due ? now - due : 0)
-            results.sent += 1
-            do {
-                try client.post(url: options.url, body: body(event), headers: ["Content-Type: application/json"]) {
-                    [unowned self] response in self.completed(response, due: due)
-                }
-            } catch {
-                results.errors[error.description, default: 0] += 1
-            }
-            results.peakInFlight = max(results.peakInFlight, client.inFlight)
+    /// An answered event's time from its intended one; a cancelled one counted (the rest is in the sender's counts).
+    private func ended(_ end: BackendSender<SourceEvent>.End) {
+        switch end.outcome {
+        case .answered: if let latency = end.latencyNanos { own.responseNanos.record(latency) }
+        case .cancelled: own.cancelledAtShutdown += 1
+        case .timedOut, .failed: break
         }
-        if waitingHead == waiting.count {
-            waiting.removeAll(keepingCapacity: true)
-            waitingHead = 0
-        } else if waitingHead > 4096 && waitingHead * 2 > waiting.count {
-            waiting.removeFirst(waitingHead)
-            waitingHead = 0
-        }
-    }
-
-    private func completed(_ response: HTTPClient.Response, due: UInt64) {
-        switch response.outcome {
-        case .answered:
-            results.byStatus[response.status, default: 0] += 1
-            let now = EventLoop.hrtimeNanos
-            results.responseNanos.record(min(now > due ? now - due : 0, HdrLayout.highestTrackableValue))
-        case .timedOut: results.timeouts += 1
-        case .failed(let message): results.errors[message, default: 0] += 1
-        case .cancelled: results.cancelledAtShutdown += 1
-        }
-        guard !stopped else { return }
-        pump()
-        finishIfDone()
-    }
-
-    /// The schedule is over and every request has ended: the client's connections and the timer go.
-    private func finishIfDone() {
-        guard !stopped, schedule.peek() == nil, waitingHead == waiting.count, inFlight == 0 else { return }
-        results.completed = true
-        stopped = true
-        // Not from inside the client's completion (close() completes and cleans up what it holds): next turn.
-        let closer = UVLoop.Timer(loop: loop) { [unowned self] timer in
-            timer.close()
-            self.closeHandles()
-        }
-        closer.start(afterMillis: 0)
     }
 
     // MARK: The body (INGEST §5)
@@ -270,7 +174,11 @@ public final class TriggerSender {
         JSONWriter.append(", \"relevance-score\": ", to: &out)
         JSONWriter.appendDouble(fields.relevanceScore, to: &out)
         JSONWriter.append(", \"dismissal-date\": ", to: &out)
-        if let d = fields.dismissalDate { JSONWriter.appendInt(d, to: &out) } else { JSONWriter.append("null", to: &out) }
+        if let d = fields.dismissalDate {
+            JSONWriter.appendInt(d, to: &out)
+        } else {
+            JSONWriter.append("null", to: &out)
+        }
         JSONWriter.append(", \"channel\": ", to: &out)
         if world.sourceIsBroadcast[source] {
             var encoded: [UInt8] = []

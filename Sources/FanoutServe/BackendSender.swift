@@ -1,0 +1,311 @@
+import FanoutMetrics
+import FanoutWire
+import UVLoop
+
+/// How the requests to a backend ended, for the reports: answers by HTTP status (2xx is success), the requests
+/// that got no complete answer within the timeout, and the ones that failed (connection refused, TLS failure,
+/// protocol error…) by libcurl's message. A request cancelled by a close is not here (its owner counts it).
+public struct BackendCounts: Sendable, Equatable {
+    public var byStatus: [Int: Int] = [:]
+    public var timeouts = 0
+    public var errors: [String: Int] = [:]
+
+    public init() {}
+
+    /// Requests that ended without a 2xx answer (a non-2xx answer, a timeout or an error).
+    public var failures: Int { BackendFailures.count(byStatus: byStatus, timeouts: timeouts, errors: errors) }
+
+    /// The failures in one line (``BackendFailures/text(byStatus:timeouts:errors:limit:)``).
+    public var failureText: String { BackendFailures.text(byStatus: byStatus, timeouts: timeouts, errors: errors) }
+}
+
+/// Results that hold a ``BackendCounts`` (the trigger's and the registrar's): its counts by their own names.
+public protocol BackendCounted {
+    var counts: BackendCounts { get set }
+}
+
+extension BackendCounted {
+    /// Answers by HTTP status (2xx is success).
+    public var byStatus: [Int: Int] {
+        get { counts.byStatus }
+        set { counts.byStatus = newValue }
+    }
+    /// No complete answer within the timeout.
+    public var timeouts: Int {
+        get { counts.timeouts }
+        set { counts.timeouts = newValue }
+    }
+    /// Connection refused, TLS failure, protocol error…: by libcurl's message.
+    public var errors: [String: Int] {
+        get { counts.errors }
+        set { counts.errors = newValue }
+    }
+}
+
+/// Where and how a ``BackendSender`` POSTs: what ``TriggerOptions`` (`--trigger-*`) and ``RegisterOptions``
+/// (`--register-*`) share, each reading and setting these fields as its own (``BackendTargeted``).
+public struct BackendTarget: Sendable {
+    public var url: String
+    /// HTTP/1.1 (keep-alive) or HTTP/2 (h2c prior knowledge on http://, ALPN on https://).
+    public var version = HTTPClient.Version.http1_1
+    /// CAs for an https:// backend (nil: the system's).
+    public var caFile: String?
+    /// A request's whole time before it counts as a timeout (`--trigger-timeout`; a registration attempt fails).
+    public var timeoutSeconds = 10.0
+    /// Requests in flight at most (`--trigger-concurrency`); a request due while all are busy waits for one.
+    public var concurrency = 256
+    public init(url: String) { self.url = url }
+}
+
+/// Options that hold a ``BackendTarget``: its fields by their own names (`options.url`, `options.concurrency = 64`).
+@dynamicMemberLookup
+public protocol BackendTargeted {
+    var target: BackendTarget { get set }
+}
+
+extension BackendTargeted {
+    public subscript<T>(dynamicMember keyPath: WritableKeyPath<BackendTarget, T>) -> T {
+        get { target[keyPath: keyPath] }
+        set { target[keyPath: keyPath] = newValue }
+    }
+}
+
+/// The requests to a backend that did not succeed, in one line for stderr: "250 answered 500, 12 timed out,
+/// 3 Couldn't connect to server (Connection refused)" — every non-2xx status, the timeouts and each error (libcurl's
+/// words), most frequent first, at most `limit` kinds (then "and N more kinds"); "" when there were none.
+public enum BackendFailures {
+    public static func count(byStatus: [Int: Int], timeouts: Int, errors: [String: Int]) -> Int {
+        byStatus.filter { !(200..<300).contains($0.key) }.values.reduce(0, +) + timeouts + errors.values.reduce(0, +)
+    }
+
+    public static func text(byStatus: [Int: Int], timeouts: Int, errors: [String: Int], limit: Int = 4) -> String {
+        var kinds: [(count: Int, text: String)] = []
+        for (status, n) in byStatus where !(200..<300).contains(status) { kinds.append((n, "\(n) answered \(status)")) }
+        if timeouts > 0 { kinds.append((timeouts, "\(timeouts) timed out")) }
+        for (message, n) in errors { kinds.append((n, "\(n) \(message)")) }
+        kinds.sort { $0.count != $1.count ? $0.count > $1.count : $0.text < $1.text }
+        var text = kinds.prefix(limit).map(\.text).joined(separator: ", ")
+        if kinds.count > limit { text += " and \(kinds.count - limit) more kinds (summary.md)" }
+        return text
+    }
+}
+
+/// An open-loop sender of JSON POSTs to one backend URL on one event loop, for the trigger and the registrar:
+/// each item is released at its intended time (a ``DeadlineTimer``, to the microsecond), at most `concurrency`
+/// requests are in flight, an item due while all are busy waits in a FIFO for a free slot (never dropped), and
+/// every request is counted (``counts``) and handed back to its owner with its time from the intended instant.
+///
+/// The owner says what is due: ``start(release:nextDue:body:ended:drained:)`` takes `release(now)`, which
+/// ``enqueue(_:dueNanos:)``s everything due by `now`, and `nextDue()`, the next instant something will be due (nil:
+/// nothing more will come but what the owner's `ended` may still add). A turn — the timer, and the end of every
+/// request — releases what is due, sends while a slot is free and arms the timer for the next; once nothing more
+/// will come, nothing waits and nothing is in flight, `drained` runs and the client and the timer close on the
+/// loop's next turn (never from inside the client's completion).
+///
+/// Lifecycle: ``start(release:nextDue:body:ended:drained:)`` once; ``stop()`` at most once more (idempotent).
+/// Loop affinity: the loop's thread only.
+final class BackendSender<Item> {
+    /// How a request ended: its outcome and status (``HTTPClient/Response``), and the time from its intended
+    /// instant to its end (clamped to the histograms' range); nil when the request could not be started
+    /// (`outcome` is `.failed` with the client's words then).
+    struct End {
+        var outcome: HTTPClient.Response.Outcome
+        var status: Int
+        var latencyNanos: UInt64?
+    }
+
+    let loop: EventLoop
+    let url: String
+    /// Requests in flight at most.
+    let concurrency: Int
+    private var client: HTTPClient?
+    private var timer: DeadlineTimer?
+    /// The instant the timer is armed for (not armed again for the same one).
+    private var armedAt: UInt64?
+    /// Due and not sent yet (no free slot), oldest first.
+    private var queue = BackendQueue<(item: Item, dueNanos: UInt64)>()
+    private var stopped = false
+    private var release: (UInt64) -> Void = { _ in }
+    private var nextDue: () -> UInt64? = { nil }
+    private var body: (Item) -> [UInt8] = { _ in [] }
+    private var ended: (Item, End) -> Void = { _, _ in }
+    private var drained: () -> Void = {}
+
+    /// Requests started, and every outcome but the cancelled.
+    private(set) var sent = 0
+    private(set) var counts = BackendCounts()
+    /// Items that found every slot busy when they were due (their wait is in `scheduleLagNanos`).
+    private(set) var waitedForSlot = 0
+    /// The most requests in flight at once (at most `concurrency`).
+    private(set) var peakInFlight = 0
+    /// Every request, from its intended instant to the moment it was started.
+    private(set) var scheduleLagNanos = LatencyHistogram()
+
+    init(loop: EventLoop, target: BackendTarget) throws(HTTPClientError) {
+        self.loop = loop
+        url = target.url
+        concurrency = target.concurrency
+        var http = HTTPClient.Options()
+        http.version = target.version
+        http.caFile = target.caFile
+        http.timeoutMillis = max(1, Int((target.timeoutSeconds * 1000).rounded()))
+        http.maxBodyBytes = 1024
+        // Every connection a burst opened stays for the next one (HTTP/1.1 keep-alive): libcurl's default cache
+        // (4 × the requests in flight) closed them as soon as fewer were in flight, and 2,000 events/s against a
+        // local responder opened a connection for one request in 6 (4,661 for 30,161 requests).
+        http.maxCachedConnections = target.concurrency
+        client = try HTTPClient(loop: loop, options: http)
+    }
+
+    /// Due and not sent yet.
+    var queued: Int { queue.count }
+
+    private var inFlight: Int { client?.inFlight ?? 0 }
+
+    /// Runs the first turn. `body` is called once per item, as its request is started.
+    func start(
+        release: @escaping (_ now: UInt64) -> Void, nextDue: @escaping () -> UInt64?,
+        body: @escaping (Item) -> [UInt8], ended: @escaping (Item, End) -> Void, drained: @escaping () -> Void
+    ) {
+        self.release = release
+        self.nextDue = nextDue
+        self.body = body
+        self.ended = ended
+        self.drained = drained
+        timer = DeadlineTimer(loop: loop) { [unowned self] _ in
+            self.armedAt = nil
+            self.turn()
+        }
+        turn()
+    }
+
+    /// An item due at `dueNanos` (an ``EventLoop/hrtimeNanos`` instant, passed): sent in turn, as a slot frees.
+    func enqueue(_ item: Item, dueNanos: UInt64) {
+        if inFlight + queued >= concurrency { waitedForSlot += 1 }
+        queue.append((item, dueNanos))
+    }
+
+    /// Sending ends now: what is queued is dropped (its count returned), what is in flight completes as cancelled
+    /// (to `ended`, from inside this call), and the client and the timer close. Nothing after the first stop or
+    /// once drained (returns 0).
+    @discardableResult
+    func stop() -> Int {
+        guard !stopped else { return 0 }
+        stopped = true
+        let dropped = queue.removeAll()
+        closeHandles()
+        return dropped
+    }
+
+    private func closeHandles() {
+        client?.close()
+        client = nil
+        timer?.close()
+        timer = nil
+    }
+
+    /// What is due is released and sent while a slot is free; the timer is armed for the next, or the sender is
+    /// drained.
+    private func turn() {
+        guard !stopped else { return }
+        release(EventLoop.hrtimeNanos)
+        pump()
+        if let next = nextDue() {
+            if armedAt != next {
+                armedAt = next
+                timer?.start(atHrtimeNanos: next)
+            }
+        } else if queued == 0, inFlight == 0 {
+            stopped = true
+            drained()
+            // Not from inside the client's completion (close() completes and cleans up what it holds): next turn.
+            BackendSender.onNextTurn(loop) { [unowned self] in self.closeHandles() }
+        }
+    }
+
+    /// Sends queued items while a slot is free.
+    private func pump() {
+        while !stopped, inFlight < concurrency, let client, let next = queue.popFirst() {
+            let (item, due) = next
+            let now = EventLoop.hrtimeNanos
+            scheduleLagNanos.record(now > due ? now - due : 0)
+            sent += 1
+            do {
+                try client.post(url: url, body: body(item), headers: ["Content-Type: application/json"]) {
+                    [unowned self] response in self.completed(item, response, due: due)
+                }
+            } catch {
+                counts.errors[error.description, default: 0] += 1
+                ended(item, End(outcome: .failed(error.description), status: 0, latencyNanos: nil))
+            }
+            peakInFlight = max(peakInFlight, client.inFlight)
+        }
+    }
+
+    private func completed(_ item: Item, _ response: HTTPClient.Response, due: UInt64) {
+        let now = EventLoop.hrtimeNanos
+        switch response.outcome {
+        case .answered: counts.byStatus[response.status, default: 0] += 1
+        case .timedOut: counts.timeouts += 1
+        case .failed(let message): counts.errors[message, default: 0] += 1
+        case .cancelled: break
+        }
+        let latency = min(now > due ? now - due : 0, HdrLayout.highestTrackableValue)
+        ended(item, End(outcome: response.outcome, status: response.status, latencyNanos: latency))
+        turn()
+    }
+
+    /// Runs `body` once on the loop's next turn (a zero timer that closes itself).
+    static func onNextTurn(_ loop: EventLoop, _ body: @escaping () -> Void) {
+        let timer = UVLoop.Timer(loop: loop) { timer in
+            timer.close()
+            body()
+        }
+        timer.start(afterMillis: 0)
+    }
+}
+
+/// A FIFO on an array and a head index (what ``BackendSender`` queues while every slot is busy): taking the first is
+/// O(1), and the storage of what was taken is reclaimed once the queue is empty, or once the taken head is past
+/// half of the storage (and past `compactAfter`, so a short queue is not shifted at every turn): a backend that
+/// keeps the queue from ever emptying never makes it grow beyond twice what waits.
+struct BackendQueue<Element> {
+    private var storage: [Element] = []
+    private var head = 0
+    /// The taken head is compacted away only past this many.
+    let compactAfter: Int
+
+    init(compactAfter: Int = 4096) { self.compactAfter = compactAfter }
+
+    /// Waiting.
+    var count: Int { storage.count - head }
+    var isEmpty: Bool { head == storage.count }
+    /// Elements held: the waiting and the taken not reclaimed yet (at most twice `count`, or `compactAfter` + 1).
+    var storageCount: Int { storage.count }
+
+    mutating func append(_ element: Element) { storage.append(element) }
+
+    /// The oldest waiting, taken; nil when none waits.
+    mutating func popFirst() -> Element? {
+        guard head < storage.count else { return nil }
+        let first = storage[head]
+        head += 1
+        if head == storage.count {
+            storage.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > compactAfter && head * 2 > storage.count {
+            storage.removeFirst(head)
+            head = 0
+        }
+        return first
+    }
+
+    /// Empties the queue; returns how many waited.
+    @discardableResult
+    mutating func removeAll() -> Int {
+        let waiting = count
+        storage.removeAll()
+        head = 0
+        return waiting
+    }
+}
