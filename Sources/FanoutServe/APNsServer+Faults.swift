@@ -106,7 +106,7 @@ extension APNsServer {
 
     private func send(_ entry: HeldAnswers.Entry) {
         entry.request.retained = false  // its stream closes after this answer (or has): reusable again
-        entry.connection.respond(to: entry.request, with: H2Response(entry.response))
+        entry.connection.respond(to: entry.request, with: entry.response)
         if entry.record { service.recordService(max(EventLoop.hrtimeNanos &- entry.request.completeNanos, 1)) }
     }
 

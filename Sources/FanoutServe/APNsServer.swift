@@ -392,7 +392,7 @@ public final class APNsServer: H2ServerDelegate {
     @inline(__always)
     func answer(_ connection: H2ServerConnection, _ request: H2Request, _ response: APNsAnswer, record: Bool = true) {
         if _slowPath(holdsAnswers), hold(connection, request, response, record: record) { return }
-        connection.respond(to: request, with: H2Response(response))
+        connection.respond(to: request, with: response)
         if record { service.recordService(max(EventLoop.hrtimeNanos &- request.completeNanos, 1)) }
     }
 

@@ -1,4 +1,5 @@
 internal import CNGHTTP2
+import FanoutCore
 import UVLoop
 
 /// Answers, output with backpressure, and the connection's end.

@@ -1,3 +1,4 @@
+import FanoutCore
 import Testing
 
 @testable import FanoutWire
