@@ -47,7 +47,7 @@ extension APNsService {
             JSONWriter.append(PopulationLine.type, to: &out)
             out.append(contentsOf: types[Int(store.schema[i])])
             token.removeAll(keepingCapacity: true)
-            tokens.withBytes(store.token[i]) { APNsService.appendTokenText($0, to: &token) }
+            tokens.withBytes(store.token[i]) { WorkerEngine.appendTokenText($0, to: &token) }
             JSONWriter.append(PopulationLine.token, to: &out)
             token.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
             JSONWriter.append(PopulationLine.startToken, to: &out)
@@ -156,21 +156,6 @@ extension APNsService {
         }
     }
 
-    /// The router keeps canonical tokens as bytes behind a tag (see `Router.withTokenKey`): back to text (hex).
-    static func appendTokenText(_ key: UnsafeRawBufferPointer, to out: inout [UInt8]) {
-        guard let tag = key.first else { return }
-        if tag == 1 {
-            out.append(contentsOf: key.dropFirst())
-            return
-        }
-        for byte in key.dropFirst() {
-            out.append(hexDigits[Int(byte >> 4)])
-            out.append(hexDigits[Int(byte & 15)])
-        }
-    }
-
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
-
     /// The directory hash (`TokenDirectory.hash`) of every token this worker answers for: update tokens now and
     /// rotated away, push-to-start tokens. The directory sends a push to the worker owning its device.
     public func ownedTokenHashes() -> [UInt64] {
@@ -183,7 +168,7 @@ extension APNsService {
         var previousDevice = -1
         for a in 0..<Int32(engine.activityCount) {
             text.removeAll(keepingCapacity: true)
-            tokens.withBytes(store.token[Int(a)]) { APNsService.appendTokenText($0, to: &text) }
+            tokens.withBytes(store.token[Int(a)]) { WorkerEngine.appendTokenText($0, to: &text) }
             out.append(text.withUnsafeBytes { TokenDirectory.hash($0) })
             let d = engine.deviceAndSlot(of: a).device
             if d != previousDevice {  // the device's push-to-start token
@@ -229,20 +214,6 @@ extension APNsService {
     /// `tokenTargetsBySource` with each follower's device id: `fanout push` to N serve shards sends each token push
     /// to the shard whose slice holds its device (`Shard.contains(deviceId:)`).
     public func tokenTargetsAndDevicesBySource() -> [[(token: [UInt8], device: [UInt8])]] {
-        let store = pipeline.store
-        let tokens = pipeline.router.updateTokens
-        let world = engine.world
-        let sources = engine.sourcesOfActivities()
-        var out = Array(repeating: [(token: [UInt8], device: [UInt8])](), count: world.scenario.sources.count)
-        for a in 0..<Int32(engine.activityCount) {
-            let i = Int(a)
-            let (d, k) = engine.deviceAndSlot(of: a)
-            let source = sources[i] >= 0 ? Int(sources[i]) : world.source(device: d, slot: k)
-            guard !world.sourceIsBroadcast[source] else { continue }
-            var token: [UInt8] = []
-            tokens.withBytes(store.token[i]) { APNsService.appendTokenText($0, to: &token) }
-            out[source].append((token, store.deviceIds.withBytes(store.device[i]) { Array($0) }))
-        }
-        return out
+        engine.tokenFollowersBySource()
     }
 }

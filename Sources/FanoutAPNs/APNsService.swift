@@ -117,7 +117,6 @@ public final class APNsService {
             // WorkerEngine registered it with the router already.
             addChannel(id, bundle: Array(scenario.apps[world.sourceApp[s]].bundle.utf8), storagePolicy: 1)
         }
-        let share = scenario.faults.rotationShare
         var deviceBytes: [UInt8] = []
         var bundle: [UInt8] = []
         var token: [UInt8] = []
@@ -141,7 +140,7 @@ public final class APNsService {
                     }
                 }
             }
-            if share > 0, Mix.unit(Mix.hash(scenario.seed, 0x5E, UInt64(d), UInt64(k))) < share {
+            if WorkerEngine.rotatesAtStart(scenario, device: d, slot: k) {
                 let (old, _) = engine.rotateToken(of: a)
                 retired[old] = startMillis
                 retiredList.append((old, a))

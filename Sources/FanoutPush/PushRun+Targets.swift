@@ -11,8 +11,8 @@ import UVLoop
 /// target everything goes to it, as before.
 extension PushRun {
     /// Per token source, each follower's request path (`/3/device/TOKEN`) and the target its device belongs to.
-    static func followerPaths(_ service: APNsService, targetCount: Int) -> (paths: [[[UInt8]]], owners: [[UInt8]]) {
-        let followers = service.tokenTargetsAndDevicesBySource()
+    static func followerPaths(_ engine: WorkerEngine, targetCount: Int) -> (paths: [[[UInt8]]], owners: [[UInt8]]) {
+        let followers = engine.tokenFollowersBySource()
         let paths = followers.map { $0.map { Array("/3/device/".utf8) + $0.token } }
         let owners = followers.map { list in
             list.map { follower in

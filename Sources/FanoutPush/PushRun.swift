@@ -9,7 +9,7 @@ import UVLoop
 /// `fanout push`: the scenario's pushes sent over HTTP/2 at their intended times, on one libuv loop. The events
 /// and their payloads come from the run engine's feed (`EventFeed`: the core's `PayloadEncoder`, the scenario's
 /// payload faults and priorities, as `fanout run` encodes them); the device tokens from the population `fanout serve`
-/// builds for the same scenario and seed (`APNsService.tokenTargetsAndDevicesBySource`), so a serve of that scenario
+/// builds for the same scenario and seed (`WorkerEngine.tokenFollowersBySource`), so a serve of that scenario
 /// knows every one (several targets: serve shards, each push to its device's; PushRun+Targets.swift). Or a trace's
 /// push lines (PushRun+Trace.swift). Open loop: an event due while every stream is busy waits in a connection's
 /// queue, and its wait counts in its latency.
@@ -67,18 +67,18 @@ public final class PushRun {
     private var spoolError: (any Error)?
     private var progress: ((PushProgress) -> Void)?
 
-    /// Builds the scenario's population as `fanout serve` does (for its tokens) at UNIX time `nowSeconds`
-    /// (``PushOptions/epochSeconds`` when given).
+    /// Builds the scenario's population as `fanout serve` does, at `nowSeconds` (or ``PushOptions/epochSeconds``).
     public init(scenario: Scenario, options: PushOptions, nowSeconds: Int64) throws {
         precondition(options.connections >= 1)
         self.scenario = scenario
         self.options = options
         trace = nil
-        let service = APNsService(
-            scenario: scenario, auth: nil, nowSeconds: options.epochSeconds ?? nowSeconds,
-            clock: { EventLoop.hrtimeNanos })
-        world = service.engine.world
-        (targets, owners) = PushRun.followerPaths(service, targetCount: options.targets.count)
+        let engine = WorkerEngine(
+            world: World(scenario: scenario, shard: .whole, epochSeconds: options.epochSeconds ?? nowSeconds),
+            index: 0, count: 1, hrtime: { EventLoop.hrtimeNanos })
+        world = engine.world
+        engine.rotateScenarioShare { _, _ in }
+        (targets, owners) = PushRun.followerPaths(engine, targetCount: options.targets.count)
         topics = scenario.apps.map { Array(($0.bundle + ".push-type.liveactivity").utf8) }
         bundles = scenario.apps.map { Array($0.bundle.utf8) }
         if let keyId = options.authKeyId, let pem = options.authKeyPEM, let team = options.team {
