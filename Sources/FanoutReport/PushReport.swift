@@ -184,16 +184,8 @@ public enum PushReport {
             for (status, n) in r.byStatus.sorted(by: { $0.key < $1.key }) { md += "| \(status) | \(n) |\n" }
             md += "\n"
         }
-        if !r.byReason.isEmpty {
-            md += "| reason | answers |\n|---|---:|\n"
-            for (reason, n) in r.byReason.sorted(by: { $0.key < $1.key }) { md += "| \(reason) | \(n) |\n" }
-            md += "\n"
-        }
-        if !r.failures.isEmpty {
-            md += "| failure | requests |\n|---|---:|\n"
-            for (failure, n) in r.failures.sorted(by: { $0.key < $1.key }) { md += "| \(failure) | \(n) |\n" }
-            md += "\n"
-        }
+        md += MarkdownTable.counts("reason", "answers", r.byReason)
+        md += MarkdownTable.counts("failure", "requests", r.failures)
         md += "## Latency (ms)\n\n"
         md += "latency: intended time → the answer's END_STREAM (a wait for a stream or a connection counts, "
         md += "as wrk2 counts it). scheduleLag: intended time → the request handed to nghttp2.\n\n"

@@ -304,16 +304,8 @@ public enum ServeReport {
         md += "\(g.timeouts) timeouts, \(g.errors.values.reduce(0, +)) errors. "
         md += g.interrupted ? "Interrupted (SIGINT or SIGTERM): serving ended at once. " : ""
         md += "activities = registered + failed + unregistered: " + (g.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n")
-        if !g.byStatus.isEmpty {
-            md += "| answer | count |\n|---|---:|\n"
-            for (status, n) in g.byStatus.sorted(by: { $0.key < $1.key }) { md += "| \(status) | \(n) |\n" }
-            md += "\n"
-        }
-        if !g.errors.isEmpty {
-            md += "| error | attempts |\n|---|---:|\n"
-            for (e, n) in g.errors.sorted(by: { $0.key < $1.key }) { md += "| \(e) | \(n) |\n" }
-            md += "\n"
-        }
+        md += MarkdownTable.counts("answer", "count", g.byStatus)
+        md += MarkdownTable.counts("error", "attempts", g.errors)
         return md
     }
 
@@ -327,16 +319,8 @@ public enum ServeReport {
         md += "\(t.waitedForSlot) waited for a free slot. "
         md += t.completed ? "Every event of the schedule was sent and ended before shutdown. " : ""
         md += "sent = answered + timeouts + errors + cancelled: " + (t.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n")
-        if !t.byStatus.isEmpty {
-            md += "| answer | count |\n|---|---:|\n"
-            for (status, n) in t.byStatus.sorted(by: { $0.key < $1.key }) { md += "| \(status) | \(n) |\n" }
-            md += "\n"
-        }
-        if !t.errors.isEmpty {
-            md += "| error | count |\n|---|---:|\n"
-            for (e, n) in t.errors.sorted(by: { $0.key < $1.key }) { md += "| \(e) | \(n) |\n" }
-            md += "\n"
-        }
+        md += MarkdownTable.counts("answer", "count", t.byStatus)
+        md += MarkdownTable.counts("error", "count", t.errors)
         md += "| µs from the intended time | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
         for (name, h) in [("response (answered)", t.responseNanos), ("schedule lag (request started)", t.scheduleLagNanos)] {
             let v = h.values(atPercentiles: [50, 90, 99, 99.9])
@@ -453,11 +437,7 @@ public enum ServeReport {
         md += boundsHit(c) + "\n\n"
         md += wireIdentity(s, c, broken: "**BROKEN**") + "\n\n"
         if info.manageListen != nil { md += misplaced(c) + "\n\n" }
-        if !c.endReasons.isEmpty {
-            md += "| how connections ended | count |\n|---|---:|\n"
-            for (r, n) in c.endReasons.sorted(by: { $0.key < $1.key }) { md += "| \(r) | \(n) |\n" }
-            md += "\n"
-        }
+        md += MarkdownTable.counts("how connections ended", "count", c.endReasons)
         md += faultsMarkdown(info, c.faults)
         md += registrationMarkdown(info)
         md += triggerMarkdown(info)

@@ -124,6 +124,43 @@ struct Plan: ParsableCommand {
         var s = try ScenarioSource.load(scenario)
         if let seed { s.seed = seed }
         guard !slos.isEmpty else { throw ValidationError("--slo: give at least one, e.g. --slo \"endToEnd.p99<=5ms\"") }
+        let (parsed, counts) = try objectives()
+        let backend = try backendSettings(scenario: s)
+        let search = try searchFlags(parsed)
+        var criteria = PlanCriteria(slos: parsed, maxLoss: search.loss, maxScheduleLagNanos: search.lag)
+        criteria.counts = counts
+        var settings = PlanSettings(
+            scenario: s, criteria: criteria, target: search.target,
+            workerCounts: backend.map { [$0.loops] } ?? Array(1...search.workers), coresPerMachine: search.cores)
+        settings.backend = backend?.settings
+        if let maxFactor { settings.search.maxFactor = maxFactor }
+        settings.stepSeconds = stepSeconds
+        settings.maxStepSeconds = maxStepSeconds
+        settings.search.startFactor = startFactor
+        settings.search.precision = precision
+        settings.confirmFailures = confirmFailures
+        settings.clock = search.clock
+        let folder = backend?.settings.folder ?? out ?? "reports/plans/\(Run.timestamp())-\(s.name)"
+        let objectives = (parsed.map(\.description) + counts.map(\.description)).joined(separator: ", ")
+        FileHandle.standardError.write(
+            Data(
+                ("fanout plan \(s.name): \(objectives), "
+                    + (backend.map { "your backend at \($0.settings.triggerURL) (steps: \(folder)/steps/)" }
+                        ?? "workers 1...\(search.workers)")
+                    + ", steps ≥ \(stepSeconds) s, \(search.clock.rawValue) time, config \(s.configHash)\n").utf8))
+        let plan: CapacityPlan
+        do {
+            plan = try CapacityPlan.run(settings) { line in
+                FileHandle.standardError.write(Data((line + "\n").utf8))
+            }
+        } catch let e as BackendStepError {
+            throw CommandFailure("fanout plan: \(e)")
+        }
+        try printed(plan, folder: folder)
+    }
+
+    /// `--slo`s: latency objectives and, with `--trigger`, counts of the end-to-end judge.
+    func objectives() throws -> ([SLO], [CountObjective]) {
         var parsed: [SLO] = []
         var counts: [CountObjective] = []
         do {
@@ -146,7 +183,14 @@ struct Plan: ParsableCommand {
         } catch {
             throw ValidationError("--slo: \(error)")
         }
-        let backend = try backendSettings(scenario: s)
+        return (parsed, counts)
+    }
+
+    /// The search's flags, checked: `--max-loss`, `--target`, `--max-schedule-lag`, step lengths, factors, clock
+    /// and workers.
+    func searchFlags(_ parsed: [SLO]) throws -> (
+        loss: Double?, target: PlanTarget?, lag: UInt64, clock: Scenario.Clock, cores: Int, workers: Int
+    ) {
         var loss: Double?
         if let maxLoss {
             var text = maxLoss.trimmingCharacters(in: .whitespaces)
@@ -201,35 +245,11 @@ struct Plan: ParsableCommand {
             }
         }
 
-        var criteria = PlanCriteria(slos: parsed, maxLoss: loss, maxScheduleLagNanos: lag)
-        criteria.counts = counts
-        var settings = PlanSettings(
-            scenario: s, criteria: criteria, target: planTarget,
-            workerCounts: backend.map { [$0.loops] } ?? Array(1...workers), coresPerMachine: cores)
-        settings.backend = backend?.settings
-        if let maxFactor { settings.search.maxFactor = maxFactor }
-        settings.stepSeconds = stepSeconds
-        settings.maxStepSeconds = maxStepSeconds
-        settings.search.startFactor = startFactor
-        settings.search.precision = precision
-        settings.confirmFailures = confirmFailures
-        settings.clock = stepClock
-        let folder = backend?.settings.folder ?? out ?? "reports/plans/\(Run.timestamp())-\(s.name)"
-        let objectives = (parsed.map(\.description) + counts.map(\.description)).joined(separator: ", ")
-        FileHandle.standardError.write(
-            Data(
-                ("fanout plan \(s.name): \(objectives), "
-                    + (backend.map { "your backend at \($0.settings.triggerURL) (steps: \(folder)/steps/)" }
-                        ?? "workers 1...\(workers)")
-                    + ", steps ≥ \(stepSeconds) s, \(stepClock.rawValue) time, config \(s.configHash)\n").utf8))
-        let plan: CapacityPlan
-        do {
-            plan = try CapacityPlan.run(settings) { line in
-                FileHandle.standardError.write(Data((line + "\n").utf8))
-            }
-        } catch let e as BackendStepError {
-            throw CommandFailure("fanout plan: \(e)")
-        }
+        return (loss, planTarget, lag, stepClock, cores, workers)
+    }
+
+    /// The plan's files written, its headline and fit printed; exit 2 when no worker count met the objectives.
+    func printed(_ plan: CapacityPlan, folder: String) throws {
         try PlanReport.write(folder: folder, files: PlanReport.files(plan))
         print(PlanReport.headline(plan).replacingOccurrences(of: "**", with: ""))
         if let fit = plan.fit {

@@ -157,6 +157,48 @@ struct Push: ParsableCommand {
     }
 
     func run() throws {
+        let gates = try thresholdGates()
+        let isTrace = Push.isTrace(scenario)
+        let s = isTrace ? nil : try scenarioToSend()
+        let options = try pushOptions(isTrace: isTrace)
+        let slice = options.shard
+        // Read (and checked) once every argument is: a large trace takes a while.
+        let trace = isTrace ? try traceToSend() : nil
+        let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
+        let name = s?.name ?? Push.traceName(scenario)
+        let folder = out ?? "reports/runs/\(Run.timestamp())-push-\(name)\(suffix)"
+        let interactive = isatty(STDERR_FILENO) != 0
+        let what =
+            s.map { "\($0.population.devices) devices, \($0.durationSeconds) s, seed \($0.seed)" }
+            ?? trace.map { "trace, \($0.info.pushLines) push lines of \($0.info.lines) lines" } ?? ""
+        let banner =
+            "fanout push \(name)\(slice.isWhole ? "" : " shard \(slice)") → \(options.shownTargets): \(what), "
+            + "\(connections) connection" + (connections == 1 ? "" : "s") + (startAt.map { ", start at \($0)" } ?? "")
+            + "\n"
+        FileHandle.standardError.write(Data(banner.utf8))
+        var results: PushResults
+        do {
+            let push =
+                try trace.map { try PushRun(trace: $0, options: options) }
+                ?? PushRun(scenario: s!, options: options, nowSeconds: Int64(Date().timeIntervalSince1970))
+            results = try push.run { p in
+                let text = String(
+                    format: "%4ds  sent %d  answered %d  in flight %d  queued %d  latency p99 %.2f ms  lag p99 %.2f ms",
+                    p.seconds, p.sent, p.answered, p.inFlight, p.queued, Double(p.latencyP99Nanos) / 1e6,
+                    Double(p.scheduleLagP99Nanos) / 1e6)
+                FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
+            }
+        } catch {
+            throw CommandFailure("fanout push: \(error)")
+        }
+        if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
+        results.streams = streams
+        try PushReport.write(folder: folder, results, gitRevision: Machine.gitRevision(), thresholds: gates)
+        try judge(results, gates: gates, folder: folder, targets: options.shownTargets)
+    }
+
+    /// `--threshold`s, read (a flag error is a usage error).
+    func thresholdGates() throws -> [PushThreshold] {
         var gates: [PushThreshold] = []
         for text in thresholds {
             do {
@@ -175,8 +217,11 @@ struct Push: ParsableCommand {
                 throw ValidationError("--duration: expected seconds from 0 to 2592000, got \(duration)")
             }
         }
-        let isTrace = Push.isTrace(scenario)
-        let s = isTrace ? nil : try scenarioToSend()
+        return gates
+    }
+
+    /// `PushOptions` from the flags: targets, connections and streams, TLS, provider tokens, shard, start time.
+    func pushOptions(isTrace: Bool) throws -> PushOptions {
         guard (1...1024).contains(connections) else {
             throw ValidationError("--connections: expected 1 to 1024, got \(connections)")
         }
@@ -250,38 +295,12 @@ struct Push: ParsableCommand {
             }
             options.startAtUnixNanos = Int64((seconds * 1e9).rounded())
         }
-        // Read (and checked) once every argument is: a large trace takes a while.
-        let trace = isTrace ? try traceToSend() : nil
-        let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
-        let name = s?.name ?? Push.traceName(scenario)
-        let folder = out ?? "reports/runs/\(Run.timestamp())-push-\(name)\(suffix)"
-        let interactive = isatty(STDERR_FILENO) != 0
-        let what =
-            s.map { "\($0.population.devices) devices, \($0.durationSeconds) s, seed \($0.seed)" }
-            ?? trace.map { "trace, \($0.info.pushLines) push lines of \($0.info.lines) lines" } ?? ""
-        let banner =
-            "fanout push \(name)\(slice.isWhole ? "" : " shard \(slice)") → \(options.shownTargets): \(what), "
-            + "\(connections) connection" + (connections == 1 ? "" : "s") + (startAt.map { ", start at \($0)" } ?? "")
-            + "\n"
-        FileHandle.standardError.write(Data(banner.utf8))
-        var results: PushResults
-        do {
-            let push =
-                try trace.map { try PushRun(trace: $0, options: options) }
-                ?? PushRun(scenario: s!, options: options, nowSeconds: Int64(Date().timeIntervalSince1970))
-            results = try push.run { p in
-                let text = String(
-                    format: "%4ds  sent %d  answered %d  in flight %d  queued %d  latency p99 %.2f ms  lag p99 %.2f ms",
-                    p.seconds, p.sent, p.answered, p.inFlight, p.queued, Double(p.latencyP99Nanos) / 1e6,
-                    Double(p.scheduleLagP99Nanos) / 1e6)
-                FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
-            }
-        } catch {
-            throw CommandFailure("fanout push: \(error)")
-        }
-        if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
-        results.streams = streams
-        try PushReport.write(folder: folder, results, gitRevision: Machine.gitRevision(), thresholds: gates)
+        return options
+    }
+
+    /// The closing line, the identity, and the verdict: interrupted, saturated (thresholds not judged) or each
+    /// threshold met or broken (exit codes as PushReport and PushGate say).
+    func judge(_ results: PushResults, gates: [PushThreshold], folder: String, targets shownTargets: String) throws {
         let p = results.latency.values(atPercentiles: [50, 99])
         print(
             "fanout push: \(results.sent) sent, \(results.answered) answered "
@@ -293,7 +312,7 @@ struct Push: ParsableCommand {
         }
         if results.connectionsLost {
             throw CommandFailure(
-                "every connection to \(options.shownTargets) ended before the schedule did "
+                "every connection to \(shownTargets) ended before the schedule did "
                     + "(\(results.reconnects) reconnects)")
         }
         if results.interrupted { throw ExitCode(PushReport.interruptedExitCode) }
