@@ -23,6 +23,7 @@ echo "# scripts/callgrind-serve.sh $n at commit $rev, $(date -u +%Y-%m-%dT%H:%MZ
 echo "# fanout serve smoke --workers 1 --h2c; h2load -n $n -c 4 -m 64 -t 1, one 200-byte liveactivity update body"
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/cg.out" \
     .build/release/fanout serve smoke --workers 1 --h2c --listen 127.0.0.1:0 --out "$work/run" 2> "$work/err" &
+pid=$!  # valgrind's own pid: callgrind_control below names it, so no other callgrind run on the machine is touched
 for _ in $(seq 1 300); do grep -q "listening on" "$work/err" 2>/dev/null && break; sleep 0.2; done
 port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$work/err" | cut -d: -f2)
 python3 - "$work" "$port" <<'PY'
@@ -33,11 +34,10 @@ open(f"{work}/uris", "w").write("".join(f"http://127.0.0.1:{port}/3/device/{t}\n
 open(f"{work}/body", "w").write(json.dumps({"aps": {"event": "update", "timestamp": 1900000000, "content-state": {
     "home": 2, "away": 1, "clock": "81:00", "winProbability": 0.71, "final": False, "lastEvent": "goal"}}}))
 PY
-callgrind_control -i on > /dev/null
+callgrind_control -i on "$pid" > /dev/null
 h2load -n "$n" -c 4 -m 64 -t 1 -d "$work/body" -H "apns-push-type: liveactivity" \
     -H "apns-topic: com.example.scores.push-type.liveactivity" -i "$work/uris" | grep -E "requests:"
-callgrind_control -i off > /dev/null
-pid=$(pgrep -f "callgrind.*fanout serve smoke --workers 1" | head -1)
+callgrind_control -i off "$pid" > /dev/null
 kill -INT "$pid"
 while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
 python3 - "$work/run/summary.json" <<'PY'
