@@ -112,6 +112,8 @@ final class H2Transport {
         }
         let pending = stream.pendingWriteBytes
         guard let tls else {
+            // Nothing queued: no write (a gathered write takes a block first, then sees it has nothing).
+            guard nghttp2_session_want_write(session) != 0 else { return sent }
             stream.write(gathering: { gather in
                 while let chunk = next(session, queued: pending + gather.count, &sent) { gather.append(chunk) }
                 if gather.count > 0 { writes += 1 }
@@ -159,9 +161,9 @@ final class H2Transport {
         return n == 0 ? nil : UnsafeRawBufferPointer(start: data, count: n)
     }
 
-    /// The TLS records waiting (handshake, alert, encrypted frames), in one socket write.
+    /// The TLS records waiting (handshake, alert, encrypted frames), in one socket write; none if none wait.
     func writeCiphertext() {
-        guard let tls else { return }
+        guard let tls, tls.hasCiphertext else { return }
         guard let stream else { return tls.takeCiphertext { output?($0) } }
         stream.write(gathering: { gather in tls.takeCiphertext { gather.append($0) } })
     }

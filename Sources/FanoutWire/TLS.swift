@@ -201,6 +201,9 @@ final class TLSSession {
         }
     }
 
+    /// Some ciphertext waits for the socket.
+    var hasCiphertext: Bool { COpenSSL_BIO_pending(outgoing) > 0 }
+
     /// Ciphertext waiting for the socket (handshake records, alerts, encrypted frames).
     func takeCiphertext(_ sink: (UnsafeRawBufferPointer) -> Void) {
         while COpenSSL_BIO_pending(outgoing) > 0 {
