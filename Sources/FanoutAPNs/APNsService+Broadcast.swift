@@ -28,8 +28,8 @@ extension APNsService {
         // Sharded (`--shard K/N`): every shard answers the broadcast and applies it to its own subscribers; one of
         // them counts its verdict, so that the shards' accounting adds up to an unsharded serve's.
         let counts = shard.countsChannel(raw)
-        let rejected = withHeaders(withTopic, broadcast: true) { headers in
-            r.body.withUnsafeBytes { pipeline.validate(&flight, headers: headers, payload: $0, countsVerdict: counts) }
+        let rejected = r.body.withUnsafeBytes {
+            pipeline.validate(&flight, judgedPriority: Int64(h.priority), payload: $0, countsVerdict: counts)
         }
         let t1 = clock()
         record(.validate, max(t1 &- t0, 1))
@@ -66,9 +66,9 @@ extension APNsService {
             // Scanned again and applied inside the closure that lends the payload's bytes: every subscriber's
             // device decodes the content from them.
             f.payload.withUnsafeBytes { payload in
-                let flight = withHeaders(f.headers, broadcast: true) { headers in
-                    pipeline.resume(kind: .channel, resolution: .channel(f.channel), headers: headers, payload: payload)
-                }
+                let flight = pipeline.resume(
+                    kind: .channel, resolution: .channel(f.channel), judgedPriority: Int64(f.headers.priority),
+                    payload: payload)
                 let subscribers = pipeline.router.subscribers[Int(f.channel)]
                 let t0 = tracker?.events.t0Nanos ?? 0
                 for a in subscribers {
@@ -119,8 +119,8 @@ extension APNsService {
             finishedPart(origin: b.origin, id: b.id, end: clock(), arrival: b.arrivalNanos)
             return
         }
-        let rejected = withHeaders(b.headers, broadcast: true) { headers in
-            b.payload.withUnsafeBytes { pipeline.validate(&flight, headers: headers, payload: $0, countsVerdict: false) }
+        let rejected = b.payload.withUnsafeBytes {
+            pipeline.validate(&flight, judgedPriority: Int64(b.headers.priority), payload: $0, countsVerdict: false)
         }
         if let rejected {
             // Every worker holds the same channels and validates alike, so this is a bug, not a client's

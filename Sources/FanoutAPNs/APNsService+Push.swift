@@ -66,15 +66,13 @@ extension APNsService {
             var newToken: [UInt8] = []
             engine.world.appendToken(device: Int(device), slot: 0x10000 + n, generation: 0, to: &newToken)
             let refusedBefore = pipeline.accounting[.limitExceeded]
-            let verdict = withHeaders(h, broadcast: false) { headers in
-                r.body.withUnsafeBytes { payload in
-                    token.withUnsafeBytes { target in
-                        newId.withUnsafeBytes { id in
-                            newToken.withUnsafeBytes { nt in
-                                pipeline.push(
-                                    kind: .startToken, target: target, headers: headers, payload: payload,
-                                    nowMillis: wallMillis, newActivity: id, newToken: nt)
-                            }
+            let verdict = r.body.withUnsafeBytes { payload in
+                token.withUnsafeBytes { target in
+                    newId.withUnsafeBytes { id in
+                        newToken.withUnsafeBytes { nt in
+                            pipeline.push(
+                                kind: .startToken, target: target, judgedPriority: Int64(h.priority), payload: payload,
+                                nowMillis: wallMillis, newActivity: id, newToken: nt)
                         }
                     }
                 }
@@ -97,9 +95,8 @@ extension APNsService {
         // Validated, routed and applied inside the closure that lends the payload's bytes: the device
         // decodes the content from them (the validator's tape keeps offsets, not a pointer).
         let rejected = r.body.withUnsafeBytes { payload -> RejectReason? in
-            let rejected = withHeaders(h, broadcast: false) { headers in
-                pipeline.validate(&flight, headers: headers, payload: payload)
-            }
+            // Rows 6–14 and the topic were judged once (RequestCheck, above); the pipeline judges the payload.
+            let rejected = pipeline.validate(&flight, judgedPriority: Int64(h.priority), payload: payload)
             let t1 = clock()
             record(.validate, max(t1 &- t0, 1))
             if let rejected { return rejected }
@@ -138,22 +135,5 @@ extension APNsService {
         }
         let pipeline = self.pipeline
         stats.note(finding, "activity \(pipeline.store.activityIds.string(a)) apns-id \(messageId())")
-    }
-
-    /// The pipeline's header view of a checked request (the values it re-checks pass by construction; a
-    /// broadcast's expiration, judged against its channel's storage policy here, is passed as 0).
-    func withHeaders<R>(_ h: CheckedHeaders, broadcast: Bool, _ body: (PushHeaders) -> R) -> R {
-        let topic = h.topic ?? Array("x.push-type.liveactivity".utf8)[...]
-        return APNsService.liveActivityType.withUnsafeBytes { pushType in
-            topic.withUnsafeBytes { topicBytes in
-                (h.collapseId ?? []).withUnsafeBytes { collapse in
-                    body(
-                        PushHeaders(
-                            pushType: .string(pushType), topic: .string(topicBytes), priority: .integer(Int64(h.priority)),
-                            expiration: .integer(broadcast ? 0 : h.expiration),
-                            collapseId: h.collapseId == nil ? .null : .string(collapse)))
-                }
-            }
-        }
     }
 }

@@ -214,9 +214,6 @@ public final class APNsService {
         }
     }
 
-    /// What the pipeline reads as the push type of a Live Activity push (checked here without regard to case).
-    static let liveActivityType = Array("liveactivity".utf8)
-
     static let payloadOrHeaderReasons: Set<APNsReason> = [
         .payloadEmpty, .payloadTooLarge, .invalidPushType, .missingPushType, .missingTopic, .topicDisallowed,
         .badTopic, .badPriority, .badCollapseId, .badMessageId, .badExpirationDate, .badRequestPayload,

@@ -44,6 +44,14 @@ public struct PushHeaders {
     }
 }
 
+/// How a push's headers reach validation: as the request carried them (the validator judges DOMAIN §2's header
+/// rows), or judged already by the caller in APNs's order (fanout serve's request check: rows 6–14 and topic ≡
+/// bundle), with the priority they gave; then only the payload is judged here.
+public enum PushHeaderInput {
+    case headers(PushHeaders)
+    case judged(priority: Int64)
+}
+
 /// Where the members of `aps` are on the validator's tape (-1 = absent).
 public struct ApsFields: Sendable {
     public var event: PushEvent = .update
@@ -125,6 +133,17 @@ public struct PayloadValidator {
         guard case .integer(let expiration) = headers.expiration, expiration >= 0,
             target != .channel || expiration == 0
         else { return .badExpirationDate }
+        guard validatePayload(payload, target: target) else { return .badRequestPayload }
+        aps.priority = priority
+        return nil
+    }
+
+    /// The payload alone, for headers judged by the caller (``PushHeaderInput/judged(priority:)``): strict JSON,
+    /// `aps`, event and timestamp; the size was judged with the headers.
+    @inline(__always)
+    public mutating func validateJudged(
+        priority: Int64, payload: UnsafeRawBufferPointer, target: TargetKind
+    ) -> RejectReason? {
         guard validatePayload(payload, target: target) else { return .badRequestPayload }
         aps.priority = priority
         return nil

@@ -71,7 +71,19 @@ public final class Pipeline {
         nowMillis: Int64, newActivity: UnsafeRawBufferPointer? = nil, newToken: UnsafeRawBufferPointer? = nil
     ) -> PushVerdict {
         core.push(
-            kind: kind, target: target, headers: headers, payload: payload, nowMillis: nowMillis,
+            kind: kind, target: target, .headers(headers), payload: payload, nowMillis: nowMillis,
+            newActivity: newActivity, newToken: newToken)
+    }
+
+    /// ``push(kind:target:headers:payload:nowMillis:newActivity:newToken:)`` for headers the caller judged
+    /// (``PushHeaderInput/judged(priority:)``).
+    @discardableResult
+    public func push(
+        kind: TargetKind, target: UnsafeRawBufferPointer, judgedPriority: Int64, payload: UnsafeRawBufferPointer,
+        nowMillis: Int64, newActivity: UnsafeRawBufferPointer? = nil, newToken: UnsafeRawBufferPointer? = nil
+    ) -> PushVerdict {
+        core.push(
+            kind: kind, target: target, .judged(priority: judgedPriority), payload: payload, nowMillis: nowMillis,
             newActivity: newActivity, newToken: newToken)
     }
 
@@ -82,7 +94,15 @@ public final class Pipeline {
     public func validate(
         _ flight: inout InFlight, headers: PushHeaders, payload: UnsafeRawBufferPointer, countsVerdict: Bool = true
     ) -> RejectReason? {
-        core.validate(&flight, headers: headers, payload: payload, countsVerdict: countsVerdict)
+        core.validate(&flight, .headers(headers), payload: payload, countsVerdict: countsVerdict)
+    }
+
+    /// Stage 1 for headers the caller judged (``PushHeaderInput/judged(priority:)``): the payload alone.
+    @inline(__always)
+    public func validate(
+        _ flight: inout InFlight, judgedPriority: Int64, payload: UnsafeRawBufferPointer, countsVerdict: Bool = true
+    ) -> RejectReason? {
+        core.validate(&flight, .judged(priority: judgedPriority), payload: payload, countsVerdict: countsVerdict)
     }
 
     /// Stage 2: the recipients (DOMAIN §3.3). Counts the verdict and the deliveries to come.
@@ -112,7 +132,14 @@ public final class Pipeline {
         kind: TargetKind, resolution: Router.Resolution, headers: PushHeaders,
         payload: UnsafeRawBufferPointer
     ) -> InFlight {
-        core.resume(kind: kind, resolution: resolution, headers: headers, payload: payload)
+        core.resume(kind: kind, resolution: resolution, .headers(headers), payload: payload)
+    }
+
+    /// ``resume(kind:resolution:headers:payload:)`` for headers the caller judged.
+    public func resume(
+        kind: TargetKind, resolution: Router.Resolution, judgedPriority: Int64, payload: UnsafeRawBufferPointer
+    ) -> InFlight {
+        core.resume(kind: kind, resolution: resolution, .judged(priority: judgedPriority), payload: payload)
     }
 
     /// Delivers a push that was validated and routed earlier and held while its device was offline:
@@ -203,11 +230,11 @@ struct PipelineCore {
     /// `newToken` are the id and update token the device gives the activity it starts.
     @discardableResult
     mutating func push(
-        kind: TargetKind, target: UnsafeRawBufferPointer, headers: PushHeaders, payload: UnsafeRawBufferPointer,
+        kind: TargetKind, target: UnsafeRawBufferPointer, _ headers: PushHeaderInput, payload: UnsafeRawBufferPointer,
         nowMillis: Int64, newActivity: UnsafeRawBufferPointer? = nil, newToken: UnsafeRawBufferPointer? = nil
     ) -> PushVerdict {
         var flight = begin(kind: kind, target: target)
-        if let reason = validate(&flight, headers: headers, payload: payload) { return .rejected(reason) }
+        if let reason = validate(&flight, headers, payload: payload) { return .rejected(reason) }
         switch route(&flight) {
         case .unroutable(let reason): return .unroutable(reason)
         case .rejected(let reason): return .rejected(reason)
@@ -240,26 +267,16 @@ struct PipelineCore {
     /// while each counts the deliveries to its own subscribers.
     @inline(__always)
     mutating func validate(
-        _ flight: inout Pipeline.InFlight, headers: PushHeaders, payload: UnsafeRawBufferPointer,
+        _ flight: inout Pipeline.InFlight, _ input: PushHeaderInput, payload: UnsafeRawBufferPointer,
         countsVerdict: Bool = true
     ) -> RejectReason? {
         if countsVerdict { accounting.pushes += 1 }
-        let bundleApp: Int32
-        switch flight.resolution {
-        case .activity(let a): bundleApp = store.app[Int(a)]
-        case .startToken(_, let app): bundleApp = app
-        case .channel(let c): bundleApp = router.channelApp[Int(c)]
-        default: bundleApp = Router.none
-        }
         let reason: RejectReason?
-        if bundleApp == Router.none {
-            reason = validator.validate(headers: headers, payload: payload, target: flight.kind, targetBundle: nil)
-        } else {
-            // The topic's bundle is compared first (a read of the store), then the validator runs on
-            // its own: no closure holds the store while the validator is mutated.
-            let matches = store.appIds.withBytes(bundleApp) { PayloadValidator.topicNames($0, headers.topic) }
-            reason = validator.validate(
-                headers: headers, payload: payload, target: flight.kind, topicMatchesTarget: matches)
+        switch input {
+        case .judged(let priority):
+            reason = validator.validateJudged(priority: priority, payload: payload, target: flight.kind)
+        case .headers(let headers):
+            reason = validateHeaders(flight, headers, payload)
         }
         if let reason {
             if countsVerdict { accounting.rejected[reason.rawValue] += 1 }
@@ -267,6 +284,29 @@ struct PipelineCore {
         }
         flight.aps = validator.aps
         return nil
+    }
+
+    /// DOMAIN §2's header rows and the payload, the topic's bundle against the target's.
+    @inline(__always)
+    private mutating func validateHeaders(
+        _ flight: Pipeline.InFlight, _ headers: PushHeaders, _ payload: UnsafeRawBufferPointer
+    ) -> RejectReason? {
+        let bundleApp: Int32
+        switch flight.resolution {
+        case .activity(let a): bundleApp = store.app[Int(a)]
+        case .startToken(_, let app): bundleApp = app
+        case .channel(let c): bundleApp = router.channelApp[Int(c)]
+        default: bundleApp = Router.none
+        }
+        if bundleApp == Router.none {
+            return validator.validate(headers: headers, payload: payload, target: flight.kind, targetBundle: nil)
+        } else {
+            // The topic's bundle is compared first (a read of the store), then the validator runs on
+            // its own: no closure holds the store while the validator is mutated.
+            let matches = store.appIds.withBytes(bundleApp) { PayloadValidator.topicNames($0, headers.topic) }
+            return validator.validate(
+                headers: headers, payload: payload, target: flight.kind, topicMatchesTarget: matches)
+        }
     }
 
     /// Stage 2: the recipients (DOMAIN §3.3). Counts the verdict and the deliveries to come.
@@ -324,10 +364,16 @@ struct PipelineCore {
     /// broadcast applied in slices): the payload, kept by the caller, is scanned again for deliver;
     /// nothing is counted again.
     mutating func resume(
-        kind: TargetKind, resolution: Router.Resolution, headers: PushHeaders,
+        kind: TargetKind, resolution: Router.Resolution, _ input: PushHeaderInput,
         payload: UnsafeRawBufferPointer
     ) -> Pipeline.InFlight {
-        let reason = validator.validate(headers: headers, payload: payload, target: kind, targetBundle: nil)
+        let reason: RejectReason?
+        switch input {
+        case .headers(let headers):
+            reason = validator.validate(headers: headers, payload: payload, target: kind, targetBundle: nil)
+        case .judged(let priority):
+            reason = validator.validateJudged(priority: priority, payload: payload, target: kind)
+        }
         precondition(reason == nil, "a sliced push was accepted when sent")
         var flight = Pipeline.InFlight(kind: kind, resolution: resolution)
         flight.aps = validator.aps
