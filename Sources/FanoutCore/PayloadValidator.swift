@@ -150,6 +150,7 @@ public struct PayloadValidator {
     }
 
     /// Strict JSON, `aps` an object, a known `event` that fits the target, an integral `timestamp`.
+    @inline(__always)
     private mutating func validatePayload(_ payload: UnsafeRawBufferPointer, target: TargetKind) -> Bool {
         guard tape.scan(payload) == nil else { return false }
         let tape = self.tape.reading(payload)

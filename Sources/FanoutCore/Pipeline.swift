@@ -71,7 +71,7 @@ public final class Pipeline {
         nowMillis: Int64, newActivity: UnsafeRawBufferPointer? = nil, newToken: UnsafeRawBufferPointer? = nil
     ) -> PushVerdict {
         core.push(
-            kind: kind, target: target, .headers(headers), payload: payload, nowMillis: nowMillis,
+            kind: kind, target: target, headers: headers, payload: payload, nowMillis: nowMillis,
             newActivity: newActivity, newToken: newToken)
     }
 
@@ -83,7 +83,7 @@ public final class Pipeline {
         nowMillis: Int64, newActivity: UnsafeRawBufferPointer? = nil, newToken: UnsafeRawBufferPointer? = nil
     ) -> PushVerdict {
         core.push(
-            kind: kind, target: target, .judged(priority: judgedPriority), payload: payload, nowMillis: nowMillis,
+            kind: kind, target: target, judgedPriority: judgedPriority, payload: payload, nowMillis: nowMillis,
             newActivity: newActivity, newToken: newToken)
     }
 
@@ -94,7 +94,7 @@ public final class Pipeline {
     public func validate(
         _ flight: inout InFlight, headers: PushHeaders, payload: UnsafeRawBufferPointer, countsVerdict: Bool = true
     ) -> RejectReason? {
-        core.validate(&flight, .headers(headers), payload: payload, countsVerdict: countsVerdict)
+        core.validate(&flight, headers: headers, payload: payload, countsVerdict: countsVerdict)
     }
 
     /// Stage 1 for headers the caller judged (``PushHeaderInput/judged(priority:)``): the payload alone.
@@ -102,7 +102,7 @@ public final class Pipeline {
     public func validate(
         _ flight: inout InFlight, judgedPriority: Int64, payload: UnsafeRawBufferPointer, countsVerdict: Bool = true
     ) -> RejectReason? {
-        core.validate(&flight, .judged(priority: judgedPriority), payload: payload, countsVerdict: countsVerdict)
+        core.validate(&flight, judgedPriority: judgedPriority, payload: payload, countsVerdict: countsVerdict)
     }
 
     /// Stage 2: the recipients (DOMAIN §3.3). Counts the verdict and the deliveries to come.
@@ -230,11 +230,32 @@ struct PipelineCore {
     /// `newToken` are the id and update token the device gives the activity it starts.
     @discardableResult
     mutating func push(
-        kind: TargetKind, target: UnsafeRawBufferPointer, _ headers: PushHeaderInput, payload: UnsafeRawBufferPointer,
+        kind: TargetKind, target: UnsafeRawBufferPointer, headers: PushHeaders, payload: UnsafeRawBufferPointer,
         nowMillis: Int64, newActivity: UnsafeRawBufferPointer? = nil, newToken: UnsafeRawBufferPointer? = nil
     ) -> PushVerdict {
         var flight = begin(kind: kind, target: target)
-        if let reason = validate(&flight, headers, payload: payload) { return .rejected(reason) }
+        if let reason = validate(&flight, headers: headers, payload: payload) { return .rejected(reason) }
+        return routeAndApply(
+            &flight, payload: payload, nowMillis: nowMillis, newActivity: newActivity, newToken: newToken)
+    }
+
+    /// ``push(kind:target:headers:payload:nowMillis:newActivity:newToken:)`` for headers the caller judged.
+    mutating func push(
+        kind: TargetKind, target: UnsafeRawBufferPointer, judgedPriority: Int64, payload: UnsafeRawBufferPointer,
+        nowMillis: Int64, newActivity: UnsafeRawBufferPointer?, newToken: UnsafeRawBufferPointer?
+    ) -> PushVerdict {
+        var flight = begin(kind: kind, target: target)
+        if let reason = validate(&flight, judgedPriority: judgedPriority, payload: payload) { return .rejected(reason) }
+        return routeAndApply(
+            &flight, payload: payload, nowMillis: nowMillis, newActivity: newActivity, newToken: newToken)
+    }
+
+    /// The rest of a push once validated: route, then apply on the recipients (or start the activity).
+    @inline(__always)
+    private mutating func routeAndApply(
+        _ flight: inout Pipeline.InFlight, payload: UnsafeRawBufferPointer, nowMillis: Int64,
+        newActivity: UnsafeRawBufferPointer?, newToken: UnsafeRawBufferPointer?
+    ) -> PushVerdict {
         switch route(&flight) {
         case .unroutable(let reason): return .unroutable(reason)
         case .rejected(let reason): return .rejected(reason)
@@ -262,35 +283,15 @@ struct PipelineCore {
 
     // MARK: Stages
 
-    /// Stage 1: what APNs would reject. Counts the push, and the rejection if any, unless
-    /// `countsVerdict` is false: a broadcast replicated on every worker is counted by one of them only,
-    /// while each counts the deliveries to its own subscribers.
+    /// Stage 1: what APNs would reject, DOMAIN §2's header rows (the topic's bundle against the target's) and the
+    /// payload. Counts the push, and the rejection if any, unless `countsVerdict` is false: a broadcast replicated
+    /// on every worker is counted by one of them only, while each counts the deliveries to its own subscribers.
     @inline(__always)
     mutating func validate(
-        _ flight: inout Pipeline.InFlight, _ input: PushHeaderInput, payload: UnsafeRawBufferPointer,
+        _ flight: inout Pipeline.InFlight, headers: PushHeaders, payload: UnsafeRawBufferPointer,
         countsVerdict: Bool = true
     ) -> RejectReason? {
         if countsVerdict { accounting.pushes += 1 }
-        let reason: RejectReason?
-        switch input {
-        case .judged(let priority):
-            reason = validator.validateJudged(priority: priority, payload: payload, target: flight.kind)
-        case .headers(let headers):
-            reason = validateHeaders(flight, headers, payload)
-        }
-        if let reason {
-            if countsVerdict { accounting.rejected[reason.rawValue] += 1 }
-            return reason
-        }
-        flight.aps = validator.aps
-        return nil
-    }
-
-    /// DOMAIN §2's header rows and the payload, the topic's bundle against the target's.
-    @inline(__always)
-    private mutating func validateHeaders(
-        _ flight: Pipeline.InFlight, _ headers: PushHeaders, _ payload: UnsafeRawBufferPointer
-    ) -> RejectReason? {
         let bundleApp: Int32
         switch flight.resolution {
         case .activity(let a): bundleApp = store.app[Int(a)]
@@ -298,15 +299,41 @@ struct PipelineCore {
         case .channel(let c): bundleApp = router.channelApp[Int(c)]
         default: bundleApp = Router.none
         }
+        let reason: RejectReason?
         if bundleApp == Router.none {
-            return validator.validate(headers: headers, payload: payload, target: flight.kind, targetBundle: nil)
+            reason = validator.validate(headers: headers, payload: payload, target: flight.kind, targetBundle: nil)
         } else {
             // The topic's bundle is compared first (a read of the store), then the validator runs on
             // its own: no closure holds the store while the validator is mutated.
             let matches = store.appIds.withBytes(bundleApp) { PayloadValidator.topicNames($0, headers.topic) }
-            return validator.validate(
+            reason = validator.validate(
                 headers: headers, payload: payload, target: flight.kind, topicMatchesTarget: matches)
         }
+        return verdict(&flight, reason, countsVerdict)
+    }
+
+    /// Stage 1 for headers the caller judged: the payload alone.
+    @inline(__always)
+    mutating func validate(
+        _ flight: inout Pipeline.InFlight, judgedPriority: Int64, payload: UnsafeRawBufferPointer,
+        countsVerdict: Bool = true
+    ) -> RejectReason? {
+        if countsVerdict { accounting.pushes += 1 }
+        let reason = validator.validateJudged(priority: judgedPriority, payload: payload, target: flight.kind)
+        return verdict(&flight, reason, countsVerdict)
+    }
+
+    /// A validation's end: the rejection counted, or the flight given the payload's `aps`.
+    @inline(__always)
+    private mutating func verdict(
+        _ flight: inout Pipeline.InFlight, _ reason: RejectReason?, _ countsVerdict: Bool
+    ) -> RejectReason? {
+        if let reason {
+            if countsVerdict { accounting.rejected[reason.rawValue] += 1 }
+            return reason
+        }
+        flight.aps = validator.aps
+        return nil
     }
 
     /// Stage 2: the recipients (DOMAIN §3.3). Counts the verdict and the deliveries to come.
