@@ -27,7 +27,8 @@ public struct HeaderList: Sendable {
 
     public mutating func append(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
         let start = Int32(bytes.count)
-        bytes.append(contentsOf: name.assumingMemoryBound(to: UInt8.self))  // typed: appended by memcpy, not byte by byte
+        // Typed: appended by memcpy, not byte by byte.
+        bytes.append(contentsOf: name.assumingMemoryBound(to: UInt8.self))
         let valueStart = Int32(bytes.count)
         bytes.append(contentsOf: value.assumingMemoryBound(to: UInt8.self))
         spans.append((start, valueStart, Int32(bytes.count)))

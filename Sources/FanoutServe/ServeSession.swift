@@ -65,7 +65,8 @@ public final class ServeSession {
         public var servingEnded: () -> Void
 
         public init(
-            line: @escaping (String) -> Void, ticker: @escaping (@escaping @Sendable (Double) -> String) -> (() -> Void),
+            line: @escaping (String) -> Void,
+            ticker: @escaping (@escaping @Sendable (Double) -> String) -> (() -> Void),
             serving: @escaping @Sendable (Double, ProgressBoard.Snapshot) -> Void, servingEnded: @escaping () -> Void
         ) {
             self.line = line

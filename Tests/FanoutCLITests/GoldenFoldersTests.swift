@@ -10,7 +10,8 @@ import Testing
 /// - **skeleton** (real time: serve and push): every number masked and a run of numbers joined into one mark, then
 ///   repeated lines folded into one, so the files' structure, labels, keys and order are held, not their figures
 ///   (the counts of these runs are checked by the command tests).
-/// A chart's marks (SVG lines, paths, texts) are left out of skeletons, and so are JSON lines' values (their keys are kept). The temporary folder's path is replaced by `<dir>` everywhere. Rewrite with FANOUT_UPDATE_GOLDEN=1.
+/// A chart's marks (SVG lines, paths, texts) are left out of skeletons, and so are JSON lines' values (their keys
+/// are kept). The temporary folder's path is replaced by `<dir>` everywhere. Rewrite with FANOUT_UPDATE_GOLDEN=1.
 @Suite("Run folders, merges and comparisons of every kind (golden)")
 struct GoldenFoldersTests {
     enum Mode { case exact, skeleton }
@@ -85,7 +86,8 @@ struct GoldenFoldersTests {
     static func hlogTags(_ text: String) -> String {
         let lines = text.split(separator: "\n").map(String.init)
         let header = lines.filter { $0.hasPrefix("#") || $0.hasPrefix("\"") }.map(maskDigits)
-        let tags = Set(lines.compactMap { $0.hasPrefix("Tag=") ? $0.split(separator: ",").first.map(String.init) : nil })
+        let tags = Set(
+            lines.compactMap { $0.hasPrefix("Tag=") ? $0.split(separator: ",").first.map(String.init) : nil })
         return (header + tags.sorted()).joined(separator: "\n")
     }
 
@@ -103,7 +105,8 @@ struct GoldenFoldersTests {
             try? FileManager.default.removeItem(at: place)
             try FileManager.default.createDirectory(at: place, withIntermediateDirectories: true)
             for (file, text) in files {
-                try Data(normalize(file, text, mode: mode, dirs: dirs).utf8).write(to: place.appendingPathComponent(file))
+                let normalized = normalize(file, text, mode: mode, dirs: dirs)
+                try Data(normalized.utf8).write(to: place.appendingPathComponent(file))
             }
             return
         }
