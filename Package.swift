@@ -45,12 +45,12 @@ let package = Package(
         // provider-token rules, the channel API, the service over the devices' pipeline, correlation and the judge.
         .target(name: "FanoutAPNs", dependencies: ["FanoutCore", "FanoutSim", "FanoutMetrics"]),
         // The server on libuv loops: listeners, cross-loop handoff, faults, held answers, retries; the backend
-        // clients (trigger, registration); serve's run folder (for now: to FanoutReport in the re-cut).
+        // clients (trigger, registration); a run's results (ServeResults, rendered by FanoutReport) and state.jsonl
+        // (FanoutTrace's state dump of the live services).
         .target(
             name: "FanoutServe",
             dependencies: [
-                "FanoutAPNs", "FanoutWire", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutReport", "FanoutTrace",
-                "FanoutHistogramLog", "UVLoop",
+                "FanoutAPNs", "FanoutWire", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutTrace", "UVLoop",
             ]
         ),
         // `fanout push`: a scenario's pushes, or a trace's push lines, over HTTP/2 (FanoutWire's client) at their

@@ -48,6 +48,8 @@ let package = Package(
                 .product(name: "FanoutServe", package: "fanout"),
                 .product(name: "FanoutWire", package: "fanout"),
                 .product(name: "FanoutSim", package: "fanout"),
+                // ServeEventsReport (the judge's value; its judge is FanoutAPNs').
+                .product(name: "FanoutMetrics", package: "fanout"),
             ]
         ),
         // Arbitrary bytes as a server's side of the HTTP/2 client `fanout push` uses (in memory), requests submitted.

@@ -1,4 +1,5 @@
 import FanoutAPNs
+import FanoutMetrics
 import FanoutWire
 import Foundation
 import UVLoop

@@ -2,46 +2,6 @@ import FanoutMetrics
 import FanoutWire
 import UVLoop
 
-/// How the requests to a backend ended, for the reports: answers by HTTP status (2xx is success), the requests
-/// that got no complete answer within the timeout, and the ones that failed (connection refused, TLS failure,
-/// protocol error…) by libcurl's message. A request cancelled by a close is not here (its owner counts it).
-public struct BackendCounts: Sendable, Equatable {
-    public var byStatus: [Int: Int] = [:]
-    public var timeouts = 0
-    public var errors: [String: Int] = [:]
-
-    public init() {}
-
-    /// Requests that ended without a 2xx answer (a non-2xx answer, a timeout or an error).
-    public var failures: Int { BackendFailures.count(byStatus: byStatus, timeouts: timeouts, errors: errors) }
-
-    /// The failures in one line (``BackendFailures/text(byStatus:timeouts:errors:limit:)``).
-    public var failureText: String { BackendFailures.text(byStatus: byStatus, timeouts: timeouts, errors: errors) }
-}
-
-/// Results that hold a ``BackendCounts`` (the trigger's and the registrar's): its counts by their own names.
-public protocol BackendCounted {
-    var counts: BackendCounts { get set }
-}
-
-extension BackendCounted {
-    /// Answers by HTTP status (2xx is success).
-    public var byStatus: [Int: Int] {
-        get { counts.byStatus }
-        set { counts.byStatus = newValue }
-    }
-    /// No complete answer within the timeout.
-    public var timeouts: Int {
-        get { counts.timeouts }
-        set { counts.timeouts = newValue }
-    }
-    /// Connection refused, TLS failure, protocol error…: by libcurl's message.
-    public var errors: [String: Int] {
-        get { counts.errors }
-        set { counts.errors = newValue }
-    }
-}
-
 /// Where and how a ``BackendSender`` POSTs: what ``TriggerOptions`` (`--trigger-*`) and ``RegisterOptions``
 /// (`--register-*`) share, each reading and setting these fields as its own (``BackendTargeted``).
 public struct BackendTarget: Sendable {
@@ -67,26 +27,6 @@ extension BackendTargeted {
     public subscript<T>(dynamicMember keyPath: WritableKeyPath<BackendTarget, T>) -> T {
         get { target[keyPath: keyPath] }
         set { target[keyPath: keyPath] = newValue }
-    }
-}
-
-/// The requests to a backend that did not succeed, in one line for stderr: "250 answered 500, 12 timed out,
-/// 3 Couldn't connect to server (Connection refused)" — every non-2xx status, the timeouts and each error (libcurl's
-/// words), most frequent first, at most `limit` kinds (then "and N more kinds"); "" when there were none.
-public enum BackendFailures {
-    public static func count(byStatus: [Int: Int], timeouts: Int, errors: [String: Int]) -> Int {
-        byStatus.filter { !(200..<300).contains($0.key) }.values.reduce(0, +) + timeouts + errors.values.reduce(0, +)
-    }
-
-    public static func text(byStatus: [Int: Int], timeouts: Int, errors: [String: Int], limit: Int = 4) -> String {
-        var kinds: [(count: Int, text: String)] = []
-        for (status, n) in byStatus where !(200..<300).contains(status) { kinds.append((n, "\(n) answered \(status)")) }
-        if timeouts > 0 { kinds.append((timeouts, "\(timeouts) timed out")) }
-        for (message, n) in errors { kinds.append((n, "\(n) \(message)")) }
-        kinds.sort { $0.count != $1.count ? $0.count > $1.count : $0.text < $1.text }
-        var text = kinds.prefix(limit).map(\.text).joined(separator: ", ")
-        if kinds.count > limit { text += " and \(kinds.count - limit) more kinds (summary.md)" }
-        return text
     }
 }
 

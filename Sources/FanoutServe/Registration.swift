@@ -19,43 +19,6 @@ public struct RegisterOptions: BackendTargeted, Sendable {
     public init(url: String) { target = BackendTarget(url: url) }
 }
 
-/// What registration did (summary.json `registration`, summary.md): every activity ends registered (a 2xx),
-/// failed (every attempt refused, timed out or errored), or unregistered at the deadline.
-public struct RegisterResults: BackendCounted, Sendable {
-    public var url = ""
-    public var activities = 0
-    public var registered = 0
-    public var failed = 0
-    /// Not registered when the deadline came (waiting, in flight or not started yet).
-    public var unregisteredAtDeadline = 0
-    /// Requests sent (first attempts and retries) and retries among them.
-    public var requests = 0
-    public var retries = 0
-    /// Every attempt's answer by status, and the attempts that got none.
-    public var counts = BackendCounts()
-    public var elapsedSeconds = 0.0
-    /// SIGINT or SIGTERM ended registration (what was not registered counts as unregistered at the deadline).
-    public var interrupted = false
-    /// Each request, from when it was due (its rate slot or its backoff) to its end.
-    public var responseNanos = LatencyHistogram()
-
-    public init() {}
-
-    /// activities = registered + failed + unregistered at the deadline.
-    public var identityHolds: Bool { activities == registered + failed + unregisteredAtDeadline }
-
-    /// The stderr line when registration has ended: the counts, and every failed attempt by its status or
-    /// libcurl's words (an unreachable backend is named there, in one line).
-    public var line: String {
-        var text = "fanout serve: registered \(registered) of \(activities) activities (\(failed) failed, "
-            + "\(unregisteredAtDeadline) unregistered at the deadline, \(retries) retries) "
-            + String(format: "in %.2f s", elapsedSeconds)
-        if counts.failures > 0 { text += "; failed attempts: " + counts.failureText }
-        if interrupted { text += "; interrupted: serving ends at once" }
-        return text
-    }
-}
-
 /// Registers every activity of population.jsonl with a backend before the scenario's events start: each line (the
 /// §5 object) POSTed as it is, first attempts at `ratePerSecond` (open loop), at most `concurrency` in flight, a
 /// failure retried with backoff up to `attempts`, until every activity has ended or the deadline. Runs on a loop

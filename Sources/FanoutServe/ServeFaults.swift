@@ -1,4 +1,5 @@
 import FanoutAPNs
+import FanoutCore
 import FanoutMetrics
 import FanoutSim
 
@@ -212,53 +213,5 @@ public struct ServeFaults: Sendable, Equatable {
             throw ParseError("--faults: \(kind)=\(text) is finer than 0.0001%")
         }
         return Int(ppm.rounded())
-    }
-}
-
-/// What the faults did, per event loop (added across loops for the run folder).
-public struct FaultCounts: Sendable, Equatable {
-    /// Requests answered 503, 429, 500 by injection (also counted in the answers by status and reason).
-    public var serviceUnavailable = 0
-    public var tooManyRequests = 0
-    public var internalServerError = 0
-    /// Requests reset (RST_STREAM INTERNAL_ERROR) instead of answered: never judged, not in `requests.total`.
-    public var reset = 0
-    /// GOAWAYs sent by `goaway-every` (once per connection).
-    public var goAway = 0
-    /// Answers whose sending a stall window pushed back to the window's end.
-    public var stalled = 0
-    /// Answers held for `--latency` (and stalls): in all, the most at once, and those sent at once because the
-    /// loop already held `--max-open-streams` of them.
-    public var held = 0
-    public var heldPeak = 0
-    public var heldOverflow = 0
-    /// How long each held answer was held (drawn latency, stall windows included): what was injected, apart from
-    /// the `service` time that includes it.
-    public var heldNanos = LatencyHistogram()
-    /// Token pushes refused by a fault that came back, after how long, and those that never did.
-    public var retries = RetryCounts()
-
-    public init() {}
-
-    /// Faults by kind, as summary.json names them.
-    public var injected: [(kind: String, count: Int)] {
-        [
-            ("503", serviceUnavailable), ("429", tooManyRequests), ("500", internalServerError), ("reset", reset),
-            ("goaway", goAway), ("stall", stalled),
-        ]
-    }
-
-    public mutating func add(_ o: FaultCounts) {
-        serviceUnavailable += o.serviceUnavailable
-        tooManyRequests += o.tooManyRequests
-        internalServerError += o.internalServerError
-        reset += o.reset
-        goAway += o.goAway
-        stalled += o.stalled
-        held += o.held
-        heldPeak += o.heldPeak
-        heldOverflow += o.heldOverflow
-        heldNanos.add(o.heldNanos)
-        retries.add(o.retries)
     }
 }

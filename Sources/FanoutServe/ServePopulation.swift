@@ -1,6 +1,5 @@
 import FanoutAPNs
 import FanoutMetrics
-import FanoutReport
 import FanoutSim
 import Foundation
 

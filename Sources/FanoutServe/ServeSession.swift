@@ -1,6 +1,5 @@
 import FanoutAPNs
 import FanoutMetrics
-import FanoutReport
 import FanoutSim
 import FanoutWire
 import Foundation
@@ -11,8 +10,9 @@ import UVLoop
 /// (`--expect-events`), registers the activities with the backend (`--register`), serves on its loops until the
 /// duration or a signal, judges the events and writes the folder (state.jsonl first, summary.json last). The
 /// command only parses flags into a ``Plan`` and prints; what the session has to say on the way goes to an
-/// ``Output``. A failure is a ``ServeSessionError`` naming what is left in the folder; the sockets are closed on
-/// every path (``BoundSockets``).
+/// ``Output``. The report's files are rendered by the function it is given (FanoutReport's `ServeReport.files`: a
+/// `ServeResults`, assembled here once the loops return, to file name → contents). A failure is a
+/// ``ServeSessionError`` naming what is left in the folder; the sockets are closed on every path (``BoundSockets``).
 public final class ServeSession {
     /// Everything the flags decided.
     public struct Plan {
@@ -35,7 +35,7 @@ public final class ServeSession {
         public var channelLimits: APNsService.ChannelLimits
         public var settleSeconds: Double
         /// `--state` (nil: by the number of devices).
-        public var state: ServeReport.StateDetail?
+        public var state: ServeResults.StateDetail?
 
         public init(
             scenario: Scenario, options: ServeOptions, workers: Int, folder: String, listenText: String, h2c: Bool,
@@ -80,19 +80,22 @@ public final class ServeSession {
     public struct Outcome {
         public var services: [APNsService]
         public var results: ServeWorkers.Results
-        public var info: ServeReport.Info
+        public var info: ServeResults.Info
         public var registration: RegisterResults?
         public var folder: String
     }
 
     let plan: Plan
     let output: Output
+    /// The run folder's files from the run's results (state.jsonl and population.jsonl apart).
+    let render: (ServeResults) throws -> [String: String]
     /// When the session began (the population's activities start then, unless `--epoch`).
     let startedAt = Date()
 
-    public init(_ plan: Plan, output: Output) {
+    public init(_ plan: Plan, output: Output, render: @escaping (ServeResults) throws -> [String: String]) {
         self.plan = plan
         self.output = output
+        self.render = render
     }
 
     /// Serves the plan to its end and writes its folder.
@@ -224,7 +227,7 @@ public final class ServeSession {
         let expected = ServeEvents.expect(services: services)
         do {
             let text = expected.jsonl(apps: plan.scenario.apps.map(\.bundle))
-            try RunFiles.write(folder: plan.folder, files: ["events.jsonl": text], last: "events.jsonl")
+            try FolderFiles.write(folder: plan.folder, files: ["events.jsonl": text], last: "events.jsonl")
         } catch {
             throw ServeSessionError("fanout serve: cannot write \(plan.folder)/events.jsonl: \(error)")
         }
@@ -292,9 +295,9 @@ public final class ServeSession {
     }
 
     /// What summary.json says of the run's setting.
-    func info(_ listeners: BoundSockets, servingSince: Date, options: ServeOptions) -> ServeReport.Info {
+    func info(_ listeners: BoundSockets, servingSince: Date, options: ServeOptions) -> ServeResults.Info {
         let s = plan.scenario
-        var info = ServeReport.Info(
+        var info = ServeResults.Info(
             scenario: s.name, seed: s.seed, listen: shown(listeners), transport: transport, auth: plan.authName,
             startedAt: ISO8601DateFormatter().string(from: servingSince), gitRevision: Machine.gitRevision())
         info.workers = plan.workers
@@ -309,7 +312,7 @@ public final class ServeSession {
 
     /// state.jsonl first (the largest file, streamed as it is produced), then the rest, summary.json last.
     func writeFolder(
-        _ info: ServeReport.Info, services: [APNsService], results: ServeWorkers.Results, endMillis: Int64
+        _ info: ServeResults.Info, services: [APNsService], results: ServeWorkers.Results, endMillis: Int64
     ) throws(ServeSessionError) {
         let folder = plan.folder
         let stateBytes = ProgressCounter()
@@ -319,7 +322,7 @@ public final class ServeSession {
                 + String(format: " (%.1f s)", seconds)
         }
         do {
-            try ServeReport.writeState(
+            try ServeState.write(
                 services: services, nowMillis: endMillis, path: folder + "/state.jsonl", detail: info.state,
                 progress: stateBytes)
         } catch {
@@ -330,15 +333,16 @@ public final class ServeSession {
         finish()
         let files: [String: String]
         do {
-            files = try ServeReport.files(
+            let run = try ServeResults(
                 info, services: services, connections: results.connections, bytes: results.bytes,
-                elapsedSeconds: results.elapsedSeconds, nowMillis: endMillis)
+                elapsedSeconds: results.elapsedSeconds)
+            files = try render(run)
         } catch {
             throw ServeSessionError(
                 "fanout serve: the measurements could not be merged or stored (\(error)); \(folder) holds "
                     + "population.jsonl, rotated-tokens.jsonl and state.jsonl only, no summary")
         }
-        do { try RunFiles.write(folder: folder, files: files) } catch { throw ServeSessionError("\(error)") }
+        do { try FolderFiles.write(folder: folder, files: files) } catch { throw ServeSessionError("\(error)") }
     }
 }
 

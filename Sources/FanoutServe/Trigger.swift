@@ -13,55 +13,6 @@ public struct TriggerOptions: BackendTargeted, Sendable {
     public init(url: String) { target = BackendTarget(url: url) }
 }
 
-/// What the trigger did and measured (summary.json `trigger`, summary.md, trigger-response.hgrm and
-/// trigger-schedule-lag.hgrm). Every event sent ends in exactly one of: an answer (by status), a timeout, an
-/// error (by libcurl's message), or cancelled by the shutdown.
-public struct TriggerResults: BackendCounted, Sendable {
-    public var url = ""
-    public var concurrency = 0
-    /// Events POSTed.
-    public var sent = 0
-    /// Answers by HTTP status (2xx is success); no complete answer within `--trigger-timeout`; connection
-    /// refused, TLS failure, protocol error…: by libcurl's message.
-    public var counts = BackendCounts()
-    /// In flight when serving stopped (the request was cancelled).
-    public var cancelledAtShutdown = 0
-    /// Due before serving stopped but still waiting for a free slot then (never sent).
-    public var unsentAtShutdown = 0
-    /// Events that found every slot busy at their intended time and waited (their wait is in `scheduleLagNanos`).
-    public var waitedForSlot = 0
-    /// The most requests in flight at once (at most `concurrency`).
-    public var peakInFlight = 0
-    /// Every event of the schedule was sent and answered (or timed out, or failed) before serving stopped.
-    public var completed = false
-    /// Answered events, from their intended time to the answer's end (open loop: a wait for a slot or a late
-    /// timer counts; coordinated omission is accounted for).
-    public var responseNanos = LatencyHistogram()
-    /// Every event sent, from its intended time to the moment its request was started.
-    public var scheduleLagNanos = LatencyHistogram()
-
-    public init() {}
-
-    public var answered: Int { byStatus.values.reduce(0, +) }
-    public var successes: Int { byStatus.filter { (200..<300).contains($0.key) }.values.reduce(0, +) }
-    /// sent = answered + timeouts + errors + cancelled at shutdown.
-    public var identityHolds: Bool {
-        sent == answered + timeouts + errors.values.reduce(0, +) + cancelledAtShutdown
-    }
-
-    /// Events that ended without a 2xx answer (a non-2xx answer, a timeout or an error; not the cancelled).
-    public var failures: Int { counts.failures }
-
-    /// The stderr line after serving when some event failed (nil when none did): how many succeeded, and each
-    /// failure by its status or libcurl's words.
-    public var failureLine: String? {
-        guard failures > 0 else { return nil }
-        return "fanout serve: trigger \(url): \(successes) of \(sent) events answered 2xx"
-            + (cancelledAtShutdown > 0 ? ", \(cancelledAtShutdown) cancelled at shutdown" : "")
-            + "; failures: " + counts.failureText
-    }
-}
-
 /// Sends the scenario's source events to a backend on one event loop (loop 0 of `fanout serve`), each at its
 /// intended time: the schedule of `fanout run` (`EventSchedule`), the events it pushes (`World.sendsPush`), their
 /// fields (`World.fields(of:)`), the body of INGEST §5. Open loop: a slow backend never moves the schedule; at

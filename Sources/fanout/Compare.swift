@@ -1,9 +1,7 @@
 import FanoutMetrics
-import FanoutAPNs
 import ArgumentParser
 import FanoutPush
 import FanoutReport
-import FanoutServe
 import Foundation
 
 struct Compare: ParsableCommand {

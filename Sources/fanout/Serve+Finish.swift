@@ -1,13 +1,14 @@
 import FanoutAPNs
 import ArgumentParser
 import FanoutCore
+import FanoutMetrics
 import FanoutServe
 import Foundation
 
 extension Serve {
     /// The closing line, and the identities checked once the folder is written (a broken one: exit 1).
     func finish(
-        services: [APNsService], results: ServeWorkers.Results, info: ServeReport.Info,
+        services: [APNsService], results: ServeWorkers.Results, info: ServeResults.Info,
         registration: RegisterResults?, folder: String
     ) throws {
         var st = ServeStats()

@@ -275,7 +275,7 @@ struct Serve: ParsableCommand {
         plan.settleSeconds = settle
         plan.state = state.flatMap(ServeReport.StateDetail.init(rawValue:))
         let outcome: ServeSession.Outcome
-        do { outcome = try ServeSession(plan, output: Self.output()).run() } catch {
+        do { outcome = try ServeSession(plan, output: Self.output(), render: ServeReport.files).run() } catch {
             throw CommandFailure(error.description)
         }
         try finish(

@@ -1,3 +1,4 @@
+import FanoutCore
 @testable import FanoutAPNs
 import Testing
 

@@ -1,3 +1,4 @@
+import FanoutCore
 @testable import FanoutAPNs
 @testable import FanoutServe
 import FanoutSim

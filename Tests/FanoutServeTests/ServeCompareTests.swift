@@ -1,6 +1,6 @@
 import FanoutCore
 import FanoutMetrics
-import FanoutReport
+@testable import FanoutReport
 @testable import FanoutAPNs
 @testable import FanoutServe
 import Foundation

@@ -1,6 +1,7 @@
 import FanoutCore
 import FanoutMetrics
 @testable import FanoutAPNs
+@testable import FanoutReport
 @testable import FanoutServe
 import FanoutSim
 import Foundation

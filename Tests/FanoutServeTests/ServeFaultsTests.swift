@@ -1,5 +1,7 @@
+import FanoutCore
 @testable import FanoutAPNs
 @testable import FanoutServe
+import FanoutMetrics
 import FanoutSim
 import FanoutWire
 import Foundation

@@ -27,11 +27,11 @@ struct ServeFilesGoldenTests {
     }
 
     /// The three files as `fanout serve` writes them: population.jsonl and rotated-tokens.jsonl as
-    /// `ServePopulation.build` streams them (the workers' parts joined), state.jsonl as `ServeReport.writeState`
+    /// `ServePopulation.build` streams them (the workers' parts joined), state.jsonl as `ServeState.write`
     /// streams it, into a temporary folder, read back.
     static func files(_ services: [APNsService], folder: URL) throws -> [String: [UInt8]] {
         var out: [String: [UInt8]] = [:]
-        try ServeReport.writeState(services: services, nowMillis: dumpMillis, path: folder.path + "/state.jsonl")
+        try ServeState.write(services: services, nowMillis: dumpMillis, path: folder.path + "/state.jsonl")
         for name in ["population.jsonl", "rotated-tokens.jsonl", "state.jsonl"] {
             out[name] = Array(try Data(contentsOf: folder.appendingPathComponent(name)))
         }

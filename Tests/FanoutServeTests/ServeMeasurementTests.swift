@@ -1,6 +1,6 @@
 import FanoutCore
 import FanoutMetrics
-import FanoutReport
+@testable import FanoutReport
 import FanoutSim
 @testable import FanoutAPNs
 @testable import FanoutServe
@@ -67,8 +67,7 @@ struct ServeMeasurementTests {
             startedAt: "2027-01-15T08:00:00Z", gitRevision: "test")
         info.startedAtSeconds = 1_800_000_000.5
         let files = try ServeReport.files(
-            info, services: [service], connections: ConnectionStats(), bytes: (0, 0), elapsedSeconds: 4,
-            nowMillis: APNsServiceTests.now * 1000)
+            ServeResults(info, services: [service], connections: ConnectionStats(), bytes: (0, 0), elapsedSeconds: 4))
         let summary = try JSONSerialization.jsonObject(with: Data(files["summary.json"]!.utf8)) as! [String: Any]
         let latency = summary["latency"] as! [String: [String: Any]]
         let read = try Self.readWithHdrh(files["latency.hlog"]!)
@@ -105,8 +104,7 @@ struct ServeMeasurementTests {
             startedAt: "2027-01-15T08:00:00Z", gitRevision: "test")
         info.workers = 2
         let files = try ServeReport.files(
-            info, services: services, connections: ConnectionStats(), bytes: (0, 0), elapsedSeconds: 3,
-            nowMillis: APNsServiceTests.now * 1000)
+            ServeResults(info, services: services, connections: ConnectionStats(), bytes: (0, 0), elapsedSeconds: 3))
         let read = try Self.readWithHdrh(files["latency.hlog"]!)
         // 5+6+7 from loop 0, 6+7+8 from loop 1: 39, in three intervals (one per round, both loops merged).
         #expect(read["counts"] as? [String: Int] == ["service": 39] && read["intervals"] as? Int == 3)

@@ -1,6 +1,8 @@
 import FanoutCore
 @testable import FanoutAPNs
+@testable import FanoutReport
 @testable import FanoutServe
+import FanoutMetrics
 import FanoutSim
 import Foundation
 import Testing

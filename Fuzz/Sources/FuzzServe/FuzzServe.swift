@@ -1,4 +1,5 @@
 import FanoutAPNs
+import FanoutMetrics
 import FanoutServe
 import FanoutSim
 import FanoutWire

@@ -1,4 +1,3 @@
-import FanoutAPNs
 import FanoutMetrics
 
 /// Lines shared by summary.md and report.html.

@@ -1,4 +1,3 @@
-import FanoutAPNs
 import FanoutMetrics
 
 /// `fanout serve --shard K/N`: what its summary adds.

@@ -1,7 +1,5 @@
-import FanoutAPNs
 import FanoutCore
 import FanoutMetrics
-import FanoutReport
 import Foundation
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,3 @@
-import FanoutAPNs
 import FanoutMetrics
 import Foundation
 

@@ -1,6 +1,4 @@
-import FanoutAPNs
 import FanoutMetrics
-import FanoutReport
 
 /// report.html's view of the user's backend (`--trigger`, `--register`, `--expect-events`): what it delivered and
 /// what it did not, the trigger and the registration.

@@ -1,7 +1,6 @@
-import FanoutCore
-
 /// Every answer of APNs's provider API that `fanout serve` gives (docs/INGEST.md §3): the `reason` string
-/// and its HTTP status.
+/// and its HTTP status. Plain vocabulary beside `RejectReason` and `UnroutableReason` (which it answers for), so
+/// that the serve report (FanoutReport) names answers without FanoutAPNs.
 public enum APNsReason: String, CaseIterable, Sendable, Error {
     // 400
     case badCollapseId = "BadCollapseId"
@@ -60,7 +59,7 @@ public enum APNsReason: String, CaseIterable, Sendable, Error {
 
     /// The pipeline's rejection (DOMAIN §3.2) as APNs's answer: a switch, so the compiler holds the mapping
     /// total (no force-unwrapped lookup by name on a request's path); tested against `name` over `allCases`.
-    init(_ reason: RejectReason) {
+    package init(_ reason: RejectReason) {
         switch reason {
         case .payloadTooLarge: self = .payloadTooLarge
         case .payloadEmpty: self = .payloadEmpty
@@ -76,7 +75,7 @@ public enum APNsReason: String, CaseIterable, Sendable, Error {
     }
 
     /// The router's verdict on a target it cannot reach (DOMAIN §3.3) as APNs's answer.
-    init(_ reason: UnroutableReason) {
+    package init(_ reason: UnroutableReason) {
         switch reason {
         case .badDeviceToken: self = .badDeviceToken
         case .unregistered: self = .unregistered

@@ -1,5 +1,4 @@
 import FanoutCore
-import FanoutMetrics
 
 /// What `fanout serve` counts: every request's answer and the correctness findings a backend team wants, with
 /// examples. The latency histograms are not here: each sample is recorded once, into its loop's
@@ -57,17 +56,17 @@ public struct ServeStats: Sendable {
 
     /// A value per finding, indexed by the case (a finding can be noted on every request: no hashing).
     public struct PerFinding<Value: Sendable>: Sendable {
-        var values: [Value]
-        init(_ initial: Value) { values = Array(repeating: initial, count: Finding.allCases.count) }
+        package var values: [Value]
+        package init(_ initial: Value) { values = Array(repeating: initial, count: Finding.allCases.count) }
         public subscript(finding: Finding) -> Value? { values[finding.rawValue] }
     }
-    public internal(set) var findings = PerFinding(0)
-    public internal(set) var examples = PerFinding([String]())
+    public package(set) var findings = PerFinding(0)
+    public package(set) var examples = PerFinding([String]())
     public static let examplesPerFinding = 5
 
     public init() {}
 
-    mutating func note(_ finding: Finding, _ example: @autoclosure () -> String) {
+    package mutating func note(_ finding: Finding, _ example: @autoclosure () -> String) {
         let i = finding.rawValue
         findings.values[i] += 1
         if examples.values[i].count < ServeStats.examplesPerFinding { examples.values[i].append(example()) }

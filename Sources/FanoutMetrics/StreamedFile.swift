@@ -1,4 +1,3 @@
-import FanoutMetrics
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -1,7 +1,5 @@
-import FanoutAPNs
 import FanoutCore
 import FanoutMetrics
-import FanoutReport
 
 /// `report.html` of `fanout serve`: one self-contained page (inline CSS and SVG, no script, nothing loaded):
 /// the endpoint, the answers, percentile spectra of the latencies and the stages, requests and p99 over time,
@@ -102,7 +100,7 @@ public enum ServeHTML {
         out += "<table>\n<tr><th>fault</th><th>injected</th><th>came back</th><th>never did</th></tr>\n"
         let r = f.retries
         for (kind, n) in f.injected {
-            let k = RetryTracker.kinds.firstIndex(of: kind)
+            let k = RetryCounts.kinds.firstIndex(of: kind)
             let back = k.map { Units.grouped(r.retried[$0]) } ?? ""
             let never = k.map { Units.grouped(r.neverRetried[$0]) } ?? ""
             out += "<tr><td>\(kind)</td><td>\(Units.grouped(n))</td><td>\(back)</td><td>\(never)</td></tr>\n"

@@ -1,94 +1,30 @@
-import FanoutAPNs
 import FanoutCore
 import FanoutHistogramLog
 import FanoutMetrics
-import FanoutReport
-import FanoutTrace
 import Foundation
 
-/// The run folder of `fanout serve`: summary.json and summary.md (answers, device-side accounting with its
-/// identities, latency percentiles, connections, findings with examples), latency.hlog (the loops' intervals
-/// merged, each sample once; the totals are their sum), one `.hgrm` per latency metric,
-/// population.jsonl (written at start) and state.jsonl (what a user would see at the end, in the trace
-/// state-dump format; streamed by `writeState`). Every file is renamed into place; summary.json last.
+/// The run folder of `fanout serve`, rendered from its `ServeResults`: summary.json and summary.md (answers,
+/// device-side accounting with its identities, latency percentiles, connections, findings with examples),
+/// report.html, latency.hlog (the loops' intervals merged, each sample once; the totals are their sum), one `.hgrm`
+/// per latency metric, events-judged.jsonl (`--expect-events`). population.jsonl (written at start) and state.jsonl
+/// (what a user would see at the end, in the trace state-dump format) are FanoutServe's, streamed from the live
+/// services. Every file is renamed into place; summary.json last.
 public enum ServeReport {
-    /// What state.jsonl holds (`fanout serve --state`): every activity and device line and the totals (`full`), the
-    /// totals line only (`summary`), or no file (`none`).
-    public enum StateDetail: String, Sendable, CaseIterable {
-        case none, summary, full
-
-        /// The default: the whole dump up to 100,000 devices, the totals above (a million devices' dump is ~2 GB).
-        public static func automatic(devices: Int) -> StateDetail { devices <= 100_000 ? .full : .summary }
-    }
-
-    public struct Info: Sendable {
-        public var scenario: String
-        public var seed: UInt64
-        public var listen: String
-        public var transport: String
-        public var auth: String
-        public var startedAt: String
-        public var gitRevision: String
-        public var workers = 1
-        /// What state.jsonl holds (`--state`).
-        public var state = StateDetail.full
-        /// UNIX seconds when serving began, after the population was built (the histogram log's StartTime).
-        public var startedAtSeconds = 0.0
-        /// `--latency` and `--faults` as given (nil: none).
-        public var latency: String?
-        public var faults: String?
-        /// `--trigger`: what the trigger sent and measured (nil: no trigger).
-        public var trigger: TriggerResults?
-        /// `--register`: what registration did before serving started (nil: no registration).
-        public var registration: RegisterResults?
-        /// `--manage-listen`: where channel management was served (nil: on `listen`, with everything else).
-        public var manageListen: String?
-        /// What `--expect-events` found (nil: not given; the report then is as without events).
-        public var events: ServeEventsReport?
-        /// `--shard K/N` (nil: the whole population) and the scenario's configuration hash (written with a shard,
-        /// for `fanout merge` to check that the shards are of one run).
-        public var shard: Shard?
-        public var configHash: String?
-        public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
-                    startedAt: String, gitRevision: String) {
-            self.scenario = scenario
-            self.seed = seed
-            self.listen = listen
-            self.transport = transport
-            self.auth = auth
-            self.startedAt = startedAt
-            self.gitRevision = gitRevision
-        }
-    }
+    /// What state.jsonl holds (`--state`).
+    public typealias StateDetail = ServeResults.StateDetail
+    public typealias Info = ServeResults.Info
 
     /// The run's measurements read back from its log: the totals (the sum of the intervals) and every interval.
     public typealias Measured = (totals: LatencyRecorder, intervals: [LoggedInterval])
 
-    /// The files of a run served by several workers: their counts added, their measurements merged interval by
-    /// interval (`ServeMeasurements`, shared by the workers); state.jsonl is written apart (`writeState`). A
-    /// measurement that could not be merged or stored is thrown.
-    public static func files(
-        _ info: Info, services: [APNsService], connections: ConnectionStats, bytes: (read: Int, written: Int),
-        elapsedSeconds: Double, nowMillis: Int64
-    ) throws(MetricsError) -> [String: String] {
-        let measured = try services[0].measurements.finish()
-        return try files(
-            info, services: services, measured: measured, connections: connections, bytes: bytes,
-            elapsedSeconds: elapsedSeconds, nowMillis: nowMillis)
-    }
-
-    public static func files(
-        _ info: Info, services: [APNsService], measured: Measured, connections: ConnectionStats,
-        bytes: (read: Int, written: Int), elapsedSeconds: Double, nowMillis: Int64
-    ) throws(MetricsError) -> [String: String] {
+    /// The files of a run (file name → contents), state.jsonl and population.jsonl apart. A summary.json that
+    /// could not be written is thrown.
+    public static func files(_ r: ServeResults) throws(MetricsError) -> [String: String] {
         var files: [String: String] = [:]
-        var stats = ServeStats()
-        var accounting = Accounting()
-        for s in services {
-            stats.add(s.stats)
-            accounting.add(s.pipeline.accounting)
-        }
-        let latency = measured.totals
+        let info = r.info
+        let (stats, accounting, connections, bytes) = (r.stats, r.accounting, r.connections, r.bytes)
+        let elapsedSeconds = r.elapsedSeconds
+        let latency = r.latency
         for m in metrics(info) {
             files["\(m.name).hgrm"] =
                 "#[fanout serve \(m.name): \(m.about); values in microseconds (us), recorded in nanoseconds]\n"
@@ -103,48 +39,14 @@ public enum ServeReport {
                 + "microseconds (us), recorded in nanoseconds]\n"
                 + PercentileText.distribution(t.scheduleLagNanos, scale: 1000)
         }
-        files["latency.hlog"] = histogramLog(info, measured.intervals)
+        files["latency.hlog"] = histogramLog(info, r.intervals)
         if let events = info.events { files["events-judged.jsonl"] = eventsJudged(events) }
         files["report.html"] = ServeHTML.render(
-            info, stats, latency, accounting, connections, bytes, elapsedSeconds, seconds: overTime(measured.intervals))
-        files["summary.json"] = try summaryJSON(info, stats, latency, accounting, connections, bytes, elapsedSeconds)
+            info, stats, latency, accounting, connections, bytes, elapsedSeconds, seconds: overTime(r.intervals))
+        files["summary.json"] = try summaryJSON(
+            info, stats, latency, accounting, connections, bytes, elapsedSeconds)
         files["summary.md"] = summaryMarkdown(info, stats, latency, accounting, connections, bytes, elapsedSeconds)
         return files
-    }
-
-    /// state.jsonl at `path`: what users see at `nowMillis` (the trace state-dump format), streamed to disk as it
-    /// is produced (chunks of `StreamedFile.chunkBytes`, a temporary name renamed into place; nothing under `path`
-    /// if a write fails). Several workers: their dumps merged (lines sorted as one dump sorts them, one totals
-    /// line). `detail` `.summary`: the totals line alone; `.none`: no file (any earlier one is left as it is).
-    /// `progress` counts the bytes written; returns their number.
-    @discardableResult
-    public static func writeState(
-        services: [APNsService], nowMillis: Int64, path: String, detail: StateDetail = .full,
-        progress: ProgressCounter? = nil
-    ) throws -> Int {
-        if detail == .none { return 0 }
-        let file = try StreamedFile(path: path, progress: progress)
-        var chunk: [UInt8] = []
-        chunk.reserveCapacity(StreamedFile.chunkBytes + StreamedFile.chunkBytes / 4)
-        let size = StreamedFile.chunkBytes
-        if detail == .summary {
-            var accounting = Accounting()
-            for s in services { accounting.add(s.pipeline.accounting) }
-            chunk = StateDump.totalsLine(accounting)
-        } else if services.count == 1 {
-            try StateDump.write(services[0].pipeline, nowMillis: nowMillis, to: &chunk, chunkBytes: size) {
-                try file.write(&$0)
-            }
-        } else {
-            var accounting = Accounting()
-            for s in services { accounting.add(s.pipeline.accounting) }
-            try StateDump.writeMerged(
-                services.map(\.pipeline), totals: accounting, nowMillis: nowMillis, to: &chunk, chunkBytes: size
-            ) { try file.write(&$0) }
-        }
-        try file.write(&chunk)
-        try file.commit()
-        return file.bytesWritten
     }
 
     /// One row per second of the run, from the intervals' summaries (nothing decoded): responses submitted
@@ -337,7 +239,7 @@ public enum ServeReport {
         for (kind, n) in f.injected { injected[kind] = n }
         let r = f.retries
         func byKind(_ counts: [Int]) -> [String: Int] {
-            Dictionary(uniqueKeysWithValues: zip(RetryTracker.kinds, counts))
+            Dictionary(uniqueKeysWithValues: zip(RetryCounts.kinds, counts))
         }
         return [
             "latency": info.latency ?? NSNull(), "faults": info.faults ?? NSNull(), "injected": injected,
@@ -368,7 +270,7 @@ public enum ServeReport {
         let r = f.retries
         if r.refused.reduce(0, +) > 0 {
             md += "| refused token pushes | refused | came back | never did |\n|---|---:|---:|---:|\n"
-            for (k, kind) in RetryTracker.kinds.enumerated() {
+            for (k, kind) in RetryCounts.kinds.enumerated() {
                 md += "| \(kind) | \(r.refused[k]) | \(r.retried[k]) | \(r.neverRetried[k]) |\n"
             }
             let v = r.delayNanos.values(atPercentiles: [50, 99])

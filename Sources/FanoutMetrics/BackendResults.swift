@@ -1,0 +1,147 @@
+import Foundation
+
+/// How the requests to a backend ended, for the reports: answers by HTTP status (2xx is success), the requests
+/// that got no complete answer within the timeout, and the ones that failed (connection refused, TLS failure,
+/// protocol error…) by libcurl's message. A request cancelled by a close is not here (its owner counts it).
+public struct BackendCounts: Sendable, Equatable {
+    public var byStatus: [Int: Int] = [:]
+    public var timeouts = 0
+    public var errors: [String: Int] = [:]
+
+    public init() {}
+
+    /// Requests that ended without a 2xx answer (a non-2xx answer, a timeout or an error).
+    public var failures: Int { BackendFailures.count(byStatus: byStatus, timeouts: timeouts, errors: errors) }
+
+    /// The failures in one line (``BackendFailures/text(byStatus:timeouts:errors:limit:)``).
+    public var failureText: String { BackendFailures.text(byStatus: byStatus, timeouts: timeouts, errors: errors) }
+}
+
+/// Results that hold a ``BackendCounts`` (the trigger's and the registrar's): its counts by their own names.
+public protocol BackendCounted {
+    var counts: BackendCounts { get set }
+}
+
+extension BackendCounted {
+    /// Answers by HTTP status (2xx is success).
+    public var byStatus: [Int: Int] {
+        get { counts.byStatus }
+        set { counts.byStatus = newValue }
+    }
+    /// No complete answer within the timeout.
+    public var timeouts: Int {
+        get { counts.timeouts }
+        set { counts.timeouts = newValue }
+    }
+    /// Connection refused, TLS failure, protocol error…: by libcurl's message.
+    public var errors: [String: Int] {
+        get { counts.errors }
+        set { counts.errors = newValue }
+    }
+}
+
+/// The requests to a backend that did not succeed, in one line for stderr: "250 answered 500, 12 timed out,
+/// 3 Couldn't connect to server (Connection refused)" — every non-2xx status, the timeouts and each error (libcurl's
+/// words), most frequent first, at most `limit` kinds (then "and N more kinds"); "" when there were none.
+public enum BackendFailures {
+    public static func count(byStatus: [Int: Int], timeouts: Int, errors: [String: Int]) -> Int {
+        byStatus.filter { !(200..<300).contains($0.key) }.values.reduce(0, +) + timeouts + errors.values.reduce(0, +)
+    }
+
+    public static func text(byStatus: [Int: Int], timeouts: Int, errors: [String: Int], limit: Int = 4) -> String {
+        var kinds: [(count: Int, text: String)] = []
+        for (status, n) in byStatus where !(200..<300).contains(status) { kinds.append((n, "\(n) answered \(status)")) }
+        if timeouts > 0 { kinds.append((timeouts, "\(timeouts) timed out")) }
+        for (message, n) in errors { kinds.append((n, "\(n) \(message)")) }
+        kinds.sort { $0.count != $1.count ? $0.count > $1.count : $0.text < $1.text }
+        var text = kinds.prefix(limit).map(\.text).joined(separator: ", ")
+        if kinds.count > limit { text += " and \(kinds.count - limit) more kinds (summary.md)" }
+        return text
+    }
+}
+
+/// What the trigger did and measured (summary.json `trigger`, summary.md, trigger-response.hgrm and
+/// trigger-schedule-lag.hgrm). Every event sent ends in exactly one of: an answer (by status), a timeout, an
+/// error (by libcurl's message), or cancelled by the shutdown.
+public struct TriggerResults: BackendCounted, Sendable {
+    public var url = ""
+    public var concurrency = 0
+    /// Events POSTed.
+    public var sent = 0
+    /// Answers by HTTP status (2xx is success); no complete answer within `--trigger-timeout`; connection
+    /// refused, TLS failure, protocol error…: by libcurl's message.
+    public var counts = BackendCounts()
+    /// In flight when serving stopped (the request was cancelled).
+    public var cancelledAtShutdown = 0
+    /// Due before serving stopped but still waiting for a free slot then (never sent).
+    public var unsentAtShutdown = 0
+    /// Events that found every slot busy at their intended time and waited (their wait is in `scheduleLagNanos`).
+    public var waitedForSlot = 0
+    /// The most requests in flight at once (at most `concurrency`).
+    public var peakInFlight = 0
+    /// Every event of the schedule was sent and answered (or timed out, or failed) before serving stopped.
+    public var completed = false
+    /// Answered events, from their intended time to the answer's end (open loop: a wait for a slot or a late
+    /// timer counts; coordinated omission is accounted for).
+    public var responseNanos = LatencyHistogram()
+    /// Every event sent, from its intended time to the moment its request was started.
+    public var scheduleLagNanos = LatencyHistogram()
+
+    public init() {}
+
+    public var answered: Int { byStatus.values.reduce(0, +) }
+    public var successes: Int { byStatus.filter { (200..<300).contains($0.key) }.values.reduce(0, +) }
+    /// sent = answered + timeouts + errors + cancelled at shutdown.
+    public var identityHolds: Bool {
+        sent == answered + timeouts + errors.values.reduce(0, +) + cancelledAtShutdown
+    }
+
+    /// Events that ended without a 2xx answer (a non-2xx answer, a timeout or an error; not the cancelled).
+    public var failures: Int { counts.failures }
+
+    /// The stderr line after serving when some event failed (nil when none did): how many succeeded, and each
+    /// failure by its status or libcurl's words.
+    public var failureLine: String? {
+        guard failures > 0 else { return nil }
+        return "fanout serve: trigger \(url): \(successes) of \(sent) events answered 2xx"
+            + (cancelledAtShutdown > 0 ? ", \(cancelledAtShutdown) cancelled at shutdown" : "")
+            + "; failures: " + counts.failureText
+    }
+}
+
+/// What registration did (summary.json `registration`, summary.md): every activity ends registered (a 2xx),
+/// failed (every attempt refused, timed out or errored), or unregistered at the deadline.
+public struct RegisterResults: BackendCounted, Sendable {
+    public var url = ""
+    public var activities = 0
+    public var registered = 0
+    public var failed = 0
+    /// Not registered when the deadline came (waiting, in flight or not started yet).
+    public var unregisteredAtDeadline = 0
+    /// Requests sent (first attempts and retries) and retries among them.
+    public var requests = 0
+    public var retries = 0
+    /// Every attempt's answer by status, and the attempts that got none.
+    public var counts = BackendCounts()
+    public var elapsedSeconds = 0.0
+    /// SIGINT or SIGTERM ended registration (what was not registered counts as unregistered at the deadline).
+    public var interrupted = false
+    /// Each request, from when it was due (its rate slot or its backoff) to its end.
+    public var responseNanos = LatencyHistogram()
+
+    public init() {}
+
+    /// activities = registered + failed + unregistered at the deadline.
+    public var identityHolds: Bool { activities == registered + failed + unregisteredAtDeadline }
+
+    /// The stderr line when registration has ended: the counts, and every failed attempt by its status or
+    /// libcurl's words (an unreachable backend is named there, in one line).
+    public var line: String {
+        var text = "fanout serve: registered \(registered) of \(activities) activities (\(failed) failed, "
+            + "\(unregisteredAtDeadline) unregistered at the deadline, \(retries) retries) "
+            + String(format: "in %.2f s", elapsedSeconds)
+        if counts.failures > 0 { text += "; failed attempts: " + counts.failureText }
+        if interrupted { text += "; interrupted: serving ends at once" }
+        return text
+    }
+}

@@ -1,0 +1,65 @@
+/// What FanoutAPNs' `RetryTracker` saw on a loop (added across loops for the run folder). By kind, indexed as
+/// ``kinds``: refused = retried + never retried + untracked.
+public struct RetryCounts: Sendable, Equatable {
+    /// The fault kinds that refuse a push, as indices of the counts (503, 429, 500, reset).
+    public static let kinds = ["503", "429", "500", "reset"]
+
+    public var refused = [0, 0, 0, 0]
+    public var retried = [0, 0, 0, 0]
+    /// Refused pushes that never came back, filled in when the loop stops (``RetryTracker/pending``).
+    public var neverRetried = [0, 0, 0, 0]
+    /// Refused pushes not remembered: no apns-id and no readable aps.timestamp, or the loop already remembered
+    /// ``RetryTracker/capacity`` of them (100,000).
+    public var untracked = 0
+    /// Refusal → the push's next arrival.
+    public var delayNanos = LatencyHistogram()
+    /// Broadcasts refused by a fault: refused = retried + never retried + untracked (no channel id or readable
+    /// aps.timestamp, or over the bound).
+    public var broadcastsRefused = 0
+    public var broadcastsRetried = 0
+    public var broadcastsNeverRetried = 0
+    public var broadcastsUntracked = 0
+    /// Every refused push and broadcast that never came back, every loop's (for the events judge: which missing
+    /// deliveries each explains). Filled in when the loop stops.
+    public var unresent: [UnresentRefusal] = []
+
+    public init() {}
+
+    public mutating func add(_ o: RetryCounts) {
+        for k in 0..<4 {
+            refused[k] += o.refused[k]
+            retried[k] += o.retried[k]
+            neverRetried[k] += o.neverRetried[k]
+        }
+        untracked += o.untracked
+        delayNanos.add(o.delayNanos)
+        broadcastsRefused += o.broadcastsRefused
+        broadcastsRetried += o.broadcastsRetried
+        broadcastsNeverRetried += o.broadcastsNeverRetried
+        broadcastsUntracked += o.broadcastsUntracked
+        unresent += o.unresent
+    }
+
+    /// refused = retried + never retried + untracked (once the loops have stopped), token pushes and broadcasts.
+    public var identityHolds: Bool {
+        refused.reduce(0, +) == retried.reduce(0, +) + neverRetried.reduce(0, +) + untracked
+            && broadcastsRefused == broadcastsRetried + broadcastsNeverRetried + broadcastsUntracked
+    }
+}
+
+/// A token push or broadcast refused by a fault (`--faults`) that has not come back: its fault kind (an index of
+/// ``RetryCounts/kinds``), its token (as the path carried it) or channel id (`apns-channel-id` decoded), and its
+/// `aps.timestamp` (nil: none could be read).
+public struct UnresentRefusal: Sendable, Equatable {
+    public var kind: Int
+    public var broadcast: Bool
+    public var target: [UInt8]
+    public var timestamp: Int64?
+
+    package init(kind: Int, broadcast: Bool, target: [UInt8], timestamp: Int64?) {
+        self.kind = kind
+        self.broadcast = broadcast
+        self.target = target
+        self.timestamp = timestamp
+    }
+}

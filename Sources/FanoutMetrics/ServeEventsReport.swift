@@ -1,0 +1,124 @@
+/// What `--expect-events` found at the end of the run (docs/INGEST.md §5), every event loop's tracker judged and
+/// added up (`judge`, in FanoutAPNs): the counts per event and in total, with examples, and the identities that tie
+/// them together.
+///
+/// The judge's horizon H is the later of (end of serving − `--settle` − t0) and the latest intended offset of an event
+/// delivered anywhere. Source `s`'s events are *due* up to `dueRank[s]`, the highest rank (timestamp order) among its
+/// events intended by H; every follower of `s` is *expected* to end with the event of that rank, and each event of rank
+/// ≤ `dueRank[s]` is, for each follower, exactly one of: delivered (applied, correlated), superseded (a newer event of
+/// the source was applied first: the device would ignore it, DOMAIN §3.4), or missing (newer than the follower's newest
+/// delivered event). A follower whose newest delivered event is not its source's due last event is *stale at the end*.
+public struct ServeEventsReport: Sendable {
+    /// Events in the schedule, those judged (due), and those left out for a timestamp shared within a source.
+    public var events = 0
+    public var dueEvents = 0
+    public var sharedTimestamps = 0
+    public var t0Nanos: UInt64 = 0
+    /// `--settle`: how long before the end of serving an event had to be intended to be judged.
+    public var settleNanos: UInt64 = 0
+    public var horizonNanos: UInt64 = 0
+    /// Deliveries: correlated (= delivered + duplicate + reordered + notApplied) and uncorrelated.
+    public var correlated = 0
+    public var uncorrelated = 0
+    public var delivered = 0
+    public var duplicate = 0
+    public var reordered = 0
+    public var notApplied = 0
+    public var early = 0
+    /// (event, follower) pairs: expected = Σ over followers of the events due by time, or up to the newest it got
+    /// when that is later; and how each ended.
+    public var expected = 0
+    public var superseded = 0
+    public var missing = 0
+    /// Followers whose final state is not their source's last due event.
+    public var staleAtEnd = 0
+    /// Due events every follower of whose source got delivered, and the others (followed by someone).
+    public var completeEvents = 0
+    public var incompleteEvents = 0
+    public var eventsWithMissing = 0
+    public var uncorrelatedExamples: [String] = []
+    public var missingExamples: [String] = []
+    public var staleExamples: [String] = []
+    /// Per event (`ServeEvents` numbering): delivered, superseded, missing, duplicate, reordered, notApplied, and
+    /// when its last follower applied it (0: none).
+    public var perEvent = PerEvent()
+    /// Fan-out completion of the complete events (last follower applied − intended time), overall and by size
+    /// (`Metric.completionMetrics`).
+    public var completion = LatencyRecorder()
+    /// Every missing (event, follower) pair's reason: the fault that refused its push (or the broadcast that carried
+    /// it) when the backend never resent it, the device's or the service's verdict on a push that reached it without
+    /// being applied, else "never pushed"; with a few examples each. missing = Σ missingByReason.
+    public var missingByReason: [String: Int] = [:]
+    public var missingReasonExamples: [String: [String]] = [:]
+    /// What became of the (event, follower) pairs whose push a fault refused and the backend never resent.
+    public var refusals = Refusals()
+
+    /// The token pushes and broadcasts refused by `--faults` that never came back (`RetryCounts.unresent`), and the
+    /// (event, follower) pairs they carried: pairs = missing + superseded + delivered + notDue. A pair is delivered
+    /// when its follower's newest event is that one (a resend the retry tracker did not match delivered it), superseded
+    /// when a newer event of its source reached the follower, not due when the judge did not expect it; `unmatched`
+    /// pushes carry no event of a follower's source (no readable aps.timestamp, an unknown token or channel).
+    public struct Refusals: Sendable, Equatable {
+        public var pushes = 0
+        public var broadcasts = 0
+        public var unmatched = 0
+        public var pairs = 0
+        public var missing = 0
+        public var superseded = 0
+        public var delivered = 0
+        public var notDue = 0
+        public init() {}
+        public var addsUp: Bool { pairs == missing + superseded + delivered + notDue }
+    }
+
+    /// The reason of a missing pair whose push fault `kind` (an index of `RetryCounts.kinds`) refused.
+    public static func refusedReason(kind: Int, broadcast: Bool) -> String {
+        let what = ["refused 503 ServiceUnavailable", "refused 429 TooManyRequests", "refused 500 InternalServerError",
+                    "reset (RST_STREAM INTERNAL_ERROR)"][kind]
+        return (broadcast ? "broadcast " : "") + what + ", never resent"
+    }
+    public static let neverPushed = "never pushed"
+
+    public struct PerEvent: Sendable, Equatable {
+        public var due: [Bool] = []
+        public var delivered: [Int32] = []
+        public var superseded: [Int32] = []
+        public var missing: [Int32] = []
+        public var duplicate: [Int32] = []
+        public var reordered: [Int32] = []
+        public var notApplied: [Int32] = []
+        public var lastApplyNanos: [UInt64] = []
+        /// The missing pairs of the events that have any for a reason other than "never pushed", by reason (the rest
+        /// of `missing[e]` were never pushed).
+        public var missingByReason: [Int32: [String: Int32]] = [:]
+
+        public init() {}
+
+        /// Event `e`'s missing pairs by reason, "never pushed" included.
+        public func missingReasons(_ e: Int) -> [String: Int32] {
+            var out = missingByReason[Int32(e)] ?? [:]
+            let never = missing[e] - out.values.reduce(0, +)
+            if never > 0 { out[ServeEventsReport.neverPushed] = never }
+            return out
+        }
+    }
+
+    public init() {}
+
+    /// expected = delivered + superseded + missing (pairs), and correlated = delivered + duplicate + reordered +
+    /// notApplied (deliveries); each side is counted on its own path, so a dropped count breaks one.
+    public var pairsAddUp: Bool { expected == delivered + superseded + missing }
+    public var deliveriesAddUp: Bool { correlated == delivered + duplicate + reordered + notApplied }
+    /// The per-event columns add up to the totals.
+    public var perEventAddsUp: Bool {
+        func sum(_ c: [Int32]) -> Int { c.reduce(0) { $0 + Int($1) } }
+        return sum(perEvent.delivered) == delivered && sum(perEvent.superseded) == superseded
+            && sum(perEvent.missing) == missing && sum(perEvent.duplicate) == duplicate
+            && sum(perEvent.reordered) == reordered && sum(perEvent.notApplied) == notApplied
+    }
+    /// missing = Σ missingByReason.
+    public var reasonsAddUp: Bool { missing == missingByReason.values.reduce(0, +) }
+    public var identitiesHold: Bool {
+        pairsAddUp && deliveriesAddUp && perEventAddsUp && reasonsAddUp && refusals.addsUp
+    }
+}
