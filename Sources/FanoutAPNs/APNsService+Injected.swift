@@ -5,7 +5,7 @@ extension APNsService {
     /// or a generated one when it sent none), counted as an answer with that reason; the request is not judged
     /// and reaches no device.
     package func injectedAnswer(_ reason: APNsReason, _ r: RequestInput) -> APNsAnswer {
-        let broadcast = !(r.path.count >= 3 && r.path[1] == UInt8(ascii: "3") && r.path[2] == UInt8(ascii: "/"))
+        let broadcast = !RequestCheck.isTokenPushPath(r.path)
         let id = echoedId(r, broadcast: broadcast) ?? ids.make(broadcast ? "apns-request-id" : "apns-id")
         let (response, _) = failure(reason, id: id)
         stats.answered(response.status, reason)

@@ -227,29 +227,30 @@ public final class APNsService {
     }
 
     package func failure(_ reason: APNsReason, id: UniqueHeader?, timestamp: Int64? = nil) -> (APNsAnswer, APNsReason?) {
+        (APNsService.errorAnswer(reason, id: id, timestamp: timestamp), reason)
+    }
+
+    /// APNs's error answer, the one writer of its body: the reason's status, `{"reason":…}` (and `timestamp` for a
+    /// 410), JSON, the request's id echoed when it had a valid one.
+    public static func errorAnswer(_ reason: APNsReason, id: UniqueHeader?, timestamp: Int64? = nil) -> APNsAnswer {
         var body = "{\"reason\":\"\(reason.rawValue)\""
         if let timestamp { body += ",\"timestamp\":\(timestamp)" }
         body += "}"
-        return (
-            APNsAnswer(
-                status: reason.status, id: id, headers: [(name: "content-type", value: "application/json")],
-                body: Array(body.utf8)),
-            reason
-        )
+        return APNsAnswer(
+            status: reason.status, id: id, headers: [(name: "content-type", value: "application/json")],
+            body: Array(body.utf8))
     }
 
     func judge(
         _ r: RequestInput, _ state: ProviderAuth.ConnectionState?, _ wallMillis: Int64, _ became: inout Bool
     ) -> (APNsAnswer, APNsReason?) {
         // The id echoed on errors: apns-id (token pushes) or apns-request-id (broadcast, channel), when valid.
+        let isPush = RequestCheck.isTokenPushPath(r.path)
         let route: APNsRoute
         switch RequestCheck.route(method: r.method, path: r.path) {
-        case .failure(let reason):
-            return failure(reason, id: echoedId(r, broadcast: !(r.path.count >= 3 && r.path[1] == UInt8(ascii: "3"))))
+        case .failure(let reason): return failure(reason, id: echoedId(r, broadcast: !isPush))
         case .success(let found): route = found
         }
-        let isPush: Bool
-        if case .push = route { isPush = true } else { isPush = false }
         // Row 13's verdict, made once: the id echoed on any error, and the request's own if it passes.
         let idCheck = RequestCheck.messageId(r.headers, broadcast: !isPush)
         let id: UniqueHeader? = if case .success(let own) = idCheck { own } else { nil }

@@ -209,6 +209,15 @@ public enum RequestCheck {
     /// Row 13: the request's own id, `apns-id` on a token push, `apns-request-id` on a broadcast or a channel
     /// request: absent (nil), a canonical UUID (copied, to be echoed) or `BadMessageId`. The one place that
     /// chooses the header.
+    /// The one decision of which id a request's answer echoes: `apns-id` for a token push (`/3/…`, the only
+    /// family under `/3/` being `/3/device/TOKEN`), `apns-request-id` for everything else (broadcasts, the channel
+    /// API). Made from the path alone, so a request refused before its route is judged (a bad method or path, an
+    /// injected fault) echoes the same header as one that passes.
+    @inline(__always)
+    public static func isTokenPushPath(_ path: [UInt8]) -> Bool {
+        path.count >= 3 && path[0] == UInt8(ascii: "/") && path[1] == UInt8(ascii: "3") && path[2] == UInt8(ascii: "/")
+    }
+
     public static func messageId(_ headers: HeaderList, broadcast: Bool) -> Result<UniqueHeader?, APNsReason> {
         let name: StaticString = broadcast ? "apns-request-id" : "apns-id"
         guard let value = headers.value(name) else { return .success(nil) }

@@ -380,9 +380,7 @@ public final class APNsServer: H2ServerDelegate {
         }
         var response = service.handle(input, auth: state, wallMillis: wallMillis, becameAuthenticated: &became)
         if request.duplicatePseudoHeader {
-            response = APNsAnswer(
-                status: 400, headers: [(name: "content-type", value: "application/json")],
-                body: Array("{\"reason\":\"DuplicateHeaders\"}".utf8))
+            response = APNsService.errorAnswer(.duplicateHeaders, id: nil)
         }
         if became { connection.raiseStreamLimit() }
         answer(connection, request, response)

@@ -126,4 +126,25 @@ struct RequestCheckTests {
         #expect(!RequestCheck.isCanonicalUUID(valid.dropLast()) && !RequestCheck.isCanonicalUUID(valid + [0x30]))
         #expect(!RequestCheck.isCanonicalUUID([UInt8]()))
     }
+
+    @Test("which id an answer echoes is decided by the path alone: apns-id under /3/, apns-request-id elsewhere")
+    func tokenPushPath() {
+        for path in ["/3/device/0123abcd", "/3/", "/3/anything"] {
+            #expect(RequestCheck.isTokenPushPath(Array(path.utf8)), "\(path)")
+        }
+        for path in ["/4/broadcasts/apps/com.example", "/1/apps/com.example/channels", "/3x/device/ab", "/3", "", "3/d"] {
+            #expect(!RequestCheck.isTokenPushPath(Array(path.utf8)), "\(path)")
+        }
+    }
+
+    @Test("APNs's error answer: the reason's status, {\"reason\"} (and the 410's timestamp), JSON, the id echoed")
+    func errorAnswer() {
+        let plain = APNsService.errorAnswer(.duplicateHeaders, id: nil)
+        #expect(plain.status == 400 && plain.id == nil)
+        #expect(String(decoding: plain.body, as: UTF8.self) == #"{"reason":"DuplicateHeaders"}"#)
+        #expect(plain.headers.map(\.name) == ["content-type"] && plain.headers.map(\.value) == ["application/json"])
+        let gone = APNsService.errorAnswer(.unregistered, id: nil, timestamp: 1_700_000_000_000)
+        #expect(gone.status == 410)
+        #expect(String(decoding: gone.body, as: UTF8.self) == #"{"reason":"Unregistered","timestamp":1700000000000}"#)
+    }
 }
