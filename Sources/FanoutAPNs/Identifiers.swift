@@ -1,11 +1,12 @@
-#if canImport(Glibc)
 import FanoutCore
+#if canImport(Glibc)
 import Glibc
 #endif
 
 /// Random version-4 UUIDs for generated `apns-id`, `apns-request-id` and `apns-unique-id` values, without
 /// Foundation (whose `uuidString` formats through `sprintf`, a tenth of a request's cost): a xorshift128+
-/// stream seeded once from the system generator, formatted by hand, lowercase as APNs writes them.
+/// stream seeded once from the system generator, formatted by FanoutCore's ``UUIDText``, lowercase as APNs writes
+/// them.
 struct UUIDGenerator {
     private var s0: UInt64
     private var s1: UInt64
@@ -31,20 +32,8 @@ struct UUIDGenerator {
         var lo = next()
         hi = (hi & ~0xF000) | 0x4000  // version 4
         lo = (lo & ~(0xC << 60)) | (0x8 << 60)  // variant 10
-        return UniqueHeader(name: name, count: 36) { out in
-            // 16 bytes, big-endian (hi, then lo), two digits each; dashes after bytes 4, 6, 8 and 10 (8-4-4-4-12).
-            let digits = ("0123456789abcdef" as StaticString).utf8Start
-            var i = 0
-            for k in 0..<16 {
-                let byte = UInt8(truncatingIfNeeded: (k < 8 ? hi : lo) >> UInt64((7 - (k & 7)) * 8))
-                out[i] = digits[Int(byte >> 4)]
-                out[i + 1] = digits[Int(byte & 0xF)]
-                i += 2
-                if k == 3 || k == 5 || k == 7 || k == 9 {
-                    out[i] = UInt8(ascii: "-")
-                    i += 1
-                }
-            }
+        return UniqueHeader(name: name, count: UUIDText.count) { out in
+            UUIDText.format(high: hi, low: lo, into: out.baseAddress!)
         }
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import FanoutCore
 @testable import FanoutAPNs
 import Testing
@@ -146,5 +147,21 @@ struct RequestCheckTests {
         let gone = APNsService.errorAnswer(.unregistered, id: nil, timestamp: 1_700_000_000_000)
         #expect(gone.status == 410)
         #expect(String(decoding: gone.body, as: UTF8.self) == #"{"reason":"Unregistered","timestamp":1700000000000}"#)
+    }
+
+    @Test("generated ids: version-4 UUIDs in canonical lowercase text (FanoutCore's UUIDText), all distinct")
+    func generatedIds() {
+        var ids = UUIDGenerator()
+        var seen = Set<String>()
+        for _ in 0..<1_000 {
+            let id = ids.make("apns-id")
+            let text = id.value
+            #expect(RequestCheck.isCanonicalUUID(Array(text.utf8)) && text == text.lowercased(), "\(text)")
+            let bytes = Array(text.utf8)
+            #expect(bytes[14] == UInt8(ascii: "4") && "89ab".utf8.contains(bytes[19]), "\(text): version 4, variant 10")
+            #expect(UUID(uuidString: text)?.uuidString.lowercased() == text)
+            seen.insert(text)
+        }
+        #expect(seen.count == 1_000)
     }
 }
