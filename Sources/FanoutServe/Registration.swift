@@ -1,5 +1,6 @@
 import FanoutAPNs
 import FanoutMetrics
+import FanoutTrace
 import FanoutWire
 import Foundation
 import UVLoop
@@ -210,60 +211,32 @@ public final class Registrar {
 }
 
 /// A JSON-lines file read line by line in 1 MiB chunks (population.jsonl can be a gigabyte): its line count first
-/// (one pass), then each line once, in order. POSIX reads of a finished file.
+/// (one pass), then each line once, in order. FanoutTrace's ``LineReader`` (the one line reader) does the reading.
 final class LineFile {
     let count: Int
-    private let fd: Int32
-    private var buffer: [UInt8] = []
-    private var start = 0
-    private var atEnd = false
-    static let chunkBytes = 1 << 20
+    private var reader: LineReader?
 
     init(path: String) throws(HTTPClientError) {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { throw HTTPClientError("cannot read \(path): \(String(cString: strerror(errno)))") }
-        var lines = 0
-        var last: UInt8 = UInt8(ascii: "\n")
-        var chunk = [UInt8](repeating: 0, count: LineFile.chunkBytes)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                let message = String(cString: strerror(errno))
-                Glibc.close(fd)
-                throw HTTPClientError("cannot read \(path): \(message)")
-            }
-            if n == 0 { break }
-            for b in chunk[0..<n] where b == UInt8(ascii: "\n") { lines += 1 }
-            last = chunk[n - 1]
+        do {
+            var counting = try LineReader(path: path)
+            var lines = 0
+            while try counting.nextLine({ _ in }) { lines += 1 }
+            count = lines
+            reader = try LineReader(path: path)
+        } catch let error as FileError {
+            throw HTTPClientError("cannot read \(path): \(error.message)")
+        } catch {
+            throw HTTPClientError("cannot read \(path): \(error)")
         }
-        count = lines + (last == UInt8(ascii: "\n") ? 0 : 1)
-        lseek(fd, 0, SEEK_SET)
-        self.fd = fd
     }
 
-    /// The next line without its newline; nil past the end.
+    /// The next line without its newline; nil past the end (or once closed, or when the file cannot be read on).
     func next() -> [UInt8]? {
-        while true {
-            if let newline = buffer[start...].firstIndex(of: UInt8(ascii: "\n")) {
-                let line = Array(buffer[start..<newline])
-                start = newline + 1
-                return line
-            }
-            if atEnd {
-                guard start < buffer.count else { return nil }
-                let line = Array(buffer[start...])
-                start = buffer.count
-                return line
-            }
-            buffer.removeFirst(start)
-            start = 0
-            let old = buffer.count
-            buffer.append(contentsOf: repeatElement(0, count: LineFile.chunkBytes))
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + old, LineFile.chunkBytes) }
-            buffer.removeLast(LineFile.chunkBytes - max(n, 0))
-            if n <= 0 { atEnd = true }
-        }
+        var line: [UInt8]?
+        if reader != nil, (try? reader!.nextLine({ line = Array($0) })) != true { line = nil }
+        return line
     }
 
-    func close() { Glibc.close(fd) }
+    /// Closes the file (the reader's descriptor).
+    func close() { reader = nil }
 }
