@@ -199,21 +199,3 @@ enum PopulationLine {
     static let fixedBytes = [device, app, activity, type, token, startToken, channel, source, end]
         .reduce(0) { $0 + $1.utf8CodeUnitCount }
 }
-
-extension APNsService {
-    /// What a backend that loaded population.jsonl pushes to, per source: for a token source, the current update
-    /// token (text, as population.jsonl's `token`) of every activity following it; for a broadcast source, nothing
-    /// (it is pushed once, to its channel). `fanout push` sends to these, so that a `fanout serve` of the same
-    /// scenario and seed knows every token.
-    public func tokenTargetsBySource() -> [[[UInt8]]] {
-        tokenTargetsAndDevicesBySource().map { $0.map(\.token) }
-    }
-}
-
-extension APNsService {
-    /// `tokenTargetsBySource` with each follower's device id: `fanout push` to N serve shards sends each token push
-    /// to the shard whose slice holds its device (`Shard.contains(deviceId:)`).
-    public func tokenTargetsAndDevicesBySource() -> [[(token: [UInt8], device: [UInt8])]] {
-        engine.tokenFollowersBySource()
-    }
-}

@@ -16,8 +16,6 @@ import FanoutSim
 package struct RetryTracker {
     static let defaultCapacity = 100_000
     let capacity: Int
-    /// The fault kinds that refuse a push, as indices of the counts (503, 429, 500, reset).
-    package static let kinds = RetryCounts.kinds
 
     private struct Waiting {
         var atNanos: UInt64

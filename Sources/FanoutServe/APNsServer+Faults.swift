@@ -39,7 +39,7 @@ extension APNsServer {
         retries.broadcastRefused(identity, kind: Self.retryKind(fault), nowNanos: nowNanos)
     }
 
-    /// A refusing fault as an index of `RetryTracker.kinds`.
+    /// A refusing fault as an index of `RetryCounts.kinds`.
     static func retryKind(_ fault: ServeFaults.Fault) -> Int {
         switch fault {
         case .answer(.serviceUnavailable): 0
