@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "FanoutTrace", dependencies: ["FanoutCore"]),
         // libuv (system library) and the only Swift code that touches it: event loop, timers, wakeups.
         .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
-        .target(name: "UVLoop", dependencies: ["CLibUV"]),
+        .target(name: "UVLoop", dependencies: ["CLibUV", "FanoutCore"]),
         // nghttp2 and OpenSSL (system libraries) and the only Swift that touches them: HTTP/2 server
         // sessions over UVLoop TCP streams, TLS over memory BIOs, ES256 signatures.
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),

@@ -45,7 +45,7 @@ public final class ServeMeasurements: @unchecked Sendable {
     /// When serving began (`EventLoop.hrtimeNanos`): the log's StartTime, interval times are counted from it.
     public let startNanos: UInt64
     public let loops: Int
-    private let lock = NSLock()
+    private let lock = Lock()
     private var log: IntervalLog
     private var next: [Int]
     private var failure: MetricsError?

@@ -1,10 +1,5 @@
 import FanoutCore
 import FanoutSim
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The scenario's source events as `fanout serve` expects them (`--expect-events`, docs/INGEST.md §5): the same
 /// `EventSchedule` `fanout run` plays, every update or end a source sends (an offline window's end sends nothing, and
@@ -38,7 +33,7 @@ public final class ServeEvents: @unchecked Sendable {
     /// Events left out because their source already had one with the same timestamp.
     public let sharedTimestamps: Int
 
-    private let lock: UnsafeMutablePointer<pthread_mutex_t>
+    private let lock = Lock()
     private var t0: UInt64 = 0
 
     public var count: Int { source.count }
@@ -98,30 +93,14 @@ public final class ServeEvents: @unchecked Sendable {
         self.followers = followers
         sourceApp = world.sourceApp
         sharedTimestamps = shared
-        lock = .allocate(capacity: 1)
-        lock.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(lock, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(lock)
-        lock.deallocate()
     }
 
     /// t0, the instant the events' offsets count from, as a monotonic clock reading (`EventLoop.hrtimeNanos`, the
     /// services' clock). `fanout serve` sets it when serving starts; `--trigger` sets it when it starts the events.
     /// Read once per request (a push, a broadcast's fan-out), under a mutex.
     public var t0Nanos: UInt64 {
-        get {
-            pthread_mutex_lock(lock)
-            defer { pthread_mutex_unlock(lock) }
-            return t0
-        }
-        set {
-            pthread_mutex_lock(lock)
-            t0 = newValue
-            pthread_mutex_unlock(lock)
-        }
+        get { lock.withLock { t0 } }
+        set { lock.withLock { t0 = newValue } }
     }
 
     /// The events of source `s`, in rank order.

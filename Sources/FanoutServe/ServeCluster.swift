@@ -1,6 +1,6 @@
 import FanoutAPNs
 import FanoutWire
-import Foundation
+import FanoutCore
 import UVLoop
 
 /// What the serving workers send each other: requests judged by the worker owning the device, their answers,
@@ -20,7 +20,7 @@ public final class ServeCluster: @unchecked Sendable {
     // are immutable.
     public let count: Int
     public let directory: TokenDirectory
-    private let lock = NSLock()
+    private let lock = Lock()
     private var inboxes: [[ClusterMessage]]
     private var senders: [Wakeup.Sender?]
     private var drained = Set<Int>()

@@ -1,5 +1,6 @@
 import FanoutAPNs
 import FanoutMetrics
+import FanoutCore
 import Foundation
 import UVLoop
 
@@ -16,7 +17,7 @@ public final class ProgressBoard: @unchecked Sendable {
         public var serviceP99Nanos: UInt64 = 0
     }
 
-    private let lock = NSLock()
+    private let lock = Lock()
     private var snapshots: [Snapshot]
 
     public init(count: Int) { snapshots = Array(repeating: Snapshot(), count: count) }

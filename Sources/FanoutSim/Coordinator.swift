@@ -42,7 +42,7 @@ final class StartTime: @unchecked Sendable {
 /// Set once when the run must stop early.
 final class StopFlag: @unchecked Sendable {
     // @unchecked: `value` is only touched under `lock`.
-    private let lock = NSLock()
+    private let lock = Lock()
     private var value = false
 
     var isSet: Bool { lock.withLock { value } }
@@ -52,7 +52,7 @@ final class StopFlag: @unchecked Sendable {
 /// The workers' side of the coordinator's queue.
 final class Mailbox: @unchecked Sendable {
     // @unchecked: `messages` is only touched under `lock`; `sender` is Sendable.
-    private let lock = NSLock()
+    private let lock = Lock()
     private var messages: [WorkerMessage] = []
     let sender: Wakeup.Sender
 

@@ -1,4 +1,5 @@
 internal import CLibUV
+internal import FanoutCore
 
 /// A libuv async handle (`uv_async_t`): other threads signal it, its callback runs on the loop's
 /// thread.
@@ -25,7 +26,7 @@ public final class Wakeup: UVHandle {
     /// lock *before* calling `uv_close`, so no send can touch the handle once it is closing, and
     /// its memory (freed later, in the close callback) is never reached from another thread.
     public final class Sender: @unchecked Sendable {
-        private let lock = UVLock()
+        private let lock = Lock()
         /// The handle while the wakeup is open; `nil` once it is closing. Guarded by `lock`.
         private var handle: UnsafeMutablePointer<uv_async_t>?
 
