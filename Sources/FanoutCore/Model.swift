@@ -114,15 +114,15 @@ public struct Accounting: Equatable, Sendable {
     }
 
     /// Adds another shard's or worker's counts.
-    public mutating func add(_ other: Accounting) {
-        pushes += other.pushes
-        routed += other.routed
-        deliveries += other.deliveries
-        requests += other.requests
-        requestsLimitExceeded += other.requestsLimitExceeded
-        for i in rejected.indices { rejected[i] += other.rejected[i] }
-        for i in unroutable.indices { unroutable[i] += other.unroutable[i] }
-        for i in outcomes.indices { outcomes[i] += other.outcomes[i] }
+    public static func += (a: inout Accounting, b: Accounting) {
+        a.pushes += b.pushes
+        a.routed += b.routed
+        a.deliveries += b.deliveries
+        a.requests += b.requests
+        a.requestsLimitExceeded += b.requestsLimitExceeded
+        for i in a.rejected.indices { a.rejected[i] += b.rejected[i] }
+        for i in a.unroutable.indices { a.unroutable[i] += b.unroutable[i] }
+        for i in a.outcomes.indices { a.outcomes[i] += b.outcomes[i] }
     }
 }
 

@@ -25,19 +25,19 @@ public struct RetryCounts: Sendable, Equatable {
 
     public init() {}
 
-    public mutating func add(_ o: RetryCounts) {
+    public static func += (a: inout RetryCounts, b: RetryCounts) {
         for k in 0..<4 {
-            refused[k] += o.refused[k]
-            retried[k] += o.retried[k]
-            neverRetried[k] += o.neverRetried[k]
+            a.refused[k] += b.refused[k]
+            a.retried[k] += b.retried[k]
+            a.neverRetried[k] += b.neverRetried[k]
         }
-        untracked += o.untracked
-        delayNanos.add(o.delayNanos)
-        broadcastsRefused += o.broadcastsRefused
-        broadcastsRetried += o.broadcastsRetried
-        broadcastsNeverRetried += o.broadcastsNeverRetried
-        broadcastsUntracked += o.broadcastsUntracked
-        unresent += o.unresent
+        a.untracked += b.untracked
+        a.delayNanos.add(b.delayNanos)
+        a.broadcastsRefused += b.broadcastsRefused
+        a.broadcastsRetried += b.broadcastsRetried
+        a.broadcastsNeverRetried += b.broadcastsNeverRetried
+        a.broadcastsUntracked += b.broadcastsUntracked
+        a.unresent += b.unresent
     }
 
     /// refused = retried + never retried + untracked (once the loops have stopped), token pushes and broadcasts.

@@ -86,22 +86,23 @@ public struct ServeStats: Sendable {
     private var ok = 0
 
     /// Adds another worker's counts.
-    public mutating func add(_ o: ServeStats) {
-        requests += o.requests
-        ok += o.ok
-        for (k, v) in o.otherStatuses { otherStatuses[k, default: 0] += v }
-        for (k, v) in o.byReason { byReason[k, default: 0] += v }
-        acceptedPushes += o.acceptedPushes
-        acceptedBroadcasts += o.acceptedBroadcasts
-        acceptedOtherPushTypes += o.acceptedOtherPushTypes
-        channelRequests += o.channelRequests
-        notThisShard += o.notThisShard
-        channelRefusals.perApp += o.channelRefusals.perApp
-        channelRefusals.bundles += o.channelRefusals.bundles
-        channelRefusals.listsCut += o.channelRefusals.listsCut
-        for i in findings.values.indices {
-            findings.values[i] += o.findings.values[i]
-            examples.values[i] += o.examples.values[i].prefix(ServeStats.examplesPerFinding - examples.values[i].count)
+    public static func += (a: inout ServeStats, b: ServeStats) {
+        a.requests += b.requests
+        a.ok += b.ok
+        a.otherStatuses.merge(b.otherStatuses, uniquingKeysWith: +)
+        a.byReason.merge(b.byReason, uniquingKeysWith: +)
+        a.acceptedPushes += b.acceptedPushes
+        a.acceptedBroadcasts += b.acceptedBroadcasts
+        a.acceptedOtherPushTypes += b.acceptedOtherPushTypes
+        a.channelRequests += b.channelRequests
+        a.notThisShard += b.notThisShard
+        a.channelRefusals.perApp += b.channelRefusals.perApp
+        a.channelRefusals.bundles += b.channelRefusals.bundles
+        a.channelRefusals.listsCut += b.channelRefusals.listsCut
+        for i in a.findings.values.indices {
+            a.findings.values[i] += b.findings.values[i]
+            let room = ServeStats.examplesPerFinding - a.examples.values[i].count
+            a.examples.values[i] += b.examples.values[i].prefix(room)
         }
     }
 

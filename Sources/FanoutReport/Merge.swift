@@ -57,7 +57,7 @@ public enum RunMerge {
         var keyed: [Int: (Int, Metric, LatencyHistogram)] = [:]
         let completionMetrics = Set(Metric.completionMetrics)
         for (_, r) in parts {
-            accounting.add(r.accounting)
+            accounting += r.accounting
             activities += r.activities
             workers += r.info.workers
             peak += r.peakResidentBytes

@@ -29,7 +29,7 @@ public enum ServeHTML {
         out += """
             <header><h1>\(e(title))</h1>
             <p>\(e(info.listen + (info.manageListen.map { ", channel management on \($0)" } ?? ""))) · \(e(info.transport)) · auth \(e(info.auth)) · \(info.workers) event loop\(info.workers == 1 ? "" : "s") · started \(e(info.startedAt)) · served \(String(format: "%.1f", elapsed)) s · seed \(info.seed) · git \(e(info.gitRevision))</p>
-            <p>\(Units.grouped(s.requests)) requests (\(Units.grouped(s.acceptedPushes)) pushes and \(Units.grouped(s.acceptedBroadcasts)) broadcasts accepted), \(Units.grouped(a.deliveries)) deliveries, \(Units.grouped(c.accepted)) connections, \(Units.grouped(bytes.read)) bytes in, \(Units.grouped(bytes.written)) bytes out. Identities: requests \(s.identitiesHold ? "hold" : "BROKEN"), devices \(a.identitiesHold ? "hold" : "BROKEN").</p>
+            <p>\(Units.grouped(s.requests)) requests (\(Units.grouped(s.acceptedPushes)) pushes and \(Units.grouped(s.acceptedBroadcasts)) broadcasts accepted), \(Units.grouped(a.deliveries)) deliveries, \(Units.grouped(c[.accepted])) connections, \(Units.grouped(bytes.read)) bytes in, \(Units.grouped(bytes.written)) bytes out. Identities: requests \(s.identitiesHold ? "hold" : "BROKEN"), devices \(a.identitiesHold ? "hold" : "BROKEN").</p>
             </header>
 
             """
@@ -80,8 +80,8 @@ public enum ServeHTML {
         for (r, n) in c.endReasons.sorted(by: { $0.key < $1.key }) {
             out += "<tr><td>\(e(r))</td><td>\(Units.grouped(n))</td></tr>\n"
         }
-        out += "</table>\n<p>peak \(c.peakOpen) open (summed over loops), \(c.tlsConnections) over TLS, "
-        out += "\(c.streamsReset) streams reset.</p>\n"
+        out += "</table>\n<p>peak \(c[.peakOpen]) open (summed over loops), \(c[.tlsConnections]) over TLS, "
+        out += "\(c[.streamsReset]) streams reset.</p>\n"
         out += "<p>\(e(ServeReport.boundsHit(c)))</p>\n"
         out += "<p>\(e(ServeReport.wireIdentity(s, c, broken: "BROKEN")))</p>\n"
         if info.manageListen != nil { out += "<p>\(e(ServeReport.misplaced(c)))</p>\n" }
@@ -95,8 +95,8 @@ public enum ServeHTML {
     static func faults(_ info: ServeReport.Info, _ f: FaultCounts) -> String {
         guard info.latency != nil || info.faults != nil else { return "" }
         var out = "<section>\n<h2>Faults injected</h2>\n<p>--latency \(e(info.latency ?? "none")), --faults "
-        out += "\(e(info.faults ?? "none")), seed \(info.seed); \(Units.grouped(f.held)) answers held (at most "
-        out += "\(Units.grouped(f.heldPeak)) at once, \(Units.grouped(f.heldOverflow)) over the bound).</p>\n"
+        out += "\(e(info.faults ?? "none")), seed \(info.seed); \(Units.grouped(f[.held])) answers held (at most "
+        out += "\(Units.grouped(f[.heldPeak])) at once, \(Units.grouped(f[.heldOverflow])) over the bound).</p>\n"
         out += "<table>\n<tr><th>fault</th><th>injected</th><th>came back</th><th>never did</th></tr>\n"
         let r = f.retries
         for (kind, n) in f.injected {

@@ -143,14 +143,14 @@ public enum ServeReport {
             // Samples above one hour, recorded as one hour (counted, never dropped).
             "measurement": ["clampedSamples": latency.clamped],
             "connections": [
-                "accepted": c.accepted, "closed": c.closed, "peakOpen": c.peakOpen, "tls": c.tlsConnections,
-                "bytesIn": bytes.read, "bytesOut": bytes.written, "streamsReset": c.streamsReset,
-                "endReasons": c.endReasons, "refused": c.refused, "acceptErrors": c.acceptErrors,
-                "streamsRefused": c.streamsRefused, "requestsRefused": c.requestsRefused,
-                "requestTimeouts": c.requestTimeouts,
-                "outputPauses": c.outputPauses, "trailerFields": c.trailerFields,
-                "responsesSubmitted": c.responsesSubmitted, "answersDropped": c.answersDropped,
-                "misplacedRequests": c.misplacedRequests,
+                "accepted": c[.accepted], "closed": c[.closed], "peakOpen": c[.peakOpen], "tls": c[.tlsConnections],
+                "bytesIn": bytes.read, "bytesOut": bytes.written, "streamsReset": c[.streamsReset],
+                "endReasons": c.endReasons, "refused": c[.refused], "acceptErrors": c[.acceptErrors],
+                "streamsRefused": c[.streamsRefused], "requestsRefused": c[.requestsRefused],
+                "requestTimeouts": c[.requestTimeouts],
+                "outputPauses": c[.outputPauses], "trailerFields": c[.trailerFields],
+                "responsesSubmitted": c[.responsesSubmitted], "answersDropped": c[.answersDropped],
+                "misplacedRequests": c[.misplacedRequests],
             ],
             "findings": findings,
             "faults": faultsJSON(info, c.faults),
@@ -243,7 +243,7 @@ public enum ServeReport {
         }
         return [
             "latency": info.latency ?? NSNull(), "faults": info.faults ?? NSNull(), "injected": injected,
-            "held": f.held, "heldPeak": f.heldPeak, "heldOverflow": f.heldOverflow, "heldFor": percentiles(f.heldNanos),
+            "held": f[.held], "heldPeak": f[.heldPeak], "heldOverflow": f[.heldOverflow], "heldFor": percentiles(f.heldNanos),
             "retries": [
                 "refused": byKind(r.refused), "retried": byKind(r.retried), "neverRetried": byKind(r.neverRetried),
                 "untracked": r.untracked, "identityHolds": r.identityHolds, "delay": percentiles(r.delayNanos),
@@ -261,7 +261,7 @@ public enum ServeReport {
         md += "| fault | count |\n|---|---:|\n"
         for (kind, n) in f.injected { md += "| \(kind) | \(n) |\n" }
         let held = f.heldNanos.values(atPercentiles: [50, 99])
-        md += "\nAnswers held: \(f.held) (at most \(f.heldPeak) at once; \(f.heldOverflow) sent at once, over "
+        md += "\nAnswers held: \(f[.held]) (at most \(f[.heldPeak]) at once; \(f[.heldOverflow]) sent at once, over "
         md += "--max-open-streams held), for p50 \(micros(held[0])) µs, p99 \(micros(held[1])) µs, max "
         md += "\(micros(f.heldNanos.max)) µs. 503/429/500 are counted with the answers above and reached no device; "
         md += "reset streams got RST_STREAM INTERNAL_ERROR and are not in the requests; goaway: connections sent "
@@ -334,8 +334,8 @@ public enum ServeReport {
         md += "fanout: \(ServeMetric.fanout.about).\n\n"
         if let events = info.events { md += eventsMarkdown(events, latency) }
         md += "## Connections\n\n"
-        md += "\(c.accepted) accepted (\(c.tlsConnections) over TLS), peak \(c.peakOpen) open, \(bytes.read) bytes in, "
-        md += "\(bytes.written) bytes out, \(c.streamsReset) streams reset.\n\n"
+        md += "\(c[.accepted]) accepted (\(c[.tlsConnections]) over TLS), peak \(c[.peakOpen]) open, \(bytes.read) bytes in, "
+        md += "\(bytes.written) bytes out, \(c[.streamsReset]) streams reset.\n\n"
         md += boundsHit(c) + "\n\n"
         md += wireIdentity(s, c, broken: "**BROKEN**") + "\n\n"
         if info.manageListen != nil { md += misplaced(c) + "\n\n" }

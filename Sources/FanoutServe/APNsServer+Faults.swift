@@ -55,13 +55,13 @@ extension APNsServer {
     ) {
         switch fault {
         case .reset:
-            connectionStats.faults.reset += 1
+            connectionStats.faults[.reset] += 1
             connection.reset(request, code: .internalError)
         case .answer(let reason):
             switch reason {
-            case .serviceUnavailable: connectionStats.faults.serviceUnavailable += 1
-            case .tooManyRequests: connectionStats.faults.tooManyRequests += 1
-            default: connectionStats.faults.internalServerError += 1
+            case .serviceUnavailable: connectionStats.faults[.serviceUnavailable] += 1
+            case .tooManyRequests: connectionStats.faults[.tooManyRequests] += 1
+            default: connectionStats.faults[.internalServerError] += 1
             }
             answer(connection, request, service.injectedAnswer(reason, input))
         }
@@ -82,17 +82,17 @@ extension APNsServer {
         }
         guard due > now else { return false }
         guard held.count < options.maxOpenStreamsPerLoop else {
-            connectionStats.faults.heldOverflow += 1
+            connectionStats.faults[.heldOverflow] += 1
             return false
         }
-        if stalled { connectionStats.faults.stalled += 1 }
+        if stalled { connectionStats.faults[.stalled] += 1 }
         let earliest = held.earliestDueNanos.map { due < $0 } ?? true
         // Not reused for another stream while held (its stream may be reset meanwhile); released when sent.
         request.retained = true
         held.push(dueNanos: due, connection: connection, request: request, response: response, record: record)
-        connectionStats.faults.held += 1
+        connectionStats.faults[.held] += 1
         connectionStats.faults.heldNanos.record(min(due - now, HdrLayout.highestTrackableValue))
-        connectionStats.faults.heldPeak = max(connectionStats.faults.heldPeak, held.count)
+        connectionStats.faults[.heldPeak] = max(connectionStats.faults[.heldPeak], held.count)
         if earliest { armHoldTimer(now: now) }
         return true
     }
@@ -138,7 +138,7 @@ extension APNsServer {
     /// closes.
     func goAwayTick() {
         for c in Array(connections.values) where c.prefaceReceived && !c.goingAway {
-            connectionStats.faults.goAway += 1
+            connectionStats.faults[.goAway] += 1
             c.goAway(reason: "Shutdown", endReason: ServeFaults.goAwayEndReason)
         }
     }

@@ -52,8 +52,8 @@ extension APNsServer {
         connection.budget = streamBudget
         connections[ObjectIdentifier(connection)] = connection
         connection.context = ProviderAuth.ConnectionState()
-        connectionStats.accepted += 1
-        connectionStats.peakOpen = max(connectionStats.peakOpen, connections.count)
+        connectionStats[.accepted] += 1
+        connectionStats[.peakOpen] = max(connectionStats[.peakOpen], connections.count)
         try connection.start()
     }
 

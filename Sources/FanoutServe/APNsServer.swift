@@ -157,7 +157,7 @@ public final class APNsServer: H2ServerDelegate {
         drainDeadline?.close()
         drainDeadline = nil
         endNanos = EventLoop.hrtimeNanos
-        connectionStats.acceptErrors = listener?.acceptErrors ?? 0
+        connectionStats[.acceptErrors] = listener?.acceptErrors ?? 0
         if drawsFaults { connectionStats.faults.retries = retries.final }
         service.closeInterval(last: true)  // the last, partial second
     }
@@ -245,7 +245,7 @@ public final class APNsServer: H2ServerDelegate {
                 cluster.send(.response(id: id, response: response), to: origin)
             case .response(let id, let response):
                 guard let (connection, request) = forwarded.removeValue(forKey: id) else {
-                    connectionStats.answersDropped += 1  // its connection closed while the answer was on its way
+                    connectionStats[.answersDropped] += 1  // its connection closed while the answer was on its way
                     continue
                 }
                 answer(connection, request, response)
@@ -310,13 +310,13 @@ public final class APNsServer: H2ServerDelegate {
             return
         }
         guard connections.count < options.maxConnectionsPerLoop else {
-            connectionStats.refused += 1
+            connectionStats[.refused] += 1
             stream.close()
             return
         }
         do {
             let connection = try H2ServerConnection(stream: stream, tls: tls, settings: connectionSettings)
-            if tls != nil { connectionStats.tlsConnections += 1 }
+            if tls != nil { connectionStats[.tlsConnections] += 1 }
             try register(connection)
             if role != .all { unsafeDowncast(connection.context!, to: ProviderAuth.ConnectionState.self).serves = role }
         } catch {
@@ -345,7 +345,7 @@ public final class APNsServer: H2ServerDelegate {
             arrivalNanos: request.arrivalNanos)
         // `--manage-listen`: a request for the other listener's API is a path this host does not serve.
         if _slowPath(splitListeners) && ServeListener.misplaced(request.path, on: state.serves) {
-            connectionStats.misplacedRequests += 1
+            connectionStats[.misplacedRequests] += 1
             answer(connection, request, service.injectedAnswer(.badPath, input))
             return
         }
@@ -411,26 +411,26 @@ public final class APNsServer: H2ServerDelegate {
         connectionDidProcessInput(connection)
         if !forwarded.isEmpty { forwarded = forwarded.filter { $0.value.connection !== connection } }
         // Answers held for it are dropped (counted: the wire identity).
-        if !held.isEmpty { connectionStats.answersDropped += held.removeAll { $0.connection === connection } }
-        connectionStats.closed += 1
-        connectionStats.bytesIn += connection.bytesRead
-        connectionStats.bytesOut += connection.bytesWritten
-        connectionStats.streamsReset += connection.streamsReset
-        connectionStats.streamsRefused += connection.streamsRefused
-        connectionStats.requestsRefused += connection.requestsRefused
-        connectionStats.requestTimeouts += connection.requestTimeouts
-        connectionStats.outputPauses += connection.outputPauses
-        connectionStats.trailerFields += connection.trailerFields
-        connectionStats.responsesSubmitted += connection.responsesSubmitted
-        connectionStats.answersDropped += connection.answersDropped
+        if !held.isEmpty { connectionStats[.answersDropped] += held.removeAll { $0.connection === connection } }
+        connectionStats[.closed] += 1
+        connectionStats[.bytesIn] += connection.bytesRead
+        connectionStats[.bytesOut] += connection.bytesWritten
+        connectionStats[.streamsReset] += connection.streamsReset
+        connectionStats[.streamsRefused] += connection.streamsRefused
+        connectionStats[.requestsRefused] += connection.requestsRefused
+        connectionStats[.requestTimeouts] += connection.requestTimeouts
+        connectionStats[.outputPauses] += connection.outputPauses
+        connectionStats[.trailerFields] += connection.trailerFields
+        connectionStats[.responsesSubmitted] += connection.responsesSubmitted
+        connectionStats[.answersDropped] += connection.answersDropped
         connectionStats.endReasons[connection.endReason ?? "closed", default: 0] += 1
         if stoppingSinceNanos != nil { finishIfDrained() }
     }
 
     /// Bytes in and out so far, open connections included.
     public var bytes: (read: Int, written: Int) {
-        var r = connectionStats.bytesIn
-        var w = connectionStats.bytesOut
+        var r = connectionStats[.bytesIn]
+        var w = connectionStats[.bytesOut]
         for c in connections.values {
             r += c.bytesRead
             w += c.bytesWritten

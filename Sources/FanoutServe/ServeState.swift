@@ -23,7 +23,7 @@ public enum ServeState {
         let size = StreamedFile.chunkBytes
         if detail == .summary {
             var accounting = Accounting()
-            for s in services { accounting.add(s.pipeline.accounting) }
+            for s in services { accounting += s.pipeline.accounting }
             chunk = StateDump.totalsLine(accounting)
         } else if services.count == 1 {
             try StateDump.write(services[0].pipeline, nowMillis: nowMillis, to: &chunk, chunkBytes: size) {
@@ -31,7 +31,7 @@ public enum ServeState {
             }
         } else {
             var accounting = Accounting()
-            for s in services { accounting.add(s.pipeline.accounting) }
+            for s in services { accounting += s.pipeline.accounting }
             try StateDump.writeMerged(
                 services.map(\.pipeline), totals: accounting, nowMillis: nowMillis, to: &chunk, chunkBytes: size
             ) { try file.write(&$0) }
@@ -64,8 +64,8 @@ extension ServeResults {
         var stats = ServeStats()
         var accounting = Accounting()
         for s in services {
-            stats.add(s.stats)
-            accounting.add(s.pipeline.accounting)
+            stats += s.stats
+            accounting += s.pipeline.accounting
         }
         self.init(
             info: info, stats: stats, accounting: accounting, latency: measured.totals, intervals: measured.intervals,

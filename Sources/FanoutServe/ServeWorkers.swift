@@ -137,11 +137,11 @@ public enum ServeWorkers {
         }
         for _ in 0..<count { done.wait() }
         var results = Results()
-        if let cluster { results.connections.answersDropped += cluster.answersLeftInInboxes() }
+        if let cluster { results.connections[.answersDropped] += cluster.answersLeftInInboxes() }
         results.trigger = triggerResults.value
         for o in outcomes {
             let (c, b, e, f) = o.value
-            results.connections.add(c)
+            results.connections += c
             results.bytes.read += b.0
             results.bytes.written += b.1
             results.elapsedSeconds = max(results.elapsedSeconds, e)

@@ -121,7 +121,7 @@ final class Coordinator {
         func tick() {
             let now = EventLoop.hrtimeNanos
             var accounting = Accounting()
-            for a in accountings { accounting.add(a) }
+            for a in accountings { accounting += a }
             let seconds = Double(now &- lastTick) / 1e9
             let latest = collector.latestEndToEnd
             let line = ProgressLine(

@@ -156,7 +156,7 @@ public enum Simulation {
         var accounting = Accounting()
         var activities = 0
         for r in results {
-            accounting.add(r.accounting)
+            accounting += r.accounting
             activities += r.activities
         }
         let measured = coordinator.collector

@@ -14,13 +14,13 @@ extension Serve {
         var st = ServeStats()
         var accounting = Accounting()
         for service in services {
-            st.add(service.stats)
-            accounting.add(service.pipeline.accounting)
+            st += service.stats
+            accounting += service.pipeline.accounting
         }
         print(
             "fanout serve: \(st.requests) requests (\(st.acceptedPushes) pushes, \(st.acceptedBroadcasts) broadcasts "
                 + "accepted), \(accounting.deliveries) deliveries, "
-                + "\(results.connections.accepted) connections; "
+                + "\(results.connections[.accepted]) connections; "
                 + (info.shard.map { "shard \($0): \(st.notThisShard) token pushes not this shard's; " } ?? "")
                 + (results.trigger.map {
                     "trigger: \($0.sent) events sent, \($0.successes) answered 2xx, \($0.timeouts) timeouts, "
@@ -30,8 +30,8 @@ extension Serve {
         if !results.connections.answersAccountedFor(requests: st.requests) {
             throw CommandFailure(
                 "the wire identity is broken: \(st.requests) answers produced, "
-                    + "\(results.connections.responsesSubmitted) submitted + "
-                    + "\(results.connections.answersDropped) dropped")
+                    + "\(results.connections[.responsesSubmitted]) submitted + "
+                    + "\(results.connections[.answersDropped]) dropped")
         }
         if let e = info.events {
             print(

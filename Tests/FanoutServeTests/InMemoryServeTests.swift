@@ -168,8 +168,8 @@ struct InMemoryServeTests {
         #expect(Self.streamLimits(frames) == [1, 1000], "one stream until the first valid token, then the limit")
         connection.abort(reason: "done")
         #expect(serve.openConnections == 0)
-        #expect(serve.servers[0].connectionStats.accepted == 1)
-        #expect(serve.servers[0].connectionStats.closed == 1)
+        #expect(serve.servers[0].connectionStats[.accepted] == 1)
+        #expect(serve.servers[0].connectionStats[.closed] == 1)
         #expect(serve.identitiesHold)
     }
 

@@ -191,18 +191,18 @@ struct ServeFaultsTests {
         #expect(seen == expected)
         let n = { (text: String) in seen.filter { $0 == text }.count }
         let f = h.server.connectionStats.faults
-        #expect(f.serviceUnavailable == n(#"{"reason":"ServiceUnavailable"}"#))
-        #expect(f.tooManyRequests == n(#"{"reason":"TooManyRequests"}"#))
-        #expect(f.internalServerError == n(#"{"reason":"InternalServerError"}"#))
-        #expect(f.reset == n("reset 2"), "RST_STREAM INTERNAL_ERROR")
+        #expect(f[.serviceUnavailable] == n(#"{"reason":"ServiceUnavailable"}"#))
+        #expect(f[.tooManyRequests] == n(#"{"reason":"TooManyRequests"}"#))
+        #expect(f[.internalServerError] == n(#"{"reason":"InternalServerError"}"#))
+        #expect(f[.reset] == n("reset 2"), "RST_STREAM INTERNAL_ERROR")
         // The shares, within a wide binomial band (the counts themselves are exact for the seed).
-        #expect((60...140).contains(f.serviceUnavailable) && (25...75).contains(f.tooManyRequests), "\(f)")
-        #expect((5...35).contains(f.internalServerError) && (10...50).contains(f.reset), "\(f)")
+        #expect((60...140).contains(f[.serviceUnavailable]) && (25...75).contains(f[.tooManyRequests]), "\(f)")
+        #expect((5...35).contains(f[.internalServerError]) && (10...50).contains(f[.reset]), "\(f)")
         let stats = h.server.service.stats
-        #expect(stats.byReason[.serviceUnavailable] == f.serviceUnavailable)
-        #expect(stats.byStatus[503] == f.serviceUnavailable && stats.byStatus[429] == f.tooManyRequests)
-        #expect(stats.byStatus[500] == f.internalServerError)
-        #expect(stats.requests == count - f.reset, "a reset push is not answered")
+        #expect(stats.byReason[.serviceUnavailable] == f[.serviceUnavailable])
+        #expect(stats.byStatus[503] == f[.serviceUnavailable] && stats.byStatus[429] == f[.tooManyRequests])
+        #expect(stats.byStatus[500] == f[.internalServerError])
+        #expect(stats.requests == count - f[.reset], "a reset push is not answered")
         #expect(stats.byStatus[200] == n("200"))
         #expect(h.server.service.pipeline.accounting.pushes == n("200"), "an injected failure reaches no device")
         h.connection.abort(reason: "done")
@@ -239,7 +239,7 @@ struct ServeFaultsTests {
         let injected = (1...count).filter {
             faults.fault(forDraw: faults.faultDraw(loop: 0, draw: UInt64($0))) != nil
         }.count
-        #expect(serve.servers[0].connectionStats.faults.serviceUnavailable == injected)
+        #expect(serve.servers[0].connectionStats.faults[.serviceUnavailable] == injected)
         #expect(services[0].stats.requests == injected, "the 503s, answered where they arrived")
         #expect(services[1].stats.requests == count - injected, "the rest judged by the owner")
         #expect(serve.servers[0].held.count == count && serve.servers[1].held.count == 0, "held at arrival")
@@ -248,7 +248,7 @@ struct ServeFaultsTests {
         #expect(M.frames(output.bytes).filter { $0.type == 1 && $0.stream % 2 == 1 }.count == count)
         connection.abort(reason: "done")
         var stats = ConnectionStats()
-        for server in serve.servers { stats.add(server.connectionStats) }
+        for server in serve.servers { stats += server.connectionStats }
         #expect(stats.answersAccountedFor(requests: services[0].stats.requests + services[1].stats.requests))
         #expect(serve.identitiesHold)
     }
@@ -278,11 +278,11 @@ struct ServeFaultsTests {
         serve.step(0)
         #expect(serve.judged == 1)
         var stats = ConnectionStats()
-        for server in serve.servers { stats.add(server.connectionStats) }
-        #expect(stats.responsesSubmitted == 0 && stats.answersDropped == 0)
+        for server in serve.servers { stats += server.connectionStats }
+        #expect(stats[.responsesSubmitted] == 0 && stats[.answersDropped] == 0)
         #expect(!stats.answersAccountedFor(requests: serve.judged), "the answer is in worker 0's closed inbox")
-        stats.answersDropped += serve.cluster!.answersLeftInInboxes()
-        #expect(stats.answersDropped == 1 && stats.answersAccountedFor(requests: serve.judged))
+        stats[.answersDropped] += serve.cluster!.answersLeftInInboxes()
+        #expect(stats[.answersDropped] == 1 && stats.answersAccountedFor(requests: serve.judged))
         #expect(serve.cluster!.answersLeftInInboxes() == 0, "taken once")
         try serve.close()
     }
@@ -368,11 +368,11 @@ struct ServeFaultsTests {
         #expect(!h.answered(1), "not before it is due")
         h.serve.advance(toNanos: 1_050 * Self.ms)
         #expect(h.answered(1) && h.serve.heldAnswers == 0)
-        #expect(h.server.connectionStats.faults.held == 1)
+        #expect(h.server.connectionStats.faults[.held] == 1)
         let heldFor = h.server.connectionStats.faults.heldNanos
         #expect(heldFor.totalCount == 1 && heldFor.min <= 50 * Self.ms && heldFor.max >= 50 * Self.ms, "50 ms")
         h.connection.abort(reason: "done")
-        #expect(h.server.connectionStats.responsesSubmitted == 1)
+        #expect(h.server.connectionStats[.responsesSubmitted] == 1)
         #expect(h.wireIdentityHolds)
     }
 
@@ -394,7 +394,7 @@ struct ServeFaultsTests {
         let first = try #require(h.frames.firstIndex { $0.type == 1 && $0.stream == 3 })
         let second = try #require(h.frames.firstIndex { $0.type == 1 && $0.stream == 5 })
         #expect(first < second, "in the order they were held")
-        #expect(h.server.connectionStats.faults.stalled == 2)
+        #expect(h.server.connectionStats.faults[.stalled] == 2)
         #expect(h.server.connectionStats.faults.heldNanos.max >= 500 * Self.ms, "held for the window's last 0.5 s")
         #expect(h.server.openConnections == 1, "connections are kept")
     }
@@ -414,7 +414,7 @@ struct ServeFaultsTests {
         h.connection.abort(reason: "the client went away")
         #expect(h.serve.heldAnswers == 0, "released with the connection")
         let c = h.server.connectionStats
-        #expect(c.answersDropped == 1 + 3 && c.responsesSubmitted == 3, "\(c)")
+        #expect(c[.answersDropped] == 1 + 3 && c[.responsesSubmitted] == 3, "\(c)")
         #expect(h.server.service.stats.requests == 7)
         #expect(h.wireIdentityHolds)
         h.serve.advance(toNanos: 200 * Self.ms)
@@ -433,7 +433,7 @@ struct ServeFaultsTests {
         h.send(Self.push(h.token, stream: 5) + Self.push(h.token, stream: 7))
         #expect(h.serve.heldAnswers == 2, "no more than the bound")
         #expect(h.answered(5) && h.answered(7), "sent at once")
-        #expect(h.server.connectionStats.faults.heldOverflow == 2)
+        #expect(h.server.connectionStats.faults[.heldOverflow] == 2)
     }
 
     @Test("goaway-every: a graceful GOAWAY {\"reason\":\"Shutdown\"}; the held stream is answered, then it closes")
@@ -447,7 +447,7 @@ struct ServeFaultsTests {
         h.server.goAwayTick()
         h.server.goAwayTick()
         let goaway = try #require(h.frames.first { $0.type == 7 })
-        #expect(h.frames.filter { $0.type == 7 }.count == 1 && h.server.connectionStats.faults.goAway == 1)
+        #expect(h.frames.filter { $0.type == 7 }.count == 1 && h.server.connectionStats.faults[.goAway] == 1)
         let p = Array(goaway.payload)
         #expect(p[4..<8] == [0, 0, 0, 0], "NO_ERROR")
         #expect(String(decoding: p[8...], as: UTF8.self) == #"{"reason":"Shutdown"}"#)
@@ -469,7 +469,7 @@ struct ServeFaultsTests {
         h.server.stopFaults()
         #expect(h.answered(1) && h.answered(3) && h.serve.heldAnswers == 0)
         h.connection.abort(reason: "done")
-        #expect(h.server.connectionStats.responsesSubmitted == 2)
+        #expect(h.server.connectionStats[.responsesSubmitted] == 2)
         #expect(h.wireIdentityHolds)
     }
 }

@@ -42,12 +42,12 @@ struct ServeReportTests {
         a.outcomes[Outcome.applied.rawValue] = 2
         a.outcomes[Outcome.ignoredStaleTimestamp.rawValue] = 1
         var c = ConnectionStats()
-        c.accepted = 2
-        c.closed = 2
-        c.peakOpen = 2
+        c[.accepted] = 2
+        c[.closed] = 2
+        c[.peakOpen] = 2
         c.endReasons = ["closed by the client (GOAWAY)": 2]
-        c.responsesSubmitted = 4
-        c.answersDropped = 1
+        c[.responsesSubmitted] = 4
+        c[.answersDropped] = 1
         return (info, s, latency, a, c)
     }
 
@@ -62,12 +62,12 @@ struct ServeReportTests {
     func htmlBoundsAndIdentity() {
         let (info, s, latency, a, fixed) = Self.fixture()
         var c = fixed
-        c.requestsRefused = 16_200
-        c.requestTimeouts = 5_000
+        c[.requestsRefused] = 16_200
+        c[.requestTimeouts] = 5_000
         var html = ServeHTML.render(info, s, latency, a, c, (1234, 567), 12.5, seconds: [])
         #expect(html.contains("16200 requests refused (over --max-unsent-bytes), 5000 requests timed out"))
         #expect(html.contains("Answers: 5 produced = 4 submitted to nghttp2 + 1 dropped (stream already gone): holds."))
-        c.answersDropped = 0
+        c[.answersDropped] = 0
         html = ServeHTML.render(info, s, latency, a, c, (1234, 567), 12.5, seconds: [])
         #expect(html.contains("dropped (stream already gone): BROKEN."))
     }
@@ -209,7 +209,7 @@ struct ServeReportTests {
         // 5 answers = 4 submitted + 1 dropped; one answer unaccounted for breaks the wire identity.
         #expect(requests["wireIdentityHolds"] as? Bool == true)
         var short = c
-        short.answersDropped = 0
+        short[.answersDropped] = 0
         let broken = try JSONSerialization.jsonObject(
             with: Data(try ServeReport.summaryJSON(info, s, recorded, a, short, (1234, 567), 12.5).utf8)) as! [String: Any]
         #expect((broken["requests"] as! [String: Any])["wireIdentityHolds"] as? Bool == false)

@@ -107,7 +107,7 @@ struct ServeShardTests {
                 let a = s.pipeline.accounting
                 #expect(a.identitiesHold)
                 if a.pushes > 0 { counting += 1 }
-                total.add(a)
+                total += a
             }
             #expect(counting == 1, "\(n) shards")
             #expect(total.pushes == expected.pushes && total.routed == expected.routed)

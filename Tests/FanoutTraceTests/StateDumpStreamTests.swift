@@ -30,7 +30,7 @@ struct StateDumpStreamTests {
         var devices: [Substring] = []
         var totals = Accounting()
         for r in replays {
-            totals.add(r.pipeline!.accounting)
+            totals += r.pipeline!.accounting
             let text = String(decoding: StateDump.render(r.pipeline!, nowMillis: r.nowMillis), as: UTF8.self)
             for line in text.split(separator: "\n") {
                 if line.hasPrefix("{\"activity\"") {
@@ -50,7 +50,7 @@ struct StateDumpStreamTests {
         _ replays: [TraceReplay], chunkBytes: Int, batchLines: Int = 1024
     ) -> (bytes: [UInt8], chunks: [Int]) {
         var totals = Accounting()
-        for r in replays { totals.add(r.pipeline!.accounting) }
+        for r in replays { totals += r.pipeline!.accounting }
         var written: [UInt8] = []
         var chunks: [Int] = []
         var out: [UInt8] = []
