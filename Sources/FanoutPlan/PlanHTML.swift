@@ -5,6 +5,17 @@ import Foundation
 /// (SLO metric against delivered rate, the SLO line, the knees) and the scaling curve (measured
 /// knees, the fitted USL, the target).
 public enum PlanHTML {
+    /// The plan page's own stylesheet (tables of steps, two charts), in the one page skeleton.
+    static let css = """
+        body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+        table{border-collapse:collapse;margin:.5em 0 1em;font-size:12px}
+        td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:last-child{text-align:left}
+        th{background:#f3f3f3}.warn{color:#a40}.note{color:#666;font-size:12px;margin:.2em 0}
+        svg{background:#fff;border:1px solid #ddd}
+        svg text{font:11px system-ui,sans-serif}
+        footer{color:#666;font-size:12px;margin-top:2em}
+        """
+
     static let colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"]
 
     public static func text(_ plan: CapacityPlan) -> String {
@@ -56,21 +67,8 @@ public enum PlanHTML {
         body.append("<li>Little's law: \(esc(PlanReport.littleText)).</li>")
         for n in PlanReport.notes(plan) { body.append("<li>\(esc(n))</li>") }
         body.append("</ul>")
-        return """
-            <!DOCTYPE html>
-            <html lang="en"><head><meta charset="utf-8"><title>fanout plan: \(esc(s.scenario.name))</title>
-            <style>
-            body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
-            table{border-collapse:collapse;margin:.5em 0 1em;font-size:12px}
-            td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:last-child{text-align:left}
-            th{background:#f3f3f3}.warn{color:#a40}.note{color:#666;font-size:12px;margin:.2em 0}
-            svg{background:#fff;border:1px solid #ddd}
-            svg text{font:11px system-ui,sans-serif}
-            </style></head><body>
-            \(body.joined(separator: "\n"))
-            </body></html>
-
-            """
+        return HTMLPage.start(title: "fanout plan: \(s.scenario.name)", css: css) + body.joined(separator: "\n")
+            + "\n" + HTMLPage.end(maker: "fanout plan", histograms: false)
     }
 
     // MARK: Charts

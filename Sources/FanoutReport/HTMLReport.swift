@@ -7,7 +7,7 @@ import Foundation
 /// only: no script, no font, no network. The same report renders to the same bytes.
 public enum HTMLReport {
     public static func render(_ r: RunReport) -> String {
-        var out = pageStart(title: "fanout run: \(r.info.scenario)")
+        var out = HTMLPage.start(title: "fanout run: \(r.info.scenario)")
         out += header(r)
         out += spectra(r)
         out += overTime(r)
@@ -15,31 +15,9 @@ public enum HTMLReport {
         out += waterfall(r)
         out += resources(r)
         out += percentileTable(r)
-        out +=
-            "<footer>fanout \(HTMLText.escape(r.info.version)) (git \(HTMLText.escape(r.info.gitRevision)))"
-            + " · HdrHistogram, 3 significant digits, values recorded in nanoseconds · this page has no script"
-            + " and loads nothing.</footer>\n"
-        out += "</main>\n</body>\n</html>\n"
+        out += HTMLPage.end(
+            maker: "fanout \(HTMLText.escape(r.info.version)) (git \(HTMLText.escape(r.info.gitRevision)))")
         return out
-    }
-
-    /// The page up to `<main>`: doctype, title, the inline stylesheet (every report page starts so).
-    public static func pageStart(title: String) -> String {
-        """
-        <!DOCTYPE html>
-        <html lang="en">
-        <head>
-        <meta charset="utf-8">
-        <meta name="viewport" content="width=device-width, initial-scale=1">
-        <title>\(HTMLText.escape(title))</title>
-        <style>
-        \(css)
-        </style>
-        </head>
-        <body>
-        <main>
-
-        """
     }
 
     // MARK: Colours (Okabe–Ito, readable with the common colour-vision deficiencies)
@@ -330,7 +308,7 @@ public enum HTMLReport {
 
     // MARK: Style
 
-    static let css = """
+    public static let css = """
         :root { color-scheme: light; }
         body { margin: 0; background: #f4f5f7; color: #1d2330;
           font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }

@@ -13,7 +13,7 @@ public enum PushHTML {
 
     public static func render(_ r: PushResults, gitRevision: String?, gate: PushGate) throws -> String {
         let title = "fanout push: \(r.scenario) → \(r.target)"
-        var out = HTMLReport.pageStart(title: title)
+        var out = HTMLPage.start(title: title)
         out += header(r, title: title, gitRevision: gitRevision)
         out += verdict(r, gate)
         out += tiles(r)
@@ -23,9 +23,7 @@ public enum PushHTML {
         out += answers(r)
         out += connections(r)
         out += percentileTable(r)
-        out += "<footer>fanout push (git \(e(gitRevision ?? "unknown"))) · HdrHistogram, 3 significant digits, values "
-        out += "recorded in nanoseconds · this page has no script and loads nothing.</footer>\n"
-        out += "</main>\n</body>\n</html>\n"
+        out += HTMLPage.end(maker: "fanout push (git \(e(gitRevision ?? "unknown")))")
         return out
     }
 

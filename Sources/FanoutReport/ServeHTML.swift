@@ -25,7 +25,7 @@ public enum ServeHTML {
         _ bytes: (read: Int, written: Int), _ elapsed: Double, seconds: [SecondRow]
     ) -> String {
         let title = "fanout serve: \(info.scenario)"
-        var out = HTMLReport.pageStart(title: title)
+        var out = HTMLPage.start(title: title)
         out += """
             <header><h1>\(e(title))</h1>
             <p>\(e(info.listen + (info.manageListen.map { ", channel management on \($0)" } ?? ""))) · \(e(info.transport)) · auth \(e(info.auth)) · \(info.workers) event loop\(info.workers == 1 ? "" : "s") · started \(e(info.startedAt)) · served \(String(format: "%.1f", elapsed)) s · seed \(info.seed) · git \(e(info.gitRevision))</p>
@@ -86,8 +86,7 @@ public enum ServeHTML {
         out += "<p>\(e(ServeReport.wireIdentity(s, c, broken: "BROKEN")))</p>\n"
         if info.manageListen != nil { out += "<p>\(e(ServeReport.misplaced(c)))</p>\n" }
         out += "</section>\n"
-        out += "<footer>fanout serve · HdrHistogram, 3 significant digits, values recorded in nanoseconds · this page "
-        out += "has no script and loads nothing.</footer>\n</main>\n</body>\n</html>\n"
+        out += HTMLPage.end(maker: "fanout serve")
         return out
     }
 
