@@ -23,6 +23,7 @@ public final class APNsServer: H2ServerDelegate {
     /// The management listener's port (0 without `--manage-listen`).
     public private(set) var managePort = 0
     private var sweep: UVLoop.Timer?
+    private lazy var deadlines = options.deadlines
     private var deadline: UVLoop.Timer?
     /// Runs once the shutdown's drain time is over: every connection still open, or still flushing, is closed.
     private var drainDeadline: UVLoop.Timer?
@@ -280,23 +281,7 @@ public final class APNsServer: H2ServerDelegate {
     private func tick() {
         service.closeInterval()
         let now = EventLoop.hrtimeNanos
-        let requestTimeout = UInt64(options.requestTimeoutSeconds * 1e9)
-        for c in Array(connections.values) {
-            if !c.prefaceReceived {
-                if Double(now &- c.openedNanos) / 1e9 >= options.prefaceTimeoutSeconds {
-                    c.abort(reason: "no HTTP/2 preface in time")
-                }
-                continue
-            }
-            if c.incompleteRequests > 0 { c.expireRequests(openedBeforeNanos: now &- requestTimeout) }
-            let idle = c.idleNanos(now: now)
-            if c.isStalled {
-                // The client has read nothing for the request timeout while answers wait for it.
-                if idle >= requestTimeout { c.abort(reason: "output stalled (the client does not read)") }
-            } else if Double(idle) / 1e9 >= options.idleTimeoutSeconds {
-                c.goAway(reason: "IdleTimeout")
-            }
-        }
+        for c in Array(connections.values) { c.sweep(now: now, deadlines) }
         let requests = service.stats.requests
         lastRatePerSecond = Double(requests - lastRequests)
         lastRequests = requests

@@ -1,3 +1,5 @@
+import FanoutWire
+
 /// How `fanout serve` listens, its bounds, and when it stops (docs/INGEST.md §6 lists the bounds).
 public struct ServeOptions: Sendable {
     public var host = "127.0.0.1"
@@ -30,6 +32,11 @@ public struct ServeOptions: Sendable {
     /// The same, every connection of a loop together: beyond it, requests are refused on every connection that
     /// holds unsent answer bytes (a client that reads everything it is sent holds none, and is still served).
     public var maxUnsentBytesPerLoop = 64 << 20
+    /// The preface, request and idle deadlines, as the connections' sweep reads them.
+    public var deadlines: ConnectionDeadlines {
+        ConnectionDeadlines(
+            prefaceSeconds: prefaceTimeoutSeconds, requestSeconds: requestTimeoutSeconds, idleSeconds: idleTimeoutSeconds)
+    }
     /// Faults and latency to inject (`--faults`, `--latency`; none by default).
     public var faults = ServeFaults()
     /// `--trigger`: the scenario's events POSTed to a backend from loop 0 (nil: none).

@@ -60,8 +60,57 @@ struct IncompleteRequests {
     }
 }
 
+/// The deadlines of a server connection (nanoseconds): the HTTP/2 preface after accept; each request's headers and
+/// END_STREAM after its stream opened (also how long a client may read nothing while answers wait for it); a
+/// connection without an open or new stream before GOAWAY IdleTimeout. The drain deadline after GOAWAY at
+/// shutdown is the owner's (one for all its connections).
+public struct ConnectionDeadlines: Sendable, Equatable {
+    public var prefaceNanos: UInt64
+    public var requestNanos: UInt64
+    public var idleNanos: UInt64
+
+    public init(prefaceSeconds: Double, requestSeconds: Double, idleSeconds: Double) {
+        func nanos(_ s: Double) -> UInt64 { s >= Double(UInt64.max / 2) / 1e9 ? UInt64.max / 2 : UInt64(s * 1e9) }
+        prefaceNanos = nanos(prefaceSeconds)
+        requestNanos = nanos(requestSeconds)
+        idleNanos = nanos(idleSeconds)
+    }
+}
+
 /// Deadlines read by the owner's periodic sweep, with the time passed in (tests drive them on a virtual clock).
 extension H2ServerConnection {
+    /// What a sweep at `now` decided for this connection.
+    public enum SweepAction: Equatable, Sendable {
+        case none
+        /// Closed: no preface in time, or a client that read nothing for the request deadline while answers waited.
+        case aborted
+        /// GOAWAY IdleTimeout sent.
+        case wentAway
+    }
+
+    /// The one place a server connection's deadlines are decided (the owner calls it from its periodic sweep):
+    /// no preface by the preface deadline → closed; incomplete requests older than the request deadline → reset
+    /// (``expireRequests(openedBeforeNanos:)``); output stalled on a client that has read nothing for the request
+    /// deadline → closed; no stream open or opened for the idle deadline → GOAWAY IdleTimeout.
+    @discardableResult
+    public func sweep(now: UInt64, _ d: ConnectionDeadlines) -> SweepAction {
+        if !prefaceReceived {
+            guard now &- openedNanos >= d.prefaceNanos else { return .none }
+            abort(reason: "no HTTP/2 preface in time")
+            return .aborted
+        }
+        if incompleteRequests > 0 && now > d.requestNanos { expireRequests(openedBeforeNanos: now &- d.requestNanos) }
+        let idle = idleNanos(now: now)
+        if isStalled {
+            guard idle >= d.requestNanos else { return .none }
+            abort(reason: "output stalled (the client does not read)")
+            return .aborted
+        }
+        guard idle >= d.idleNanos, !goingAway else { return .none }
+        goAway(reason: "IdleTimeout")
+        return .wentAway
+    }
+
     /// Streams whose request is not complete yet (headers or body still to come).
     public var incompleteRequests: Int { incomplete.count }
     /// Streams open now.

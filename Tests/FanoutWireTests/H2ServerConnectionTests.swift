@@ -97,12 +97,12 @@ final class Harness {
     let keeper = Keeper()
     var connection: H2ServerConnection!
 
-    init(settings: H2ServerSettings = H2ServerSettings(), budget: StreamBudget? = nil) throws {
+    init(settings: H2ServerSettings = H2ServerSettings(), budget: StreamBudget? = nil, preface: Bool = true) throws {
         connection = H2ServerConnection(output: { [unowned self] in self.written += $0 }, settings: settings)
         connection.delegate = keeper
         connection.budget = budget
         try connection.start()
-        send(Client.preface + Client.settings)
+        if preface { send(Client.preface + Client.settings) }
     }
 
     func send(_ bytes: [UInt8]) { bytes.withUnsafeBytes { connection.receive($0) } }
