@@ -14,6 +14,12 @@ import FanoutSim
 ///   activity ended, throttled);
 /// - `delivered`: r > l and applied. The events of ranks l+1 ..< r were never applied to `a` and now never will be
 ///   (the device would ignore them as stale): each is counted `superseded` for `a`, and `endToEnd` is recorded.
+///
+/// Freshness (how long `a`'s Lock Screen was behind its source) is recorded for every pair as it ends: a delivered
+/// pair's is its endToEnd, a superseded pair's runs to the apply time of the newer event that covered it (the judge
+/// adds the missing pairs, censored at its horizon). A superseded pair whose own push never reached fanout before it
+/// was covered (no push of it was rejected or left unapplied) is *skipped*: the backend dropped or coalesced it; a
+/// late push of it (then `reordered`) takes it back out of `skipped`.
 public struct EventTracker {
     public let events: ServeEvents
     /// The source each local activity followed at start (-1: none); later activities (push-to-start) have none.
@@ -27,6 +33,16 @@ public struct EventTracker {
     var reordered: [Int32]
     var notApplied: [Int32]
     var lastApplyNanos: [UInt64]
+    /// Per event: superseded pairs whose push never reached fanout; the latest instant a follower here showed the
+    /// event or a newer one of its source (0: none yet).
+    var skipped: [Int32]
+    var lastCoverNanos: [UInt64]
+    /// Freshness of the pairs that ended here (delivered or superseded).
+    public internal(set) var freshness = LatencyHistogram()
+    /// Skipped (activity, event) pairs, for a late push to take back (at most `pairNotesCapacity`; more are counted in
+    /// `skippedUntracked` and stay skipped whatever arrives later).
+    var skippedPairs: Set<UInt64> = []
+    var skippedUntracked = 0
     /// Totals on this loop.
     public internal(set) var correlated = 0
     public internal(set) var uncorrelated = 0
@@ -54,6 +70,8 @@ public struct EventTracker {
         reordered = delivered
         notApplied = delivered
         lastApplyNanos = [UInt64](repeating: 0, count: n)
+        skipped = delivered
+        lastCoverNanos = lastApplyNanos
         uncorrelatedExamples.reserveCapacity(ServeStats.examplesPerFinding)
     }
 
@@ -85,6 +103,7 @@ public struct EventTracker {
         }
         if r < l {
             reordered[e] += 1
+            if !skippedPairs.isEmpty, skippedPairs.remove(UInt64(i) << 32 | UInt64(e)) != nil { skipped[e] -= 1 }
             return .reordered
         }
         guard outcome == .applied else {
@@ -95,20 +114,38 @@ public struct EventTracker {
         let base = Int(events.sourceStart[s])
         var p = Int(l) + 1
         while p < Int(r) {
-            superseded[Int(events.bySource[base + p])] += 1
+            let covered = Int(events.bySource[base + p])
+            superseded[covered] += 1
+            lastCoverNanos[covered] = max(lastCoverNanos[covered], nowNanos)
+            freshness.record(Self.since(t0Nanos &+ events.offsetNanos[covered], nowNanos))
+            if pairNotes.isEmpty || pairNotes[UInt64(i) << 32 | UInt64(covered)] == nil { skip(i, covered) }
             p += 1
         }
         last[i] = r
         delivered[e] += 1
         lastApplyNanos[e] = max(lastApplyNanos[e], nowNanos)
+        lastCoverNanos[e] = max(lastCoverNanos[e], nowNanos)
         let offset = events.offsetNanos[e]
         latestDeliveredOffset = max(latestDeliveredOffset, offset)
         let intended = t0Nanos &+ offset
-        guard nowNanos > intended else {
-            early += 1
-            return .delivered(endToEndNanos: 1)
+        let endToEnd = Self.since(intended, nowNanos)
+        freshness.record(endToEnd)
+        if nowNanos <= intended { early += 1 }
+        return .delivered(endToEndNanos: endToEnd)
+    }
+
+    /// From `intended` to `now`, at least 1 ns (a delivery before its intended time counts as 1 ns).
+    @inline(__always)
+    static func since(_ intended: UInt64, _ now: UInt64) -> UInt64 { now > intended ? now - intended : 1 }
+
+    /// Activity `a`'s pair for event `e` was superseded before any push of it reached fanout.
+    mutating func skip(_ a: Int, _ e: Int) {
+        skipped[e] += 1
+        if skippedPairs.count < Self.pairNotesCapacity {
+            skippedPairs.insert(UInt64(a) << 32 | UInt64(e))
+        } else {
+            skippedUntracked += 1
         }
-        return .delivered(endToEndNanos: nowNanos - intended)
     }
 
     /// Notes why a push reached activity `a`'s pair for event `e` without being applied.

@@ -54,11 +54,15 @@ extension ServeEventsReport {
         per.reordered = per.delivered
         per.notApplied = per.delivered
         per.lastApplyNanos = [UInt64](repeating: 0, count: n)
+        per.skipped = per.delivered
+        var lastCover = per.lastApplyNanos
         for (k, service) in services.enumerated() {
             guard let t = service.tracker else { continue }
             r.correlated += t.correlated
             r.uncorrelated += t.uncorrelated
             r.early += t.early
+            r.freshness.add(t.freshness)
+            r.skippedUntracked += t.skippedUntracked
             r.uncorrelatedExamples += t.uncorrelatedExamples.prefix(ServeStats.examplesPerFinding - r.uncorrelatedExamples.count)
             for e in 0..<n {
                 per.delivered[e] += t.delivered[e]
@@ -67,6 +71,15 @@ extension ServeEventsReport {
                 per.reordered[e] += t.reordered[e]
                 per.notApplied[e] += t.notApplied[e]
                 per.lastApplyNanos[e] = max(per.lastApplyNanos[e], t.lastApplyNanos[e])
+                per.skipped[e] += t.skipped[e]
+                lastCover[e] = max(lastCover[e], t.lastCoverNanos[e])
+            }
+            for key in t.skippedPairs.sorted() where r.skippedExamples.count < ServeStats.examplesPerFinding {
+                let (i, e) = (Int32(truncatingIfNeeded: key >> 32), Int(key & 0xffff_ffff))
+                r.skippedExamples.append(
+                    "activity \(service.pipeline.store.activityIds.string(i)) "
+                        + "(\(ServeEvents.sourceName(Int(events.source[e])))) update timestamp \(events.timestamp[e]) "
+                        + "(intended at +\(events.offsetNanos[e] / 1_000_000) ms): never pushed, covered by a newer event")
             }
             let plain = refused.isEmpty && t.pairNotes.isEmpty
             for (i, src) in t.sourceOf.enumerated() where src >= 0 {
@@ -80,6 +93,9 @@ extension ServeEventsReport {
                 for p in Int(last + 1)...Int(due) {
                     let e = Int(events.bySource[base + p])
                     per.missing[e] += 1
+                    // Behind the game from the intended time until the judge's horizon at least: censored there.
+                    r.freshness.record(horizon > events.offsetNanos[e] ? horizon - events.offsetNanos[e] : 1)
+                    r.freshnessCensored += 1
                     // Never pushed (the common case, and the only one without faults, rejections or refusals) is
                     // counted without a lookup; its per-event count is missing − the other reasons'.
                     let named =
@@ -137,6 +153,7 @@ extension ServeEventsReport {
         r.duplicate = sum(per.duplicate)
         r.reordered = sum(per.reordered)
         r.notApplied = sum(per.notApplied)
+        r.skipped = sum(per.skipped)
         var completions = EventCompletions()
         for e in 0..<n where per.due[e] {
             r.dueEvents += 1
@@ -153,12 +170,19 @@ extension ServeEventsReport {
             guard followers > 0 else { continue }
             if per.delivered[e] == followers {
                 r.completeEvents += 1
-                completions.intendedNanos.append(r.t0Nanos &+ events.offsetNanos[e])
-                completions.lastNanos.append(per.lastApplyNanos[e])
-                completions.recipients.append(followers)
             } else {
                 r.incompleteEvents += 1
             }
+            // Every due event's completion: until its last follower showed it or a newer event; with a follower
+            // missing it, censored at the horizon.
+            completions.intendedNanos.append(r.t0Nanos &+ events.offsetNanos[e])
+            if per.missing[e] > 0 {
+                r.completionCensored += 1
+                completions.lastNanos.append(max(r.t0Nanos &+ horizon, r.t0Nanos &+ events.offsetNanos[e] &+ 1))
+            } else {
+                completions.lastNanos.append(lastCover[e])
+            }
+            completions.recipients.append(followers)
         }
         completions.record(into: &r.completion)
         r.perEvent = per

@@ -30,6 +30,18 @@ public struct ServeEventsReport: Sendable {
     public var expected = 0
     public var superseded = 0
     public var missing = 0
+    /// Superseded pairs whose own push never reached fanout (the backend dropped or coalesced it; a Lock Screen that
+    /// skipped the event), and those of them a late push could not be matched to (over the tracker's bound).
+    public var skipped = 0
+    public var skippedUntracked = 0
+    public var skippedExamples: [String] = []
+    /// Every expected (event, follower) pair: from the event's intended time until the follower showed it or a newer
+    /// event of its source (delivered: its endToEnd; superseded: the newer event's apply time); the missing pairs
+    /// censored at the horizon (`freshnessCensored` of them): how long each Lock Screen was behind the game.
+    public var freshness = LatencyHistogram()
+    public var freshnessCensored = 0
+    /// Due events with a missing follower: their fan-out completion is censored at the horizon.
+    public var completionCensored = 0
     /// Followers whose final state is not their source's last due event.
     public var staleAtEnd = 0
     /// Due events every follower of whose source got delivered, and the others (followed by someone).
@@ -42,8 +54,9 @@ public struct ServeEventsReport: Sendable {
     /// Per event (`ServeEvents` numbering): delivered, superseded, missing, duplicate, reordered, notApplied, and
     /// when its last follower applied it (0: none).
     public var perEvent = PerEvent()
-    /// Fan-out completion of the complete events (last follower applied − intended time), overall and by size
-    /// (`Metric.completionMetrics`).
+    /// Fan-out completion of every due event followed by someone: its intended time → the last follower showing it
+    /// or a newer event of its source; an event with a missing follower censored at the horizon
+    /// (`completionCensored`). Overall and by size (`Metric.completionMetrics`).
     public var completion = LatencyRecorder()
     /// Every missing (event, follower) pair's reason: the fault that refused its push (or the broadcast that carried
     /// it) when the backend never resent it, the device's or the service's verdict on a push that reached it without
@@ -88,6 +101,7 @@ public struct ServeEventsReport: Sendable {
         public var reordered: [Int32] = []
         public var notApplied: [Int32] = []
         public var lastApplyNanos: [UInt64] = []
+        public var skipped: [Int32] = []
         /// The missing pairs of the events that have any for a reason other than "never pushed", by reason (the rest
         /// of `missing[e]` were never pushed).
         public var missingByReason: [Int32: [String: Int32]] = [:]
@@ -115,10 +129,16 @@ public struct ServeEventsReport: Sendable {
         return sum(perEvent.delivered) == delivered && sum(perEvent.superseded) == superseded
             && sum(perEvent.missing) == missing && sum(perEvent.duplicate) == duplicate
             && sum(perEvent.reordered) == reordered && sum(perEvent.notApplied) == notApplied
+            && sum(perEvent.skipped) == skipped
+    }
+    /// freshness counts every expected pair once: expected = its count, the censored ones = missing, and
+    /// skipped ≤ superseded.
+    public var freshnessAddsUp: Bool {
+        freshness.totalCount == UInt64(expected) && freshnessCensored == missing && skipped <= superseded
     }
     /// missing = Σ missingByReason.
     public var reasonsAddUp: Bool { missing == missingByReason.values.reduce(0, +) }
     public var identitiesHold: Bool {
-        pairsAddUp && deliveriesAddUp && perEventAddsUp && reasonsAddUp && refusals.addsUp
+        pairsAddUp && deliveriesAddUp && perEventAddsUp && reasonsAddUp && refusals.addsUp && freshnessAddsUp
     }
 }

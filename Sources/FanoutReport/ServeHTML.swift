@@ -169,7 +169,8 @@ public enum ServeHTML {
             ("events (due)", r.dueEvents), ("correlated deliveries", r.correlated), ("delivered", r.delivered),
             ("duplicate", r.duplicate), ("reordered", r.reordered), ("not applied", r.notApplied),
             ("uncorrelated", r.uncorrelated), ("expected (event, follower)", r.expected), ("superseded", r.superseded),
-            ("missing", r.missing), ("stale at the end", r.staleAtEnd), ("complete events", r.completeEvents),
+            ("missing", r.missing), ("skipped (superseded, never pushed)", r.skipped),
+            ("stale at the end", r.staleAtEnd), ("complete events", r.completeEvents),
         ]
         for (name, n) in rows { out += "<tr><td>\(e(name))</td><td>\(Units.grouped(n))</td></tr>\n" }
         out += "</table>\n<p>expected = delivered + superseded + missing: \(r.pairsAddUp ? "holds" : "BROKEN"); "
@@ -194,12 +195,16 @@ public enum ServeHTML {
             title: "End-to-end and fan-out completion percentile spectrum",
             series: [
                 ("endToEnd", "#CC79A7", latency[serve: .endToEnd]),
+                ("freshness", "#D55E00", r.freshness),
                 ("fanoutCompletion", "#56B4E9", r.completion[.fanoutCompletion]),
             ])
-        out += "<p>endToEnd: \(e(ServeMetric.endToEnd.about)); fanoutCompletion: an event's intended time → its last "
-        out += "follower applied.</p>\n"
+        out += "<p>endToEnd: \(e(ServeMetric.endToEnd.about)) (delivered pairs only); freshness: every expected "
+        out += "(event, follower) pair until the follower showed it or a newer event, \(r.freshnessCensored) missing "
+        out += "pairs censored at the horizon; fanoutCompletion: every due event until its last follower showed it or a "
+        out += "newer event, \(r.completionCensored) censored.</p>\n"
         for (title, list) in [
             ("uncorrelated", r.uncorrelatedExamples), ("missing", r.missingExamples), ("stale at the end", r.staleExamples),
+            ("skipped", r.skippedExamples),
         ] where !list.isEmpty {
             out += "<p>\(e(title)):</p>\n<ul>\n"
             for x in list { out += "<li><code>\(e(x))</code></li>\n" }

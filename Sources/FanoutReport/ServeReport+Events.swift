@@ -18,6 +18,8 @@ extension ServeReport {
             "correlated": r.correlated, "uncorrelated": r.uncorrelated, "delivered": r.delivered,
             "duplicate": r.duplicate, "reordered": r.reordered, "notApplied": r.notApplied, "early": r.early,
             "expected": r.expected, "superseded": r.superseded, "missing": r.missing, "staleAtEnd": r.staleAtEnd,
+            "skipped": r.skipped, "skippedUntracked": r.skippedUntracked, "freshnessCensored": r.freshnessCensored,
+            "completionCensored": r.completionCensored,
             "completeEvents": r.completeEvents, "incompleteEvents": r.incompleteEvents,
             "eventsWithMissing": r.eventsWithMissing, "missingByReason": r.missingByReason,
             "refusedNotResent": [
@@ -31,12 +33,16 @@ extension ServeReport {
                 "deliveriesHold": r.deliveriesAddUp, "perEventHolds": r.perEventAddsUp,
                 "reasons": "missing = Σ missingByReason", "reasonsHold": r.reasonsAddUp,
                 "refusals": "refusedNotResent.pairs = missing + superseded + delivered + notDue",
-                "refusalsHold": r.refusals.addsUp, "holds": r.identitiesHold,
+                "refusalsHold": r.refusals.addsUp,
+                "freshness": "freshness.count = expected, censored = missing, skipped ≤ superseded",
+                "freshnessHolds": r.freshnessAddsUp, "holds": r.identitiesHold,
             ] as [String: Any],
             "endToEnd": percentiles(latency[serve: .endToEnd]),
+            "freshness": percentiles(r.freshness),
             "fanoutCompletion": bySize,
             "examples": [
                 "uncorrelated": r.uncorrelatedExamples, "missing": r.missingExamples, "staleAtEnd": r.staleExamples,
+                "skipped": r.skippedExamples,
             ],
             "missingByReasonExamples": r.missingReasonExamples,
         ]
@@ -59,24 +65,37 @@ extension ServeReport {
         md += "; per event: " + (r.perEventAddsUp ? "holds" : "**BROKEN**") + ". "
         md += "\(r.staleAtEnd) followers stale at the end (not on their source's last event); \(r.eventsWithMissing) "
         md += "events missing somewhere; \(r.completeEvents) events complete, \(r.incompleteEvents) not.\n\n"
+        md += "Skipped: \(r.skipped) of the \(r.superseded) superseded pairs were never pushed before a newer event "
+        md += "covered them (the backend dropped or coalesced them)"
+        md += r.skippedUntracked > 0 ? " (\(r.skippedUntracked) of them past the tracker's bound).\n\n" : ".\n\n"
         md += missingReasonsMarkdown(r)
         md += "| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
-        var rows: [(String, LatencyHistogram)] = [("endToEnd", latency[serve: .endToEnd])]
+        var rows: [(String, LatencyHistogram)] = [
+            ("endToEnd", latency[serve: .endToEnd]), ("freshness", r.freshness),
+        ]
         for m in Metric.completionMetrics { rows.append((m.name, r.completion[m])) }
         for (name, h) in rows {
             let v = h.values(atPercentiles: [50, 90, 99, 99.9])
             md += "| \(name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
             md += "\(micros(v[3])) | \(micros(h.max)) |\n"
         }
-        md += "\nendToEnd: \(ServeMetric.endToEnd.about); fanoutCompletion: an event's intended time → its last "
-        md += "follower applied, for the events every follower got (µs).\n\n"
+        md += "\nendToEnd: \(ServeMetric.endToEnd.about) (delivered pairs only). freshness: every expected (event, "
+        md += "follower) pair, from the event's intended time until the follower showed it or a newer event of its "
+        md += "source; \(r.freshnessCensored) missing pairs censored at the horizon. fanoutCompletion: every due event, "
+        md += "its intended time → its last follower showing it or a newer event; \(r.completionCensored) events with "
+        md += "a missing follower censored at the horizon (µs).\n\n"
         for (title, list) in [
             ("uncorrelated", r.uncorrelatedExamples), ("missing", r.missingExamples), ("stale at the end", r.staleExamples),
+            ("skipped", r.skippedExamples),
         ] where !list.isEmpty {
             md += "- **\(title)**\n"
             for e in list { md += "  - `\(e)`\n" }
         }
-        if !r.uncorrelatedExamples.isEmpty || !r.missingExamples.isEmpty || !r.staleExamples.isEmpty { md += "\n" }
+        if !r.uncorrelatedExamples.isEmpty || !r.missingExamples.isEmpty || !r.staleExamples.isEmpty
+            || !r.skippedExamples.isEmpty
+        {
+            md += "\n"
+        }
         return md
     }
 
@@ -113,7 +132,7 @@ extension ServeReport {
         for e in p.delivered.indices {
             out += "{\"event\": \(e), \"due\": \(p.due[e]), \"delivered\": \(p.delivered[e]), "
             out += "\"superseded\": \(p.superseded[e]), \"missing\": \(p.missing[e]), \"duplicate\": \(p.duplicate[e]), "
-            out += "\"reordered\": \(p.reordered[e]), \"notApplied\": \(p.notApplied[e]), "
+            out += "\"reordered\": \(p.reordered[e]), \"notApplied\": \(p.notApplied[e]), \"skipped\": \(p.skipped[e]), "
             if p.missing[e] > 0 {
                 let reasons = p.missingReasons(e).sorted { $0.key < $1.key }
                 out += "\"missingByReason\": {" + reasons.map { "\"\($0.key)\": \($0.value)" }.joined(separator: ", ")

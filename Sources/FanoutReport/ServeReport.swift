@@ -40,7 +40,14 @@ public enum ServeReport {
                 + PercentileText.distribution(t.scheduleLagNanos, scale: 1000)
         }
         files["latency.hlog"] = histogramLog(info, r.intervals)
-        if let events = info.events { files["events-judged.jsonl"] = eventsJudged(events) }
+        if let events = info.events {
+            files["events-judged.jsonl"] = eventsJudged(events)
+            files["freshness.hgrm"] =
+                "#[fanout serve --expect-events freshness: every expected (event, follower) pair, from the event's "
+                + "intended time until the follower showed it or a newer event of its source; the "
+                + "\(events.freshnessCensored) missing pairs censored at the judge's horizon; values in microseconds "
+                + "(us), recorded in nanoseconds]\n" + PercentileText.distribution(events.freshness, scale: 1000)
+        }
         files["report.html"] = ServeHTML.render(
             info, stats, latency, accounting, connections, bytes, elapsedSeconds, seconds: overTime(r.intervals))
         files["summary.json"] = try summaryJSON(
@@ -362,6 +369,7 @@ public enum ServeReport {
         }
         if info.events != nil { md += "events.jsonl (the scenario's events, written at start), events-judged.jsonl, " }
         md += metrics(info).map { "\($0.name).hgrm" }.joined(separator: ", ")
+        md += info.events == nil ? "" : ", freshness.hgrm"
         md += info.trigger == nil ? ".\n" : ", trigger-response.hgrm, trigger-schedule-lag.hgrm.\n"
         return md
     }

@@ -209,9 +209,11 @@ struct ServeEventsTests {
         #expect(r.perEvent.delivered[e0] == events.followers[s] && r.perEvent.missing[e0] == 0)
         #expect(r.delivered == rows.count && r.correlated == rows.count && r.uncorrelated == 0 && r.identitiesHold)
         #expect(r.completeEvents >= 1)
-        #expect(r.completion[.fanoutCompletion].totalCount == UInt64(r.completeEvents))
+        // Every due event followed by someone is in the completion; those with a missing follower censored at the
+        // horizon, this one (complete) at its last follower's apply time: 5 ms after its intended time.
+        #expect(r.completion[.fanoutCompletion].totalCount == UInt64(r.completeEvents + r.completionCensored))
         let bucket = Metric.completionBucket(fanout: rows.count)
-        #expect(r.completion[bucket].max >= 5_000_000 && r.completion[bucket].max <= 5_010_000)
+        #expect(r.completion[bucket].count(at: 5_000_000) >= 1, "the complete event, 5 ms (within the precision)")
         service.closeInterval()
         #expect(service.measurements.totals[serve: .endToEnd].totalCount == UInt64(rows.count))
     }
