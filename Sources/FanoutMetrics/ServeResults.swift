@@ -68,6 +68,8 @@ public struct ServeResults: Sendable {
         /// for `fanout merge` to check that the shards are of one run).
         public var shard: Shard?
         public var configHash: String?
+        /// `--threshold` as given (checked before the run): the run's own objectives besides the defaults.
+        public var thresholds: [String] = []
         public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
                     startedAt: String, gitRevision: String) {
             self.scenario = scenario

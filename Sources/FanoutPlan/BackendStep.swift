@@ -86,7 +86,10 @@ public struct BackendMeasures: Sendable, Equatable {
     /// What failed in the step besides the objectives: the serve, the trigger, the registration.
     public var failures: [String] {
         var out: [String] = []
-        if exitStatus != 0 { out.append("fanout serve exited \(exitStatus)" + (serveError.map { ": \($0)" } ?? "")) }
+        // Exit 2 is serve's own verdict (an objective broken): the plan judges the step by its criteria instead.
+        if exitStatus != 0 && exitStatus != 2 {
+            out.append("fanout serve exited \(exitStatus)" + (serveError.map { ": \($0)" } ?? ""))
+        }
         if triggerNotAccepted > 0 {
             var parts = triggerRefusedByStatus.sorted { $0.key < $1.key }.map { "\($0.value) answered \($0.key)" }
             if triggerTimeouts > 0 { parts.append("\(triggerTimeouts) timed out") }

@@ -7,7 +7,10 @@ extension ServeHTML {
     /// events the backend accepted and the activities it registered. Each sentence from a count of this run.
     static func backendVerdict(_ info: ServeReport.Info, _ latency: LatencyRecorder, _ rows: [SecondRow]) -> String {
         guard info.events != nil || info.trigger != nil || info.registration != nil else { return "" }
-        var lines: [String] = []
+        let verdict = ServeReport.verdict(info, latency)
+        var lines: [String] = [
+            (verdict.status == .passed ? "<b>Verdict: " : "<b class=\"bad\">Verdict: ") + e(verdict.line) + "</b>"
+        ]
         if let r = info.events {
             if r.missing == 0 {
                 lines.append("<b>No expected delivery missing</b>: all \(Units.grouped(r.expected)) (event, follower) "

@@ -17,6 +17,11 @@ public enum ServeReport {
     /// The run's measurements read back from its log: the totals (the sum of the intervals) and every interval.
     public typealias Measured = (totals: LatencyRecorder, intervals: [LoggedInterval])
 
+    /// The run's verdict on itself (`ServeVerdict`): its `--threshold`s were checked before the run.
+    public static func verdict(_ info: Info, _ latency: LatencyRecorder) -> ServeVerdict {
+        ServeVerdict.judge(info, latency: latency, thresholds: info.thresholds.compactMap { try? ServeObjective(parsing: $0) })
+    }
+
     /// The files of a run (file name → contents), state.jsonl and population.jsonl apart. A summary.json that
     /// could not be written is thrown.
     public static func files(_ r: ServeResults) throws(MetricsError) -> [String: String] {
@@ -166,6 +171,7 @@ public enum ServeReport {
         if let g = info.registration { object["registration"] = registrationJSON(g) }
         if let manage = info.manageListen { object["manageListen"] = manage }
         if let events = info.events { object["events"] = eventsJSON(events, latency) }
+        object["verdict"] = verdict(info, latency).json
         shardJSON(info, s, into: &object)
         do {
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
@@ -302,7 +308,8 @@ public enum ServeReport {
         md += " (\(info.transport), auth \(info.auth), \(info.workers) event loop"
         md += info.workers == 1 ? "), " : "s), "
         md += "started \(info.startedAt), "
-        md += String(format: "served %.1f s", elapsed) + ", revision \(info.gitRevision), seed \(info.seed).\n\n" + shardMarkdown(info, s)
+        md += String(format: "served %.1f s", elapsed) + ", revision \(info.gitRevision), seed \(info.seed).\n\n"
+        md += verdict(info, latency).markdown + shardMarkdown(info, s)
         md += "## Requests\n\n| answer | count |\n|---|---:|\n"
         for (status, n) in s.byStatus.sorted(by: { $0.key < $1.key }) { md += "| \(status) | \(n) |\n" }
         md += "| **total** | **\(s.requests)** |\n\n"

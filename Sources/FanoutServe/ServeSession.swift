@@ -36,6 +36,8 @@ public final class ServeSession {
         public var settleSeconds: Double
         /// `--state` (nil: by the number of devices).
         public var state: ServeResults.StateDetail?
+        /// `--threshold` as given (checked by the caller before the run).
+        public var thresholds: [String] = []
 
         public init(
             scenario: Scenario, options: ServeOptions, workers: Int, folder: String, listenText: String, h2c: Bool,
@@ -83,6 +85,8 @@ public final class ServeSession {
         public var info: ServeResults.Info
         public var registration: RegisterResults?
         public var folder: String
+        /// What the folder was rendered from (its verdict is judged on it).
+        public var run: ServeResults
     }
 
     let plan: Plan
@@ -139,9 +143,10 @@ public final class ServeSession {
             settleNanos: UInt64((plan.settleSeconds * 1e9).rounded()),
             refusals: results.connections.faults.retries.unresent)
         let endMillis = Int64(Date().timeIntervalSince1970 * 1000) + deviceClockOffsetMillis
-        try writeFolder(info, services: services, results: results, endMillis: endMillis)
+        let run = try writeFolder(info, services: services, results: results, endMillis: endMillis)
         return Outcome(
-            services: services, results: results, info: info, registration: registration, folder: plan.folder)
+            services: services, results: results, info: info, registration: registration, folder: plan.folder,
+            run: run)
     }
 
     /// The listening sockets (one per loop, the kernel spreads the connections), `--manage-listen`'s, the TLS
@@ -307,13 +312,14 @@ public final class ServeSession {
         info.faults = options.faults.faultsText
         info.state = plan.state ?? .automatic(devices: s.population.devices)
         info.startedAtSeconds = servingSince.timeIntervalSince1970
+        info.thresholds = plan.thresholds
         return info
     }
 
     /// state.jsonl first (the largest file, streamed as it is produced), then the rest, summary.json last.
     func writeFolder(
         _ info: ServeResults.Info, services: [APNsService], results: ServeWorkers.Results, endMillis: Int64
-    ) throws(ServeSessionError) {
+    ) throws(ServeSessionError) -> ServeResults {
         let folder = plan.folder
         let stateBytes = ProgressCounter()
         let finish = output.ticker { seconds in
@@ -332,8 +338,9 @@ public final class ServeSession {
         }
         finish()
         let files: [String: String]
+        let run: ServeResults
         do {
-            let run = try ServeResults(
+            run = try ServeResults(
                 info, services: services, connections: results.connections, bytes: results.bytes,
                 elapsedSeconds: results.elapsedSeconds)
             files = try render(run)
@@ -343,6 +350,7 @@ public final class ServeSession {
                     + "population.jsonl, rotated-tokens.jsonl and state.jsonl only, no summary")
         }
         do { try FolderFiles.write(folder: folder, files: files) } catch { throw ServeSessionError("\(error)") }
+        return run
     }
 }
 

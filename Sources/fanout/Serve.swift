@@ -23,7 +23,7 @@ struct Serve: ParsableCommand {
             a bad day (slow answers, 503/429/500, resets, GOAWAYs, stalls), each draw from --seed \
             (docs/INGEST.md §3). --trigger URL sends the scenario's events to a backend at their intended times \
             (open loop, docs/INGEST.md §5), counted from when serving starts; --register URL first registers \
-            every activity (population.jsonl's lines) with it, and serving starts when that has ended.
+            every activity (population.jsonl's lines) with it, and serving starts when that has ended.             The run judges itself (summary.md's first line, the last line on stderr): with --expect-events no             missing pair, with --register every activity registered, with --trigger every event answered 2xx,             and each --threshold. Exit status: 1 a broken identity or a failure to serve; 3 not judged (fanout's             own trigger fell behind); 2 an objective broken; 0 otherwise; 64 a bad flag.
             """
     )
 
@@ -244,7 +244,34 @@ struct Serve: ParsableCommand {
             valueName: "S"))
     var settle = 2.0
 
+    @Option(
+        name: .customLong("threshold"),
+        help: ArgumentHelp(
+            "An objective the run is judged by (exit 2 when broken), besides the defaults (missing=0 with "
+                + "--expect-events, unregistered=0 with --register, trigger.failures=0 with --trigger): a count at "
+                + "most N or N% (missing, skipped, superseded, staleAtEnd, reordered, duplicate, notApplied, "
+                + "uncorrelated: of the expected pairs; unregistered: of the activities; trigger.failures, "
+                + "trigger.unsent: of the events sent), a percentile at most a duration (freshness.p99=2s, "
+                + "endToEnd.p99=250ms, fanoutCompletion.p99=1s, service.p99=5ms), or NAME=off to drop a default. "
+                + "Repeatable.",
+            valueName: "NAME=LIMIT"))
+    var thresholds: [String] = []
+
+    /// `--threshold`s parsed, each refused when the run would not measure it.
+    func objectives() throws -> [ServeObjective] {
+        try thresholds.map { text in
+            let o: ServeObjective
+            do { o = try ServeObjective(parsing: text) } catch { throw ValidationError("\(error)") }
+            let given = ["--expect-events": expectEvents, "--register": register != nil, "--trigger": trigger != nil]
+            if let needs = o.needs, given[needs] != true {
+                throw ValidationError("--threshold \(text): \(o.name) is measured only with \(needs)")
+            }
+            return o
+        }
+    }
+
     func run() throws {
+        let objectives = try objectives()
         var s = try ScenarioSource.load(scenario)
         if let devices { s.population.devices = devices }
         if let seed { s.seed = seed }
@@ -274,6 +301,7 @@ struct Serve: ParsableCommand {
         plan.channelLimits.listedChannels = maxListedChannels
         plan.settleSeconds = settle
         plan.state = state.flatMap(ServeReport.StateDetail.init(rawValue:))
+        plan.thresholds = objectives.map(\.text)
         let outcome: ServeSession.Outcome
         do { outcome = try ServeSession(plan, output: Self.output(), render: ServeReport.files).run() } catch {
             throw CommandFailure(error.description)
@@ -281,6 +309,9 @@ struct Serve: ParsableCommand {
         try finish(
             services: outcome.services, results: outcome.results, info: outcome.info,
             registration: outcome.registration, folder: outcome.folder)
+        let verdict = ServeReport.verdict(outcome.info, outcome.run.latency)
+        FileHandle.standardError.write(Data("fanout serve: verdict: \(verdict.line)\n".utf8))
+        if verdict.exitStatus != 0 { throw ExitCode(verdict.exitStatus) }
     }
 
     /// `ServeOptions` from the flags: the address, TLS files, bounds, faults and the trigger.

@@ -45,11 +45,17 @@ final class TriggerBackend {
     }
 }
 
-/// `fanout serve --trigger` run for `seconds` (it stops itself); its summary's `trigger` object.
-func triggerRun(_ arguments: [String], seconds: Int = 3) throws -> (serve: ServeProcess, trigger: [String: Any]) {
+/// `fanout serve --trigger` run for `seconds` (it stops itself); its summary's `trigger` object. `status`: the exit
+/// status its verdict gives (2: an objective broken, e.g. trigger.failures=0; 3: the trigger fell behind, not judged),
+/// its last stderr line saying so.
+func triggerRun(
+    _ arguments: [String], seconds: Int = 3, status: Int32 = 0
+) throws -> (serve: ServeProcess, trigger: [String: Any]) {
     let serve = try ServeProcess(["--h2c", "--duration", String(seconds)] + arguments)
     serve.process.waitUntilExit()
-    #expect(serve.process.terminationStatus == 0, "\(serve.stderr)")
+    #expect(serve.process.terminationStatus == status, "\(serve.stderr)")
+    let verdict = ["fanout serve: verdict: passed", "", "fanout serve: verdict: FAILED", "fanout serve: verdict: NOT JUDGED"]
+    #expect(serve.stderr.contains(status == 0 ? "fanout serve: verdict: " : verdict[Int(status)]), "\(serve.stderr)")
     let summary = try serve.summary()
     let trigger = try #require(summary["trigger"] as? [String: Any], "no trigger in summary.json")
     #expect(trigger["identityHolds"] as? Bool == true)
@@ -125,7 +131,7 @@ struct TriggerCommandTests {
         #expect(free["waitedForSlot"] as? Int == 0)
         // Four slots: never more than four at the backend, the rest wait (counted, their wait measured), none lost.
         let narrow = try TriggerBackend("h1", ["--delay", "1"])
-        let (_, bounded) = try triggerRun(["--trigger", narrow.url, "--trigger-concurrency", "4"])
+        let (_, bounded) = try triggerRun(["--trigger", narrow.url, "--trigger-concurrency", "4"], status: 3)
         let seen = try narrow.requests()
         #expect(seen.count == bounded["sent"] as! Int)
         #expect((seen.compactMap { $0["inflight"] as? Int }.max() ?? 0) <= 4)
@@ -144,7 +150,7 @@ struct TriggerCommandTests {
     @Test("a backend slower than --trigger-timeout: every request counted as a timeout (or cancelled at shutdown)")
     func timeouts() throws {
         let backend = try TriggerBackend("h1", ["--delay", "5"])
-        let (_, trigger) = try triggerRun(["--trigger", backend.url, "--trigger-timeout", "0.3"], seconds: 2)
+        let (_, trigger) = try triggerRun(["--trigger", backend.url, "--trigger-timeout", "0.3"], seconds: 2, status: 2)
         let sent = trigger["sent"] as! Int
         #expect(sent > 10)
         #expect((trigger["byStatus"] as! [String: Int]).isEmpty)
@@ -163,7 +169,7 @@ struct TriggerCommandTests {
         let cancelled = trigger["cancelledAtShutdown"] as! Int
         #expect((trigger["byStatus"] as! [String: Int]) == ["200": seen.count - cancelled])
         // Nothing listens on port 1.
-        let (_, refused) = try triggerRun(["--trigger", "http://127.0.0.1:1/t"], seconds: 1)
+        let (_, refused) = try triggerRun(["--trigger", "http://127.0.0.1:1/t"], seconds: 1, status: 2)
         let errors = refused["errors"] as! [String: Int]
         #expect(errors.values.reduce(0, +) + (refused["cancelledAtShutdown"] as! Int) == refused["sent"] as! Int)
         #expect(errors.keys.contains { $0.contains("connect") })
@@ -210,7 +216,8 @@ struct TriggerCommandTests {
             "--register-attempts", "2",
         ])
         serve.process.waitUntilExit()
-        #expect(serve.process.terminationStatus == 0, "\(serve.stderr)")
+        #expect(serve.process.terminationStatus == 2, "\(serve.stderr)")
+        #expect(serve.stderr.contains("verdict: FAILED: unregistered=0 broken"), "\(serve.stderr)")
         let g = try #require(try serve.summary()["registration"] as? [String: Any])
         let activities = g["activities"] as! Int
         #expect(activities > 0)
@@ -227,7 +234,8 @@ struct TriggerCommandTests {
             "--h2c", "--duration", "1", "--devices", "50", "--register", backend.url, "--register-deadline", "0.5",
         ])
         serve.process.waitUntilExit()
-        #expect(serve.process.terminationStatus == 0, "\(serve.stderr)")
+        #expect(serve.process.terminationStatus == 2, "\(serve.stderr)")
+        #expect(serve.stderr.contains("verdict: FAILED: unregistered=0 broken"), "\(serve.stderr)")
         let g = try #require(try serve.summary()["registration"] as? [String: Any])
         // Registration's own time (a timeout property: neither the 3 s answers nor a 10 s timeout were awaited);
         // the whole process's time also counts start-up and the report, slow under ThreadSanitizer.
@@ -255,7 +263,7 @@ struct TriggerCommandTests {
         #expect(seen.allSatisfy { $0["version"] as? String == "2" })
         let cancelled = trigger["cancelledAtShutdown"] as! Int
         #expect((trigger["byStatus"] as! [String: Int]) == ["200": seen.count - cancelled])
-        let (_, untrusted) = try triggerRun(["--trigger", url, "--trigger-http", "2"], seconds: 1)
+        let (_, untrusted) = try triggerRun(["--trigger", url, "--trigger-http", "2"], seconds: 1, status: 2)
         // Every request fails its handshake, but for those still handshaking when serving stopped (cancelled).
         let failed = (untrusted["errors"] as! [String: Int]).values.reduce(0, +)
         #expect(failed > 0 && failed + (untrusted["cancelledAtShutdown"] as! Int) == untrusted["sent"] as! Int)
@@ -271,7 +279,7 @@ struct TriggerCommandTests {
         Thread.sleep(forTimeInterval: 0.3)
         serve.process.interrupt()
         serve.process.waitUntilExit()
-        #expect(serve.process.terminationStatus == 0, "\(serve.stderr)")
+        #expect(serve.process.terminationStatus == 2, "nothing registered: \(serve.stderr)")
         let g = try #require(try serve.summary()["registration"] as? [String: Any])
         #expect(g["interrupted"] as? Bool == true)
         #expect(g["unregisteredAtDeadline"] as? Int == g["activities"] as? Int)
@@ -281,7 +289,8 @@ struct TriggerCommandTests {
     @Test("--trigger with --expect-events: each event sent is one of events.jsonl, at its offset from the same t0")
     func sameEventsAsExpected() throws {
         let backend = try TriggerBackend("h1")
-        let (serve, trigger) = try triggerRun(["--workers", "2", "--expect-events", "--trigger", backend.url], seconds: 2)
+        let (serve, trigger) = try triggerRun(
+            ["--workers", "2", "--expect-events", "--trigger", backend.url], seconds: 2, status: 2)
         let expected = try CLI.text(of: serve.folder.appendingPathComponent("events.jsonl")).split(separator: "\n").map {
             try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any]
         }
