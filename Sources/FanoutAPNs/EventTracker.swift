@@ -46,6 +46,8 @@ public struct EventTracker {
     /// Totals on this loop.
     public internal(set) var correlated = 0
     public internal(set) var uncorrelated = 0
+    /// Reordered deliveries of the scenario's own out-of-order events (sent late by design, not by the backend).
+    public internal(set) var reorderedByScenario = 0
     /// Deliveries applied before their event's intended time (recorded as endToEnd 1 ns).
     public internal(set) var early = 0
     var uncorrelatedExamples: [String] = []
@@ -103,6 +105,7 @@ public struct EventTracker {
         }
         if r < l {
             reordered[e] += 1
+            if events.outOfOrder[e] { reorderedByScenario += 1 }
             if !skippedPairs.isEmpty, skippedPairs.remove(UInt64(i) << 32 | UInt64(e)) != nil { skipped[e] -= 1 }
             return .reordered
         }

@@ -18,6 +18,9 @@ public final class ServeEvents: @unchecked Sendable {
     /// (1), the push's `aps.timestamp`, and its intended offset from t0 in nanoseconds (ascending).
     public let source: [Int32]
     public let kind: [UInt8]
+    /// The scenario's own out-of-order events (`faults.outOfOrderShare`): older timestamps sent later, so their
+    /// deliveries after a newer event are the scenario's reordering, not the backend's.
+    public let outOfOrder: [Bool]
     public let timestamp: [Int64]
     public let offsetNanos: [UInt64]
     /// Each event's rank among its source's events (by timestamp, then schedule order).
@@ -45,12 +48,14 @@ public final class ServeEvents: @unchecked Sendable {
         let sources = world.scenario.sources.count
         var src: [Int32] = []
         var kinds: [UInt8] = []
+        var late: [Bool] = []
         var stamps: [Int64] = []
         var offsets: [UInt64] = []
         while let e = schedule.next() {
             guard e.kind != .offlineWindowEnd, !world.hasEnded(e) else { continue }
             src.append(Int32(e.source))
             kinds.append(e.kind == .end ? 1 : 0)
+            late.append(world.isOutOfOrder(e))
             stamps.append(world.timestamp(of: e))
             offsets.append(e.intendedNanos)
         }
@@ -75,6 +80,7 @@ public final class ServeEvents: @unchecked Sendable {
         }
         source = src.indices.filter { keep[$0] }.map { src[$0] }
         kind = src.indices.filter { keep[$0] }.map { kinds[$0] }
+        outOfOrder = src.indices.filter { keep[$0] }.map { late[$0] }
         timestamp = src.indices.filter { keep[$0] }.map { stamps[$0] }
         offsetNanos = src.indices.filter { keep[$0] }.map { offsets[$0] }
         // `order` groups the events by source in rank order: the kept ones, renumbered, are `bySource`.

@@ -61,6 +61,7 @@ extension ServeEventsReport {
             r.correlated += t.correlated
             r.uncorrelated += t.uncorrelated
             r.early += t.early
+            r.reorderedByScenario += t.reorderedByScenario
             r.freshness.add(t.freshness)
             r.skippedUntracked += t.skippedUntracked
             r.uncorrelatedExamples += t.uncorrelatedExamples.prefix(ServeStats.examplesPerFinding - r.uncorrelatedExamples.count)

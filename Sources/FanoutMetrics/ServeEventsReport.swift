@@ -25,6 +25,10 @@ public struct ServeEventsReport: Sendable {
     public var reordered = 0
     public var notApplied = 0
     public var early = 0
+    /// Of `reordered`: the scenario's own out-of-order events (an older timestamp sent later by design); the rest
+    /// (`reorderedByBackend`) is the backend's.
+    public var reorderedByScenario = 0
+    public var reorderedByBackend: Int { reordered - reorderedByScenario }
     /// (event, follower) pairs: expected = Σ over followers of the events due by time, or up to the newest it got
     /// when that is later; and how each ended.
     public var expected = 0

@@ -17,6 +17,7 @@ extension ServeReport {
             "t0Nanos": r.t0Nanos, "horizonNanos": r.horizonNanos, "settleSeconds": Double(r.settleNanos) / 1e9,
             "correlated": r.correlated, "uncorrelated": r.uncorrelated, "delivered": r.delivered,
             "duplicate": r.duplicate, "reordered": r.reordered, "notApplied": r.notApplied, "early": r.early,
+            "reorderedByScenario": r.reorderedByScenario, "reorderedByBackend": r.reorderedByBackend,
             "expected": r.expected, "superseded": r.superseded, "missing": r.missing, "staleAtEnd": r.staleAtEnd,
             "skipped": r.skipped, "skippedUntracked": r.skippedUntracked, "freshnessCensored": r.freshnessCensored,
             "completionCensored": r.completionCensored,
@@ -58,6 +59,8 @@ extension ServeReport {
         md += "Deliveries: \(r.correlated) correlated = \(r.delivered) delivered + \(r.duplicate) duplicate + "
         md += "\(r.reordered) reordered + \(r.notApplied) not applied by the device: "
         md += r.deliveriesAddUp ? "holds" : "**BROKEN**"
+        md += " (reordered: \(r.reorderedByScenario) the scenario's own out-of-order events, \(r.reorderedByBackend) the "
+        md += "backend's)"
         md += "; \(r.uncorrelated) uncorrelated (applied, matching no event); \(r.early) applied before their "
         md += "intended time.\n\n"
         md += "Expected (event, follower) pairs: \(r.expected) = \(r.delivered) delivered + \(r.superseded) superseded "

@@ -16,7 +16,8 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
     public var limit: Limit
     public var description: String { text }
 
-    /// The counts an objective may name, with what their percentage is of.
+    /// The counts an objective may name, with what their percentage is of (`reordered`: the backend's, the
+    /// scenario's own out-of-order events apart).
     public static let counts: [(name: String, of: String)] = [
         ("missing", "expected pairs"), ("skipped", "expected pairs"), ("superseded", "expected pairs"),
         ("staleAtEnd", "expected pairs"), ("reordered", "expected pairs"), ("duplicate", "expected pairs"),
@@ -213,7 +214,7 @@ public struct ServeVerdict: Sendable, Equatable {
                 case "skipped": e.skipped
                 case "superseded": e.superseded
                 case "staleAtEnd": e.staleAtEnd
-                case "reordered": e.reordered
+                case "reordered": e.reorderedByBackend
                 case "duplicate": e.duplicate
                 case "notApplied": e.notApplied
                 case "uncorrelated": e.uncorrelated

@@ -196,13 +196,21 @@ public final class World: Sendable {
         return Double(event.intendedNanos) >= end * 1e9
     }
 
-    /// The `aps.timestamp` of an event's push (UNIX seconds): the run's epoch plus the event's index, 10 s
-    /// earlier for the scenario's out-of-order share (docs/INGEST.md §5: a backend copies it unchanged).
+    /// The `aps.timestamp` of an event's push (UNIX seconds): the run's epoch plus twice the event's index, 21 s
+    /// earlier for the scenario's out-of-order share (docs/INGEST.md §5: a backend copies it unchanged). No two
+    /// events share a timestamp, by construction: in-order events are on even offsets, out-of-order ones on odd
+    /// ones, each from its own index.
     @inline(__always)
     public func timestamp(of event: SourceEvent) -> Int64 {
-        let t = epochSeconds + Int64(event.index)
-        let outOfOrder = Mix.unit(Mix.hash(scenario.seed, 0x00, UInt64(event.index))) < scenario.faults.outOfOrderShare
-        return outOfOrder ? t - 10 : t
+        let t = epochSeconds + 2 * Int64(event.index)
+        return isOutOfOrder(event) ? t - 21 : t
+    }
+
+    /// The event is one of the scenario's out-of-order share: its timestamp is older than recent events' (the
+    /// scenario's own reordering, counted apart from a backend's).
+    @inline(__always)
+    public func isOutOfOrder(_ event: SourceEvent) -> Bool {
+        Mix.unit(Mix.hash(scenario.seed, 0x00, UInt64(event.index))) < scenario.faults.outOfOrderShare
     }
 
     /// The content-state of an event (scores from the event, strings of the scenario's length) as a

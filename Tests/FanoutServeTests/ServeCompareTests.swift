@@ -121,6 +121,10 @@ struct ServeCompareTests {
         r.perEvent.superseded = [0]
         r.perEvent.duplicate = [0]
         r.perEvent.reordered = [Int32(reordered)]
+        r.perEvent.skipped = [0]
+        // Freshness: every expected pair once, the missing ones censored.
+        r.freshness.record(1_000_000, count: UInt64(followers))
+        r.freshnessCensored = missing
         r.perEvent.notApplied = [0]
         if missing > 0 { r.missingByReason = [ServeEventsReport.neverPushed: missing] }
         if broken { r.expected += 1 }

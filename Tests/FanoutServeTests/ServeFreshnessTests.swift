@@ -77,4 +77,57 @@ struct ServeFreshnessTests {
         #expect(md.contains("Skipped: 2 of the 2 superseded pairs were never pushed"))
         #expect(md.contains("| freshness | \(r.expected) |"))
     }
+
+    @Test("no two events of one source share an aps.timestamp, in every built-in scenario")
+    func noSharedTimestamps() {
+        for name in BuiltinScenarios.names {
+            let scenario = BuiltinScenarios.named(name)!
+            let events = ServeEvents(
+                world: World(scenario: scenario), followers: [Int32](repeating: 0, count: scenario.sources.count))
+            #expect(events.sharedTimestamps == 0, "\(name)")
+            #expect(events.count > 0, "\(name)")
+        }
+    }
+
+    @Test("the scenario's own out-of-order events, delivered after a newer one, are counted apart from the backend's")
+    func reorderedByScenario() throws {
+        var s = BuiltinScenarios.named("smoke")!
+        s.population.devices = 60
+        s.faults.rotationShare = 0
+        s.faults.outOfOrderShare = 0.5
+        let clock = E.Clock()
+        let service = APNsService(scenario: s, auth: nil, nowSeconds: E.now) { clock.nanos }
+        let events = ServeEvents.expect(services: [service])
+        events.t0Nanos = 1_000_000_000
+        // A token-push source with an out-of-order event intended after a newer-ranked one of the same source.
+        let population = APNsServiceTests.population(service)
+        let world = service.engine.world
+        var found: (row: [String: Any], newer: Int, late: Int)?
+        search: for src in 0..<events.followers.count where !world.sourceIsBroadcast[src] && world.sourceApp[src] == 0 {
+            let list = events.events(of: src).map(Int.init)
+            for late in list where events.outOfOrder[late] {
+                for newer in list where events.rank[newer] > events.rank[late]
+                    && events.offsetNanos[newer] < events.offsetNanos[late] && !events.outOfOrder[newer]
+                {
+                    let rows = population.filter { $0["source"] as? String == ServeEvents.sourceName(src) }
+                    guard let row = rows.first else { continue }
+                    found = (row, newer, late)
+                    break search
+                }
+            }
+        }
+        let (row, newer, late) = try #require(found, "smoke at outOfOrderShare 0.5 has one")
+        clock.nanos = events.t0Nanos + events.offsetNanos[late] + 1_000_000
+        #expect(E.push(service, row, events.timestamp[newer]) == 200)
+        #expect(E.push(service, row, events.timestamp[late]) == 200)  // older timestamp, sent later by design
+        let r = try #require(ServeEventsReport.judge(services: [service], nowNanos: clock.nanos))
+        #expect(r.reordered == 1 && r.reorderedByScenario == 1 && r.reorderedByBackend == 0)
+        var info = ServeResults.Info(
+            scenario: "smoke", seed: 1, listen: "", transport: "h2c", auth: "none", startedAt: "", gitRevision: "")
+        info.events = r
+        let v = ServeVerdict.judge(
+            info, latency: LatencyRecorder(metricCount: ServeMetric.allCases.count),
+            thresholds: [try ServeObjective(parsing: "reordered=0"), try ServeObjective(parsing: "missing=off")])
+        #expect(v.status == .passed, "the scenario's own reordering is not the backend's: \(v.line)")
+    }
 }

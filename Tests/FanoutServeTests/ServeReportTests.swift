@@ -131,6 +131,7 @@ struct ServeReportTests {
         trigger.byStatus = [202: 100]
         trigger.timeouts = 0
         trigger.cancelledAtShutdown = 0
+        trigger.waitedForSlot = 0
         info.trigger = trigger
         registration.registered = 10
         registration.failed = 0
@@ -146,6 +147,7 @@ struct ServeReportTests {
         #expect(html.contains("The backend accepted every event it answered: 100 of 100 triggers answered 2xx"))
         #expect(html.contains("Every activity registered (10)."))
         #expect(!html.contains("class=\"bad\""))
+        #expect(html.contains("<b>Verdict: passed: missing=0 (0 of 1000), unregistered=0 (0 of 10), trigger.failures=0"))
         // No backend flags: no verdict.
         html = ServeHTML.render(fixed, s, fixedLatency, a, c, (1, 1), 8, seconds: [])
         #expect(!html.contains("Through your backend"))
