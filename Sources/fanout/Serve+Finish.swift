@@ -44,7 +44,7 @@ extension Serve {
         if !st.identitiesHold || !accounting.identitiesHold || info.events.map({ !$0.identitiesHold }) == true {
             throw CommandFailure("accounting identities are broken")
         }
-        // The backend's failures are measurements (exit 0); the harness losing count of them is not.
+        // The backend's failures are measurements (judged by the verdict); the harness losing count of them is not.
         if info.trigger.map({ !$0.identityHolds }) == true {
             throw CommandFailure("the trigger's identity is broken: sent ≠ answered + timeouts + errors + cancelled")
         }
