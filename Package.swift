@@ -112,7 +112,8 @@ let package = Package(
         .testTarget(
             name: "FanoutMetricsTests",
             dependencies: [
-                "FanoutMetrics", "FanoutHistogramLog", .product(name: "Histogram", package: "hdrhistogram-swift"),
+                "FanoutMetrics", "FanoutCore", "FanoutHistogramLog",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),
         .testTarget(

@@ -11,9 +11,12 @@ extension ServeEventsReport {
     /// `settleNanos` (`--settle`): an event intended less than this before `nowNanos` is not yet due (its
     /// deliveries are still on their way), unless an event of its source as late or later was delivered.
     /// `refusals`: the pushes and broadcasts `--faults` refused that never came back, every loop's
-    /// (`RetryCounts.unresent`), each the reason of the missing pairs it carried.
+    /// (`RetryCounts.unresent`), each the reason of the missing pairs it carried. `triggerFailures` (`--trigger`'s
+    /// events not answered 2xx, or never sent) and `registeredLines` (`--register`: which lines of population.jsonl,
+    /// loop by loop, were registered) name fanout's side of a missing pair before "never pushed".
     public static func judge(
-        services: [APNsService], nowNanos: UInt64, settleNanos: UInt64 = 0, refusals: [UnresentRefusal] = []
+        services: [APNsService], nowNanos: UInt64, settleNanos: UInt64 = 0, refusals: [UnresentRefusal] = [],
+        triggerFailures: [TriggerEventFailure] = [], registeredLines: [Bool]? = nil
     ) -> ServeEventsReport? {
         guard let events = services.first?.tracker?.events else { return nil }
         var r = ServeEventsReport()
@@ -43,6 +46,16 @@ extension ServeEventsReport {
             }
         }
         let refused = refusedPairs(services: services, events: events, refusals: refusals, report: &r)
+        // fanout's side: the event the trigger never got to the backend, the activity never registered with it.
+        var eventFailure: [Int: String] = [:]
+        for f in triggerFailures {
+            let e = events.find(source: Int(f.source), timestamp: f.timestamp)
+            if e >= 0 { eventFailure[Int(e)] = f.reason }
+        }
+        let activityCounts = services.map { $0.tracker?.sourceOf.count ?? 0 }
+        let registered = registeredLines.flatMap { $0.count == activityCounts.reduce(0, +) ? $0 : nil }
+        let unregisteredAny = registered.map { $0.contains(false) } ?? false
+        var lineBase = 0
         var per = PerEvent()
         var neverPushedCount = 0
         var neverPushedExamples = 0
@@ -82,7 +95,9 @@ extension ServeEventsReport {
                         + "(\(ServeEvents.sourceName(Int(events.source[e])))) update timestamp \(events.timestamp[e]) "
                         + "(intended at +\(events.offsetNanos[e] / 1_000_000) ms): never pushed, covered by a newer event")
             }
-            let plain = refused.isEmpty && t.pairNotes.isEmpty
+            let plain = refused.isEmpty && t.pairNotes.isEmpty && eventFailure.isEmpty && !unregisteredAny
+            let base0 = lineBase
+            lineBase += activityCounts[k]
             for (i, src) in t.sourceOf.enumerated() where src >= 0 {
                 let s = Int(src)
                 let due = dueRank[s]
@@ -103,7 +118,8 @@ extension ServeEventsReport {
                         plain
                         ? nil
                         : refused[PairKey(k, i, e)].map { refusedReason(kind: $0.kind, broadcast: $0.broadcast) }
-                            ?? t.pairNotes[UInt64(i) << 32 | UInt64(e)]
+                            ?? t.pairNotes[UInt64(i) << 32 | UInt64(e)] ?? eventFailure[e]
+                            ?? (registered?[base0 + i] == false ? notRegistered : nil)
                     if let named {
                         r.missingByReason[named, default: 0] += 1
                         per.missingByReason[Int32(e), default: [:]][named, default: 0] += 1

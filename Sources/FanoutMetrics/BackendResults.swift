@@ -86,6 +86,9 @@ public struct TriggerResults: BackendCounted, Sendable {
     public var responseNanos = LatencyHistogram()
     /// Every event sent, from its intended time to the moment its request was started.
     public var scheduleLagNanos = LatencyHistogram()
+    /// The events the backend never accepted, by (source, timestamp), and why, in fanout's words: the judge names
+    /// them as the reason of their followers' missing pairs (fanout's side first, before "never pushed").
+    public var eventFailures: [TriggerEventFailure] = []
 
     public init() {}
 
@@ -121,6 +124,9 @@ public struct RegisterResults: BackendCounted, Sendable {
     /// Requests sent (first attempts and retries) and retries among them.
     public var requests = 0
     public var retries = 0
+    /// Per line of population.jsonl (an activity, in the order of the file): registered (a 2xx) or not. The judge
+    /// names "activity not registered" as the reason of a missing pair of an activity not registered.
+    public var registeredLines: [Bool] = []
     /// Every attempt's answer by status, and the attempts that got none.
     public var counts = BackendCounts()
     public var elapsedSeconds = 0.0
@@ -144,4 +150,25 @@ public struct RegisterResults: BackendCounted, Sendable {
         if interrupted { text += "; interrupted: serving ends at once" }
         return text
     }
+}
+
+/// An event of the trigger that did not end in a 2xx answer: its source, its `timestamp` and why (`trigger answered
+/// 503`, `trigger timed out`, `trigger failed (…)`, `trigger cancelled at shutdown`, `trigger not sent (fanout behind
+/// or shut down)`).
+public struct TriggerEventFailure: Sendable, Equatable {
+    public var source: Int32
+    public var timestamp: Int64
+    public var reason: String
+
+    public init(source: Int32, timestamp: Int64, reason: String) {
+        self.source = source
+        self.timestamp = timestamp
+        self.reason = reason
+    }
+
+    public static let notSent = "trigger not sent (fanout behind or shut down)"
+    public static let cancelled = "trigger cancelled at shutdown"
+    public static let timedOut = "trigger timed out"
+    public static func answered(_ status: Int) -> String { "trigger answered \(status)" }
+    public static func failed(_ message: String) -> String { "trigger failed (\(message))" }
 }

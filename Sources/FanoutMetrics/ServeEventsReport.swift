@@ -95,6 +95,8 @@ public struct ServeEventsReport: Sendable {
         return (broadcast ? "broadcast " : "") + what + ", never resent"
     }
     public static let neverPushed = "never pushed"
+    /// `--register`: the activity's registration never succeeded (fanout's side, or the backend refusing it).
+    public static let notRegistered = "activity not registered"
 
     public struct PerEvent: Sendable, Equatable {
         public var due: [Bool] = []

@@ -129,10 +129,10 @@ final class BackendSender<Item> {
     /// (to `ended`, from inside this call), and the client and the timer close. Nothing after the first stop or
     /// once drained (returns 0).
     @discardableResult
-    func stop() -> Int {
+    func stop(dropping each: (Item) -> Void = { _ in }) -> Int {
         guard !stopped else { return 0 }
         stopped = true
-        let dropped = queue.removeAll()
+        let dropped = queue.removeAll { each($0.0) }
         closeHandles()
         return dropped
     }
@@ -238,6 +238,13 @@ struct BackendQueue<Element> {
             head = 0
         }
         return first
+    }
+
+    /// Empties the queue, each waiting element to `body` in order; returns how many waited.
+    @discardableResult
+    mutating func removeAll(_ body: (Element) -> Void) -> Int {
+        for i in head..<storage.count { body(storage[i]) }
+        return removeAll()
     }
 
     /// Empties the queue; returns how many waited.

@@ -30,6 +30,8 @@ public struct RegisterOptions: BackendTargeted, Sendable {
 /// registered again later.
 public final class Registrar {
     struct Pending {
+        /// The line's number in population.jsonl (from 0).
+        var index: Int32
         var line: [UInt8]
         var attempt: Int
         var dueNanos: UInt64
@@ -63,6 +65,7 @@ public final class Registrar {
         startNanos = EventLoop.hrtimeNanos
         own.url = options.url
         own.activities = lineCount
+        own.registeredLines = [Bool](repeating: false, count: lineCount)
     }
 
     /// What registration did so far.
@@ -126,7 +129,8 @@ public final class Registrar {
     private func release(_ now: UInt64) {
         while nextLine < lineCount, firstDue(nextLine) <= now {
             let due = firstDue(nextLine)
-            sender.enqueue(Pending(line: lines.next() ?? [], attempt: 1, dueNanos: due), dueNanos: due)
+            let pending = Pending(index: Int32(nextLine), line: lines.next() ?? [], attempt: 1, dueNanos: due)
+            sender.enqueue(pending, dueNanos: due)
             nextLine += 1
         }
         for a in backoff.indices {
@@ -155,6 +159,7 @@ public final class Registrar {
         case .answered:
             if (200..<300).contains(end.status) {
                 own.registered += 1
+                own.registeredLines[Int(p.index)] = true
             } else {
                 failedAttempt(p)
             }
@@ -173,7 +178,8 @@ public final class Registrar {
             return
         }
         let delay = min(UInt64(100_000_000) << UInt64(p.attempt - 1), 5_000_000_000)
-        let retry = Pending(line: p.line, attempt: p.attempt + 1, dueNanos: EventLoop.hrtimeNanos &+ delay)
+        let retry = Pending(
+            index: p.index, line: p.line, attempt: p.attempt + 1, dueNanos: EventLoop.hrtimeNanos &+ delay)
         backoff[p.attempt].append(retry)
     }
 

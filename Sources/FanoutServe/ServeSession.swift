@@ -141,7 +141,8 @@ public final class ServeSession {
         info.events = ServeEventsReport.judge(
             services: services, nowNanos: EventLoop.hrtimeNanos,
             settleNanos: UInt64((plan.settleSeconds * 1e9).rounded()),
-            refusals: results.connections.faults.retries.unresent)
+            refusals: results.connections.faults.retries.unresent,
+            triggerFailures: results.trigger?.eventFailures ?? [], registeredLines: registration?.registeredLines)
         let endMillis = Int64(Date().timeIntervalSince1970 * 1000) + deviceClockOffsetMillis
         let run = try writeFolder(info, services: services, results: results, endMillis: endMillis)
         return Outcome(

@@ -68,14 +68,20 @@ public final class TriggerSender {
             release: { [unowned self] now in self.release(now) },
             nextDue: { [unowned self] in self.schedule.peek().map { self.t0Nanos &+ $0.intendedNanos } },
             body: { [unowned self] event in self.body(event) },
-            ended: { [unowned self] _, end in self.ended(end) },
+            ended: { [unowned self] event, end in self.ended(event, end) },
             drained: { [unowned self] in self.own.completed = true })
     }
 
     /// Serving stops: what waits is counted unsent, what is in flight cancelled; the client and the timer close.
     public func stop() {
-        let unsent = sender.stop()  // the cancelled are counted into `own` from inside stop()
+        // The cancelled are counted into `own` from inside stop(); what waited for a slot was never sent.
+        let unsent = sender.stop { [unowned self] event in self.failed(event, TriggerEventFailure.notSent) }
         own.unsentAtShutdown += unsent
+    }
+
+    private func failed(_ event: SourceEvent, _ reason: String) {
+        own.eventFailures.append(
+            TriggerEventFailure(source: Int32(event.source), timestamp: world.timestamp(of: event), reason: reason))
     }
 
     /// Every event of the schedule due by `now` that pushes goes to the sender.
@@ -89,11 +95,16 @@ public final class TriggerSender {
     }
 
     /// An answered event's time from its intended one; a cancelled one counted (the rest is in the sender's counts).
-    private func ended(_ end: BackendSender<SourceEvent>.End) {
+    private func ended(_ event: SourceEvent, _ end: BackendSender<SourceEvent>.End) {
         switch end.outcome {
-        case .answered: if let latency = end.latencyNanos { own.responseNanos.record(latency) }
-        case .cancelled: own.cancelledAtShutdown += 1
-        case .timedOut, .failed: break
+        case .answered:
+            if let latency = end.latencyNanos { own.responseNanos.record(latency) }
+            if !(200..<300).contains(end.status) { failed(event, TriggerEventFailure.answered(end.status)) }
+        case .cancelled:
+            own.cancelledAtShutdown += 1
+            failed(event, TriggerEventFailure.cancelled)
+        case .timedOut: failed(event, TriggerEventFailure.timedOut)
+        case .failed(let message): failed(event, TriggerEventFailure.failed(message))
         }
     }
 

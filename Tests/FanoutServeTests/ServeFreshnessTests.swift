@@ -130,4 +130,33 @@ struct ServeFreshnessTests {
             thresholds: [try ServeObjective(parsing: "reordered=0"), try ServeObjective(parsing: "missing=off")])
         #expect(v.status == .passed, "the scenario's own reordering is not the backend's: \(v.line)")
     }
+
+    @Test("fanout's side named first: an event the trigger never got accepted, an activity never registered")
+    func fanoutSideFirst() throws {
+        let (service, events, clock) = E.setup()
+        let (s, rows) = E.source(service, events, broadcast: false, followers: 3, events: 3)
+        let e0 = Int(events.events(of: s).first!)
+        clock.nanos = events.t0Nanos + events.offsetNanos[e0] + 1_000_000
+        let population = APNsServiceTests.population(service)
+        // The first follower of s (its line in population.jsonl) was never registered; the trigger's e0 got a 503.
+        let line = try #require(population.firstIndex { $0["activity"] as? String == rows[0]["activity"] as? String })
+        var registered = [Bool](repeating: true, count: population.count)
+        registered[line] = false
+        let failure = TriggerEventFailure(
+            source: Int32(s), timestamp: events.timestamp[e0], reason: TriggerEventFailure.answered(503))
+        let r = try #require(
+            ServeEventsReport.judge(
+                services: [service], nowNanos: clock.nanos, triggerFailures: [failure], registeredLines: registered))
+        let followers = Int(events.followers[s])
+        // e0 is missing on every follower of s: the trigger's failure names it, before "never pushed".
+        #expect(r.perEvent.missingReasons(e0)["trigger answered 503"] == Int32(followers))
+        #expect(r.missingByReason["trigger answered 503"] == followers)
+        // The unregistered activity's other missing pairs (events after e0 due by now) are "activity not registered".
+        let dueAfter = events.events(of: s).dropFirst().filter { events.offsetNanos[Int($0)] <= r.horizonNanos }.count
+        #expect(r.missingByReason[ServeEventsReport.notRegistered] == (dueAfter > 0 ? dueAfter : nil))
+        #expect(r.reasonsAddUp && r.identitiesHold)
+        // Without them, the same pairs are "never pushed" (the judge charged them to the backend before).
+        let plain = try #require(ServeEventsReport.judge(services: [service], nowNanos: clock.nanos))
+        #expect(plain.missingByReason["trigger answered 503"] == nil && plain.missing == r.missing)
+    }
 }
