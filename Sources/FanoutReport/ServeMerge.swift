@@ -44,6 +44,19 @@ public enum ServeMerge {
         if let without = parts.first(where: { !$0.hasState }), parts.contains(where: \.hasState) {
             throw ReportReadError(file: without.folder, "no state.jsonl, and other shards have one")
         }
+        // fanout serve --shard refuses --trigger, --register and --expect-events: a folder with them is not a shard's.
+        for p in parts {
+            let sections = [
+                ("trigger", p.summary.trigger != nil), ("registration", p.summary.registration != nil),
+                ("events", p.summary.events != nil),
+            ].filter(\.1).map(\.0)
+            guard sections.isEmpty else {
+                throw ReportReadError(
+                    file: (p.folder as NSString).appendingPathComponent("summary.json"),
+                    "has \(sections.joined(separator: ", ")): not a shard's folder (fanout serve --shard has none)",
+                    refusal: .shardSet)
+            }
+        }
         for p in parts where !p.withoutHistogram.isEmpty {
             throw ReportReadError(
                 file: (p.folder as NSString).appendingPathComponent("summary.json"),
