@@ -91,7 +91,9 @@ struct BackendFolderTests {
 
     @Test("the judge's counts, the trigger's, and endToEnd over the measured seconds of latency.hlog")
     func judged() throws {
-        let step = try Self.judge(try Self.folder())
+        let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let step = try Self.judge(folder)
         let b = try #require(step.backend)
         #expect(b.expected == 6)
         #expect(b.delivered == 5)
@@ -116,6 +118,7 @@ struct BackendFolderTests {
                     "trigger.byStatus", "requests.total"])
     func missingKey(key: String) throws {
         let folder = try Self.folder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
         try Self.remove(key, in: folder)
         #expect {
             try Self.judge(folder)

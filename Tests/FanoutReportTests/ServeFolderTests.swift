@@ -90,6 +90,7 @@ struct ServeFolderTests {
     @Test("a shard folder reads back as the values it was rendered from")
     func roundTrip() throws {
         let dir = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
         let r = try Self.shard(1, of: 2, requests: 40, serviceNanos: 1_000_000, heldNanos: 3_000_000)
         let f = try ServeFolder.read(try Self.write(r, in: dir, "s1"))
         #expect(f.results.stats.requests == 40)
@@ -110,6 +111,7 @@ struct ServeFolderTests {
     @Test("merge of two serve shards: counts added, percentiles of the added histograms, one serve's sections")
     func mergeAdds() throws {
         let dir = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
         let r0 = try Self.shard(0, of: 2, requests: 100, serviceNanos: 10_000_000, heldNanos: 20_000_000)
         let r1 = try Self.shard(1, of: 2, requests: 300, serviceNanos: 1_000_000, heldNanos: 2_000_000)
         let folders = [try Self.write(r1, in: dir, "s1"), try Self.write(r0, in: dir, "s0")]
@@ -161,6 +163,7 @@ struct ServeFolderTests {
     @Test("a key removed from a serve summary.json is an error naming it: merge, compare")
     func missingKey() throws {
         let dir = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
         let r = try Self.shard(0, of: 2, requests: 10, serviceNanos: 1_000_000, heldNanos: 1_000_000)
         for key in ["faults.heldPeak", "connections.answersDropped", "requests.notThisShard", "measurement"] {
             let folder = try Self.write(r, in: dir, key)
