@@ -82,6 +82,14 @@ public struct ServeStats: Sendable {
         if let reason { byReason[reason, default: 0] += 1 }
     }
 
+    /// Answers read back from a run folder (summary.json's `requests.byStatus` and `byReason`), added.
+    package mutating func addAnswers(byStatus: [Int: Int], byReason: [APNsReason: Int]) {
+        for (status, n) in byStatus {
+            if status == 200 { ok += n } else { otherStatuses[status, default: 0] += n }
+        }
+        for (reason, n) in byReason { self.byReason[reason, default: 0] += n }
+    }
+
     /// 200 answers (folded into `byStatus` when read).
     private var ok = 0
 

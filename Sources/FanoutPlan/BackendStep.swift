@@ -1,4 +1,3 @@
-import FanoutHistogramLog
 import FanoutMetrics
 import FanoutReport
 import FanoutSim
@@ -268,92 +267,73 @@ extension Step {
         return nil
     }
 
-    /// Judges a finished serve run folder (`--trigger`, `--expect-events`) as a plan step.
+    /// Judges a finished serve run folder (`--trigger`, `--expect-events`) as a plan step, read through
+    /// `ServeFolder` (a missing or mistyped field is an error naming it, never a zero).
     public static func judgeFolder(
         _ folder: String, status: Int32, serveLog: String?, scenario s: Scenario, factor: Double,
         warmupSeconds: Double, criteria: PlanCriteria
     ) throws -> Step {
-        // The counts through the reader `fanout compare` uses (a missing field is an error, never a zero).
-        let file: ServeSummaryFile
+        let read: ServeFolder
+        let judged: [ServeFolder.JudgedEvent]
         do {
-            file = try ServeSummaryFile.read(folder + "/summary.json")
+            read = try ServeFolder.read(folder)
+            judged = try read.judgedEvents()
         } catch {
             throw BackendStepError(description: "\(error)")
         }
-        guard let eventsHold = file.eventsIdentitiesHold else {
+        let file = read.summary
+        guard let events = file.events else {
             throw BackendStepError(description: "\(folder)/summary.json has no events (was --expect-events on?)")
         }
-        let c = file.counts
+        guard let t = file.trigger else {
+            throw BackendStepError(description: "\(folder)/summary.json has no trigger (was --trigger on?)")
+        }
         var m = BackendMeasures(folder: folder, exitStatus: status)
         if status != 0 { m.serveError = serveLog.flatMap(lastLine) }
-        m.triggerSent = c["trigger.sent"] ?? 0
-        m.triggerSucceeded = c["trigger.successes"] ?? 0
-        m.triggerTimeouts = c["trigger.timeouts"] ?? 0
-        m.triggerErrors = c.filter { $0.key.hasPrefix("trigger.errors.") }.values.reduce(0, +)
-        m.triggerCancelled = c["trigger.cancelledAtShutdown"] ?? 0
-        m.triggerUnsent = c["trigger.unsentAtShutdown"] ?? 0
-        m.waitedForSlot = c["trigger.waitedForSlot"] ?? 0
-        for (key, n) in c where key.hasPrefix("trigger.byStatus.") && n > 0 {
-            let code = String(key.dropFirst("trigger.byStatus.".count))
-            if !code.hasPrefix("2") { m.triggerRefusedByStatus[code] = n }
+        m.triggerSent = t.sent
+        m.triggerSucceeded = t.successes
+        m.triggerTimeouts = t.timeouts
+        m.triggerErrors = t.errors.values.reduce(0, +)
+        m.triggerCancelled = t.cancelledAtShutdown
+        m.triggerUnsent = t.unsentAtShutdown
+        m.waitedForSlot = t.waitedForSlot
+        for (code, n) in t.byStatus where n > 0 && !(200..<300).contains(code) {
+            m.triggerRefusedByStatus[String(code)] = n
         }
-        if let activities = c["registration.activities"] {
-            m.activities = activities
-            m.registered = c["registration.registered"] ?? 0
+        if let g = file.registration {
+            m.activities = g.activities
+            m.registered = g.registered
         }
-        m.expected = c["events.expected"] ?? 0
-        m.delivered = c["events.delivered"] ?? 0
-        m.superseded = c["events.superseded"] ?? 0
-        for name in CountObjective.Name.allCases { m.counts[name] = c["events.\(name.rawValue)"] ?? 0 }
-        m.eventsIdentitiesHold = eventsHold
-        m.early = c["events.early"] ?? 0
+        m.expected = events.expected
+        m.delivered = events.delivered
+        m.superseded = events.superseded
+        for name in CountObjective.Name.allCases {
+            guard let n = events[name.rawValue] else {
+                throw BackendStepError(description: "\(folder)/summary.json: events.\(name.rawValue) not read")
+            }
+            m.counts[name] = n
+        }
+        m.eventsIdentitiesHold = events.identityHolds
+        m.early = events.early
 
         // Latency over the measured part: the histogram log's one-second intervals from the warm-up on.
-        let hlog: String
-        do {
-            hlog = try String(contentsOfFile: folder + "/latency.hlog", encoding: .utf8)
-        } catch {
-            throw BackendStepError(description: "cannot read \(folder)/latency.hlog: \(error)")
-        }
-        var windows: [String: LatencyHistogram] = [:]
-        do {
-            for interval in try HistogramLogReader.read(hlog) where interval.startSeconds + 1e-6 >= warmupSeconds {
-                guard let tag = interval.tag else { continue }
-                let c = interval.counts
-                guard c.lowestDiscernibleValue == HdrLayout.lowestDiscernibleValue,
-                    c.highestTrackableValue == HdrLayout.highestTrackableValue,
-                    c.significantDigits == HdrLayout.significantDigits
-                else { throw BackendStepError(description: "\(folder)/latency.hlog: an interval of another layout") }
-                let h = c.counts.withUnsafeBufferPointer { LatencyHistogram(first: c.first, counts: $0) }
-                windows[tag, default: LatencyHistogram()].add(h)
-            }
-        } catch let e as HistogramLogReader.ReadError {
-            throw BackendStepError(description: "\(folder)/latency.hlog: \(e)")
-        }
-        // fanoutCompletion by fan-out size and the trigger's schedule lag: not counts, read from the file itself.
-        let raw = try readJSON(folder + "/summary.json")
-        let events = raw["events"] as? [String: Any] ?? [:]
-        let trigger = raw["trigger"] as? [String: Any] ?? [:]
-        let completion = events["fanoutCompletion"] as? [String: Any] ?? [:]
+        let window = read.window(from: warmupSeconds)
         func summaryOf(_ metric: Metric) -> LatencySummary {
-            if let h = windows[metric.name] { return LatencySummary(h) }
+            if let serve = ServeMetric.allCases.first(where: { $0.name == metric.name }) {
+                return LatencySummary(window[serve: serve])
+            }
             // fanoutCompletion (by size) is not in the log: over the whole step, from summary.json.
-            return latency(completion[metric.name]) ?? LatencySummary(LatencyHistogram())
+            return events.fanoutCompletion[metric.name] ?? LatencySummary(LatencyHistogram())
         }
 
         // Per event: intended (t0 + offset), last delivery, recipients: the step's completion and Little's law.
-        let offsets = try jsonLines(folder + "/events.jsonl").map { UInt64(max(int($0["offsetNanos"]), 0)) }
-        let judged = try jsonLines(folder + "/events-judged.jsonl")
         var intended: [UInt64] = []
         var completed: [UInt64] = []
         var recipients: [Int32] = []
-        for line in judged {
-            let k = int(line["event"])
-            guard k >= 0, k < offsets.count else { continue }
-            let delivered = int(line["delivered"])
-            intended.append(offsets[k])
-            completed.append(max(UInt64(max(int(line["lastAppliedNanos"]), 0)), offsets[k]))
-            recipients.append(Int32(clamping: delivered))
+        for e in judged {
+            intended.append(e.offsetNanos)
+            completed.append(max(e.lastAppliedNanos, e.offsetNanos))
+            recipients.append(Int32(clamping: e.delivered))
         }
         let scheduled = s.durationSeconds
         let windowStart = UInt64(warmupSeconds * 1e9)
@@ -369,7 +349,7 @@ extension Step {
             events: m.triggerSent + m.triggerUnsent, measuredEvents: little.events, deliveries: m.delivered,
             sloValues: criteria.slos.map { $0.value(summaryOf($0.metric)) },
             sloSamples: criteria.slos.map { summaryOf($0.metric).count }, endToEnd: endToEnd,
-            scheduleLag: latency(trigger["scheduleLag"]) ?? LatencySummary(LatencyHistogram()),
+            scheduleLag: t.scheduleLag,
             lossShare: m.expected > 0 ? Double(m[.missing]) / Double(m.expected) : 0,
             identitiesHold: m.eventsIdentitiesHold && status == 0, little: little, failures: [], notes: [])
         step.backend = m
@@ -402,38 +382,6 @@ extension Step {
         }
         p.waitUntilExit()
         return p.terminationReason == .uncaughtSignal ? 128 + p.terminationStatus : p.terminationStatus
-    }
-
-    static func readJSON(_ path: String) throws -> [String: Any] {
-        guard let data = FileManager.default.contents(atPath: path),
-            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-        else { throw BackendStepError(description: "cannot read \(path) as a JSON object") }
-        return object
-    }
-
-    static func jsonLines(_ path: String) throws -> [[String: Any]] {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw BackendStepError(description: "cannot read \(path)")
-        }
-        var out: [[String: Any]] = []
-        for (k, line) in data.split(separator: UInt8(ascii: "\n")).enumerated() where !line.isEmpty {
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else {
-                throw BackendStepError(description: "\(path) line \(k + 1): not a JSON object")
-            }
-            out.append(object)
-        }
-        return out
-    }
-
-    static func int(_ v: Any?) -> Int { (v as? NSNumber)?.intValue ?? 0 }
-
-    /// A summary.json latency object (`count`, `meanNanos`, `p50Nanos`, …).
-    static func latency(_ v: Any?) -> LatencySummary? {
-        guard let o = v as? [String: Any], o["count"] != nil else { return nil }
-        func u(_ k: String) -> UInt64 { UInt64(max(int(o[k]), 0)) }
-        return LatencySummary(
-            count: u("count"), mean: (o["meanNanos"] as? NSNumber)?.doubleValue ?? 0, p50: u("p50Nanos"),
-            p90: u("p90Nanos"), p99: u("p99Nanos"), p999: u("p999Nanos"), p9999: u("p9999Nanos"), max: u("maxNanos"))
     }
 
     static func lastLine(_ path: String) -> String? {

@@ -5,135 +5,12 @@ import Foundation
 import Glibc
 #endif
 
-/// The merged summary (the shards' summary.json added key by key, the identities checked again), its summary.md, and
-/// the merged state.jsonl.
+/// The merged state.jsonl of serve shards.
 extension ServeMerge {
-    /// Keys whose values are booleans (each an identity or a flag): the merged one holds when every shard's does,
-    /// and the identities are computed again from the added counts.
-    static func isFlag(_ key: String) -> Bool { key.contains("Hold") || key == "interrupted" }
-
-    /// Adds two summary values: numbers summed, flags and-ed, objects key by key, lists (examples) joined up to
-    /// `ServeStats.examplesPerFinding`, differing texts joined with a space (`listen`). A percentile object
-    /// (`count`, `p50Nanos`, …, as `ServeReport.percentiles` writes it) whose histograms are not in latency.hlog
-    /// (`faults.heldFor`, `faults.retries.delay`): counts added, the mean weighted by them, the max and each
-    /// percentile the larger one (an upper bound: a mixture's percentile lies within its parts').
-    static func add(_ a: Any, _ b: Any, key: String) -> Any {
-        if isFlag(key), let x = a as? Bool, let y = b as? Bool { return x && y }
-        if let x = a as? Int, let y = b as? Int { return x + y }
-        if let x = a as? Double, let y = b as? Double { return x + y }
-        if let x = a as? [String: Any], let y = b as? [String: Any], x["p50Nanos"] != nil {
-            var out = x
-            let (n, m) = (x["count"] as? Int ?? 0, y["count"] as? Int ?? 0)
-            for (k, v) in y where k.hasSuffix("Nanos") { out[k] = max(x[k] as? Int ?? 0, v as? Int ?? 0) }
-            out["count"] = n + m
-            let sum = (x["meanNanos"] as? Int ?? 0) * n + (y["meanNanos"] as? Int ?? 0) * m
-            out["meanNanos"] = n + m == 0 ? 0 : sum / (n + m)
-            return out
-        }
-        if let x = a as? [String: Any], let y = b as? [String: Any] {
-            var out = x
-            for (k, v) in y { out[k] = out[k].map { add($0, v, key: k) } ?? v }
-            return out
-        }
-        if let x = a as? [Any], let y = b as? [Any] {
-            return Array((x + y).prefix(key == "examples" ? ServeStats.examplesPerFinding : .max))
-        }
-        if let x = a as? String, let y = b as? String {
-            return x == y || x.split(separator: " ").contains(Substring(y)) ? x : x + " " + y
-        }
-        return a
-    }
-
-    static func mergedSummary(_ parts: [Part], n: Int) throws(ReportReadError) -> [String: Any] {
-        var m = parts[0].summary
-        // Identity fields are the first shard's (checked equal); times are the earliest start and the longest run.
-        let kept = Set([
-            "kind", "scenario", "seed", "configHash", "shards", "transport", "auth", "gitRevision", "state",
-        ])
-        for p in parts.dropFirst() {
-            for (k, v) in p.summary where !kept.contains(k) && k != "startedAt" && k != "elapsedSeconds" {
-                m[k] = m[k].map { add($0, v, key: k) } ?? v
-            }
-        }
-        m["shard"] = nil
-        m["shards"] = n
-        m["mergedShards"] = parts.map(\.folder)
-        m["startedAt"] = parts.compactMap { $0.summary["startedAt"] as? String }.min() ?? ""
-        let elapsed = parts.compactMap { ($0.summary["elapsedSeconds"] as? NSNumber)?.doubleValue }.max() ?? 0
-        m["elapsedSeconds"] = elapsed
-
-        func int(_ object: [String: Any]?, _ key: String) -> Int { object?[key] as? Int ?? 0 }
-        func total(_ object: Any?) -> Int { (object as? [String: Int])?.values.reduce(0, +) ?? 0 }
-        var requests = m["requests"] as? [String: Any] ?? [:]
-        let byStatus = requests["byStatus"] as? [String: Int] ?? [:]
-        let answered = byStatus.values.reduce(0, +)
-        let failed = byStatus.filter { (Int($0.key) ?? 0) >= 400 }.values.reduce(0, +)
-        let requestsHold = int(requests, "total") == answered && total(requests["byReason"]) == failed
-        requests["identitiesHold"] = requestsHold
-        let connections = m["connections"] as? [String: Any]
-        let wireHolds = int(connections, "responsesSubmitted") + int(connections, "answersDropped")
-            == int(requests, "total")
-        requests["wireIdentityHolds"] = wireHolds
-        requests["ratePerSecond"] = elapsed > 0 ? (Double(int(requests, "total")) / elapsed * 10).rounded() / 10 : 0
-        m["requests"] = requests
-        var accounting = m["accounting"] as? [String: Any] ?? [:]
-        let accountingHolds =
-            int(accounting, "pushes")
-                == total(accounting["rejected"]) + total(accounting["unroutable"]) + int(accounting, "routed")
-            && int(accounting, "deliveries") == total(accounting["outcomes"])
-        accounting["identitiesHold"] = accountingHolds
-        m["accounting"] = accounting
-        guard requestsHold, wireHolds, accountingHolds else {
-            throw ReportReadError(
-                file: "merge",
-                "the added counts break an identity (requests \(requestsHold), wire \(wireHolds), accounting "
-                    + "\(accountingHolds))")
-        }
-        return m
-    }
-
-    static func markdown(_ m: [String: Any], parts: [Part]) -> String {
-        let requests = m["requests"] as? [String: Any] ?? [:]
-        let accounting = m["accounting"] as? [String: Any] ?? [:]
-        var md = "# fanout serve — \(m["scenario"] ?? ""), \(parts.count) shards merged\n\n"
-        md += "Shards: " + parts.map { "\($0.shard) (`\($0.folder)`)" }.joined(separator: ", ") + "; seed "
-        md += "\(m["seed"] ?? ""), started \(m["startedAt"] ?? ""), "
-        md += "served \(m["elapsedSeconds"] ?? 0) s (the longest).\n\n"
-        md += "Counts are the shards' added: a broadcast reached every shard, so it counts once per shard in the "
-        md += "requests and in the service, validate, route and fanout samples, and once in the accounting (its "
-        md += "verdict; its deliveries on each shard's own subscribers).\n\n"
-        md += "## Requests\n\n| answer | count |\n|---|---:|\n"
-        for (status, n) in (requests["byStatus"] as? [String: Int] ?? [:]).sorted(by: { $0.key < $1.key }) {
-            md += "| \(status) | \(n) |\n"
-        }
-        md += "| **total** | **\(requests["total"] ?? 0)** |\n\n"
-        for (reason, n) in (requests["byReason"] as? [String: Int] ?? [:]).sorted(by: { $0.key < $1.key }) {
-            md += "- \(reason): \(n)\n"
-        }
-        md += "\nNot this shard's (token pushes sent to the wrong shard): \(requests["notThisShard"] ?? 0). "
-        md += "Accepted: \(requests["acceptedPushes"] ?? 0) pushes, \(requests["acceptedBroadcasts"] ?? 0) broadcasts "
-        md += "(once per shard). Identities: requests \(requests["identitiesHold"] ?? false), wire "
-        md += "\(requests["wireIdentityHolds"] ?? false), accounting \(accounting["identitiesHold"] ?? false).\n\n"
-        md += "## Devices\n\n\(accounting["pushes"] ?? 0) pushes, \(accounting["routed"] ?? 0) routed, "
-        md += "\(accounting["deliveries"] ?? 0) deliveries; outcomes: "
-        md += (accounting["outcomes"] as? [String: Int] ?? [:]).sorted(by: { $0.key < $1.key })
-            .map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ".\n\n"
-        md += "## Latency (the shards' histograms added)\n\n| metric | count | p50 µs | p99 µs | max µs |\n"
-        md += "|---|---:|---:|---:|---:|\n"
-        let latency = m["latency"] as? [String: Any] ?? [:]
-        for name in ServeMetric.allCases.map(\.name) {
-            guard let p = latency[name] as? [String: Any] else { continue }
-            func micros(_ key: String) -> String { String(format: "%.1f", Double(p[key] as? Int ?? 0) / 1000) }
-            md += "| \(name) | \(p["count"] ?? 0) | \(micros("p50Nanos")) | \(micros("p99Nanos")) | "
-            md += "\(micros("maxNanos")) |\n"
-        }
-        return md
-    }
-
     /// state.jsonl of the shards merged into `path`: every line in the order serve writes them (activity lines,
     /// then device lines, each sorted as text; each shard's file is, and their devices are disjoint), then one
     /// totals line, the shards' added. Streamed; a temporary file renamed into place, nothing left on a failure.
-    public static func writeState(_ parts: [Part], to path: String) throws {
+    public static func writeState(_ parts: [ServeFolder], to path: String) throws {
         let files = try parts.map { p -> UnsafeMutablePointer<FILE> in
             let name = (p.folder as NSString).appendingPathComponent("state.jsonl")
             guard let f = fopen(name, "r") else { throw ReportReadError(file: name, "cannot open the file") }
@@ -154,7 +31,7 @@ extension ServeMerge {
         for k in files.indices { heads.append(next(k)) }
         let out = try StreamedFile(path: path)
         var chunk: [UInt8] = []
-        var totals: [String: Any]?
+        var totals: Accounting?
         let totalsPrefix = Array("{\"totals\": ".utf8)
         do {
             while true {
@@ -166,10 +43,10 @@ extension ServeMerge {
                 guard best >= 0, let line = heads[best] else { break }
                 heads[best] = next(best)
                 if line.starts(with: totalsPrefix) {
-                    guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any],
-                        let t = object["totals"] as? [String: Any]
-                    else { throw ReportReadError(file: parts[best].folder, "state.jsonl: an unreadable totals line") }
-                    totals = totals.map { add($0, t, key: "totals") as! [String: Any] } ?? t
+                    let name = (parts[best].folder as NSString).appendingPathComponent("state.jsonl")
+                    let t = try stateTotals(line, file: name)
+                    if totals == nil { totals = Accounting() }
+                    totals? += t
                     continue
                 }
                 chunk.append(contentsOf: line)
@@ -185,21 +62,44 @@ extension ServeMerge {
         }
     }
 
+    /// A totals line of state.jsonl read back (`StateDump`'s keys; the zero counts of a kind left out).
+    static func stateTotals(_ line: [UInt8], file: String) throws(ReportReadError) -> Accounting {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(line)) else {
+            throw ReportReadError(file: file, "the totals line: not JSON")
+        }
+        let t = try Fields(file: file, path: "", value: object).object("totals")
+        var a = Accounting()
+        a.pushes = try t.int("pushes")
+        a.routed = try t.int("routed")
+        a.deliveries = try t.int("deliveries")
+        a.requests = try t.int("requests")
+        a.requestsLimitExceeded = try t.int("limitExceeded")
+        func read(_ key: String, _ names: [String], into counts: inout [Int]) throws(ReportReadError) {
+            for (name, n) in try t.counts(key) {
+                guard let k = names.firstIndex(of: name) else {
+                    throw ReportReadError(file: file, "field totals.\(key).\(name): unknown")
+                }
+                counts[k] = n
+            }
+        }
+        try read("rejected", RejectReason.allCases.map(\.name), into: &a.rejected)
+        try read("unroutable", UnroutableReason.allCases.map(\.name), into: &a.unroutable)
+        try read("outcomes", Outcome.allCases.map(\.name), into: &a.outcomes)
+        return a
+    }
+
     /// The totals line as `StateDump` writes it (its keys in its order, the counts of each kind in the order of
     /// their cases, the zero ones left out).
-    static func totalsLine(_ t: [String: Any]) -> [UInt8] {
-        func counts(_ key: String, _ names: [String]) -> String {
-            let values = t[key] as? [String: Int] ?? [:]
-            return names.compactMap { name in values[name].flatMap { $0 > 0 ? "\"\(name)\": \($0)" : nil } }
-                .joined(separator: ", ")
+    static func totalsLine(_ a: Accounting) -> [UInt8] {
+        func counts(_ values: [Int], _ names: [String]) -> String {
+            zip(names, values).compactMap { $1 > 0 ? "\"\($0)\": \($1)" : nil }.joined(separator: ", ")
         }
-        func int(_ key: String) -> Int { t[key] as? Int ?? 0 }
-        var line = "{\"totals\": {\"pushes\": \(int("pushes")), "
-        line += "\"rejected\": {\(counts("rejected", RejectReason.allCases.map(\.name)))}, "
-        line += "\"unroutable\": {\(counts("unroutable", UnroutableReason.allCases.map(\.name)))}, "
-        line += "\"routed\": \(int("routed")), \"deliveries\": \(int("deliveries")), "
-        line += "\"outcomes\": {\(counts("outcomes", Outcome.allCases.map(\.name)))}, "
-        line += "\"requests\": \(int("requests")), \"limitExceeded\": \(int("limitExceeded"))}}\n"
+        var line = "{\"totals\": {\"pushes\": \(a.pushes), "
+        line += "\"rejected\": {\(counts(a.rejected, RejectReason.allCases.map(\.name)))}, "
+        line += "\"unroutable\": {\(counts(a.unroutable, UnroutableReason.allCases.map(\.name)))}, "
+        line += "\"routed\": \(a.routed), \"deliveries\": \(a.deliveries), "
+        line += "\"outcomes\": {\(counts(a.outcomes, Outcome.allCases.map(\.name)))}, "
+        line += "\"requests\": \(a.requests), \"limitExceeded\": \(a.requestsLimitExceeded)}}\n"
         return Array(line.utf8)
     }
 }

@@ -25,6 +25,14 @@ public enum ServeReport {
     /// The files of a run (file name → contents), state.jsonl and population.jsonl apart. A summary.json that
     /// could not be written is thrown.
     public static func files(_ r: ServeResults) throws(MetricsError) -> [String: String] {
+        try files(r, mergedShards: [])
+    }
+
+    /// The files of the run `fanout merge` added up from `mergedShards` (their lines in summary.json and
+    /// summary.md; empty for one serve).
+    public static func files(
+        _ r: ServeResults, mergedShards: [MergedShard]
+    ) throws(MetricsError) -> [String: String] {
         var files: [String: String] = [:]
         let info = r.info
         let (stats, accounting, connections, bytes) = (r.stats, r.accounting, r.connections, r.bytes)
@@ -56,8 +64,9 @@ public enum ServeReport {
         files["report.html"] = ServeHTML.render(
             info, stats, latency, accounting, connections, bytes, elapsedSeconds, seconds: overTime(r.intervals))
         files["summary.json"] = try summaryJSON(
-            info, stats, latency, accounting, connections, bytes, elapsedSeconds)
-        files["summary.md"] = summaryMarkdown(info, stats, latency, accounting, connections, bytes, elapsedSeconds)
+            info, stats, latency, accounting, connections, bytes, elapsedSeconds, merged: mergedShards)
+        files["summary.md"] = summaryMarkdown(
+            info, stats, latency, accounting, connections, bytes, elapsedSeconds, merged: mergedShards)
         return files
     }
 
@@ -105,6 +114,15 @@ public enum ServeReport {
         ]
     }
 
+    /// `percentiles` and the histogram itself (HdrHistogram V2 compressed, base64) when it has samples: for the
+    /// distributions latency.hlog does not hold (`faults.heldFor`, `faults.retries.delay`), so that `fanout merge`
+    /// adds them exactly (`ServeFolder` reads it back).
+    static func percentilesAndHistogram(_ h: LatencyHistogram) -> [String: Any] {
+        var object = percentiles(h)
+        if !h.isEmpty { object["histogram"] = Data(h.encodedCompressed()).base64EncodedString() }
+        return object
+    }
+
     static func accountingJSON(_ a: Accounting) -> [String: Any] {
         var rejected: [String: Int] = [:]
         for r in RejectReason.allCases where a[r] > 0 { rejected[r.name] = a[r] }
@@ -121,7 +139,7 @@ public enum ServeReport {
     static func summaryJSON(
         _ info: Info, _ s: ServeStats, _ latency: LatencyRecorder, _ a: Accounting, _ c: ConnectionStats,
         _ bytes: (read: Int, written: Int),
-        _ elapsed: Double
+        _ elapsed: Double, merged: [MergedShard] = []
     ) throws(MetricsError) -> String {
         var latencyObject: [String: Any] = [:]
         for m in metrics(info) { latencyObject[m.name] = percentiles(latency[serve: m]) }
@@ -172,7 +190,7 @@ public enum ServeReport {
         if let manage = info.manageListen { object["manageListen"] = manage }
         if let events = info.events { object["events"] = eventsJSON(events, latency) }
         object["verdict"] = verdict(info, latency).json
-        shardJSON(info, s, into: &object)
+        shardJSON(info, s, merged: merged, into: &object)
         do {
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
             return String(decoding: data, as: UTF8.self) + "\n"
@@ -256,10 +274,12 @@ public enum ServeReport {
         }
         return [
             "latency": info.latency ?? NSNull(), "faults": info.faults ?? NSNull(), "injected": injected,
-            "held": f[.held], "heldPeak": f[.heldPeak], "heldOverflow": f[.heldOverflow], "heldFor": percentiles(f.heldNanos),
+            "held": f[.held], "heldPeak": f[.heldPeak], "heldOverflow": f[.heldOverflow],
+            "heldFor": percentilesAndHistogram(f.heldNanos),
             "retries": [
                 "refused": byKind(r.refused), "retried": byKind(r.retried), "neverRetried": byKind(r.neverRetried),
-                "untracked": r.untracked, "identityHolds": r.identityHolds, "delay": percentiles(r.delayNanos),
+                "untracked": r.untracked, "identityHolds": r.identityHolds,
+                "delay": percentilesAndHistogram(r.delayNanos),
                 "broadcastsRefused": r.broadcastsRefused, "broadcastsRetried": r.broadcastsRetried,
                 "broadcastsNeverRetried": r.broadcastsNeverRetried, "broadcastsUntracked": r.broadcastsUntracked,
             ] as [String: Any],
@@ -301,15 +321,16 @@ public enum ServeReport {
     static func summaryMarkdown(
         _ info: Info, _ s: ServeStats, _ latency: LatencyRecorder, _ a: Accounting, _ c: ConnectionStats,
         _ bytes: (read: Int, written: Int),
-        _ elapsed: Double
+        _ elapsed: Double, merged: [MergedShard] = []
     ) -> String {
-        var md = "# fanout serve — \(info.scenario)\n\n"
+        var md = "# fanout serve — \(info.scenario)"
+        md += (merged.isEmpty ? "" : ", \(merged.count) shards merged") + "\n\n"
         md += "Listening on \(info.listen)" + (info.manageListen.map { ", channel management on \($0)" } ?? "")
         md += " (\(info.transport), auth \(info.auth), \(info.workers) event loop"
         md += info.workers == 1 ? "), " : "s), "
         md += "started \(info.startedAt), "
         md += String(format: "served %.1f s", elapsed) + ", revision \(info.gitRevision), seed \(info.seed).\n\n"
-        md += verdict(info, latency).markdown + shardMarkdown(info, s)
+        md += verdict(info, latency).markdown + shardMarkdown(info, s, merged: merged)
         md += "## Requests\n\n| answer | count |\n|---|---:|\n"
         for (status, n) in s.byStatus.sorted(by: { $0.key < $1.key }) { md += "| \(status) | \(n) |\n" }
         md += "| **total** | **\(s.requests)** |\n\n"
@@ -368,7 +389,7 @@ public enum ServeReport {
         if !any { md += "None: no push went to a rotated or unknown token, none was stale, late, rejected or throttled.\n" }
         md += "\nFiles: report.html, latency.hlog (every metric, one interval per second of serving, each sample "
         md += "once), "
-        md += "population.jsonl (the subscribers, written at start), "
+        md += merged.isEmpty ? "population.jsonl (the subscribers, written at start), " : ""
         switch info.state {
         case .full: md += "state.jsonl (what users see at the end), "
         case .summary: md += "state.jsonl (the totals line only: --state summary), "

@@ -18,6 +18,11 @@ public struct ServeSummaryFile: Sendable {
     public var counts: [String: Int] = [:]
     /// With `--expect-events`: whether the events' identities held (nil: no `events` section).
     public var eventsIdentitiesHold: Bool?
+    /// `trigger` (`--trigger`), `registration` (`--register`) and `events` (`--expect-events`) as typed values (nil:
+    /// the section is not in the file).
+    public var trigger: ServeTriggerSummary?
+    public var registration: ServeRegistrationSummary?
+    public var events: ServeEventsSummary?
 
     /// The `events` counts a backend's CI gates on: more of any in the current run than in the baseline is a
     /// regression (a lost, late, doubled or out-of-order delivery is a bug, not noise).
@@ -77,17 +82,16 @@ public struct ServeSummaryFile: Sendable {
             guard let o = try root.optionalObject(section) else { continue }
             for key in keys { s.counts["\(section).\(key)"] = try o.int(key) }
             for key in ["byStatus", "errors"] {
-                let d = try o.object(key)
-                for k in (d.value as? [String: Any] ?? [:]).keys { s.counts["\(section).\(key).\(k)"] = try d.int(k) }
+                for (k, n) in try o.counts(key) { s.counts["\(section).\(key).\(k)"] = n }
             }
         }
-        if let events = try root.optionalObject("events") {
-            for key in gatedEventCounts + shownEventCounts { s.counts["events.\(key)"] = try events.int(key) }
-            s.eventsIdentitiesHold = (events.value as? [String: Any])
-                .flatMap { ($0["identity"] as? [String: Any])?["holds"] as? Bool }
-            guard s.eventsIdentitiesHold != nil else {
-                throw ReportReadError(file: file, "events.identity.holds: expected true or false")
-            }
+        s.trigger = try root.optionalObject("trigger").map(Self.trigger)
+        s.registration = try root.optionalObject("registration").map(Self.registration)
+        if let o = try root.optionalObject("events") {
+            let events = try Self.events(o)
+            for key in gatedEventCounts + shownEventCounts { s.counts["events.\(key)"] = events[key] }
+            s.eventsIdentitiesHold = events.identityHolds
+            s.events = events
         }
         let latency = try root.object("latency")
         for name in metricNames {

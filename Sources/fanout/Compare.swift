@@ -130,7 +130,8 @@ struct Merge: ParsableCommand {
             by status, reason and failure summed, latency and scheduleLag added per second from latency.hlog. \
             Serve folders (fanout serve --shard K/N; same scenario, seed and configuration): summary.json's counts \
             added and the identities checked again, every metric added per second from latency.hlog, state.jsonl \
-            merged (lines sorted as serve writes them, one totals line). \
+            merged (lines sorted as serve writes them, one totals line); the merged folder is written as one \
+            serve's (summary.json, summary.md, report.html, latency.hlog, .hgrm files) with the shards named. \
             Exit status: 0; 5 when a shard is missing or given twice (or N differs, or a folder is not a shard); \
             6 when the folders are not shards of one run (scenario, seed, configuration or clock differ, or run, \
             push and serve folders are mixed); 1 when a folder cannot be read.
@@ -143,10 +144,10 @@ struct Merge: ParsableCommand {
 
     func run() throws {
         guard !folders.isEmpty else { throw ValidationError("expected the run folders of the shards") }
-        let serve = folders.filter(ServeMerge.isServe)
+        let serve = folders.filter(ServeFolder.isServe)
         if !serve.isEmpty {
             guard serve.count == folders.count else {
-                let other = folders.first { !ServeMerge.isServe($0) }!
+                let other = folders.first { !ServeFolder.isServe($0) }!
                 try refuse(
                     ReportReadError(
                         file: other, "not a fanout serve folder, and \(serve[0]) is one: run, push and serve folders "
@@ -185,12 +186,12 @@ struct Merge: ParsableCommand {
     }
 
     private func mergeServe() throws {
-        let parts: [ServeMerge.Part]
+        let parts: [ServeFolder]
         let files: [String: String]
         do {
-            var read: [ServeMerge.Part] = []
-            for folder in folders { read.append(try ServeMerge.read(folder)) }
-            files = try ServeMerge.merge(read)
+            var read: [ServeFolder] = []
+            for folder in folders { read.append(try ServeFolder.read(folder)) }
+            files = try ServeMerge.files(read)
             parts = read
         } catch {
             try refuse(error)

@@ -121,7 +121,8 @@ struct ServeShardCommandTests {
         try Self.refusals(shards, push: dir.appendingPathComponent("push-sharded"), in: dir)
     }
 
-    /// A missing shard: exit 5; a push folder among serve folders: exit 6; nothing written.
+    /// A missing shard: exit 5; a push folder among serve folders: exit 6; a shard's summary.json lacking a field:
+    /// exit 1 naming it; nothing written.
     static func refusals(_ shards: [ServeProcess], push: URL, in dir: URL) throws {
         let out = dir.appendingPathComponent("refused")
         let missing = try CLI.run(["merge", shards[1].folder.path, "--out", out.path])
@@ -130,6 +131,19 @@ struct ServeShardCommandTests {
         #expect(twice.status == 5 && twice.stderr.contains("shard 0/2 is also in"), "\(twice.stderr)")
         let mixed = try CLI.run(["merge", shards[0].folder.path, shards[1].folder.path, push.path, "--out", out.path])
         #expect(mixed.status == 6 && mixed.stderr.contains("do not mix"), "\(mixed.stderr)")
+        // A shard whose summary.json lacks a count: exit 1 naming the file and the field, never a zero added.
+        let lacking = dir.appendingPathComponent("shard-1-lacking")
+        try FileManager.default.copyItem(at: shards[1].folder, to: lacking)
+        let summary = lacking.appendingPathComponent("summary.json")
+        var object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: summary)) as? [String: Any])
+        var faults = try #require(object["faults"] as? [String: Any])
+        faults["heldPeak"] = nil
+        object["faults"] = faults
+        try JSONSerialization.data(withJSONObject: object).write(to: summary)
+        let unread = try CLI.run(["merge", shards[0].folder.path, lacking.path, "--out", out.path])
+        #expect(
+            unread.status == 1 && unread.stderr.contains("shard-1-lacking/summary.json: field faults.heldPeak"),
+            "\(unread.stderr)")
         #expect(!FileManager.default.fileExists(atPath: out.path))
     }
 

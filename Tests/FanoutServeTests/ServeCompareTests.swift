@@ -127,6 +127,9 @@ struct ServeCompareTests {
         r.freshnessCensored = missing
         r.perEvent.notApplied = [0]
         if missing > 0 { r.missingByReason = [ServeEventsReport.neverPushed: missing] }
+        // Freshness: every expected pair once, the missing ones censored (the identity since 939e36c).
+        r.freshness.record(1_000_000, count: UInt64(followers))
+        r.freshnessCensored = missing
         if broken { r.expected += 1 }
         return r
     }
