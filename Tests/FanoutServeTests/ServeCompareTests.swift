@@ -122,9 +122,6 @@ struct ServeCompareTests {
         r.perEvent.duplicate = [0]
         r.perEvent.reordered = [Int32(reordered)]
         r.perEvent.skipped = [0]
-        // Freshness: every expected pair once, the missing ones censored.
-        r.freshness.record(1_000_000, count: UInt64(followers))
-        r.freshnessCensored = missing
         r.perEvent.notApplied = [0]
         if missing > 0 { r.missingByReason = [ServeEventsReport.neverPushed: missing] }
         // Freshness: every expected pair once, the missing ones censored (the identity since 939e36c).
