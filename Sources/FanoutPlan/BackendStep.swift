@@ -351,7 +351,8 @@ extension Step {
             sloSamples: criteria.slos.map { summaryOf($0.metric).count }, endToEnd: endToEnd,
             scheduleLag: t.scheduleLag,
             lossShare: m.expected > 0 ? Double(m[.missing]) / Double(m.expected) : 0,
-            identitiesHold: m.eventsIdentitiesHold && status == 0, little: little, failures: [], notes: [])
+            identitiesHold: m.eventsIdentitiesHold && (status == 0 || status == 2), little: little, failures: [],
+            notes: [])
         step.backend = m
         step.judge(criteria)
         return step

@@ -30,7 +30,7 @@ struct GoldenFoldersTests {
     static func maskDigits(_ line: String) -> String {
         // Hashes and revisions (hex), histograms (base64) first: their letters vary with the figures too.
         let blobs = line.replacingOccurrences(
-            of: "[A-Za-z0-9+/]{24,}={0,2}|\\b(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\\b", with: "<blob>",
+            of: "[A-Za-z0-9+/]{24,}={0,2}|\\b(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\\b(-dirty)?", with: "<blob>",
             options: .regularExpression)
         // A run of numbers (a series, a path, a date) is one mark: how many there are is timing, not format.
         var masked = blobs.replacingOccurrences(of: "[0-9]+", with: "#", options: .regularExpression)
