@@ -98,6 +98,12 @@ public struct PushResults: Sendable {
     /// folder: the largest of its shards', by magnitude).
     public var requestedStartSeconds: Double?
     public var startSkewNanos: Int64?
+    /// The share of the run (t0 → its end) the generator's loop spent working, not waiting for events (nil: not
+    /// measured, e.g. a merged folder). Requests that waited for streams while the loop was this busy waited for the
+    /// generator itself (it read the answers and wrote the requests late), not for the server.
+    public var loopBusyShare: Double?
+    /// From this busy share on, a held-up schedule is the generator's (saturated), not the server's.
+    public static let busyLoopShare = 0.9
     /// `--epoch`: the scenario's clock at t0 (nil: the wall clock at start).
     public var epochSeconds: Int64?
     /// A folder's own verdicts as its summary.json states them (read back for `fanout merge`; nil: judged here).
@@ -113,20 +119,27 @@ public struct PushResults: Sendable {
     public var failed: Int { failures.values.reduce(0, +) }
     /// sent = answered + failed + unanswered at the end.
     public var identityHolds: Bool { sent == answered + failed + unansweredAtEnd }
-    /// The generator could not hold the schedule by itself: dispatchLag p99 (its own lateness) above the bound. Its
-    /// numbers would understate the server's latency: thresholds are not judged (exit 3). A merged folder is
-    /// saturated when one of its shards was.
+    /// The generator could not hold the schedule by itself: dispatchLag p99 (its own lateness) above the bound, or
+    /// the schedule held up (``heldUp``) while its loop was busy (``loopBusy``: it read answers and wrote requests
+    /// late). Its numbers would understate the server's latency: thresholds are not judged (exit 3). A merged folder
+    /// is saturated when one of its shards was.
     public var saturated: Bool {
         if let shards = saturatedShards { return !shards.isEmpty }
-        return recordedSaturated ?? (dispatchLag.valueAtPercentile(99) > maxScheduleLagNanos)
+        return recordedSaturated ?? (dispatchLag.valueAtPercentile(99) > maxScheduleLagNanos || (heldUp && loopBusy))
     }
-    /// The server held the schedule up: streamWait p99 above the bound, or requests still queued for a stream at the
-    /// end (an interrupted run's are the interruption's). Latency counts from the intended time, so the wait is in
-    /// it: thresholds are judged. A merged folder is server-limited when one of its shards was.
+    /// The schedule was held up after requests were handed over: streamWait p99 above the bound, or requests still
+    /// queued for a stream at the end (an interrupted run's are the interruption's).
+    public var heldUp: Bool {
+        streamWait.valueAtPercentile(99) > maxScheduleLagNanos || (queuedAtEnd > 0 && !interrupted)
+    }
+    /// The generator's loop was busy (``busyLoopShare`` of the run or more): a wait for streams was its own.
+    public var loopBusy: Bool { (loopBusyShare ?? 0) >= PushResults.busyLoopShare }
+    /// The server held the schedule up (``heldUp``) while the generator's loop waited for it (not ``loopBusy``).
+    /// Latency counts from the intended time, so the wait is in it: thresholds are judged. A merged folder is
+    /// server-limited when one of its shards was.
     public var serverLimited: Bool {
         if let shards = serverLimitedShards { return !shards.isEmpty }
-        return recordedServerLimited
-            ?? (streamWait.valueAtPercentile(99) > maxScheduleLagNanos || (queuedAtEnd > 0 && !interrupted))
+        return recordedServerLimited ?? (heldUp && !loopBusy)
     }
     public var requestsPerSecond: Double { elapsedSeconds > 0 ? Double(answered) / elapsedSeconds : 0 }
 }

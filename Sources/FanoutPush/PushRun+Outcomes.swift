@@ -137,8 +137,13 @@ extension PushRun {
         guard !finished else { return }
         finished = true
         if started {
-            results.elapsedSeconds = Double(EventLoop.hrtimeNanos - t0Nanos) / 1e9
+            let elapsed = EventLoop.hrtimeNanos - t0Nanos
+            results.elapsedSeconds = Double(elapsed) / 1e9
             if !scheduleDone { results.scheduleSeconds = results.elapsedSeconds }
+            if let loop, elapsed > 0 {
+                let idle = loop.idleNanos &- idleAtT0Nanos
+                results.loopBusyShare = max(0, min(1, 1 - Double(idle) / Double(elapsed)))
+            }
         }
         ending = ending || !scheduleDone
         // Waiting for a connection that will not come: unanswered at the end, never sent (censored at the end).

@@ -52,6 +52,9 @@ public final class PushRun {
     var deadline: UVLoop.Timer?
     var signals: [SignalWatcher] = []
     var t0Nanos: UInt64 = 0
+    /// The loop's idle time (waiting for events) at t0: its busy share over the run tells whose wait a held-up
+    /// schedule was (``PushResults/loopBusyShare``).
+    var idleAtT0Nanos: UInt64 = 0
     var t0UnixNanos: Int64 = 0
     private var connected = false
     var started = false
@@ -125,6 +128,7 @@ public final class PushRun {
         results.spooled = try PushIntervalSpool()
         let loop = try EventLoop()
         self.loop = loop
+        try loop.countIdleTime()
         try resolveTargets(loop)
         reconnectsLeft = options.maxReconnects
         let leadNanos = Int64(options.connectLeadSeconds * 1e9)
@@ -231,6 +235,7 @@ public final class PushRun {
         guard !started, !finished, let loop else { return }
         started = true
         t0Nanos = EventLoop.hrtimeNanos
+        idleAtT0Nanos = loop.idleNanos
         let wall = Date().timeIntervalSince1970
         t0UnixNanos = Int64(wall * 1e9)
         results.startedAtSeconds = wall

@@ -68,6 +68,13 @@ public enum PushHTML {
                     + (p99 > r.maxScheduleLagNanos ? "<b class=\"bad\">above</b>" : "within")
                     + " the bound \(Units.duration(r.maxScheduleLagNanos)) (--max-schedule-lag; \(side))")
         }
+        if let share = r.loopBusyShare {
+            items.append(
+                "the generator's loop busy " + String(format: "%.0f%%", share * 100) + " of the run ("
+                    + (share >= PushResults.busyLoopShare
+                        ? "<b class=\"bad\">busy</b>: requests that waited for streams waited for it)"
+                        : "waiting for events the rest: a wait for streams is the server's)"))
+        }
         if let shards = r.saturatedShards, !shards.isEmpty {
             items.append("<b class=\"bad\">saturated shards: \(e(shards.joined(separator: ", ")))</b>")
         }

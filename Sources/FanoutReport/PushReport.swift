@@ -113,6 +113,7 @@ public enum PushReport {
                 "scheduleLagP99Nanos": r.scheduleLag.valueAtPercentile(99),
                 "dispatchLagP99Nanos": r.dispatchLag.valueAtPercentile(99),
                 "streamWaitP99Nanos": r.streamWait.valueAtPercentile(99), "queuedAtEnd": r.queuedAtEnd,
+                "loopBusyShare": r.loopBusyShare.map { $0 as Any } ?? NSNull(),
                 "exitCode": r.saturated ? Int(saturatedExitCode) : 0,
                 "saturatedShards": r.saturatedShards.map { $0 as Any } ?? NSNull(),
                 "serverLimitedShards": r.serverLimitedShards.map { $0 as Any } ?? NSNull(),
@@ -161,8 +162,17 @@ public enum PushReport {
             return "shard" + (shards.count == 1 ? " " : "s ") + shards.joined(separator: ", ") + " saturated"
         }
         let p99 = r.dispatchLag.valueAtPercentile(99)
+        if p99 <= r.maxScheduleLagNanos && r.heldUp && r.loopBusy {
+            return "its loop was busy \(busy(r)) of the run while requests waited for streams (streamWait p99 "
+                + "\(millis(r.streamWait.valueAtPercentile(99))) ms): it read the answers and wrote the requests late"
+        }
         return "dispatchLag p99 \(millis(p99)) ms (the generator's own lateness) "
             + (p99 > r.maxScheduleLagNanos ? "is above" : "against") + " the bound \(millis(r.maxScheduleLagNanos)) ms"
+    }
+
+    /// The loop's busy share, as a percentage ("unknown" when not measured).
+    static func busy(_ r: PushResults) -> String {
+        r.loopBusyShare.map { String(format: "%.0f%%", $0 * 100) } ?? "unknown"
     }
 
     /// Why the run is server-limited: its streamWait p99 against the bound, requests queued at the end, or (merged)
@@ -178,6 +188,9 @@ public enum PushReport {
                 + "\(millis(r.maxScheduleLagNanos)) ms")
         }
         if r.queuedAtEnd > 0 { why.append("\(r.queuedAtEnd) requests were still queued for a stream at the end") }
+        if r.loopBusyShare != nil {
+            why.append("the generator's loop busy \(busy(r)) of the run, waiting for the server the rest")
+        }
         return why.isEmpty ? "recorded so" : why.joined(separator: "; ")
     }
 

@@ -88,6 +88,13 @@ struct PushThresholdTests {
         waited.streamWait.record(2_000_000_000)
         #expect(waited.streamWait.valueAtPercentile(99) > waited.maxScheduleLagNanos)
         #expect(!waited.saturated && waited.serverLimited && PushGate(broken, waited).exitCode(waited) == 2)
+        // Held up while the generator's loop never waited: its own slowness (it read answers and wrote requests
+        // late), saturated.
+        var busy = queued
+        busy.loopBusyShare = 0.97
+        #expect(busy.saturated && !busy.serverLimited && PushGate(met, busy).exitCode(busy) == 3)
+        busy.loopBusyShare = 0.2
+        #expect(!busy.saturated && busy.serverLimited)
         var late = waited
         late.dispatchLag.record(2_000_000_000)
         late.dispatchLag.record(2_000_000_000)
