@@ -100,6 +100,21 @@ struct PushVerdictTests {
         #expect(files["summary.json"]!.contains("\"verdict\" : \"saturated\""))
     }
 
+    @Test("a shard saturated by its busy loop: its summary's verdict, not its histograms, makes the merge saturated")
+    func mergedRecordedVerdict() throws {
+        // Held up (a request queued at the end) while its loop was busy: saturated by its own measure, which its
+        // histograms alone do not show (the busy share is not in latency.hlog).
+        var busy = Self.shard(1, of: 2, samples: 10)
+        busy.queuedAtEnd = 1
+        busy.unansweredAtEnd = 1
+        busy.byStatus = [200: 9]
+        busy.loopBusyShare = 0.97
+        #expect(busy.saturated && !busy.serverLimited)
+        let parts = [("a", try Self.roundTrip(Self.shard(0, of: 2, samples: 10))), ("b", try Self.roundTrip(busy))]
+        let m = try PushMerge.merge(parts.map { (folder: $0.0, results: $0.1) })
+        #expect(m.saturated && m.saturatedShards == ["1/2"] && !m.serverLimited)
+    }
+
     @Test("a server-limited shard makes the merged folder server-limited (judged), not saturated")
     func mergedServerLimited() throws {
         var limited = Self.shard(1, of: 2, samples: 10)
