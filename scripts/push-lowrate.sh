@@ -29,13 +29,14 @@ with open(w + "/tokens.txt", "w") as f:
 with open(w + "/uniform.trace.jsonl", "w") as f:
     f.write(json.dumps({"trace": 1, "epoch": now, "schemas": {"S": {"n": "int"}},
                         "limits": {"perApp": 5, "perDevice": 10}, "budgetPerHour": None}) + "\n")
-    for k in range(220 * secs):  # 10 ms apart, sent 2.2 times faster: 4.55 ms
+    for k in range(220 * secs):  # 10 ms apart, sent 2.2 times as fast: 4.55 ms
         f.write(json.dumps({"at": k * 10, "op": "push", "token": tokens[k % len(tokens)], "pushType": "liveactivity",
                             "topic": "com.example.scores.push-type.liveactivity", "priority": 10, "expiration": 0,
                             "collapseId": None, "apnsId": None, "payload": payload}) + "\n")
 PY
 if [ "$MODE" = trace ]; then
-    "$BIN" push http://127.0.0.1:$PORT "$W/uniform.trace.jsonl" --rate-scale 2.2 --out "$W/push" 2> "$W/push.err" || true
+    "$BIN" push http://127.0.0.1:$PORT "$W/uniform.trace.jsonl" --rate-scale 2.2 --out "$W/push" \
+        2> "$W/push.err" || true
 else
     "$BIN" push http://127.0.0.1:$PORT smoke --duration $SECS --out "$W/push" 2> "$W/push.err" || true
 fi
