@@ -256,6 +256,8 @@ public final class PushRun {
         guard !scheduleDone, !finished, cursor != nil || trace != nil else { return }
         let now = EventLoop.hrtimeNanos
         let elapsed = now > t0Nanos ? now - t0Nanos : 0
+        // What is due now goes out in pieces (`requestsPerWrite`), not a write per request.
+        for c in connections { c.holdWrites() }
         var next = trace.flatMap { sendTrace($0, upTo: elapsed) }
         if var cursor {
             while let (batch, k) = cursor.peek(), batch.events[k].intendedNanos <= elapsed {
@@ -265,6 +267,7 @@ public final class PushRun {
             next = cursor.peek().map { $0.0.events[$0.1].intendedNanos }
             self.cursor = cursor
         }
+        for c in connections { c.releaseWrites() }
         if let next {
             // To the microsecond: the timer fires when the event is due, not at the next whole millisecond.
             timer?.start(atHrtimeNanos: t0Nanos &+ next)

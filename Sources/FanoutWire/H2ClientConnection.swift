@@ -289,6 +289,11 @@ public final class H2ClientConnection {
         }
         if isReady && endReason == nil && queuedRequests == 0 && openStreams < streamLimit {
             send(request)
+            if holdsWrites {
+                heldRequests += 1
+                if heldRequests < settings.requestsPerWrite { return }
+                heldRequests = 0
+            }
             if !transport.inReceive { flush() }
             return
         }
@@ -297,6 +302,22 @@ public final class H2ClientConnection {
     }
 
     var streamLimit: Int { min(settings.maxConcurrentStreams, serverMaxConcurrentStreams) }
+
+    /// While set (``holdWrites()``), requests submitted go to nghttp2 at once but to the socket in pieces of
+    /// ``H2ClientSettings/requestsPerWrite``, the rest at ``releaseWrites()``: a burst due at one instant is a write
+    /// per piece, not a write per request.
+    @exclusivity(unchecked) public private(set) var holdsWrites = false
+    @exclusivity(unchecked) var heldRequests = 0
+
+    public func holdWrites() { holdsWrites = true }
+
+    /// Writes what was held (``holdWrites()``) and stops holding.
+    public func releaseWrites() {
+        holdsWrites = false
+        guard heldRequests > 0 else { return }
+        heldRequests = 0
+        if !transport.inReceive { flush() }
+    }
 
     /// Sends queued requests while streams are free.
     func pump() {
