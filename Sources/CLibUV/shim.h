@@ -82,4 +82,10 @@ static inline int CLibUV_close(int fd) {
     return close(fd);
 }
 
+// Counts the time `loop` spends waiting in its poll for events (uv_metrics_idle_time); uv_loop_configure is
+// variadic, which Swift cannot call.
+static inline int CLibUV_loop_count_idle_time(uv_loop_t *loop) {
+    return uv_loop_configure(loop, UV_METRICS_IDLE_TIME);
+}
+
 #endif // CLIBUV_SHIM_H

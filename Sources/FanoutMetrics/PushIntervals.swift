@@ -1,12 +1,12 @@
 
-/// latency.hlog's intervals of a push run on disk: each second's two histograms (`latency`, `scheduleLag`) go to an
+/// latency.hlog's intervals of a push run on disk: each second's histograms (``tags``) go to an
 /// `IntervalSpool` (an unlinked temporary file) when the second closes, so a run's memory does not grow with its
 /// length (they were ~7 KiB a second held to the end); they are read back one at a time when the folder is written.
 /// Appended on the run's loop thread only, read once the run has returned (hence `@unchecked Sendable`: the
 /// results that hold it cross no thread while the run goes on).
 public final class PushIntervalSpool: @unchecked Sendable {
     /// The tags of latency.hlog, by the spool's metric index.
-    static let tags = ["latency", "scheduleLag"]
+    public static let tags = ["latency", "scheduleLag", "answeredLatency", "dispatchLag", "streamWait"]
     private let spool: IntervalSpool
 
     public init() throws { spool = try IntervalSpool() }
@@ -14,7 +14,7 @@ public final class PushIntervalSpool: @unchecked Sendable {
     /// Intervals spooled so far.
     public var count: Int { spool.count }
 
-    /// Second `index`'s histogram of tag `tag` (0 `latency`, 1 `scheduleLag`), from `startNanos` to
+    /// Second `index`'s histogram of tag `tag` (an index of ``tags``), from `startNanos` to
     /// `startNanos + lengthNanos` (nanoseconds from t0).
     public func append(
         tag: Int, index: Int, startNanos: UInt64, lengthNanos: UInt64, histogram: LatencyHistogram

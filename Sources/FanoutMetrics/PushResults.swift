@@ -52,11 +52,22 @@ public struct PushResults: Sendable {
     public var queuedAtEnd = 0
     /// The most requests queued at once for a free stream, over all connections.
     public var peakQueued = 0
-    /// Intended time → the answer's END_STREAM (waits for a stream or a connection count: open loop).
+    /// Every request sent, intended time → its end, failing closed: an answer's END_STREAM, a failure's moment (a
+    /// reset, a GOAWAY, a connection's end, no connection), or, unanswered at the end, the run's end (censored: at
+    /// least that long). Waits for a stream or a connection count: open loop. `--threshold latency.…` judges this.
     public var latency = LatencyHistogram()
-    /// Intended time → the request handed to nghttp2 (a late timer, a wait for a free stream).
+    /// The answered requests alone, intended time → the answer's END_STREAM.
+    public var answeredLatency = LatencyHistogram()
+    /// Intended time → the request handed to nghttp2 (`dispatchLag` + `streamWait`, of the requests submitted).
     public var scheduleLag = LatencyHistogram()
-    /// One record per second and metric (`latency`, `scheduleLag`), compressed, for latency.hlog: a run's are on
+    /// Intended time → the request handed to a connection: the generator's own lateness (a late timer, a busy
+    /// loop). Saturation is judged on it.
+    public var dispatchLag = LatencyHistogram()
+    /// Handed to a connection → submitted to nghttp2: a wait for a free stream (the server's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS) or for a connection, the server's back-pressure; never submitted: until the
+    /// request's end (censored).
+    public var streamWait = LatencyHistogram()
+    /// One record per second and metric (``PushIntervalSpool/tags``), compressed, for latency.hlog: a run's are on
     /// disk (`spooled`, written as the run goes on); these are held in memory (a merged folder's, read from its
     /// shards' logs). ``forEachInterval(_:)`` reads both.
     public var intervals: [PushInterval] = []
@@ -87,6 +98,20 @@ public struct PushResults: Sendable {
     /// folder: the largest of its shards', by magnitude).
     public var requestedStartSeconds: Double?
     public var startSkewNanos: Int64?
+    /// The share of the run (t0 → its end) the generator's loop spent working, not waiting for events (nil: not
+    /// measured, e.g. a merged folder). Requests that waited for streams while the loop was this busy waited for the
+    /// generator itself (it read the answers and wrote the requests late), not for the server.
+    public var loopBusyShare: Double?
+    /// From this busy share on, a held-up schedule is the generator's (saturated), not the server's.
+    public static let busyLoopShare = 0.9
+    /// `--epoch`: the scenario's clock at t0 (nil: the wall clock at start).
+    public var epochSeconds: Int64?
+    /// A folder's own verdicts as its summary.json states them (read back for `fanout merge`; nil: judged here).
+    public var recordedSaturated: Bool?
+    public var recordedServerLimited: Bool?
+    /// A merged folder: the shards (`K/N`) whose own verdict was saturated, and server-limited (nil: not merged).
+    public var saturatedShards: [String]?
+    public var serverLimitedShards: [String]?
 
     public init() {}
 
@@ -94,11 +119,27 @@ public struct PushResults: Sendable {
     public var failed: Int { failures.values.reduce(0, +) }
     /// sent = answered + failed + unanswered at the end.
     public var identityHolds: Bool { sent == answered + failed + unansweredAtEnd }
-    /// The generator could not hold the schedule: scheduleLag p99 above the bound, or requests still queued at the
-    /// end (the numbers would understate the server's latency).
-    /// Requests still queued at the end of an interrupted run are the interruption's, not saturation.
+    /// The generator could not hold the schedule by itself: dispatchLag p99 (its own lateness) above the bound, or
+    /// the schedule held up (``heldUp``) while its loop was busy (``loopBusy``: it read answers and wrote requests
+    /// late). Its numbers would understate the server's latency: thresholds are not judged (exit 3). A merged folder
+    /// is saturated when one of its shards was.
     public var saturated: Bool {
-        scheduleLag.valueAtPercentile(99) > maxScheduleLagNanos || (queuedAtEnd > 0 && !interrupted)
+        if let shards = saturatedShards { return !shards.isEmpty }
+        return recordedSaturated ?? (dispatchLag.valueAtPercentile(99) > maxScheduleLagNanos || (heldUp && loopBusy))
+    }
+    /// The schedule was held up after requests were handed over: streamWait p99 above the bound, or requests still
+    /// queued for a stream at the end (an interrupted run's are the interruption's).
+    public var heldUp: Bool {
+        streamWait.valueAtPercentile(99) > maxScheduleLagNanos || (queuedAtEnd > 0 && !interrupted)
+    }
+    /// The generator's loop was busy (``busyLoopShare`` of the run or more): a wait for streams was its own.
+    public var loopBusy: Bool { (loopBusyShare ?? 0) >= PushResults.busyLoopShare }
+    /// The server held the schedule up (``heldUp``) while the generator's loop waited for it (not ``loopBusy``).
+    /// Latency counts from the intended time, so the wait is in it: thresholds are judged. A merged folder is
+    /// server-limited when one of its shards was.
+    public var serverLimited: Bool {
+        if let shards = serverLimitedShards { return !shards.isEmpty }
+        return recordedServerLimited ?? (heldUp && !loopBusy)
     }
     public var requestsPerSecond: Double { elapsedSeconds > 0 ? Double(answered) / elapsedSeconds : 0 }
 }

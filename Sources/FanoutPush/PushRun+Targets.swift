@@ -67,8 +67,7 @@ extension PushRun {
             if mayReconnect {
                 orphans.append((request, group))
             } else {
-                inFlight -= 1
-                results.failures["no connection", default: 0] += 1
+                endUnrouted(tag: request.tag, handedNanos: request.handedNanos, failure: "no connection")
             }
             return
         }

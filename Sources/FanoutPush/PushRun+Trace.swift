@@ -123,8 +123,8 @@ extension PushRun {
                 authorization = try token.authorization(nowSeconds: wallSeconds)
                 results.tokensIssued = token.tokensIssued
             } catch {
-                results.sent += 1  // counted sent and failed: sent = answered + failed + unanswered holds
-                results.failures["provider token: \(error)", default: 0] += 1
+                // Counted sent and failed: sent = answered + failed + unanswered holds.
+                failUnsent(1, "provider token: \(error)", due: t0Nanos &+ due)
                 return
             }
         }

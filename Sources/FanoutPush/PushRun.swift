@@ -35,37 +35,47 @@ public final class PushRun {
     /// The target (`options.targets`) of each connection opened, by identity (all 0 with one target).
     @exclusivity(unchecked) var groupOf: [ObjectIdentifier: Int] = [:]
     /// Connections that ended, kept until the run is over (one may still be inside its own callback).
-    private var retired: [H2ClientConnection] = []
+    var retired: [H2ClientConnection] = []
     @exclusivity(unchecked)
     var connectTo: [(host: String, tls: TLSContext?, settings: H2ClientSettings, authority: String?)] = []
-    private var reconnectsLeft = 0
+    var reconnectsLeft = 0
     /// Requests waiting for a connection to their target (none was live when they were due or retried; one is being
     /// opened).
     @exclusivity(unchecked) var orphans: [(request: H2ClientRequest, group: Int)] = []
-    private var feed: EventFeed?
+    var feed: EventFeed?
     private var cursor: FeedCursor?
-    private var timer: UVLoop.Timer?
-    private var secondTimer: UVLoop.Timer?
-    private var deadline: UVLoop.Timer?
-    private var signals: [SignalWatcher] = []
+    /// The schedule's timer, to the microsecond (a `timerfd`): an event is handed over when it is due, not at the
+    /// next whole millisecond.
+    var timer: DeadlineTimer?
+    /// Closes each second at t0 + k s (the intervals of every shard started together line up).
+    var secondTimer: DeadlineTimer?
+    var deadline: UVLoop.Timer?
+    var signals: [SignalWatcher] = []
     var t0Nanos: UInt64 = 0
+    /// The loop's idle time (waiting for events) at t0: its busy share over the run tells whose wait a held-up
+    /// schedule was (``PushResults/loopBusyShare``).
+    var idleAtT0Nanos: UInt64 = 0
     var t0UnixNanos: Int64 = 0
     private var connected = false
-    private var started = false
-    @exclusivity(unchecked) private var scheduleDone = false
-    @exclusivity(unchecked) private var ending = false
-    @exclusivity(unchecked) private var finished = false
+    var started = false
+    @exclusivity(unchecked) var scheduleDone = false
+    @exclusivity(unchecked) var ending = false
+    @exclusivity(unchecked) var finished = false
     @exclusivity(unchecked) var inFlight = 0
     /// Answers by status (0–599), folded into `results.byStatus` each second and at the end: no hashing per answer.
-    @exclusivity(unchecked) private var statusCounts = [Int](repeating: 0, count: 600)
-    @exclusivity(unchecked) private var secondLatency = LatencyHistogram()
-    @exclusivity(unchecked) private var secondLag = LatencyHistogram()
-    private var secondStartNanos: UInt64 = 0
-    private var seconds = 0
-    private var startError: String?
+    @exclusivity(unchecked) var statusCounts = [Int](repeating: 0, count: 600)
+    /// The second's histograms (``PushResults``' of the same names), added into the run's when it closes.
+    @exclusivity(unchecked) var secondLatency = LatencyHistogram()
+    @exclusivity(unchecked) var secondAnswered = LatencyHistogram()
+    @exclusivity(unchecked) var secondLag = LatencyHistogram()
+    @exclusivity(unchecked) var secondDispatch = LatencyHistogram()
+    @exclusivity(unchecked) var secondWait = LatencyHistogram()
+    /// Seconds closed so far: second k is t0 + k s … t0 + (k + 1) s.
+    var seconds = 0
+    var startError: String?
     /// The interval spool could not be written: the run stops, and fails with this.
-    private var spoolError: (any Error)?
-    private var progress: ((PushProgress) -> Void)?
+    var spoolError: (any Error)?
+    var progress: ((PushProgress) -> Void)?
 
     /// Builds the scenario's population as `fanout serve` does, at `nowSeconds` (or ``PushOptions/epochSeconds``).
     public init(scenario: Scenario, options: PushOptions, nowSeconds: Int64) throws {
@@ -95,6 +105,7 @@ public final class PushRun {
         results.shard = options.shard.isWhole ? nil : options.shard.description
         results.configHash = scenario.configHash
         results.requestedStartSeconds = options.startAtUnixNanos.map { Double($0) / 1e9 }
+        results.epochSeconds = options.epochSeconds
     }
 
     /// Sends `trace`'s push lines (the public initializer is in PushRun+Trace.swift).
@@ -117,6 +128,7 @@ public final class PushRun {
         results.spooled = try PushIntervalSpool()
         let loop = try EventLoop()
         self.loop = loop
+        try loop.countIdleTime()
         try resolveTargets(loop)
         reconnectsLeft = options.maxReconnects
         let leadNanos = Int64(options.connectLeadSeconds * 1e9)
@@ -223,16 +235,19 @@ public final class PushRun {
         guard !started, !finished, let loop else { return }
         started = true
         t0Nanos = EventLoop.hrtimeNanos
+        idleAtT0Nanos = loop.idleNanos
         let wall = Date().timeIntervalSince1970
         t0UnixNanos = Int64(wall * 1e9)
         results.startedAtSeconds = wall
         if let startAt = options.startAtUnixNanos { results.startSkewNanos = t0UnixNanos - startAt }
-        secondStartNanos = t0Nanos
         feed = world.map { EventFeed(world: $0, consumers: 1, hrtime: { EventLoop.hrtimeNanos }) }
         cursor = feed.map { FeedCursor(feed: $0) }
-        timer = UVLoop.Timer(loop: loop) { [unowned self] _ in self.tick() }
-        let second = UVLoop.Timer(loop: loop) { [unowned self] _ in self.closeSecond() }
-        second.start(afterMillis: 1000, repeatMillis: 1000)
+        timer = DeadlineTimer(loop: loop) { [unowned self] _ in self.tick() }
+        let second = DeadlineTimer(loop: loop) { [unowned self] timer in
+            self.closeSecond()
+            if !self.finished { timer.start(atHrtimeNanos: self.t0Nanos &+ UInt64(self.seconds + 1) * 1_000_000_000) }
+        }
+        second.start(atHrtimeNanos: t0Nanos &+ 1_000_000_000)
         secondTimer = second
         tick()
     }
@@ -241,6 +256,8 @@ public final class PushRun {
         guard !scheduleDone, !finished, cursor != nil || trace != nil else { return }
         let now = EventLoop.hrtimeNanos
         let elapsed = now > t0Nanos ? now - t0Nanos : 0
+        // What is due now goes out in pieces (`requestsPerWrite`), not a write per request.
+        for c in connections { c.holdWrites() }
         var next = trace.flatMap { sendTrace($0, upTo: elapsed) }
         if var cursor {
             while let (batch, k) = cursor.peek(), batch.events[k].intendedNanos <= elapsed {
@@ -250,11 +267,10 @@ public final class PushRun {
             next = cursor.peek().map { $0.0.events[$0.1].intendedNanos }
             self.cursor = cursor
         }
+        for c in connections { c.releaseWrites() }
         if let next {
-            let due = t0Nanos &+ next
-            let now = EventLoop.hrtimeNanos
-            // Whole milliseconds, rounded up: the timer never fires before the event is due.
-            timer?.start(afterMillis: due > now ? (due - now + 999_999) / 1_000_000 : 0)
+            // To the microsecond: the timer fires when the event is due, not at the next whole millisecond.
+            timer?.start(atHrtimeNanos: t0Nanos &+ next)
         } else {
             scheduleDone = true
             results.scheduleSeconds = Double(EventLoop.hrtimeNanos - t0Nanos) / 1e9
@@ -296,8 +312,7 @@ public final class PushRun {
             } catch {
                 // The event's requests, unsent, are counted sent and failed: sent = answered + failed + unanswered.
                 let n = world.sourceIsBroadcast[source] ? connectTo.count : targets[source].count
-                results.sent += n
-                results.failures["provider token: \(error)", default: 0] += n
+                failUnsent(n, "provider token: \(error)", due: due)
                 return
             }
         }
@@ -338,163 +353,4 @@ public final class PushRun {
                 group: Int(owners[source][n]))
         }
     }
-
-    func send(_ request: consuming H2ClientRequest, group: Int) {
-        results.sent += 1
-        inFlight += 1
-        route(request, group: group)
-    }
-
-    /// Whether a connection may still be opened in place of one that ended (work is left).
-    var mayReconnect: Bool { reconnectsLeft > 0 && !ending && !finished && (!scheduleDone || inFlight > 0) }
-
-    // MARK: Outcomes
-
-    func completed(_ connection: H2ClientConnection, _ response: H2ClientResponse) {
-        if let request = response.unprocessed, !ending, !finished {
-            // Not processed by the server: sent again (to another connection, or to the one opened next).
-            results.retries += 1
-            route(request, group: groupOf[ObjectIdentifier(connection)] ?? 0)
-            return
-        }
-        inFlight -= 1
-        let due = UInt64(truncatingIfNeeded: response.tag)
-        if response.submittedNanos > 0 {
-            results.submitted += 1
-            let lag = response.submittedNanos > due ? response.submittedNanos - due : 0
-            // Into the second's histogram only: the run's totals are the sum of its seconds (`closeSecond`).
-            secondLag.record(min(lag, HdrLayout.highestTrackableValue))
-        }
-        if let failure = response.failure {
-            if ending && failure == .connectionEnded {
-                results.unansweredAtEnd += 1
-                if response.submittedNanos == 0 { results.queuedAtEnd += 1 }
-            } else {
-                results.failures[failure.description, default: 0] += 1
-            }
-        } else {
-            if response.status >= 0 && response.status < statusCounts.count {
-                statusCounts[response.status] += 1
-            } else {
-                results.byStatus[response.status, default: 0] += 1
-            }
-            if !response.body.isEmpty { results.byReason[PushRun.reason(response.body), default: 0] += 1 }
-            let latency = min(response.endNanos > due ? response.endNanos - due : 0, HdrLayout.highestTrackableValue)
-            secondLatency.record(latency)
-        }
-        finishIfDone()
-    }
-
-    func connectionClosed(_ connection: H2ClientConnection) {
-        results.connectionEnds[connection.endReason ?? "closed", default: 0] += 1
-        if !started && !finished {
-            let target = options.targets[groupOf[ObjectIdentifier(connection)] ?? 0]
-            startError = "connection to \(target) failed: \(connection.endReason ?? "closed")"
-            stop()
-            return
-        }
-        guard !finished, !ending, let k = connections.firstIndex(where: { $0 === connection }) else {
-            finishIfDone()
-            return
-        }
-        // A connection ended during the run (a GOAWAY, a reset, a lost server): another one takes its place; what
-        // it had open or queued has failed already (counted), what comes next goes to the others or to it.
-        retired.append(connection)
-        connections.remove(at: k)
-        if mayReconnect {
-            reconnectsLeft -= 1
-            results.reconnects += 1
-            do {
-                connections.append(try openConnection(group: groupOf[ObjectIdentifier(connection)] ?? 0))
-            } catch {
-                results.connectionEnds["reconnect failed: \(error)", default: 0] += 1
-            }
-        }
-        let waiting = orphans
-        orphans = []
-        for (request, group) in waiting { route(request, group: group) }
-        if connections.isEmpty && (!scheduleDone || inFlight > 0) {
-            results.connectionsLost = true
-            ending = true
-            stop()
-            return
-        }
-        finishIfDone()
-    }
-
-    private func finishIfDone() {
-        guard scheduleDone, !finished, inFlight == 0 else { return }
-        stop()
-    }
-
-    /// Closes every connection (what is open or queued fails: unanswered at the end when `ending`) and timer.
-    private func stop() {
-        guard !finished else { return }
-        finished = true
-        if started {
-            results.elapsedSeconds = Double(EventLoop.hrtimeNanos - t0Nanos) / 1e9
-            if !scheduleDone { results.scheduleSeconds = results.elapsedSeconds }
-        }
-        ending = ending || !scheduleDone
-        // Waiting for a connection that will not come: unanswered at the end, never sent.
-        results.unansweredAtEnd += orphans.count
-        results.queuedAtEnd += orphans.count
-        inFlight -= orphans.count
-        orphans = []
-        for c in connections { c.close(reason: ending ? "closed at the end of the run" : "run complete") }
-        if started {
-            closeSecond(final: true)
-        } else {
-            foldSecond()
-        }
-        timer?.close()
-        timer = nil
-        secondTimer?.close()
-        secondTimer = nil
-        deadline?.close()
-        deadline = nil
-        for s in signals { s.close() }
-        signals = []
-        feed?.cancel()
-    }
-
-    private func foldStatuses() {
-        for status in statusCounts.indices where statusCounts[status] > 0 {
-            results.byStatus[status, default: 0] += statusCounts[status]
-            statusCounts[status] = 0
-        }
-    }
-
-    /// The second's histograms are added into the run's totals and emptied (every sample counted once, there).
-    private func foldSecond() {
-        results.latency.add(secondLatency)
-        results.scheduleLag.add(secondLag)
-        secondLatency.reset()
-        secondLag.reset()
-    }
-
-    /// The second's intervals go to the log; the progress line.
-    private func closeSecond(final: Bool = false) {
-        foldStatuses()
-        let now = EventLoop.hrtimeNanos
-        for (tag, h) in [secondLatency, secondLag].enumerated() where !h.isEmpty || !final {
-            do {
-                try results.spooled?.append(
-                    tag: tag, index: seconds, startNanos: secondStartNanos - t0Nanos,
-                    lengthNanos: now - secondStartNanos, histogram: h)
-            } catch {
-                spoolError = spoolError ?? error
-                break
-            }
-        }
-        if spoolError != nil && !final { return stop() }  // stop() closes the second itself (final)
-        seconds += 1
-        progress?(PushProgress(
-            seconds: seconds, sent: results.sent, answered: results.answered, inFlight: inFlight,
-            queued: connections.reduce(0) { $0 + $1.queuedRequests },
-            latencyP99Nanos: secondLatency.valueAtPercentile(99), scheduleLagP99Nanos: secondLag.valueAtPercentile(99)))
-        foldSecond()
-        secondStartNanos = now
-    }
 }
-

@@ -80,7 +80,8 @@ public struct PushOptions: Sendable {
     public var authKeyId: String?
     public var authKeyPEM: [UInt8]?
     public var team: String?
-    /// The scheduleLag p99 above which the generator counts as saturated.
+    /// The dispatchLag p99 above which the generator counts as saturated, and the streamWait p99 above which the
+    /// run counts as server-limited (`--max-schedule-lag`).
     public var maxScheduleLagNanos: UInt64 = 10_000_000
     /// After the schedule's last event, how long answers are waited for before the connections are closed.
     public var drainSeconds = 10.0
@@ -118,6 +119,9 @@ public struct PushProgress: Sendable {
     public var queued: Int
     public var latencyP99Nanos: UInt64
     public var scheduleLagP99Nanos: UInt64
+    /// The generator's own lateness, and the wait for the server's streams (the second's p99 of each).
+    public var dispatchLagP99Nanos: UInt64 = 0
+    public var streamWaitP99Nanos: UInt64 = 0
 }
 
 

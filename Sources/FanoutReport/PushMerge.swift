@@ -2,8 +2,9 @@ import FanoutHistogramLog
 import FanoutMetrics
 import Foundation
 
-/// A `fanout push` run folder read back: its summary.json's counts, and its histograms from latency.hlog (the whole
-/// run's `latency` and `scheduleLag`: the sum of the intervals, checked against the summary's counts).
+/// A `fanout push` run folder read back: its summary.json's counts and its own verdicts (saturated, server-limited),
+/// and its histograms from latency.hlog (the whole run's, per tag: the sum of the intervals, checked against the
+/// summary's counts; a folder written before `answeredLatency`, `dispatchLag` and `streamWait` has none of them).
 public enum PushFolder {
     /// Whether `folder` holds the summary.json of `fanout push` (not of `fanout run` or `fanout serve`).
     public static func isPush(_ folder: String) -> Bool {
@@ -75,6 +76,10 @@ public enum PushFolder {
         r.peakQueued = try field(requests, "peakQueued", "requests.", as: Int.self)
         let saturation = try field(root, "saturation", "", as: [String: Any].self)
         r.maxScheduleLagNanos = UInt64(try field(saturation, "maxScheduleLagNanos", "saturation.", as: Int.self))
+        // The folder's own verdicts, as it judged them (never judged again from its histograms here).
+        r.recordedSaturated = try field(saturation, "saturated", "saturation.", as: Bool.self)
+        r.recordedServerLimited = saturation["serverLimited"] as? Bool ?? false
+        r.epochSeconds = (root["epochSeconds"] as? Int).map(Int64.init)
         r.connectionEnds = try counts(root, "connectionEnds", "")
         r.tokensIssued = try field(root, "providerTokensIssued", "", as: Int.self)
         r.interrupted = try field(root, "interrupted", "", as: Bool.self)
@@ -114,28 +119,38 @@ public enum PushFolder {
             switch interval.tag {
             case "latency": r.latency.add(h)
             case "scheduleLag": r.scheduleLag.add(h)
+            case "answeredLatency": r.answeredLatency.add(h)
+            case "dispatchLag": r.dispatchLag.add(h)
+            case "streamWait": r.streamWait.add(h)
             default: throw ReportReadError(file: log, "an interval tagged \(interval.tag ?? "(none)")")
             }
             r.intervals.append(PushInterval(
                 tag: interval.tag!, startSeconds: interval.startSeconds, lengthSeconds: interval.lengthSeconds,
                 compressed: h.encodedCompressed(), maxValue: h.max))
         }
-        let latencyCount = (root["latency"] as? [String: Any])?["count"] as? Int
-        let lagCount = (root["scheduleLag"] as? [String: Any])?["count"] as? Int
-        guard latencyCount == Int(r.latency.totalCount), lagCount == Int(r.scheduleLag.totalCount) else {
-            throw ReportReadError(
-                file: log,
-                "its intervals hold \(r.latency.totalCount) latency and \(r.scheduleLag.totalCount) scheduleLag "
-                    + "samples, summary.json counts \(latencyCount ?? -1) and \(lagCount ?? -1)")
+        let histograms = [
+            ("latency", r.latency), ("scheduleLag", r.scheduleLag), ("answeredLatency", r.answeredLatency),
+            ("dispatchLag", r.dispatchLag), ("streamWait", r.streamWait),
+        ]
+        for (k, (name, h)) in histograms.enumerated() {
+            let count = (root[name] as? [String: Any])?["count"] as? Int
+            // latency and scheduleLag are in every push folder; the others since they were added.
+            guard count == Int(h.totalCount) || (k >= 2 && count == nil && h.isEmpty) else {
+                throw ReportReadError(
+                    file: log,
+                    "its intervals hold \(h.totalCount) \(name) samples, summary.json counts \(count ?? -1)")
+            }
         }
         return r
     }
 }
 
 /// `fanout merge` of `fanout push --shard K/N` folders: all N shards of one schedule (same scenario, seed and
-/// configuration hash: rates, devices, duration). Counts are summed (by status, reason and failure too) and the
-/// identity checked again; histograms are added, the whole run's and each second's (the shards' seconds k added,
-/// whatever their start: with `--start-at` they are the same second), never percentiles averaged.
+/// configuration hash: rates, devices, duration; one `--start-at` and one `--epoch`). Counts are summed (by status,
+/// reason and failure too) and the identity checked again; histograms are added, the whole run's and each second's
+/// (each shard's second k is t0 + k s, its t0 the common `--start-at`: the shards' seconds k added), never
+/// percentiles averaged. The verdicts are the shards' own, ORed: saturated when one shard was (named), and
+/// server-limited likewise.
 public enum PushMerge {
     public static func merge(_ parts: [(folder: String, results: PushResults)]) throws(ReportReadError) -> PushResults {
         guard let (firstFolder, first) = parts.first else { throw ReportReadError(file: "merge", "no push folders") }
@@ -159,6 +174,22 @@ public enum PushMerge {
         }
         try shards.checkWhole()
         let n = shards.count
+        // One t0 and one clock: shards started apart, or counting from other epochs, are not one run.
+        for (folder, r) in parts {
+            func differs(_ what: String, _ a: String, _ b: String) -> ReportReadError {
+                ReportReadError(
+                    file: folder, "\(what) \(b) differs from \(firstFolder)'s \(a): not shards of one push run",
+                    refusal: .notOneRun)
+            }
+            func shown(_ v: Double?) -> String { v.map { String(format: "%.3f", $0) } ?? "none" }
+            if r.requestedStartSeconds != first.requestedStartSeconds {
+                throw differs("--start-at", shown(first.requestedStartSeconds), shown(r.requestedStartSeconds))
+            }
+            if r.epochSeconds != first.epochSeconds {
+                throw differs(
+                    "--epoch", first.epochSeconds.map(String.init) ?? "none", r.epochSeconds.map(String.init) ?? "none")
+            }
+        }
 
         var m = PushResults()
         m.scenario = first.scenario
@@ -169,11 +200,16 @@ public enum PushMerge {
         m.authenticated = first.authenticated
         m.shards = n
         m.startedAtSeconds = .infinity
-        // Each second k of every shard, per tag, added.
-        var seconds: [String: [(start: Double, length: Double, histogram: LatencyHistogram)]] = [:]
-        let requested = Set(parts.map { $0.results.requestedStartSeconds })
-        m.requestedStartSeconds = requested.count == 1 ? first.requestedStartSeconds : nil
+        // Each second k of every shard (t0 + k s), per tag, added.
+        var seconds: [String: [Int: (length: Double, histogram: LatencyHistogram)]] = [:]
+        m.requestedStartSeconds = first.requestedStartSeconds
+        m.epochSeconds = first.epochSeconds
+        m.saturatedShards = []
+        m.serverLimitedShards = []
         for (_, r) in parts {
+            // Each shard's own verdict (as its summary.json states it), ORed.
+            if r.saturated { m.saturatedShards!.append(r.shard ?? "?") }
+            if r.serverLimited { m.serverLimitedShards!.append(r.shard ?? "?") }
             m.connections += r.connections
             m.streams = max(m.streams, r.streams)
             m.events += r.events
@@ -196,6 +232,9 @@ public enum PushMerge {
             m.connectionsLost = m.connectionsLost || r.connectionsLost
             m.latency.add(r.latency)
             m.scheduleLag.add(r.scheduleLag)
+            m.answeredLatency.add(r.answeredLatency)
+            m.dispatchLag.add(r.dispatchLag)
+            m.streamWait.add(r.streamWait)
             m.startedAtSeconds = min(m.startedAtSeconds, r.startedAtSeconds)
             m.scheduleSeconds = max(m.scheduleSeconds, r.scheduleSeconds)
             m.elapsedSeconds = max(m.elapsedSeconds, r.elapsedSeconds)
@@ -205,38 +244,35 @@ public enum PushMerge {
             {
                 m.startSkewNanos = skew
             }
-            var ordinal: [String: Int] = [:]
             for interval in r.intervals {
-                let k = ordinal[interval.tag, default: 0]
-                ordinal[interval.tag] = k + 1
+                // Second k starts at t0 + k s (a run's intervals do; an older folder's within a loop turn of it).
+                let k = max(0, Int(interval.startSeconds.rounded()))
                 let h: LatencyHistogram
                 do {
                     h = try LatencyHistogram(decoding: interval.compressed)
                 } catch {
                     throw ReportReadError(file: "merge", "interval \(k) of \(interval.tag): \(error)")
                 }
-                var list = seconds[interval.tag, default: []]
-                if k < list.count {
-                    list[k].start = min(list[k].start, interval.startSeconds)
-                    list[k].length = max(list[k].length, interval.lengthSeconds)
-                    list[k].histogram.add(h)
+                if var second = seconds[interval.tag]?[k] {
+                    second.length = max(second.length, interval.lengthSeconds)
+                    second.histogram.add(h)
+                    seconds[interval.tag]![k] = second
                 } else {
-                    list.append((interval.startSeconds, interval.lengthSeconds, h))
+                    seconds[interval.tag, default: [:]][k] = (interval.lengthSeconds, h)
                 }
-                seconds[interval.tag] = list
             }
         }
         guard m.identityHolds else {
             throw ReportReadError(file: "merge", "the summed counts break the identity sent = answered + failed + "
                 + "unansweredAtEnd")
         }
-        let longest = seconds.values.map(\.count).max() ?? 0
-        for k in 0..<longest {
-            for tag in ["latency", "scheduleLag"] {
-                guard let list = seconds[tag], k < list.count else { continue }
+        let ks = Set(seconds.values.flatMap(\.keys)).sorted()
+        for k in ks {
+            for tag in PushIntervalSpool.tags {
+                guard let second = seconds[tag]?[k] else { continue }
                 m.intervals.append(PushInterval(
-                    tag: tag, startSeconds: list[k].start, lengthSeconds: list[k].length,
-                    compressed: list[k].histogram.encodedCompressed(), maxValue: list[k].histogram.max))
+                    tag: tag, startSeconds: Double(k), lengthSeconds: second.length,
+                    compressed: second.histogram.encodedCompressed(), maxValue: second.histogram.max))
             }
         }
         if m.startedAtSeconds == .infinity { m.startedAtSeconds = 0 }

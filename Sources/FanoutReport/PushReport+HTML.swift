@@ -2,14 +2,26 @@ import FanoutMetrics
 import Foundation
 
 /// `report.html` of `fanout push`: one self-contained page (the run report's inline CSS and SVG; no script, nothing
-/// loaded). The verdict first (was the generator saturated, and why; what was answered; failures; thresholds; start
-/// skew), then the latency and scheduleLag percentile spectra, answers and both metrics per second from
+/// loaded). The verdict first (was the generator saturated or the server the limit, and why; what was answered;
+/// failures; thresholds; start skew), then the percentile spectra, answers and latency and scheduleLag per second from
 /// latency.hlog's intervals, the answers by status and reason, the connections, and the percentile table.
 public enum PushHTML {
     static func e(_ s: String) -> String { HTMLText.escape(s) }
 
     static let latencyColor = "#D55E00"
     static let lagColor = "#6b6b6b"
+    static let answeredColor = "#E69F00"
+    static let dispatchColor = "#0072B2"
+    static let waitColor = "#009E73"
+
+    /// Every histogram of the run, named and coloured, in the table's order.
+    static func metrics(_ r: PushResults) -> [(String, String, LatencyHistogram)] {
+        [
+            ("latency", latencyColor, r.latency), ("answeredLatency", answeredColor, r.answeredLatency),
+            ("scheduleLag", lagColor, r.scheduleLag), ("dispatchLag", dispatchColor, r.dispatchLag),
+            ("streamWait", waitColor, r.streamWait),
+        ]
+    }
 
     public static func render(_ r: PushResults, gitRevision: String?, gate: PushGate) throws -> String {
         let title = "fanout push: \(r.scenario) → \(r.target)"
@@ -42,13 +54,31 @@ public enum PushHTML {
 
     /// Saturated or not and why, answered of sent, failures, unanswered, thresholds, start skew, the exit status.
     static func verdict(_ r: PushResults, _ gate: PushGate) -> String {
-        let lagP99 = r.scheduleLag.valueAtPercentile(99)
         let code = gate.exitCode(r)
         var items: [String] = []
-        let lag = "scheduleLag p99 \(Units.duration(lagP99)) "
-            + (lagP99 > r.maxScheduleLagNanos ? "<b class=\"bad\">above</b>" : "within")
-            + " the bound \(Units.duration(r.maxScheduleLagNanos)) (--max-schedule-lag)"
-        items.append(lag)
+        for (name, h, side) in [
+            ("dispatchLag", r.dispatchLag, "the generator's own lateness: saturated above it"),
+            ("streamWait", r.streamWait, "waits for the server's streams: server-limited above it"),
+        ] {
+            let p99 = h.valueAtPercentile(99)
+            items.append(
+                "\(name) p99 \(Units.duration(p99)) "
+                    + (p99 > r.maxScheduleLagNanos ? "<b class=\"bad\">above</b>" : "within")
+                    + " the bound \(Units.duration(r.maxScheduleLagNanos)) (--max-schedule-lag; \(side))")
+        }
+        if let share = r.loopBusyShare {
+            items.append(
+                "the generator's loop busy " + String(format: "%.0f%%", share * 100) + " of the run ("
+                    + (share >= PushResults.busyLoopShare
+                        ? "<b class=\"bad\">busy</b>: requests that waited for streams waited for it)"
+                        : "waiting for events the rest: a wait for streams is the server's)"))
+        }
+        if let shards = r.saturatedShards, !shards.isEmpty {
+            items.append("<b class=\"bad\">saturated shards: \(e(shards.joined(separator: ", ")))</b>")
+        }
+        if let shards = r.serverLimitedShards, !shards.isEmpty {
+            items.append("server-limited shards: \(e(shards.joined(separator: ", ")))")
+        }
         items.append(
             "peak \(Units.grouped(r.peakQueued)) queued for a free stream; "
                 + (r.queuedAtEnd > 0 && !r.interrupted
@@ -82,6 +112,10 @@ public enum PushHTML {
             out += "✗ generator saturated: these latencies understate the server's"
         } else if !gate.broken.isEmpty {
             out += "✗ threshold broken: " + gate.broken.map { e($0.threshold) }.joined(separator: ", ")
+                + (r.serverLimited ? " (server-limited: the server held the schedule up)" : "")
+        } else if r.serverLimited {
+            out += "server-limited: the server held the schedule up, not the generator; latency counts from the "
+                + "intended time" + (gate.results.isEmpty ? "" : "; every threshold met")
         } else {
             out += "✓ the generator held the schedule" + (gate.results.isEmpty ? "" : "; every threshold met")
         }
@@ -102,11 +136,21 @@ public enum PushHTML {
         return out
     }
 
+    /// Which histogram is which.
+    static let metricNote =
+        "latency: every request sent, its intended time → its end: the answer's END_STREAM, a failure (reset, "
+        + "GOAWAY, connection ended, no connection), or the run's end for one unanswered (censored) — what "
+        + "--threshold latency.… judges (fail closed); answeredLatency: the answered requests alone (a wait for a "
+        + "stream or a connection counts in both: coordinated omission accounted for); dispatchLag: intended time → "
+        + "handed to a connection (the generator's own lateness); streamWait: handed to a connection → submitted to "
+        + "nghttp2 (the server's stream limit); scheduleLag: intended time → submitted (the two together)."
+
     static func percent(_ part: Int, _ whole: Int) -> String { HTMLText.percent(Double(part), of: Double(whole)) }
 
     static func tiles(_ r: PushResults) -> String {
         let l = LatencySummary(r.latency)
-        let g = LatencySummary(r.scheduleLag)
+        let g = LatencySummary(r.dispatchLag)
+        let w = LatencySummary(r.streamWait)
         func d(_ s: LatencySummary, _ v: UInt64) -> String { s.count > 0 ? Units.duration(v) : "–" }
         let tiles: [(String, String, String)] = [
             ("sent", Units.grouped(r.sent), "\(Units.grouped(r.events)) events"),
@@ -114,7 +158,8 @@ public enum PushHTML {
             ("latency p50", d(l, l.p50), "median"), ("latency p99", d(l, l.p99), "1 in 100 slower"),
             ("latency p99.9", d(l, l.p999), "1 in 1,000 slower"),
             ("latency max", d(l, l.max), "\(Units.grouped(Int(l.count))) values"),
-            ("scheduleLag p99", d(g, g.p99), "bound \(Units.duration(r.maxScheduleLagNanos))"),
+            ("dispatchLag p99", d(g, g.p99), "bound \(Units.duration(r.maxScheduleLagNanos)): the generator"),
+            ("streamWait p99", d(w, w.p99), "bound \(Units.duration(r.maxScheduleLagNanos)): the server"),
             ("peak queued", Units.grouped(r.peakQueued), "waiting for a free stream"),
         ]
         var out = "<div class=\"tiles\">\n"
@@ -127,12 +172,10 @@ public enum PushHTML {
     static func spectra(_ r: PushResults) -> String {
         var out = "<section>\n<h2>Latency percentile spectrum</h2>\n"
         out += "<p class=\"note\">As HdrHistogram's plotter: the x axis is log(1/(1−p)), every “nine” the same width; "
-        out += "latency on a log scale. latency: each request's intended time → its answer's END_STREAM (a wait for "
-        out += "a stream or a connection counts: coordinated omission accounted for); scheduleLag: intended time → "
-        out += "the request handed to nghttp2.</p>\n"
+        out += "latency on a log scale. " + metricNote + "</p>\n"
         out += HTMLReport.spectrum(
             title: "Request latency and schedule lag percentile spectrum",
-            series: [("latency", latencyColor, r.latency), ("scheduleLag", lagColor, r.scheduleLag)])
+            series: metrics(r).filter { !$0.2.isEmpty })
         return out + "</section>\n"
     }
 
@@ -210,7 +253,7 @@ public enum PushHTML {
         var out = "<section>\n<h2>Percentiles</h2>\n<table class=\"percentiles\">\n<thead><tr><th>metric</th>"
         for h in ["count", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max"] { out += "<th class=\"n\">\(h)</th>" }
         out += "</tr></thead>\n<tbody>\n"
-        for (name, color, h) in [("latency", latencyColor, r.latency), ("scheduleLag", lagColor, r.scheduleLag)] {
+        for (name, color, h) in metrics(r) {
             let l = LatencySummary(h)
             out += "<tr><td><i class=\"swatch\" style=\"background:\(color)\"></i>\(name)</td>"
             out += "<td class=\"n\">\(Units.grouped(Int(l.count)))</td>"
@@ -224,8 +267,9 @@ public enum PushHTML {
             }
             out += "</tr>\n"
         }
-        out += "</tbody>\n</table>\n<p class=\"note\">The same numbers as summary.md; full distributions in "
-        out += "latency.hgrm and schedule-lag.hgrm, per second in latency.hlog.</p>\n</section>\n"
+        out += "</tbody>\n</table>\n<p class=\"note\">" + metricNote + " The same numbers as summary.md; full "
+        out += "distributions in latency.hgrm, answered-latency.hgrm, schedule-lag.hgrm, dispatch-lag.hgrm and "
+        out += "stream-wait.hgrm, per second in latency.hlog.</p>\n</section>\n"
         return out
     }
 }

@@ -2,11 +2,11 @@ import FanoutHistogramLog
 import FanoutMetrics
 import Foundation
 
-/// The run folder of `fanout push`: summary.json, summary.md, report.html, latency.hlog (tags `latency` and
-/// `scheduleLag`, one interval per second), latency.hgrm and schedule-lag.hgrm.
+/// The run folder of `fanout push`: summary.json, summary.md, report.html, latency.hlog (tags `latency`,
+/// `scheduleLag`, `answeredLatency`, `dispatchLag`, `streamWait`, one interval per second), and a .hgrm of each.
 public enum PushReport {
-    /// The exit status of a run whose generator was saturated (scheduleLag p99 above the bound, or requests still
-    /// queued at the end): its numbers understate the server's latency, so a CI gate must not pass on them.
+    /// The exit status of a run whose generator was saturated (dispatchLag p99, its own lateness, above the bound):
+    /// its numbers understate the server's latency, so a CI gate must not pass on them.
     public static let saturatedExitCode: Int32 = 3
     /// The exit status of a run ended early by SIGINT or SIGTERM (its folder written), as shells count SIGINT.
     public static let interruptedExitCode: Int32 = 130
@@ -24,6 +24,18 @@ public enum PushReport {
         files["schedule-lag.hgrm"] =
             "#[fanout push scheduleLag: from each request's intended time to its submission to nghttp2; values in "
             + "microseconds (us), recorded in nanoseconds]\n" + PercentileText.distribution(r.scheduleLag, scale: 1000)
+        let more = [
+            ("answered-latency.hgrm", "answeredLatency: answered requests alone, intended time → END_STREAM",
+                r.answeredLatency),
+            ("dispatch-lag.hgrm", "dispatchLag: intended time → handed to a connection (the generator's lateness)",
+                r.dispatchLag),
+            ("stream-wait.hgrm", "streamWait: handed to a connection → submitted to nghttp2 (the server's streams)",
+                r.streamWait),
+        ]
+        for (name, what, h) in more {
+            files[name] = "#[fanout push \(what); values in microseconds (us), recorded in nanoseconds]\n"
+                + PercentileText.distribution(h, scale: 1000)
+        }
         files["summary.json"] = try summaryJSON(r, gitRevision: gitRevision, gate: gate)
         files["summary.md"] = summaryMarkdown(r, gitRevision: gitRevision, gate: gate)
         files["report.html"] = try PushHTML.render(r, gitRevision: gitRevision, gate: gate)
@@ -52,8 +64,8 @@ public enum PushReport {
         try RunFiles.write(folder: folder, files: files)
     }
 
-    /// latency.hlog's text (tags `latency` and `scheduleLag`, one interval per second), handed to `write` in pieces of
-    /// about 1 MiB.
+    /// latency.hlog's text (one interval per second and tag, ``PushIntervalSpool/tags``), handed to `write` in pieces
+    /// of about 1 MiB.
     static func histogramLog(_ r: PushResults, _ write: (String) throws -> Void) throws {
         var writer = HistogramLogWriter(startTimeSeconds: (r.startedAtSeconds * 1000).rounded() / 1000)
         try r.forEachInterval { i in
@@ -92,11 +104,21 @@ public enum PushReport {
             ],
             "identity": ["holds": r.identityHolds, "rule": "sent = answered + failed + unansweredAtEnd"],
             "latency": percentiles(r.latency), "scheduleLag": percentiles(r.scheduleLag),
+            "answeredLatency": percentiles(r.answeredLatency), "dispatchLag": percentiles(r.dispatchLag),
+            "streamWait": percentiles(r.streamWait),
+            "verdict": verdict(r),
             "saturation": [
-                "saturated": r.saturated, "maxScheduleLagNanos": r.maxScheduleLagNanos,
-                "scheduleLagP99Nanos": r.scheduleLag.valueAtPercentile(99), "queuedAtEnd": r.queuedAtEnd,
+                "saturated": r.saturated, "serverLimited": r.serverLimited,
+                "maxScheduleLagNanos": r.maxScheduleLagNanos,
+                "scheduleLagP99Nanos": r.scheduleLag.valueAtPercentile(99),
+                "dispatchLagP99Nanos": r.dispatchLag.valueAtPercentile(99),
+                "streamWaitP99Nanos": r.streamWait.valueAtPercentile(99), "queuedAtEnd": r.queuedAtEnd,
+                "loopBusyShare": r.loopBusyShare.map { $0 as Any } ?? NSNull(),
                 "exitCode": r.saturated ? Int(saturatedExitCode) : 0,
+                "saturatedShards": r.saturatedShards.map { $0 as Any } ?? NSNull(),
+                "serverLimitedShards": r.serverLimitedShards.map { $0 as Any } ?? NSNull(),
             ],
+            "epochSeconds": r.epochSeconds.map { $0 as Any } ?? NSNull(),
             "thresholds": [
                 "judged": gate.notJudged == nil, "notJudgedBecause": gate.notJudged.map { $0 as Any } ?? NSNull(),
                 "broken": gate.broken.count,
@@ -128,6 +150,50 @@ public enum PushReport {
 
     static func millis(_ nanos: UInt64) -> String { String(format: "%.3f", Double(nanos) / 1e6) }
 
+    /// summary.json's `verdict`: `saturated` (the generator fell behind: exit 3), `server-limited` (the server held
+    /// the schedule up: judged) or `held` (the schedule was held).
+    static func verdict(_ r: PushResults) -> String {
+        r.saturated ? "saturated" : r.serverLimited ? "server-limited" : "held"
+    }
+
+    /// Why the generator was saturated: its dispatchLag p99 against the bound, or (merged) the shards that were.
+    public static func saturationCause(_ r: PushResults) -> String {
+        if let shards = r.saturatedShards {
+            return "shard" + (shards.count == 1 ? " " : "s ") + shards.joined(separator: ", ") + " saturated"
+        }
+        let p99 = r.dispatchLag.valueAtPercentile(99)
+        if p99 <= r.maxScheduleLagNanos && r.heldUp && r.loopBusy {
+            return "its loop was busy \(busy(r)) of the run while requests waited for streams (streamWait p99 "
+                + "\(millis(r.streamWait.valueAtPercentile(99))) ms): it read the answers and wrote the requests late"
+        }
+        return "dispatchLag p99 \(millis(p99)) ms (the generator's own lateness) "
+            + (p99 > r.maxScheduleLagNanos ? "is above" : "against") + " the bound \(millis(r.maxScheduleLagNanos)) ms"
+    }
+
+    /// The loop's busy share, as a percentage ("unknown" when not measured).
+    static func busy(_ r: PushResults) -> String {
+        r.loopBusyShare.map { String(format: "%.0f%%", $0 * 100) } ?? "unknown"
+    }
+
+    /// Why the run is server-limited: its streamWait p99 against the bound, requests queued at the end, or (merged)
+    /// the shards that were.
+    public static func serverLimitCause(_ r: PushResults) -> String {
+        if let shards = r.serverLimitedShards {
+            return "shard" + (shards.count == 1 ? " " : "s ") + shards.joined(separator: ", ") + " server-limited"
+        }
+        var why: [String] = []
+        let p99 = r.streamWait.valueAtPercentile(99)
+        if p99 > r.maxScheduleLagNanos {
+            why.append("streamWait p99 \(millis(p99)) ms (waits for the server's streams) is above the bound "
+                + "\(millis(r.maxScheduleLagNanos)) ms")
+        }
+        if r.queuedAtEnd > 0 { why.append("\(r.queuedAtEnd) requests were still queued for a stream at the end") }
+        if r.loopBusyShare != nil {
+            why.append("the generator's loop busy \(busy(r)) of the run, waiting for the server the rest")
+        }
+        return why.isEmpty ? "recorded so" : why.joined(separator: "; ")
+    }
+
     static func summaryMarkdown(_ r: PushResults, gitRevision: String?, gate: PushGate) -> String {
         var md = "# fanout push \(r.scenario) → \(r.target)\n\n"
         if r.interrupted {
@@ -136,16 +202,14 @@ public enum PushReport {
             md += "(exit status \(interruptedExitCode)).\n\n"
         }
         if r.saturated {
-            md += "**Generator saturated**: "
-            var why: [String] = []
-            let p99 = r.scheduleLag.valueAtPercentile(99)
-            if p99 > r.maxScheduleLagNanos {
-                why.append("scheduleLag p99 \(millis(p99)) ms is above the bound \(millis(r.maxScheduleLagNanos)) ms")
-            }
-            if r.queuedAtEnd > 0 { why.append("\(r.queuedAtEnd) requests were still queued at the end") }
-            md += why.joined(separator: "; ")
+            md += "**Generator saturated**: " + saturationCause(r)
                 + ". The latencies below understate the server's: the client could not hold the schedule "
                 + "(exit status \(saturatedExitCode)).\n\n"
+        }
+        if r.serverLimited {
+            md += "**Server-limited**: " + serverLimitCause(r)
+                + ". The server held the schedule up, not the generator: latency counts from the intended time, "
+                + "the wait included, and the thresholds are judged on it.\n\n"
         }
         md += thresholdsMarkdown(gate)
         md += "Seed \(r.seed), \(r.connections) connection\(r.connections == 1 ? "" : "s"), authentication "
@@ -187,10 +251,18 @@ public enum PushReport {
         md += MarkdownTable.counts("reason", "answers", r.byReason)
         md += MarkdownTable.counts("failure", "requests", r.failures)
         md += "## Latency (ms)\n\n"
-        md += "latency: intended time → the answer's END_STREAM (a wait for a stream or a connection counts, "
-        md += "as wrk2 counts it). scheduleLag: intended time → the request handed to nghttp2.\n\n"
+        md += "latency: every request sent, intended time → its end: the answer's END_STREAM, a failure (reset, "
+        md += "GOAWAY, …), or the run's end for one unanswered (censored); thresholds judge it (fail closed). "
+        md += "answeredLatency: the answered ones alone. A wait for a stream or a connection counts, as wrk2 counts "
+        md += "it. dispatchLag: intended time → handed to a connection (the generator's own lateness: saturation). "
+        md += "streamWait: handed to a connection → submitted to nghttp2 (the server's stream limit: "
+        md += "server-limited). scheduleLag: intended time → submitted (the two together).\n\n"
         md += "| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
-        for (name, h) in [("latency", r.latency), ("scheduleLag", r.scheduleLag)] {
+        let rows = [
+            ("latency", r.latency), ("answeredLatency", r.answeredLatency), ("scheduleLag", r.scheduleLag),
+            ("dispatchLag", r.dispatchLag), ("streamWait", r.streamWait),
+        ]
+        for (name, h) in rows {
             let v = h.values(atPercentiles: [50, 90, 99, 99.9])
             md += "| \(name) | \(h.totalCount) | \(millis(v[0])) | \(millis(v[1])) | \(millis(v[2])) | "
             md += "\(millis(v[3])) | \(millis(h.max)) |\n"
@@ -200,9 +272,9 @@ public enum PushReport {
         md += r.connectionsLost
             ? "; **every connection ended before the schedule did** (the run stopped).\n\n" : ".\n\n"
         for (reason, n) in r.connectionEnds.sorted(by: { $0.key < $1.key }) { md += "- \(n) × \(reason)\n" }
-        md += "\nFiles: report.html, latency.hlog (tags latency and scheduleLag, one interval per second), "
-        md += "latency.hgrm, "
-        md += "schedule-lag.hgrm, summary.json.\n"
+        md += "\nFiles: report.html, latency.hlog (tags " + PushIntervalSpool.tags.joined(separator: ", ")
+        md += ", one interval per second from t0), latency.hgrm, answered-latency.hgrm, schedule-lag.hgrm, "
+        md += "dispatch-lag.hgrm, stream-wait.hgrm, summary.json.\n"
         return md
     }
 

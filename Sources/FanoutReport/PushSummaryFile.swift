@@ -57,14 +57,22 @@ public struct PushSummaryFile: Sendable {
         let saturation = try root.object("saturation")
         if (saturation.value as? [String: Any])?["saturated"] as? Bool == true {
             var why: [String] = []
-            let p99 = try saturation.int("scheduleLagP99Nanos")
+            // Judged on dispatchLag (the generator's own lateness) since it was recorded; before, on scheduleLag and
+            // requests queued at the end.
+            let dispatch = try saturation.optionalInt("dispatchLagP99Nanos")
+            let metric = dispatch == nil ? "scheduleLag" : "dispatchLag"
+            var p99 = dispatch ?? 0
+            if dispatch == nil { p99 = try saturation.int("scheduleLagP99Nanos") }
             let bound = try saturation.int("maxScheduleLagNanos")
             if p99 > bound {
                 why.append(
-                    "scheduleLag p99 \(Units.duration(UInt64(p99))) above the bound \(Units.duration(UInt64(bound)))")
+                    "\(metric) p99 \(Units.duration(UInt64(p99))) above the bound \(Units.duration(UInt64(bound)))")
+            }
+            if let shards = (saturation.value as? [String: Any])?["saturatedShards"] as? [String], !shards.isEmpty {
+                why.append("shard" + (shards.count == 1 ? " " : "s ") + shards.joined(separator: ", ") + " saturated")
             }
             let queued = try saturation.int("queuedAtEnd")
-            if queued > 0 { why.append("\(queued) requests still queued at the end") }
+            if queued > 0 && dispatch == nil { why.append("\(queued) requests still queued at the end") }
             s.saturation = why.isEmpty ? "saturated" : why.joined(separator: "; ")
         }
         return s

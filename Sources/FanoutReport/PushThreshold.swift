@@ -2,7 +2,7 @@ import FanoutMetrics
 import Foundation
 
 /// `fanout push --threshold`: an absolute objective the run itself is judged by (an SLO gate, where `fanout compare`
-/// judges one run against another). `latency.p99=50ms`, `scheduleLag.p99.9=10ms` (a percentile at most that long:
+/// judges one run against another). `latency.p99=50ms`, `dispatchLag.p99.9=10ms` (a percentile at most that long:
 /// p50, p90, p99, p99.9, p99.99 or max; units ns, us, µs, ms, s); `failures=0`, `unanswered=0`, `non200=1%` (a count
 /// at most N, or at most N% of the requests sent): `failures` (reset, GOAWAY, connection ended: every kind),
 /// `failures.KIND`, `unanswered` (at the end), `non200` (answers of another status than 200), `status.CODE`,
@@ -18,6 +18,21 @@ public struct PushThreshold: Sendable, Equatable, CustomStringConvertible {
     public var limit: Limit
 
     public var description: String { text }
+
+    /// The histograms a threshold may name. `latency` is every request's, failed and unanswered ones at their end
+    /// (fail closed); `answeredLatency` the answered ones' alone.
+    public static let metricNames = ["latency", "answeredLatency", "scheduleLag", "dispatchLag", "streamWait"]
+
+    /// `r`'s histogram of that name (``metricNames``).
+    static func histogram(_ metric: String, _ r: PushResults) -> LatencyHistogram {
+        switch metric {
+        case "answeredLatency": r.answeredLatency
+        case "scheduleLag": r.scheduleLag
+        case "dispatchLag": r.dispatchLag
+        case "streamWait": r.streamWait
+        default: r.latency
+        }
+    }
 
     /// The counts a threshold may name: exactly, or as a prefix followed by its key.
     static let countNames = ["failures", "unanswered", "non200"]
@@ -47,10 +62,10 @@ public struct PushThreshold: Sendable, Equatable, CustomStringConvertible {
             return
         }
         let (metric, percentile) = try Comparison.splitPercentile(name, in: "threshold \"\(text)\"")
-        guard PushSummaryFile.metricNames.contains(metric) else {
+        guard Self.metricNames.contains(metric) else {
             throw ComparisonError(
                 "threshold \"\(text)\": unknown metric \"\(metric)\" (fanout push: "
-                    + PushSummaryFile.metricNames.joined(separator: ", ") + "; counts: "
+                    + Self.metricNames.joined(separator: ", ") + "; counts: "
                     + (Self.countNames + Self.countPrefixes.map { $0 + "…" }).joined(separator: ", ") + ")")
         }
         guard let nanos = Self.nanos(value) else {
@@ -73,7 +88,7 @@ public struct PushThreshold: Sendable, Equatable, CustomStringConvertible {
     public func judge(_ r: PushResults) -> PushThresholdResult {
         switch limit {
         case .duration(let metric, let percentile, let nanos):
-            let h = metric == "latency" ? r.latency : r.scheduleLag
+            let h = Self.histogram(metric, r)
             let measured = percentile.value(LatencySummary(h))
             return PushThresholdResult(
                 threshold: text, measured: h.isEmpty ? "no values" : Units.duration(measured),
@@ -118,6 +133,7 @@ public struct PushThresholdResult: Sendable, Equatable {
 public struct PushGate: Sendable {
     public var results: [PushThresholdResult]
     /// nil: judged; else why not (a saturated generator or an interrupted run: its numbers pass or fail nothing).
+    /// A server-limited run is judged: its latency counts from the intended time, the server's waits included.
     public var notJudged: String?
 
     public init(_ thresholds: [PushThreshold], _ r: PushResults) {

@@ -159,7 +159,8 @@ extension H2ClientConnection {
         deliver(H2ClientResponse(
             tag: record.request!.tag, status: failure == nil ? record.status : 0, apnsId: record.apnsId,
             body: record.response, failure: failure, unprocessed: failure == .goAway ? record.request! : nil,
-            submittedNanos: record.submittedNanos, endNanos: failure == nil ? record.endNanos : EventLoop.hrtimeNanos))
+            handedNanos: record.request!.handedNanos, submittedNanos: record.submittedNanos,
+            endNanos: failure == nil ? record.endNanos : EventLoop.hrtimeNanos))
         recycle(record)
     }
 

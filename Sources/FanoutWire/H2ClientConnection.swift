@@ -67,6 +67,10 @@ public struct H2ClientRequest: Sendable {
     public var uniqueHeader: H2UUIDHeader?
     /// The caller's handle for the request, handed back with its response.
     public var tag: Int
+    /// When the caller handed the request over (its own clock, `EventLoop.hrtimeNanos`; 0: not said), handed back
+    /// with its response: `submittedNanos − handedNanos` is the request's wait for a stream (the server's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS) or a connection. A request sent again keeps its first.
+    public var handedNanos: UInt64 = 0
 
     public var headers: HeaderList { content.headers }
     public var body: [UInt8] { content.body }
@@ -126,6 +130,8 @@ public struct H2ClientResponse {
     /// The request, when it failed without the server having processed it — never sent (queued at a GOAWAY or at
     /// the connection's end), or above a GOAWAY's last stream id — so that it may be sent again elsewhere.
     public var unprocessed: H2ClientRequest?
+    /// The request's ``H2ClientRequest/handedNanos``.
+    public var handedNanos: UInt64
     /// When the request was handed to nghttp2 (0 if it never was), and when its answer ended (END_STREAM) or it
     /// failed, on the loop's clock (`EventLoop.hrtimeNanos`).
     public var submittedNanos: UInt64
@@ -283,6 +289,11 @@ public final class H2ClientConnection {
         }
         if isReady && endReason == nil && queuedRequests == 0 && openStreams < streamLimit {
             send(request)
+            if holdsWrites {
+                heldRequests += 1
+                if heldRequests < settings.requestsPerWrite { return }
+                heldRequests = 0
+            }
             if !transport.inReceive { flush() }
             return
         }
@@ -291,6 +302,22 @@ public final class H2ClientConnection {
     }
 
     var streamLimit: Int { min(settings.maxConcurrentStreams, serverMaxConcurrentStreams) }
+
+    /// While set (``holdWrites()``), requests submitted go to nghttp2 at once but to the socket in pieces of
+    /// ``H2ClientSettings/requestsPerWrite``, the rest at ``releaseWrites()``: a burst due at one instant is a write
+    /// per piece, not a write per request.
+    @exclusivity(unchecked) public private(set) var holdsWrites = false
+    @exclusivity(unchecked) var heldRequests = 0
+
+    public func holdWrites() { holdsWrites = true }
+
+    /// Writes what was held (``holdWrites()``) and stops holding.
+    public func releaseWrites() {
+        holdsWrites = false
+        guard heldRequests > 0 else { return }
+        heldRequests = 0
+        if !transport.inReceive { flush() }
+    }
 
     /// Sends queued requests while streams are free.
     func pump() {
@@ -374,7 +401,7 @@ public final class H2ClientConnection {
             failedSubmissions += 1
             deliver(H2ClientResponse(
                 tag: record.request!.tag, status: 0, apnsId: [], body: [], failure: .notSubmitted(id),
-                unprocessed: nil,
+                unprocessed: nil, handedNanos: record.request!.handedNanos,
                 submittedNanos: 0, endNanos: EventLoop.hrtimeNanos))
             return
         }
@@ -400,7 +427,7 @@ public final class H2ClientConnection {
         count(failure)
         deliver(H2ClientResponse(
             tag: request.tag, status: 0, apnsId: [], body: [], failure: failure,
-            unprocessed: submittedNanos == 0 ? request : nil,
+            unprocessed: submittedNanos == 0 ? request : nil, handedNanos: request.handedNanos,
             submittedNanos: submittedNanos, endNanos: EventLoop.hrtimeNanos))
     }
 

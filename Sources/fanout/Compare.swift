@@ -219,5 +219,14 @@ struct Merge: ParsableCommand {
                 + "\(merged.answered) answered "
                 + merged.byStatus.sorted(by: { $0.key < $1.key }).map { "\($0.key): \($0.value)" }.description
                 + ", \(merged.failed) failed, \(merged.unansweredAtEnd) unanswered at end; \(out)")
+        // The shards' own verdicts, ORed (the folder says the same; `fanout compare` refuses a saturated one).
+        if merged.saturated {
+            FileHandle.standardError.write(Data(
+                ("fanout merge: generator saturated: " + PushReport.saturationCause(merged) + "\n").utf8))
+        }
+        if merged.serverLimited {
+            FileHandle.standardError.write(Data(
+                ("fanout merge: server-limited: " + PushReport.serverLimitCause(merged) + "\n").utf8))
+        }
     }
 }

@@ -16,14 +16,15 @@ struct Push: ParsableCommand {
             own device token, apns-id and the body the core encodes as `fanout run` does; one broadcast per event of \
             a channel source) are sent at the event's intended time on one libuv loop. The tokens are those \
             `fanout serve` builds for the same scenario, seed and --devices. Latency is measured from the intended \
-            time to the answer's END_STREAM: a wait for a free stream or connection counts (coordinated omission \
-            accounted for, as wrk2 does). Exit status: 0 (requests that failed — reset, GOAWAY, an answer past the \
-            client's bounds — are counts in summary.json); 1 on an error (no connection: nothing listening, not \
-            HTTP/2, a failed TLS handshake; every connection lost) or a broken identity; 3 when the generator \
-            was saturated (scheduleLag p99 above --max-schedule-lag, or requests still queued at the end); 2 when \
-            a --threshold was broken (a saturated run is never judged: 3 wins, as numbers from an overloaded client \
-            pass or fail no gate); 130 when SIGINT or SIGTERM ended the run early (its folder is written, no \
-            threshold judged); 64 on a bad argument (a --start-at more than 1 s in the past or an unknown \
+            time to the answer's END_STREAM (a failed or unanswered request to its end: latency fails closed): a \
+            wait for a free stream or connection counts (coordinated omission accounted for, as wrk2 does). Exit \
+            status: 0 (requests that failed — reset, GOAWAY, an answer past the client's bounds — are counts in \
+            summary.json); 1 on an error (no connection: nothing listening, not HTTP/2, a failed TLS handshake; \
+            every connection lost) or a broken identity; 3 when the generator was saturated (its own lateness, \
+            dispatchLag p99, above --max-schedule-lag); 2 when a --threshold was broken (a saturated run is never \
+            judged: 3 wins, as numbers from an overloaded client pass or fail no gate; a server-limited run — \
+            streamWait p99 above the bound, or requests still queued at the end — is judged); 130 when SIGINT or \
+            SIGTERM ended the run early (its folder is written, no threshold judged); 64 on a bad argument (a --start-at more than 1 s in the past or an unknown \
             --threshold among them). With --shard K/N only the events whose index is K modulo N are sent \
             (every event's pushes by exactly one shard); with --start-at every shard's schedule starts at one \
             instant, and `fanout merge` adds the shards' folders into the whole run's. A trace (docs/TRACE.md) in \
@@ -94,7 +95,8 @@ struct Push: ParsableCommand {
     @Option(
         name: .customLong("max-schedule-lag"),
         help: ArgumentHelp(
-            "The scheduleLag p99 above which the generator counts as saturated (exit 3).", valueName: "MS"))
+            "The dispatchLag p99 above which the generator counts as saturated (exit 3), and the streamWait p99 "
+                + "above which the run is server-limited (reported, thresholds judged).", valueName: "MS"))
     var maxScheduleLag = 10.0
 
     @Option(help: "Connections opened during the run in place of ones that end (a GOAWAY, a lost connection), at most.")
@@ -121,9 +123,11 @@ struct Push: ParsableCommand {
     @Option(
         name: .customLong("threshold"),
         help: ArgumentHelp(
-            "An absolute objective (exit 2 when broken): latency.p99=50ms, scheduleLag.p99.9=10ms (p50, p90, p99, "
-                + "p99.9, p99.99, max; ns, us, ms, s), or a count at most N or N% of the requests sent: failures=0, "
-                + "failures.KIND=N, unanswered=N, non200=1%, status.CODE=N, reason.NAME=N. Repeatable.",
+            "An absolute objective (exit 2 when broken): latency.p99=50ms (every request, failed and unanswered "
+                + "ones at their end), answeredLatency.p99=50ms, dispatchLag.p99.9=10ms, streamWait.…, "
+                + "scheduleLag.… (p50, p90, p99, p99.9, p99.99, max; ns, us, ms, s), or a count at most N or N% of "
+                + "the requests sent: failures=0, failures.KIND=N, unanswered=N, non200=1%, status.CODE=N, "
+                + "reason.NAME=N. Repeatable.",
             valueName: "METRIC.PERCENTILE=DURATION"))
     var thresholds: [String] = []
 
@@ -183,9 +187,10 @@ struct Push: ParsableCommand {
                 ?? PushRun(scenario: s!, options: options, nowSeconds: Int64(Date().timeIntervalSince1970))
             results = try push.run { p in
                 let text = String(
-                    format: "%4ds  sent %d  answered %d  in flight %d  queued %d  latency p99 %.2f ms  lag p99 %.2f ms",
+                    format: "%4ds  sent %d  answered %d  in flight %d  queued %d  latency p99 %.2f ms  "
+                        + "dispatch lag p99 %.2f ms  stream wait p99 %.2f ms",
                     p.seconds, p.sent, p.answered, p.inFlight, p.queued, Double(p.latencyP99Nanos) / 1e6,
-                    Double(p.scheduleLagP99Nanos) / 1e6)
+                    Double(p.dispatchLagP99Nanos) / 1e6, Double(p.streamWaitP99Nanos) / 1e6)
                 FileHandle.standardError.write(Data((interactive ? "\r\u{1B}[K" + text : text + "\n").utf8))
             }
         } catch {
@@ -319,8 +324,16 @@ struct Push: ParsableCommand {
         let gate = PushGate(gates, results)
         if results.saturated {
             let note = gates.isEmpty ? "" : ", thresholds not judged"
-            FileHandle.standardError.write(Data("fanout push: generator saturated\(note) (see summary.md)\n".utf8))
+            FileHandle.standardError.write(Data(
+                ("fanout push: generator saturated\(note): " + PushReport.saturationCause(results)
+                    + " (see summary.md)\n").utf8))
             throw ExitCode(PushReport.saturatedExitCode)
+        }
+        if results.serverLimited {
+            let note = gates.isEmpty ? "" : ", thresholds judged on latency from the intended time"
+            FileHandle.standardError.write(Data(
+                ("fanout push: server-limited\(note): " + PushReport.serverLimitCause(results)
+                    + " (see summary.md)\n").utf8))
         }
         for t in gate.results {
             let line =

@@ -110,8 +110,7 @@ struct PushCommandTests {
         #expect(refused.stderr.contains("certificate"), "\(refused.stderr)")
     }
 
-    @Test(
-        "saturation is reported, not hidden: a lag bound below the timer's resolution, a server that never answers")
+    @Test("saturation is reported, not hidden: a lag bound below the timer's; a silent server is server-limited")
     func saturated() throws {
         let dir = try CLI.temporaryDirectory()
         let serve = try ServeProcess(["--h2c"])
@@ -126,7 +125,8 @@ struct PushCommandTests {
         #expect(serve.stop() == 0)
 
         // Python h2 (100 streams, never answers): the burst's requests wait in the queue; at the drain deadline the
-        // open and queued ones are unanswered at the end, and the queued ones make the run saturated.
+        // open and queued ones are unanswered at the end. The queued ones waited for the server's streams: the run is
+        // server-limited, not saturated, and judged — latency counts the unanswered at the run's end (fail closed).
         let silent = Process()
         let output = Pipe()
         silent.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -144,14 +144,21 @@ struct PushCommandTests {
         let out = dir.appendingPathComponent("silent")
         let never = try CLI.run([
             "push", "http://127.0.0.1:\(port)", "smoke", "--duration", "2", "--drain", "0.5", "--out", out.path,
+            "--threshold", "latency.p50=1s", "--threshold", "answeredLatency.p50=1s",
         ])
-        #expect(never.status == 3, "\(never.stderr)")
+        #expect(never.status == 2, "\(never.stderr)")
+        #expect(never.stderr.contains("server-limited") && !never.stderr.contains("generator saturated"))
+        #expect(never.stderr.contains("threshold latency.p50=1s BROKEN"), "\(never.stderr)")
         let push = try Self.summary(out)
         let requests = push["requests"] as! [String: Any]
         #expect(requests["answered"] as? Int == 0)
         #expect(requests["unansweredAtEnd"] as? Int == requests["sent"] as? Int)
         #expect((requests["queuedAtEnd"] as! Int) > 0)
-        #expect((push["saturation"] as! [String: Any])["saturated"] as? Bool == true)
+        #expect((push["saturation"] as! [String: Any])["saturated"] as? Bool == false)
+        #expect((push["saturation"] as! [String: Any])["serverLimited"] as? Bool == true)
+        #expect(push["verdict"] as? String == "server-limited")
+        #expect((push["latency"] as! [String: Any])["count"] as? Int == requests["sent"] as? Int)
+        #expect((push["answeredLatency"] as! [String: Any])["count"] as? Int == 0)
         #expect((push["identity"] as! [String: Any])["holds"] as? Bool == true)
     }
 

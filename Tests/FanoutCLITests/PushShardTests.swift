@@ -110,8 +110,8 @@ struct PushShardTests {
         }
     }
 
-    /// A missing shard, a duplicated one, shards of two different N: exit 5; a run folder among push folders:
-    /// exit 6; nothing written.
+    /// A missing shard, a duplicated one, shards of two different N: exit 5; shards of another --start-at, a run
+    /// folder among push folders: exit 6; nothing written.
     static func refusals(_ shards: [URL], in dir: URL) throws {
         let out = dir.appendingPathComponent("refused")
         let missing = try CLI.run(["merge", shards[0].path, shards[1].path, shards[3].path, "--out", out.path])
@@ -121,6 +121,18 @@ struct PushShardTests {
         let other = dir.appendingPathComponent("shard-1-of-2")
         let mixedN = try CLI.run(["merge", shards[0].path, other.path, "--out", out.path])
         #expect(mixedN.status == 5 && mixedN.stderr.contains("is one of 2, the others of 4"), "\(mixedN.stderr)")
+        // The same shard started a second later (its summary's --start-at moved): not one run, exit 6.
+        let later = dir.appendingPathComponent("shard-1-of-2-later")
+        try FileManager.default.copyItem(at: other, to: later)
+        let summaryURL = later.appendingPathComponent("summary.json")
+        var summary = try JSONSerialization.jsonObject(with: Data(contentsOf: summaryURL)) as! [String: Any]
+        var startAt = summary["startAt"] as! [String: Any]
+        startAt["requestedSeconds"] = (startAt["requestedSeconds"] as! Double) + 1
+        summary["startAt"] = startAt
+        try JSONSerialization.data(withJSONObject: summary).write(to: summaryURL)
+        let apart = try CLI.run(
+            ["merge", dir.appendingPathComponent("shard-0-of-2").path, later.path, "--out", out.path])
+        #expect(apart.status == 6 && apart.stderr.contains("--start-at"), "\(apart.stderr)")
         let run = dir.appendingPathComponent("run-shard")
         #expect(try CLI.run(["run", "smoke", "--duration", "1", "--shard", "1/2", "--out", run.path]).status == 0)
         let mixed = try CLI.run(["merge", dir.appendingPathComponent("shard-0-of-2").path, run.path, "--out", out.path])

@@ -8,7 +8,7 @@ import Testing
 /// the folder written from the spool is the folder written from the same intervals in memory, byte for byte.
 @Suite("PushIntervalSpool: a run's intervals on disk, not in memory")
 struct PushIntervalsTests {
-    @Test("every second of a real run spools its two intervals and holds none; the folder's log adds up to the totals")
+    @Test("every second of a real run spools its five intervals and holds none; the folder's log adds up to the totals")
     func spooledNotHeld() throws {
         let server = try HostileServer("apns")  // Python h2: 200 to every push
         var scenario = PushRunTests.oneSource()
@@ -21,11 +21,11 @@ struct PushIntervalsTests {
         #expect(r.byStatus == [200: r.sent] && r.sent > 0 && r.identityHolds)
         #expect(seen.count >= 4, "a progress line per second")
         for s in seen.dropLast() {  // the last (final) second spools only a histogram that has values
-            #expect(s.held == 0 && s.spooled == 2 * s.seconds, "second \(s.seconds): \(s.held) held, \(s.spooled)")
+            #expect(s.held == 0 && s.spooled == 5 * s.seconds, "second \(s.seconds): \(s.held) held, \(s.spooled)")
         }
         #expect(r.intervals.isEmpty && push.intervalsHeld == 0)
         let spooled = try #require(r.spooled).count
-        #expect(spooled >= 2 * (seen.count - 1) && spooled == push.intervalsSpooled)
+        #expect(spooled >= 5 * (seen.count - 1) && spooled == push.intervalsSpooled)
 
         // The folder, its log written from the spool: PushFolder.read (the merge's reader) checks that the log's
         // intervals add up to summary.json's counts.
@@ -36,8 +36,14 @@ struct PushIntervalsTests {
         #expect(read.intervals.count == spooled)
         #expect(read.latency.totalCount == r.latency.totalCount && read.latency.totalCount == UInt64(r.answered))
         #expect(read.scheduleLag.totalCount == r.scheduleLag.totalCount)
+        // Every request in latency, dispatchLag and streamWait; the answered ones in answeredLatency.
+        #expect(read.answeredLatency.totalCount == UInt64(r.answered) && read.dispatchLag.totalCount == UInt64(r.sent))
+        #expect(read.streamWait.totalCount == UInt64(r.sent))
+        // Each second k starts at t0 + k s.
+        #expect(read.intervals.allSatisfy { $0.startSeconds == $0.startSeconds.rounded() })
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder).sorted() == [
-            "latency.hgrm", "latency.hlog", "report.html", "schedule-lag.hgrm", "summary.json", "summary.md",
+            "answered-latency.hgrm", "dispatch-lag.hgrm", "latency.hgrm", "latency.hlog", "report.html",
+            "schedule-lag.hgrm", "stream-wait.hgrm", "summary.json", "summary.md",
         ])
     }
 
@@ -49,7 +55,8 @@ struct PushIntervalsTests {
         let spool = try PushIntervalSpool()
         for (k, i) in held.intervals.enumerated() {
             try spool.append(
-                tag: i.tag == "latency" ? 0 : 1, index: k / 2, startNanos: UInt64(i.startSeconds * 1e9),
+                tag: PushIntervalSpool.tags.firstIndex(of: i.tag)!, index: k / 2,
+                startNanos: UInt64(i.startSeconds * 1e9),
                 lengthNanos: UInt64(i.lengthSeconds * 1e9), histogram: try LatencyHistogram(decoding: i.compressed))
         }
         spooled.spooled = spool

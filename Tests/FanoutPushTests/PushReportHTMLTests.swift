@@ -35,7 +35,9 @@ struct PushReportHTMLTests {
                 lag.record(UInt64(20_000 + i * 700))
             }
             r.latency.add(latency)
+            r.answeredLatency.add(latency)
             r.scheduleLag.add(lag)
+            r.dispatchLag.add(lag)
             for (tag, h) in [("latency", latency), ("scheduleLag", lag)] {
                 r.intervals.append(PushInterval(
                     tag: tag, startSeconds: Double(k), lengthSeconds: 1, compressed: h.encodedCompressed(),
@@ -92,7 +94,8 @@ struct PushReportHTMLTests {
         let html = try Self.html(Self.results(), try Self.thresholds(["latency.p99=20ms"]))
         let landmarks = [
             "<h1>fanout push: smoke → http://127.0.0.1:2197</h1>", "2 connections × 100 streams",
-            "threshold broken: latency.p99=20ms", "scheduleLag p99", "<h2>Latency percentile spectrum</h2>",
+            "threshold broken: latency.p99=20ms", "dispatchLag p99", "streamWait p99",
+            "<h2>Latency percentile spectrum</h2>",
             "Request latency and schedule lag percentile spectrum", "<h2>Over time</h2>", "Throughput over time",
             "Request latency over time", "Schedule lag over time", "<h2>Answers</h2>", "Answers by reason",
             "<h2>Connections</h2>", "<h2>Percentiles</h2>", "</html>",
@@ -130,6 +133,15 @@ struct PushReportHTMLTests {
         let broken = try Self.html(Self.results(), gates)
         #expect(broken.contains("✗ threshold broken: latency.p50=1ns") && broken.contains("exit status 2"))
         #expect(!broken.contains("latency.p99=50ms,"), "only the broken ones are named")
+        // Held up by the server (requests waited for its streams), not by the generator: said so, and judged.
+        var held = Self.results()
+        held.streamWait.record(50_000_000)
+        let limited = try Self.html(held, gates)
+        #expect(limited.contains("server-limited") && !limited.contains("generator saturated"))
+        #expect(limited.contains("✗ threshold broken: latency.p50=1ns") && limited.contains("exit status 2"))
+        let limitedMet = try Self.html(held, try Self.thresholds(["latency.p99.9=1s"]))
+        #expect(limitedMet.contains("server-limited: the server held the schedule up"))
+        #expect(limitedMet.contains("exit status 0"))
     }
 
     @Test("a merged folder's page (fanout merge): the shards added, each second's answers, the largest start skew")

@@ -11,7 +11,10 @@ struct PushThresholdTests {
         r.maxScheduleLagNanos = 10_000_000
         for v in latencies {
             r.latency.record(v)
+            r.answeredLatency.record(v)
             r.scheduleLag.record(v / 100)
+            r.dispatchLag.record(v / 200)
+            r.streamWait.record(v / 200)
         }
         r.sent = 200
         r.byStatus = [200: 190, 400: 6, 500: 1]
@@ -59,6 +62,7 @@ struct PushThresholdTests {
         }
     }
 
+    /// A server-limited run is judged.
     @Test("exit status: saturation wins over a broken threshold (never judged); broken 2; met 0; interrupted 130")
     func exitCodes() throws {
         let broken = [try PushThreshold(parsing: "latency.p50=1ns")]
@@ -72,9 +76,29 @@ struct PushThresholdTests {
         #expect(saturated.saturated)
         let gate = PushGate(broken, saturated)
         #expect(gate.exitCode(saturated) == 3 && gate.broken.isEmpty && gate.notJudged != nil)
+        // The server's back-pressure (streamWait above the bound, requests queued for a stream at the end) is not the
+        // generator's: server-limited, and judged.
         var queued = r
         queued.queuedAtEnd = 1
-        #expect(PushGate(met, queued).exitCode(queued) == 3)
+        #expect(!queued.saturated && queued.serverLimited)
+        #expect(PushGate(met, queued).exitCode(queued) == 0 && PushGate(met, queued).notJudged == nil)
+        #expect(PushGate(broken, queued).exitCode(queued) == 2)
+        var waited = r
+        waited.streamWait.record(2_000_000_000)
+        waited.streamWait.record(2_000_000_000)
+        #expect(waited.streamWait.valueAtPercentile(99) > waited.maxScheduleLagNanos)
+        #expect(!waited.saturated && waited.serverLimited && PushGate(broken, waited).exitCode(waited) == 2)
+        // Held up while the generator's loop never waited: its own slowness (it read answers and wrote requests
+        // late), saturated.
+        var busy = queued
+        busy.loopBusyShare = 0.97
+        #expect(busy.saturated && !busy.serverLimited && PushGate(met, busy).exitCode(busy) == 3)
+        busy.loopBusyShare = 0.2
+        #expect(!busy.saturated && busy.serverLimited)
+        var late = waited
+        late.dispatchLag.record(2_000_000_000)
+        late.dispatchLag.record(2_000_000_000)
+        #expect(late.saturated && PushGate(broken, late).exitCode(late) == 3)
         var interrupted = queued
         interrupted.interrupted = true
         #expect(PushGate(broken, interrupted).exitCode(interrupted) == 130)

@@ -317,4 +317,29 @@ struct H2ClientConnectionTests {
         }
         try loop.close()
     }
+
+    @Test("a burst submitted while writes are held: a write per requestsPerWrite, the rest at release; else one each")
+    func heldWrites() throws {
+        let loop = try EventLoop()
+        for hold in [false, true] {
+            var settings = H2ClientSettings()
+            settings.requestsPerWrite = 8
+            let connection = H2ClientConnection(loop: loop, output: { _ in }, settings: settings)
+            let settingsFrame: [UInt8] = [0, 0, 0, 4, 0, 0, 0, 0, 0]
+            settingsFrame.withUnsafeBytes { connection.receive($0) }
+            let before = connection.writes
+            if hold { connection.holdWrites() }
+            for r in requests(20) { connection.submit(r) }
+            #expect(connection.requestsSubmitted == 20, "handed to nghttp2 at once, held or not")
+            if hold {
+                #expect(connection.writes - before == 2, "after the 8th and the 16th")
+                connection.releaseWrites()
+                #expect(connection.writes - before == 3 && !connection.holdsWrites, "the last 4 at release")
+            } else {
+                #expect(connection.writes - before == 20, "one write per request")
+            }
+            connection.close()
+        }
+        try loop.close()
+    }
 }
