@@ -70,6 +70,23 @@ public struct ServeResults: Sendable {
         public var configHash: String?
         /// `--threshold` as given (checked before the run): the run's own objectives besides the defaults.
         public var thresholds: [String] = []
+        /// Every flag that changes what the run measures (settle, duration, rate scale, faults, latency, loops,
+        /// devices, transport, bounds, trigger and registration settings), as given: `fanout compare` refuses two
+        /// runs whose flags differ unless told otherwise.
+        public var flags: [String: String] = [:]
+
+        /// FNV-1a of the flags' sorted `name=value` lines, as hex.
+        public var flagsHash: String {
+            var h: UInt64 = 0xcbf2_9ce4_8422_2325
+            for line in flags.sorted(by: { $0.key < $1.key }).map({ "\($0.key)=\($0.value)\n" }) {
+                for b in line.utf8 {
+                    h ^= UInt64(b)
+                    h &*= 0x100_0000_01b3
+                }
+            }
+            let hex = String(h, radix: 16)
+            return String(repeating: "0", count: 16 - hex.count) + hex
+        }
         public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
                     startedAt: String, gitRevision: String) {
             self.scenario = scenario

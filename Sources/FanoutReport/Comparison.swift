@@ -36,7 +36,12 @@ public struct Comparison: Sendable {
 
     public enum Verdict: String, Sendable {
         case ok, regression, improvement, info
+        /// Judged in the baseline, not measured in the current run (fails closed: exit 5).
+        case absent
     }
+
+    /// A gated count or section of the baseline that the current run does not have.
+    public static let absentExitCode: Int32 = 5
 
     /// A relative band: a rise above `percent` is a regression, a fall below −`percent` an improvement.
     public struct Threshold: Sendable, Equatable {
@@ -183,10 +188,19 @@ public struct Comparison: Sendable {
     }
     public var improvements: Int { rows.filter { $0.verdict == .improvement }.count }
 
-    /// package-benchmark's convention: 0 within thresholds, 2 a regression, 4 only improvements.
-    public var exitCode: Int32 { regressions > 0 ? 2 : improvements > 0 ? 4 : 0 }
+    /// What the baseline judged and the current run did not measure.
+    public var absent: Int { counts.filter { $0.verdict == .absent }.count }
 
-    public var result: String { regressions > 0 ? "regression" : improvements > 0 ? "improvement" : "ok" }
+    /// package-benchmark's convention: 0 within thresholds, 2 a regression, 4 only improvements; 5 (first) when the
+    /// current run lacks what the baseline judged.
+    public var exitCode: Int32 {
+        absent > 0 ? Comparison.absentExitCode : regressions > 0 ? 2 : improvements > 0 ? 4 : 0
+    }
+
+    public var result: String {
+        absent > 0
+            ? "absent in the current run" : regressions > 0 ? "regression" : improvements > 0 ? "improvement" : "ok"
+    }
 
     public init(baseline: SummaryFile, current: SummaryFile, thresholds: [Threshold]) {
         baselinePath = baseline.path
@@ -337,6 +351,7 @@ public struct Comparison: Sendable {
         case .regression: "REGRESSION"
         case .improvement: "improved"
         case .info: ""
+        case .absent: "ABSENT"
         }
     }
 

@@ -32,6 +32,10 @@ extension ServeFolder {
                 info.thresholds.append(text)
             }
         }
+        // The flags that change what the run measures (folders written before them have none).
+        if let flags = try root.optionalObject("flags") {
+            for key in (flags.value as? [String: Any] ?? [:]).keys { info.flags[key] = try flags.string(key) }
+        }
         if let text = try root.optionalString("shard") {
             guard let shard = try? Shard(parsing: text) else {
                 throw ReportReadError(file: file, "field shard: expected K/N, got \(text)")

@@ -19,6 +19,12 @@ import Foundation
 public enum ServeMerge {
     /// The whole run's values, or the set refused: `.shardSet` (a shard missing or repeated, N differs, a folder
     /// not a shard), `.notOneRun` (scenario, seed, configuration or --state differ).
+    /// A shard's measured flags but its slice and its event loops (shards of one run differ in those only).
+    static func flagsText(_ flags: [String: String]) -> String {
+        flags.filter { $0.key != "shard" && $0.key != "workers" }.sorted { $0.key < $1.key }
+            .map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+    }
+
     public static func merge(_ parts: [ServeFolder]) throws(ReportReadError) -> ServeResults {
         guard let first = parts.first else { throw ReportReadError(file: "merge", "no serve folders") }
         var shards = ShardSet()
@@ -29,6 +35,7 @@ public enum ServeMerge {
                 ("configHash", a.configHash ?? "(none)", b.configHash ?? "(none)"),
                 ("state", a.state.rawValue, b.state.rawValue),
                 ("--threshold", a.thresholds.joined(separator: " "), b.thresholds.joined(separator: " ")),
+                ("flags", Self.flagsText(a.flags), Self.flagsText(b.flags)),
             ] where x != y {
                 throw ReportReadError(
                     file: p.folder, "\(key) \(y) differs from \(first.folder)'s \(x): not shards of one serve run",
@@ -67,6 +74,7 @@ public enum ServeMerge {
 
         var info = first.results.info
         info.shard = nil
+        if !info.flags.isEmpty { info.flags["shard"] = "merged \(parts.count)" }
         var listens: [String] = []
         for p in ordered where !listens.contains(p.results.info.listen) { listens.append(p.results.info.listen) }
         info.listen = listens.joined(separator: " ")

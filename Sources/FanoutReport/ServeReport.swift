@@ -190,6 +190,10 @@ public enum ServeReport {
         if let manage = info.manageListen { object["manageListen"] = manage }
         if let events = info.events { object["events"] = eventsJSON(events, latency) }
         object["verdict"] = verdict(info, latency).json
+        if !info.flags.isEmpty {
+            object["flags"] = info.flags
+            object["flagsHash"] = info.flagsHash
+        }
         shardJSON(info, s, merged: merged, into: &object)
         do {
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])

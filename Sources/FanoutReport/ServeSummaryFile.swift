@@ -23,10 +23,22 @@ public struct ServeSummaryFile: Sendable {
     public var trigger: ServeTriggerSummary?
     public var registration: ServeRegistrationSummary?
     public var events: ServeEventsSummary?
+    /// The flags that change what the run measures (nil: a folder written before fanout recorded them) and the
+    /// run's own verdict status (`passed`, `failed`, `not judged`, `no objectives`; nil: written before verdicts).
+    public var flags: [String: String]?
+    public var verdictStatus: String?
+    /// Why fanout's own trigger held the run up (empty: it did not): `verdict.harnessLimits`, or for a folder written
+    /// before verdicts, its trigger's unsent events and waits for a slot.
+    public var harnessLimits: [String] = []
 
     /// The `events` counts a backend's CI gates on: more of any in the current run than in the baseline is a
     /// regression (a lost, late, doubled or out-of-order delivery is a bug, not noise).
-    public static let gatedEventCounts = ["missing", "staleAtEnd", "uncorrelated", "duplicate", "reordered"]
+    public static let gatedEventCounts = ["missing", "staleAtEnd", "uncorrelated", "duplicate", "reordered", "skipped"]
+    /// The backend counts gated the same way when both runs have the section: events the backend did not accept
+    /// (`trigger.failures`: non-2xx, timed out, failed), activities it never registered.
+    public static let gatedBackendCounts = [
+        "trigger.failures", "registration.failed", "registration.unregisteredAtDeadline",
+    ]
     /// The other `events` counts, shown.
     static let shownEventCounts = [
         "events", "dueEvents", "expected", "delivered", "superseded", "correlated", "early",
@@ -85,11 +97,40 @@ public struct ServeSummaryFile: Sendable {
                 for (k, n) in try o.counts(key) { s.counts["\(section).\(key).\(k)"] = n }
             }
         }
+        if let t = try root.optionalObject("trigger") {
+            s.counts["trigger.failures"] =
+                try t.int("sent") - (try t.int("successes")) - (try t.int("cancelledAtShutdown"))
+        }
+        if let f = try root.optionalObject("flags") {
+            var flags: [String: String] = [:]
+            for key in (f.value as? [String: Any] ?? [:]).keys { flags[key] = try f.string(key) }
+            s.flags = flags
+        }
+        if let v = try root.optionalObject("verdict") {
+            s.verdictStatus = try v.string("status")
+            s.harnessLimits = (v.value as? [String: Any])?["harnessLimits"] as? [String] ?? []
+        }
         s.trigger = try root.optionalObject("trigger").map(Self.trigger)
+        if s.verdictStatus == nil, let t = s.trigger, t.unsentAtShutdown > 0 || t.waitedForSlot > 0 {
+            s.harnessLimits.append(
+                "its trigger left \(t.unsentAtShutdown) events unsent and \(t.waitedForSlot) waited for a free slot")
+        }
         s.registration = try root.optionalObject("registration").map(Self.registration)
         if let o = try root.optionalObject("events") {
             let events = try Self.events(o)
             for key in gatedEventCounts + shownEventCounts { s.counts["events.\(key)"] = events[key] }
+            // The backend's reordering, the scenario's own out-of-order events apart (folders written before the
+            // split: all of it); skipped pairs (folders before: none counted).
+            if let byBackend = try o.optionalInt("reorderedByBackend") { s.counts["events.reordered"] = byBackend }
+            s.counts["events.skipped"] = try o.optionalInt("skipped") ?? 0
+            if let f = try o.optionalObject("freshness") {
+                let max = UInt64(try f.int("maxNanos"))
+                s.latency["freshness"] = LatencySummary(
+                    count: UInt64(try f.int("count")), mean: try f.double("meanNanos"),
+                    p50: UInt64(try f.int("p50Nanos")), p90: UInt64(try f.int("p90Nanos")),
+                    p99: UInt64(try f.int("p99Nanos")), p999: UInt64(try f.int("p999Nanos")),
+                    p9999: UInt64(try f.int("p9999Nanos")), max: max)
+            }
             s.eventsIdentitiesHold = events.identityHolds
             s.events = events
         }
@@ -144,8 +185,15 @@ extension Comparison {
     /// shown, not judged; returns `events.COUNT`. nil when `text` does not start with `events.` (a latency
     /// threshold, then). A gated count takes no percentage: more than the baseline is a regression, or it is off.
     public static func ungatedCount(parsing text: String) throws(ComparisonError) -> String? {
-        guard text.hasPrefix("events.") else { return nil }
+        let backend = ServeSummaryFile.gatedBackendCounts.contains { text.hasPrefix($0 + "=") }
+        guard text.hasPrefix("events.") || backend, !text.contains("<=") else { return nil }
         let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
+        if backend {
+            guard parts.count == 2 && parts[1] == "off" else {
+                throw ComparisonError("threshold \"\(text)\": expected \(parts[0])=off or \(parts[0])<=N or N%")
+            }
+            return parts[0]
+        }
         let count = String(parts[0].dropFirst("events.".count))
         guard ServeSummaryFile.gatedEventCounts.contains(count) else {
             throw ComparisonError(
@@ -164,7 +212,8 @@ extension Comparison {
     /// their difference, not judged (they are the client's: equal when the same requests were sent), except the
     /// events' gated counts when both runs judged events, each unless `ungated` names it (`events.reordered`).
     public init(
-        baseline: ServeSummaryFile, current: ServeSummaryFile, thresholds: [Threshold], ungated: Set<String> = []
+        baseline: ServeSummaryFile, current: ServeSummaryFile, thresholds: [Threshold], ungated: Set<String> = [],
+        bounds: [CountBound] = []
     ) {
         baselinePath = baseline.path
         currentPath = current.path
@@ -179,7 +228,7 @@ extension Comparison {
             notes.append("event loops differ (\(baseline.workers), \(current.workers))")
         }
         countsNote = notes.joined(separator: "; ")
-        for name in ServeSummaryFile.metricNames {
+        for name in ServeSummaryFile.metricNames + ["freshness"] {
             rows += Comparison.rows(name, baseline.latency[name], current.latency[name], thresholds: thresholds)
         }
         let names = Set(baseline.counts.keys).union(current.counts.keys)
@@ -188,15 +237,39 @@ extension Comparison {
             let rb = ServeSummaryFile.countOrder.firstIndex { b.hasPrefix($0) } ?? Int.max
             return (ra, a) < (rb, b)
         }
-        let gated = Set(ServeSummaryFile.gatedEventCounts.map { "events.\($0)" }).subtracting(ungated)
+        let gatedEvents = Set(ServeSummaryFile.gatedEventCounts.map { "events.\($0)" }).subtracting(ungated)
+        let gatedBackend = Set(ServeSummaryFile.gatedBackendCounts).subtracting(ungated)
+        let bounded = Dictionary(bounds.map { ($0.name, $0) }, uniquingKeysWith: { $1 })
         for name in ordered {
             let (b, c) = (baseline.counts[name] ?? 0, current.counts[name] ?? 0)
-            // Events judged in both runs: more missing, stale, uncorrelated, doubled or reordered deliveries than
-            // the baseline's is a regression, whatever the latency thresholds say.
-            let judged = gated.contains(name) && baseline.eventsIdentitiesHold != nil
-                && current.eventsIdentitiesHold != nil
+            // Events judged in both runs: more missing, stale, uncorrelated, doubled, reordered (the backend's) or
+            // skipped deliveries than the baseline's is a regression, whatever the latency thresholds say; so are
+            // more events the backend refused and activities it never registered.
+            let judged =
+                (gatedEvents.contains(name) && baseline.eventsIdentitiesHold != nil
+                    && current.eventsIdentitiesHold != nil)
+                || (gatedBackend.contains(name) && baseline.counts[name] != nil && current.counts[name] != nil)
+            var verdict: Verdict = judged ? (c > b ? .regression : .ok) : .info
+            // An absolute bound (`events.missing<=0.1%`) judges the current run on its own as well.
+            if let bound = bounded[name] {
+                let whole = current.counts[bound.wholeName] ?? 0
+                verdict = bound.holds(c, of: whole) ? (verdict == .regression ? .regression : .ok) : .regression
+            }
+            counts.append(CountRow(name: name, baseline: b, current: c, verdict: verdict))
+        }
+        // Fails closed: what the baseline judged and the current run did not measure (no --expect-events, no
+        // --trigger or --register) is absent, not a pass.
+        for (section, inBaseline, inCurrent) in [
+            ("events (--expect-events)", baseline.events != nil, current.events != nil),
+            ("trigger (--trigger)", baseline.trigger != nil, current.trigger != nil),
+            ("registration (--register)", baseline.registration != nil, current.registration != nil),
+        ] where inBaseline && !inCurrent {
+            counts.append(CountRow(name: section, baseline: 1, current: 0, verdict: .absent))
+        }
+        for bound in bounds where current.counts[bound.name] == nil {
             counts.append(
-                CountRow(name: name, baseline: b, current: c, verdict: judged ? (c > b ? .regression : .ok) : .info))
+                CountRow(
+                    name: bound.name, baseline: baseline.counts[bound.name] ?? 0, current: 0, verdict: .absent))
         }
         if current.eventsIdentitiesHold == false {
             counts.append(
@@ -208,6 +281,47 @@ extension Comparison {
             countsNote += "; events judged in both: more missing, stale at the end, uncorrelated, duplicate or "
                 + "reordered deliveries than the baseline is a regression"
             if !ungated.isEmpty { countsNote += " (not judged, as asked: \(ungated.sorted().joined(separator: ", ")))" }
+        }
+    }
+}
+
+extension Comparison {
+    /// `events.missing<=0.1%`, `events.skipped<=20`, `trigger.failures<=0`: an absolute bound on a count of the
+    /// current `fanout serve` run (a share of its whole: the expected pairs, the events sent, the activities).
+    public struct CountBound: Sendable, Equatable {
+        public var name: String
+        public var count: Int?
+        public var percent: Double?
+
+        /// The count a share is of.
+        var wholeName: String {
+            name.hasPrefix("events.")
+                ? "events.expected" : name.hasPrefix("trigger.") ? "trigger.sent" : "registration.activities"
+        }
+
+        func holds(_ value: Int, of whole: Int) -> Bool {
+            if let count { return value <= count }
+            return Double(value) <= Double(whole) * (percent ?? 0) / 100
+        }
+
+        /// nil when `text` is not `NAME<=LIMIT`.
+        public init?(parsing text: String) throws(ComparisonError) {
+            guard let range = text.range(of: "<=") else { return nil }
+            name = String(text[..<range.lowerBound])
+            let value = String(text[range.upperBound...])
+            let known = ServeSummaryFile.gatedEventCounts.map { "events.\($0)" } + ServeSummaryFile.gatedBackendCounts
+            guard known.contains(name) else {
+                throw ComparisonError(
+                    "threshold \"\(text)\": unknown count \"\(name)\" (bounds of fanout serve runs: "
+                        + known.joined(separator: ", ") + ")")
+            }
+            if value.hasSuffix("%"), let p = Double(value.dropLast()), p.isFinite, p >= 0, p <= 100 {
+                (count, percent) = (nil, p)
+            } else if let n = Int(value), n >= 0 {
+                (count, percent) = (n, nil)
+            } else {
+                throw ComparisonError("threshold \"\(text)\": a bound is N (0 or more) or N%")
+            }
         }
     }
 }

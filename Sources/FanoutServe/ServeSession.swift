@@ -38,6 +38,8 @@ public final class ServeSession {
         public var state: ServeResults.StateDetail?
         /// `--threshold` as given (checked by the caller before the run).
         public var thresholds: [String] = []
+        /// The flags that change what the run measures (summary.json `flags`).
+        public var flags: [String: String] = [:]
 
         public init(
             scenario: Scenario, options: ServeOptions, workers: Int, folder: String, listenText: String, h2c: Bool,
@@ -314,6 +316,7 @@ public final class ServeSession {
         info.state = plan.state ?? .automatic(devices: s.population.devices)
         info.startedAtSeconds = servingSince.timeIntervalSince1970
         info.thresholds = plan.thresholds
+        info.flags = plan.flags
         return info
     }
 

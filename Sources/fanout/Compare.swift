@@ -27,7 +27,7 @@ struct Compare: ParsableCommand {
             \(ServeSummaryFile.gatedEventCounts.map { "events.\($0)" }.joined(separator: ", ")) higher than the \
             baseline's, or a broken events identity, is a regression; --threshold events.COUNT=off shows one of \
             those counts without judging it (e.g. events.reordered=off for a backend whose concurrent fan-outs \
-            reorder a source's updates: the device ignores the older one).
+            reorder a source's updates: the device ignores the older one). Also judged when both runs have             them: \(ServeSummaryFile.gatedBackendCounts.joined(separator: ", ")). An absolute bound on the             current run: events.missing<=0.1% (of the expected pairs), events.skipped<=20, trigger.failures<=0.             Fails closed: events, a trigger or a registration the baseline judged and the current run lacks is             exit 5; two serve runs whose measured flags (summary.json flags: settle, duration, rate scale,             faults, latency, loops, bounds, trigger settings…) differ are refused (exit 6, the differences             listed) unless --allow-config-change; a serve run whose own trigger held it up (events unsent or             waiting for a slot) is not judged (exit 3).
 
             Two fanout push runs compare latency and scheduleLag the same way; more failed or unanswered \
             requests than the baseline, a failure kind or an answer reason the baseline did not have (any reason's \
@@ -37,7 +37,7 @@ struct Compare: ParsableCommand {
             folder are refused (exit 1).
 
             Exit status (package-benchmark's convention): 0 within thresholds, 2 a regression, 4 only \
-            improvements, 1 bad input; 3 a saturated fanout push run on either side.
+            improvements, 1 bad input; 3 a saturated fanout push run, or a serve run fanout held up, on either             side; 5 what the baseline judged is absent in the current run; 6 serve runs of different flags.
             """
     )
 
@@ -54,15 +54,34 @@ struct Compare: ParsableCommand {
 
     @Option(help: "text, markdown or json.") var format: String = "text"
 
+    @Flag(
+        name: .customLong("allow-config-change"),
+        help: "Judge two fanout serve runs whose measured flags differ (the differences are listed).")
+    var allowConfigChange = false
+
+    /// Two serve runs' measured flags, compared: the differences (`--faults: 503=5% → -`); a run without them (a
+    /// folder written before fanout recorded them) differs in all of them.
+    static func flagDifferences(_ b: ServeSummaryFile, _ c: ServeSummaryFile) -> [String] {
+        guard let bf = b.flags, let cf = c.flags else {
+            return ["flags: not recorded in \(b.flags == nil ? b.path : c.path) (written by an older fanout)"]
+        }
+        return Set(bf.keys).union(cf.keys).sorted().compactMap { k in
+            bf[k] == cf[k] ? nil : "\(k): \(bf[k] ?? "(none)") → \(cf[k] ?? "(none)")"
+        }
+    }
+
     func run() throws {
         guard ["text", "markdown", "json"].contains(format) else {
             throw ValidationError("--format: expected text, markdown or json, got \(format)")
         }
         var list = Comparison.defaultThresholds
         var ungated: Set<String> = []
+        var bounds: [Comparison.CountBound] = []
         for text in thresholds {
             do {
-                if let count = try Comparison.ungatedCount(parsing: text) {
+                if let bound = try Comparison.CountBound(parsing: text) {
+                    bounds.append(bound)
+                } else if let count = try Comparison.ungatedCount(parsing: text) {
                     ungated.insert(count)
                 } else {
                     list.append(try Comparison.Threshold(parsing: text))
@@ -75,18 +94,38 @@ struct Compare: ParsableCommand {
         do {
             switch (try AnySummaryFile.read(baseline), try AnySummaryFile.read(current)) {
             case (.run(let b), .run(let c)):
-                guard ungated.isEmpty else {
+                guard ungated.isEmpty && bounds.isEmpty else {
                     throw CommandFailure(
-                        "--threshold \(ungated.sorted().joined(separator: ", "))=off: events counts are judged in "
+                        "--threshold \((ungated.sorted() + bounds.map(\.name)).joined(separator: ", ")): events "
+                            + "counts are judged in "
                             + "fanout serve runs only; \(baseline) and \(current) are fanout run folders")
                 }
                 comparison = Comparison(baseline: b, current: c, thresholds: list)
             case (.serve(let b), .serve(let c)):
-                comparison = Comparison(baseline: b, current: c, thresholds: list, ungated: ungated)
+                for (side, s) in [("baseline", b), ("current", c)] where !s.harnessLimits.isEmpty {
+                    FileHandle.standardError.write(Data(
+                        ("fanout compare: not judged: the \(side) \(s.path) is a fanout serve run that fanout's own "
+                            + "trigger held up (\(s.harnessLimits.joined(separator: "; ")))\n").utf8))
+                    throw ExitCode(PushReport.saturatedExitCode)
+                }
+                let differences = Self.flagDifferences(b, c)
+                if !differences.isEmpty && !allowConfigChange {
+                    FileHandle.standardError.write(Data(
+                        ("fanout compare: refused: the two serve runs measured different things (--allow-config-change "
+                            + "judges them anyway):\n" + differences.map { "  \($0)\n" }.joined()).utf8))
+                    throw ExitCode(6)
+                }
+                comparison = Comparison(baseline: b, current: c, thresholds: list, ungated: ungated, bounds: bounds)
+                if !differences.isEmpty {
+                    FileHandle.standardError.write(Data(
+                        ("fanout compare: judged although the flags differ (--allow-config-change):\n"
+                            + differences.map { "  \($0)\n" }.joined()).utf8))
+                }
             case (.push(let b), .push(let c)):
-                guard ungated.isEmpty else {
+                guard ungated.isEmpty && bounds.isEmpty else {
                     throw CommandFailure(
-                        "--threshold \(ungated.sorted().joined(separator: ", "))=off: events counts are judged in "
+                        "--threshold \((ungated.sorted() + bounds.map(\.name)).joined(separator: ", ")): events "
+                            + "counts are judged in "
                             + "fanout serve runs only; \(baseline) and \(current) are fanout push folders")
                 }
                 for (side, path, s) in [("baseline", baseline, b), ("current", current, c)] {

@@ -257,6 +257,25 @@ struct Serve: ParsableCommand {
             valueName: "NAME=LIMIT"))
     var thresholds: [String] = []
 
+    /// The flags that change what the run measures, as given (summary.json `flags`; `fanout compare` refuses two
+    /// runs whose flags differ unless `--allow-config-change`). Not the addresses, files or the run folder.
+    func measuredFlags(scenario s: Scenario, workers: Int) -> [String: String] {
+        func text(_ v: Double?) -> String { v.map { String($0) } ?? "-" }
+        return [
+            "scenario": s.name, "configHash": s.configHash, "seed": String(s.seed), "workers": String(workers),
+            "transport": h2c ? "h2c" : "tls", "auth": auth, "duration": text(duration), "settle": String(settle),
+            "rateScale": text(rateScale), "latency": latency ?? "-", "faults": faults ?? "-",
+            "expectEvents": String(expectEvents), "maxStreams": String(maxStreams),
+            "maxConnections": String(maxConnections), "maxOpenStreams": String(maxOpenStreams),
+            "maxUnsentBytes": String(maxUnsentBytes), "requestTimeout": String(requestTimeout),
+            "idleTimeout": String(idleTimeout), "trigger": trigger == nil ? "-" : "on",
+            "register": register == nil ? "-" : "on", "registerRate": text(registerRate),
+            "registerAttempts": registerAttempts.map(String.init) ?? "-", "registerDeadline": text(registerDeadline),
+            "triggerConcurrency": triggerConcurrency.map(String.init) ?? "-", "triggerTimeout": text(triggerTimeout),
+            "triggerHTTP": triggerHTTP ?? "-", "shard": shard ?? "-", "epoch": epoch.map(String.init) ?? "-",
+        ]
+    }
+
     /// `--threshold`s parsed, each refused when the run would not measure it.
     func objectives() throws -> [ServeObjective] {
         try thresholds.map { text in
@@ -302,6 +321,7 @@ struct Serve: ParsableCommand {
         plan.settleSeconds = settle
         plan.state = state.flatMap(ServeReport.StateDetail.init(rawValue:))
         plan.thresholds = objectives.map(\.text)
+        plan.flags = measuredFlags(scenario: s, workers: count)
         let outcome: ServeSession.Outcome
         do { outcome = try ServeSession(plan, output: Self.output(), render: ServeReport.files).run() } catch {
             throw CommandFailure(error.description)
