@@ -260,7 +260,10 @@ ci-smoke: build
 	@status=0; $(BIN) compare reports/baselines/smoke .build/ci-smoke $(SMOKE_THRESHOLDS) \
 	  > .build/ci-smoke/compare.txt || status=$$?; \
 	grep -E 'REGRESSION|^counts:|^result:' .build/ci-smoke/compare.txt; \
-	if [ $$status -ne 0 ] && [ $$status -ne 4 ]; then echo "ci-smoke: see .build/ci-smoke/compare.txt"; exit 1; fi
+	if [ $$status -ne 0 ] && [ $$status -ne 4 ]; then echo "ci-smoke: see .build/ci-smoke/compare.txt"; exit 1; fi; \
+	grep -q '^counts: virtual time, same seed and configuration: counts must match exactly' \
+	  .build/ci-smoke/compare.txt || { echo "ci-smoke: the counts were not judged exactly (clock, seed," \
+	  "configuration or shard differ from the baseline): fails closed; re-baseline with make baseline-smoke"; exit 1; }
 
 ## Re-baseline after an intended change of semantics or of the smoke scenario (commit the result).
 baseline-smoke: build

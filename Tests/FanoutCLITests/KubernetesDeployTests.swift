@@ -165,7 +165,8 @@ struct KubernetesDeployTests {
         #expect(pushEnv["SEED"] != nil && pushEnv["SEED"] == serveEnv["SEED"])
         #expect(serveEnv["PUSH_SHARDS"] == pushEnv["SHARDS"])
         #expect(pushEnv["RUN_ID"] != nil && Set([push, merge, serve].map { Self.env($0)["RUN_ID"] }).count == 1)
-        #expect(Self.env(runShards)["RUN_ID"] == Self.env(runMerge)["RUN_ID"])
+        let runId = try #require(Self.env(runShards)["RUN_ID"])
+        #expect(Self.env(runMerge)["RUN_ID"] == runId)
         // The folders: push writes push-shard-K, the merge reads push-shard-*, serve waits for their summaries.
         #expect(Self.args(push).contains("/results/${RUN_ID}/push-shard-${JOB_COMPLETION_INDEX}"))
         #expect(Self.args(merge).contains("/results/${RUN_ID}/push-shard-* --out /results/${RUN_ID}/push-merged"))

@@ -162,7 +162,7 @@ struct PushCommandTests {
         #expect((push["identity"] as! [String: Any])["holds"] as? Bool == true)
     }
 
-    @Test("SIGINT ends the run early: the folder is written, what was open is unanswered at the end, exit 130")
+    @Test("SIGINT ends the run early: the folder is written, what was in flight answered or unanswered, exit 130")
     func interrupted() throws {
         let dir = try CLI.temporaryDirectory()
         let serve = try ServeProcess(["--h2c"])
@@ -189,6 +189,11 @@ struct PushCommandTests {
         let requests = summary["requests"] as! [String: Any]
         #expect((requests["sent"] as! Int) > 0)
         #expect((summary["identity"] as! [String: Any])["holds"] as? Bool == true)
+        // What was open when SIGINT came was drained (answered) or is unanswered at the end, never lost:
+        // sent = answered + failed + unanswered, each read.
+        let unanswered = try #require(requests["unansweredAtEnd"] as? Int)
+        let (sent, answered, failed) = (requests["sent"] as! Int, requests["answered"] as! Int, requests["failed"] as! Int)
+        #expect(unanswered == sent - answered - failed && unanswered >= 0 && answered > 0, "\(requests)")
         #expect((summary["elapsedSeconds"] as! Double) < 30)
         // serve saw every request push had answered, and none push had not handed to nghttp2.
         let served = (try serve.summary()["requests"] as! [String: Any])["total"] as! Int

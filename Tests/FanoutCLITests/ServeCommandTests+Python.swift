@@ -80,6 +80,7 @@ extension ServeCommandTests {
         // Nothing resent: each refused event push is a missing delivery named by its fault; the 100 above carried no
         // event (unmatched).
         let eventRefused = seen["eventRefused"] as? Int ?? -1
+        #expect(eventRefused > 0, "the seed refuses some event pushes (else the checks below hold as 0 == 0)")
         let byReason = events["missingByReason"] as? [String: Int] ?? [:]
         #expect(byReason["refused 503 ServiceUnavailable, never resent", default: 0] == eventRefused, "\(byReason)")
         #expect(byReason.values.reduce(0, +) == events["missing"] as? Int)

@@ -206,7 +206,13 @@ struct ServeShardCommandTests {
         #expect(events.status == 64 && events.stderr.contains("--shard does not combine with --expect-events"),
             "\(events.stderr)")
         let trigger = try CLI.run(["serve", "smoke", "--h2c", "--shard", "0/2", "--trigger", "http://127.0.0.1:9/"])
-        #expect(trigger.status == 64 && trigger.stderr.contains("--trigger"), "\(trigger.stderr)")
+        #expect(
+            trigger.status == 64 && trigger.stderr.contains("--shard does not combine with --trigger"),
+            "\(trigger.stderr)")
+        let register = try CLI.run(["serve", "smoke", "--h2c", "--shard", "0/2", "--register", "http://127.0.0.1:9/"])
+        #expect(
+            register.status == 64 && register.stderr.contains("--shard does not combine with --register"),
+            "\(register.stderr)")
         let bad = try CLI.run(["serve", "smoke", "--h2c", "--shard", "2/2"])
         #expect(bad.status == 64 && bad.stderr.contains("K must be from 0 to 1"), "\(bad.stderr)")
     }
