@@ -141,7 +141,7 @@ public final class ServeSession {
         info.trigger = results.trigger
         info.registration = registration
         info.events = ServeEventsReport.judge(
-            services: services, nowNanos: EventLoop.hrtimeNanos,
+            services: services, nowNanos: results.shutdownBeganNanos ?? EventLoop.hrtimeNanos,
             settleNanos: UInt64((plan.settleSeconds * 1e9).rounded()),
             refusals: results.connections.faults.retries.unresent,
             triggerFailures: results.trigger?.eventFailures ?? [], registeredLines: registration?.registeredLines)

@@ -54,6 +54,9 @@ public enum ServeWorkers {
         public var failure: String?
         /// `--trigger`: what loop 0 sent and measured.
         public var trigger: TriggerResults?
+        /// When the first loop began shutting down (`EventLoop.hrtimeNanos`; nil: none did): the events judge's
+        /// horizon counts from here, not from the end of the drain (the trigger sent nothing after it).
+        public var shutdownBeganNanos: UInt64?
     }
 
     final class Box<T>: @unchecked Sendable {
@@ -72,6 +75,7 @@ public enum ServeWorkers {
         let outcomes = (0..<count).map { _ in Box<(ConnectionStats, (Int, Int), Double, String?)>((ConnectionStats(), (0, 0), 0, nil)) }
         let handed = services.map { Box($0) }
         let triggerResults = Box<TriggerResults?>(nil)
+        let stopping = (0..<count).map { _ in Box<UInt64?>(nil) }
         for k in 0..<count {
             let service = handed[k]
             let outcome = outcomes[k]
@@ -126,6 +130,7 @@ public enum ServeWorkers {
                         triggerResults.value = trigger.results
                     }
                     try loop.close()
+                    stopping[k].value = server.stoppingSinceNanos
                     outcome.value = (server.connectionStats, server.bytes, server.elapsedSeconds, nil)
                 } catch {
                     outcome.value.3 = "worker \(k): \(error)"
@@ -139,6 +144,7 @@ public enum ServeWorkers {
         var results = Results()
         if let cluster { results.connections[.answersDropped] += cluster.answersLeftInInboxes() }
         results.trigger = triggerResults.value
+        results.shutdownBeganNanos = stopping.compactMap(\.value).min()
         for o in outcomes {
             let (c, b, e, f) = o.value
             results.connections += c

@@ -30,7 +30,8 @@ struct Plan: ParsableCommand {
             intended times, registering the devices first with --register URL, judging every push the backend \
             makes (--expect-events). Flags after -- go to every serve as they are (--listen, TLS, --auth, \
             --latency, --faults, --workers). Objectives: latency of endToEnd (event's intended time → applied \
-            on the device) and counts of the judge: missing==0, staleAtEnd<=10, missing<=0.1%. A step also \
+            on the device) and counts of the judge: missing==0, staleAtEnd<=10, missing<=0.1%; missing==0 is \
+            judged unless another bound on missing or missing=off is given. A step also \
             fails when the backend does not accept every trigger, registration leaves activities \
             unregistered, or the trigger falls behind. The knee is the highest event rate that passes; the \
             plan names what broke first above it.
@@ -160,11 +161,25 @@ struct Plan: ParsableCommand {
     }
 
     /// `--slo`s: latency objectives and, with `--trigger`, counts of the end-to-end judge.
+    /// With `--trigger`, `missing==0` is judged unless `--slo missing=off` (or another bound on missing) is given:
+    /// a backend that loses pushes never passes a step by default.
     func objectives() throws -> ([SLO], [CountObjective]) {
         var parsed: [SLO] = []
         var counts: [CountObjective] = []
+        var off: Set<String> = []
         do {
             for text in slos {
+                if CountObjective.names(text), text.hasSuffix("=off"), !text.contains("<"), !text.contains("==") {
+                    guard trigger != nil else {
+                        throw PlanInputError("\(text): counts of the end-to-end judge need --trigger (a plan of your backend)")
+                    }
+                    let name = String(text.dropLast("=off".count)).trimmingCharacters(in: .whitespaces)
+                    guard CountObjective.Name(rawValue: name) != nil else {
+                        throw PlanInputError("\(text): expected COUNT=off with COUNT a count of the judge")
+                    }
+                    off.insert(name)
+                    continue
+                }
                 if CountObjective.names(text) {
                     guard trigger != nil else {
                         throw PlanInputError("\(text): counts of the end-to-end judge need --trigger (a plan of your backend)")
@@ -183,6 +198,10 @@ struct Plan: ParsableCommand {
         } catch {
             throw ValidationError("--slo: \(error)")
         }
+        if trigger != nil && !off.contains("missing") && !counts.contains(where: { $0.name == .missing }) {
+            counts.insert(CountObjective(name: .missing, limit: 0), at: 0)
+        }
+        counts.removeAll { off.contains($0.name.rawValue) }
         return (parsed, counts)
     }
 

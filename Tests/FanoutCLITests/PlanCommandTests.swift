@@ -15,6 +15,7 @@ struct PlanCommandTests {
             (["--slo", "endToEnd.p99<=5ms", "--max-workers", "0"], "--max-workers: expected 1 to 256"),
             (["--slo", "endToEnd.p99<=5ms", "--clock", "wall"], "--clock: expected virtual or real, got wall"),
             (["--slo", "missing==0"], "missing==0: counts of the end-to-end judge need --trigger"),
+            (["--slo", "endToEnd.p99<=5ms", "--slo", "missing=off"], "missing=off: counts of the end-to-end judge need"),
             (["--slo", "endToEnd.p99<=5ms", "--register", "http://127.0.0.1:9/r"], "--register: only with --trigger"),
             (["--slo", "endToEnd.p99<=5ms", "--", "--h2c"], "flags after --: only with --trigger"),
             (
@@ -89,12 +90,13 @@ struct PlanCommandTests {
 
     /// A backend that accepts every event (200) and pushes nothing: each step is a real fanout serve run whose judge
     /// finds every expected delivery missing.
+    /// `missing==0` is not given: with --trigger it is judged by default.
     @Test("--trigger: a backend that accepts events and pushes nothing fails every step on missing; exit 2, all written")
     func backendPushesNothing() throws {
         let backend = try TriggerBackend("h1")
         let out = try CLI.temporaryDirectory().appendingPathComponent("plan")
         let result = try CLI.run([
-            "plan", "smoke", "--trigger", backend.url, "--slo", "endToEnd.p99<=1s", "--slo", "missing==0",
+            "plan", "smoke", "--trigger", backend.url, "--slo", "endToEnd.p99<=1s",
             "--step-seconds", "1", "--max-step-seconds", "1", "--settle", "0.5", "--start-factor", "0.5",
             "--max-factor", "0.5", "--precision", "2", "--no-confirm-failures", "--out", out.path,
             "--", "--h2c", "--listen", "127.0.0.1:0", "--workers", "1",
@@ -109,9 +111,14 @@ struct PlanCommandTests {
         let search = try #require((json["searches"] as? [[String: Any]])?.first)
         let steps = try #require(search["steps"] as? [[String: Any]])
         #expect(steps.count >= 2, "\(steps)")  // ×0.5, ×0.25, … down to the lowest factor
+        let criteria = try #require(json["criteria"] as? [String: Any])
+        #expect((criteria["counts"] as? [String])?.contains("missing==0") == true, "the default: \(criteria)")
+        for step in steps {
+            let failures = step["failures"] as? [String] ?? []
+            #expect(failures.contains { $0.hasPrefix("missing ") && $0.hasSuffix(" > 0") }, "\(failures)")
+        }
         let first = steps[0]
         let failures = first["failures"] as? [String] ?? []
-        #expect(failures.contains { $0.hasPrefix("missing ") && $0.hasSuffix(" > 0") }, "\(failures)")
         #expect(failures.contains("endToEnd.p99: no samples"), "\(failures)")
         let measures = try #require(first["backend"] as? [String: Any])
         let trigger = try #require(measures["trigger"] as? [String: Any])
