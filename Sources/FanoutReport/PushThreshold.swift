@@ -51,14 +51,11 @@ public struct PushThreshold: Sendable, Equatable, CustomStringConvertible {
             if name.hasPrefix("status."), Int(name.dropFirst(7)) == nil {
                 throw ComparisonError("threshold \"\(text)\": status.CODE needs a status code, like status.500")
             }
-            if value.hasSuffix("%"), let p = Double(value.dropLast()), p.isFinite, p >= 0, p <= 100 {
-                limit = .count(name: name, count: nil, percentOfSent: p)
-            } else if let n = Int(value), n >= 0 {
-                limit = .count(name: name, count: n, percentOfSent: nil)
-            } else {
+            guard let (count, percent) = Self.countLimit(value) else {
                 throw ComparisonError(
                     "threshold \"\(text)\": a count's limit is N (0 or more) or N% of the requests sent")
             }
+            limit = .count(name: name, count: count, percentOfSent: percent)
             return
         }
         let (metric, percentile) = try Comparison.splitPercentile(name, in: "threshold \"\(text)\"")
@@ -72,6 +69,14 @@ public struct PushThreshold: Sendable, Equatable, CustomStringConvertible {
             throw ComparisonError("threshold \"\(text)\": expected a duration like 50ms, 250us or 1.5s, got \(value)")
         }
         limit = .duration(metric: metric, percentile: percentile, nanos: nanos)
+    }
+
+    /// A count's limit: `N` (a whole number, 0 or more) or `N%` (0 to 100); nil when it is neither. Every gate that
+    /// bounds a count reads its limit here (push's and serve's thresholds, compare's bounds).
+    static func countLimit(_ value: String) -> (count: Int?, percent: Double?)? {
+        if value.hasSuffix("%"), let p = Double(value.dropLast()), p.isFinite, p >= 0, p <= 100 { return (nil, p) }
+        if let n = Int(value), n >= 0 { return (n, nil) }
+        return nil
     }
 
     /// `50ms`, `250us`, `250µs`, `1.5s`, `800ns` in nanoseconds (a unit is required).

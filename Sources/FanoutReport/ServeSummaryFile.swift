@@ -315,13 +315,10 @@ extension Comparison {
                     "threshold \"\(text)\": unknown count \"\(name)\" (bounds of fanout serve runs: "
                         + known.joined(separator: ", ") + ")")
             }
-            if value.hasSuffix("%"), let p = Double(value.dropLast()), p.isFinite, p >= 0, p <= 100 {
-                (count, percent) = (nil, p)
-            } else if let n = Int(value), n >= 0 {
-                (count, percent) = (n, nil)
-            } else {
+            guard let limit = PushThreshold.countLimit(value) else {
                 throw ComparisonError("threshold \"\(text)\": a bound is N (0 or more) or N%")
             }
+            (count, percent) = limit
         }
     }
 }

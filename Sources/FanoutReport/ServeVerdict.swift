@@ -47,10 +47,8 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
         if Self.counts.contains(where: { $0.name == name }) {
             if value == "off" {
                 limit = .off(name: name)
-            } else if value.hasSuffix("%"), let p = Double(value.dropLast()), p.isFinite, p >= 0, p <= 100 {
-                limit = .count(name: name, count: nil, percent: p)
-            } else if let n = Int(value), n >= 0 {
-                limit = .count(name: name, count: n, percent: nil)
+            } else if let (count, percent) = PushThreshold.countLimit(value) {
+                limit = .count(name: name, count: count, percent: percent)
             } else {
                 throw ComparisonError("threshold \"\(text)\": a count's limit is N (0 or more), N% or off")
             }
