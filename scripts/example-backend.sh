@@ -32,6 +32,8 @@ status=0
     ${serve_args[@]+"${serve_args[@]}"} 2> "$WORK/serve.err" > "$WORK/serve.out" || status=$?
 tail -3 "$WORK/serve.err"
 echo "backend: $(curl -s "$BACKEND_URL/stats")"
+# The pushes --drop-push-every dropped, for checking fanout's skipped against them (kept beside the run folder).
+[ -d "$out" ] && curl -s "$BACKEND_URL/stats?dropped=1" > "$out/backend-dropped.json" || true
 # 2 (an objective broken) and 3 (not judged) come with a run folder: its figures are shown, then the status.
 case "$status" in 0 | 2 | 3) ;; *) echo "fanout serve exited $status"; exit "$status" ;; esac
 python3 - "$out/summary.json" <<'PY'

@@ -45,7 +45,9 @@ class Backend:
         self.clients = {}  # one aioapns client (connection pool) per app: the topic is the pool's
         self.slots = asyncio.Semaphore(args.concurrency)
         self.http = httpx.AsyncClient(http2=True, verify=ssl.create_default_context(cafile=args.ca), timeout=30)
-        self.counts = {"registered": 0, "triggers": 0, "pushes": 0, "broadcasts": 0, "failed": 0}
+        self.counts = {"registered": 0, "triggers": 0, "pushes": 0, "broadcasts": 0, "failed": 0, "dropped": 0}
+        self.dropped = []  # (source, timestamp, token) of each push --drop-push-every dropped
+        self.fanned = 0  # token pushes a fan-out meant to send, in order (--drop-push-every counts them)
         self.jwt, self.jwt_at = None, 0
 
     def apns(self, app):
@@ -98,6 +100,16 @@ class Backend:
                                (event["source"], event["app"])).fetchall()
         if self.args.drop_every:  # the deliberate bug (--drop-every): every N-th subscriber is never sent the push
             rows = [row for i, row in enumerate(rows, 1) if i % self.args.drop_every != 0]
+        if self.args.drop_push_every:  # the other one (--drop-push-every): every N-th token push of the run, whoever
+            kept = []
+            for row in rows:
+                self.fanned += 1
+                if self.fanned % self.args.drop_push_every == 0:
+                    self.counts["dropped"] += 1
+                    self.dropped.append((event["source"], event["timestamp"], row[0]))
+                else:
+                    kept.append(row)
+            rows = kept
         await asyncio.gather(*(self.push(event["app"], token, {"aps": aps}) for (token,) in rows))
 
     async def push(self, app, token, payload):
@@ -122,7 +134,9 @@ class Backend:
                 ok = False
         self.counts["broadcasts" if ok else "failed"] += 1
 
-    async def stats(self, _request):
+    async def stats(self, request):
+        if request.query.get("dropped"):  # /stats?dropped=1: the (source, timestamp, token) of each dropped push
+            return web.json_response({"dropped": self.dropped})
         return web.json_response(self.counts)
 
 
@@ -145,9 +159,12 @@ def main():
     p.add_argument("--drop-every", type=int, default=0, metavar="N",
                    help="a deliberate fault, for demonstrating `fanout compare`: skip every N-th subscriber of each "
                         "token fan-out (broadcasts are not touched); 0, the default, drops nothing")
+    p.add_argument("--drop-push-every", type=int, default=0, metavar="N",
+                   help="another: drop every N-th token push of the run (a different subscriber each time, so most "
+                        "are covered by the source's next event: fanout counts them skipped); /stats counts them")
     args = p.parse_args()
-    if args.drop_every < 0:
-        p.error("--drop-every: expected 0 (off) or a positive N")
+    if args.drop_every < 0 or args.drop_push_every < 0:
+        p.error("--drop-every, --drop-push-every: expected 0 (off) or a positive N")
 
     async def start():
         backend = Backend(args)
