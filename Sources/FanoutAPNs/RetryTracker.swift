@@ -117,7 +117,7 @@ package struct RetryTracker {
 }
 
 /// A push body's `aps.timestamp`, if it is JSON with one (read with `tape`; off the hot path: refusals, rejections).
-func apsTimestamp(_ body: [UInt8], tape: inout JSONTape) -> Int64? {
+package func apsTimestamp(_ body: [UInt8], tape: inout JSONTape) -> Int64? {
     guard !body.isEmpty else { return nil }
     return body.withUnsafeBytes { bytes -> Int64? in
         guard tape.scan(bytes) == nil else { return nil }

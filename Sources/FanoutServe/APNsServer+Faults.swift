@@ -11,8 +11,12 @@ extension APNsServer {
     /// The clock of held answers and stall windows.
     var nowNanos: UInt64 { fixedNowNanos ?? EventLoop.hrtimeNanos }
 
-    /// This request's fault, if any (the loop's next draw from the seed).
-    func drawFault() -> ServeFaults.Fault? {
+    /// This request's fault, if any: drawn from the seed by its identity and attempt (a token push or a broadcast
+    /// with an `aps.timestamp`), else the loop's next draw.
+    func drawFault(_ r: RequestInput) -> ServeFaults.Fault? {
+        if let key = ServeFaults.identity(r, tape: &faultTape) {
+            return faults.fault(forDraw: faults.faultDraw(key: key, attempt: faultAttempts.next(key)))
+        }
         faultDraws += 1
         return faults.fault(forDraw: faults.faultDraw(loop: index, draw: faultDraws))
     }

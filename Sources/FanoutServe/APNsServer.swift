@@ -1,4 +1,5 @@
 import FanoutAPNs
+import FanoutCore
 import FanoutMetrics
 import FanoutWire
 import Foundation
@@ -67,6 +68,9 @@ public final class APNsServer: H2ServerDelegate {
     let holdsAnswers: Bool
     @exclusivity(unchecked) var held = HeldAnswers()
     @exclusivity(unchecked) var faultDraws: UInt64 = 0
+    /// Each push identity's arrivals for the fault draws: the cluster's (shared by every loop) or this loop's own.
+    lazy var faultAttempts: FaultAttempts = cluster?.faultAttempts ?? FaultAttempts()
+    var faultTape = JSONTape()
     @exclusivity(unchecked) var latencyDraws: UInt64 = 0
     @exclusivity(unchecked) var retries = RetryTracker()
     var holdTimer: UVLoop.Timer?
@@ -336,7 +340,7 @@ public final class APNsServer: H2ServerDelegate {
         }
         var became = false
         if _slowPath(drawsFaults) {
-            let fault = drawFault()
+            let fault = drawFault(input)
             trackRetry(fault, input)
             if let fault {
                 inject(fault, connection, request, input)

@@ -20,6 +20,8 @@ public final class ServeCluster: @unchecked Sendable {
     // are immutable.
     public let count: Int
     public let directory: TokenDirectory
+    /// `--faults`: each push identity's arrivals, every worker's together (a retry may arrive on another loop).
+    let faultAttempts = FaultAttempts()
     private let lock = Lock()
     private var inboxes: [[ClusterMessage]]
     private var senders: [Wakeup.Sender?]

@@ -94,6 +94,37 @@ public struct ServeFaults: Sendable, Equatable {
         }
     }
 
+    /// The fault draw of a push or broadcast, uniform in [0, 1,000,000): keyed by its identity (the token or channel
+    /// and its `aps.timestamp`, ``identity(_:tape:)``) and its attempt (how many times that identity arrived before,
+    /// on any loop: ``FaultAttempts``), so the same seed refuses the same pushes whatever the connections, loops and
+    /// arrival order.
+    func faultDraw(key: UInt64, attempt: UInt64) -> Int {
+        Int(Mix.hash(Mix.hash(seed, 0xFA17, key), attempt) % 1_000_000)
+    }
+
+    /// What a fault draw is keyed by: a token push's token or a broadcast's channel, with its body's `aps.timestamp`
+    /// (nil for a request without both: channel management, a body without a readable timestamp; those draw from the
+    /// loop's sequence, ``faultDraw(loop:draw:)``).
+    static func identity(_ r: RequestInput, tape: inout JSONTape) -> UInt64? {
+        let device = "/3/device/".utf8
+        let target: [UInt8]
+        var salt: UInt64 = 0x70CE
+        if r.path.count > device.count, r.path.starts(with: device) {
+            target = Array(r.path[device.count...])
+        } else if r.path.starts(with: "/4/broadcasts/".utf8),
+            case .success(let (channel, _)) = RequestCheck.channelId(r.headers)
+        {
+            target = channel
+            salt = 0xC4A7
+        } else {
+            return nil
+        }
+        guard let timestamp = apsTimestamp(r.body, tape: &tape) else { return nil }
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325 ^ salt  // FNV-1a, then mixed
+        for b in target { h = (h ^ UInt64(b)) &* 0x100_0000_01B3 }
+        return Mix.hash(h, UInt64(bitPattern: timestamp))
+    }
+
     /// The `n`th fault draw of loop `loop`, uniform in [0, 1,000,000).
     ///
     /// Each loop's stream is keyed by (seed, loop), and the draw's number goes where `Mix.hash` mixes it most (its
@@ -214,4 +245,35 @@ public struct ServeFaults: Sendable, Equatable {
         }
         return Int(ppm.rounded())
     }
+}
+
+/// How many times each push identity (``ServeFaults/identity(_:tape:)``) has arrived, every loop of a serve
+/// together (one table, under a lock: `--faults` only). At most `capacity` identities; past them an identity's
+/// attempt reads 0 (counted in `overCapacity`).
+final class FaultAttempts: @unchecked Sendable {
+    // @unchecked: `counts` and `overCapacity` are touched only under `lock`.
+    private let lock = Lock()
+    private var counts: [UInt64: UInt32] = [:]
+    private var over = 0
+    let capacity: Int
+
+    init(capacity: Int = 1 << 20) { self.capacity = capacity }
+
+    /// This arrival's attempt (0 the first time), counted.
+    func next(_ key: UInt64) -> UInt64 {
+        lock.withLock {
+            if let n = counts[key] {
+                counts[key] = n &+ 1
+                return UInt64(n)
+            }
+            guard counts.count < capacity else {
+                over += 1
+                return 0
+            }
+            counts[key] = 1
+            return 0
+        }
+    }
+
+    var overCapacity: Int { lock.withLock { over } }
 }

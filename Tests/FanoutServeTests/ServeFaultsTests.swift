@@ -123,6 +123,13 @@ struct ServeFaultsTests {
 
     static func rstStream(_ stream: UInt32) -> [UInt8] { M.frame(type: 3, flags: 0, stream: stream, [0, 0, 0, 8]) }
 
+    /// The identity a token push's fault draw is keyed by (its token and its body's aps.timestamp).
+    static func identity(_ token: String, _ body: [UInt8]) -> UInt64? {
+        var tape = JSONTape()
+        return ServeFaults.identity(
+            RequestInput(method: "POST", path: "/3/device/\(token)", headers: [], body: body), tape: &tape)
+    }
+
     struct Harness {
         var serve: InMemoryServe
         var server: APNsServer { serve.servers[0] }
@@ -173,8 +180,10 @@ struct ServeFaultsTests {
         }
         for (stream, body) in bodies { seen[stream] = String(decoding: body, as: UTF8.self) }
         let faults = h.server.faults
+        // Every push is the same (token, aps.timestamp): its n-th arrival draws attempt n − 1 of that identity.
+        let key = try #require(Self.identity(h.token, M.payload))
         let expected = (1...count).map { n -> String in
-            switch faults.fault(forDraw: faults.faultDraw(loop: 0, draw: UInt64(n))) {
+            switch faults.fault(forDraw: faults.faultDraw(key: key, attempt: UInt64(n - 1))) {
             case nil: "200"
             case .reset: "reset 2"
             case .answer(let reason): #"{"reason":"\#(reason.rawValue)"}"#
@@ -236,8 +245,9 @@ struct ServeFaultsTests {
         for k in 0..<count { Self.push(token, stream: UInt32(2 * k + 1)).withUnsafeBytes { connection.receive($0) } }
         serve.settle()
         let faults = serve.servers[0].faults
+        let key = try #require(Self.identity(token, M.payload))
         let injected = (1...count).filter {
-            faults.fault(forDraw: faults.faultDraw(loop: 0, draw: UInt64($0))) != nil
+            faults.fault(forDraw: faults.faultDraw(key: key, attempt: UInt64($0 - 1))) != nil
         }.count
         #expect(serve.servers[0].connectionStats.faults[.serviceUnavailable] == injected)
         #expect(services[0].stats.requests == injected, "the 503s, answered where they arrived")

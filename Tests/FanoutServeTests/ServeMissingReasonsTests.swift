@@ -59,11 +59,15 @@ struct ServeMissingReasonsTests {
         // Everything is due: the judge looks after the last event.
         clock.nanos = events.t0Nanos + events.offsetNanos.max()! + 1_000_000_000
         let faults = serve.servers[0].faults
-        var draws: UInt64 = 0
         var kinds: [Int] = []  // per request sent through loop 0: the refusing fault's kind (0: 503, 3: reset)
+        var tape = JSONTape()
         func send(_ path: String, _ headers: [(String, [UInt8])], _ body: [UInt8]) throws {
-            draws += 1
-            let fault = try #require(faults.fault(forDraw: faults.faultDraw(loop: 0, draw: draws)))
+            // Each request sent once: attempt 0 of its identity (token or channel, aps.timestamp).
+            let input = RequestInput(
+                method: "POST", path: path, headers: headers.map { ($0.0, String(decoding: $0.1, as: UTF8.self)) },
+                body: body)
+            let key = try #require(ServeFaults.identity(input, tape: &tape))
+            let fault = try #require(faults.fault(forDraw: faults.faultDraw(key: key, attempt: 0)))
             kinds.append(ServeFaults.Fault.reset == fault ? 3 : 0)
             let c = try serve.open(on: 0) { _ in }
             M.post(path: path, headers: headers, body: body).withUnsafeBytes { c.receive($0) }

@@ -1,0 +1,76 @@
+import FanoutCore
+@testable import FanoutAPNs
+@testable import FanoutServe
+import FanoutMetrics
+import FanoutSim
+import Foundation
+import Testing
+
+/// `--faults` draws are keyed by the push (its token or channel, its aps.timestamp) and its attempt, not by arrival
+/// order on a loop: the same seed refuses the same pushes whatever the connections, loops and order.
+@Suite struct ServeFaultDrawTests {
+    typealias M = InMemoryServeTests
+    typealias F = ServeFaultsTests
+
+    /// Sends `pushes` (token, timestamp) through loop `loop` of a 2-worker in-memory serve with `503=30%`, in that
+    /// order; returns the refused ones.
+    static func refused(_ pushes: [(String, Int64)], through loop: Int, seed: UInt64) throws -> Set<String> {
+        var s = BuiltinScenarios.named("smoke")!
+        s.population.devices = 40
+        var options = ServeOptions()
+        try ServeFaults.parseFaults("503=30%", into: &options.faults)
+        options.faults.seed = seed
+        let services = (0..<2).map { k in
+            APNsService(scenario: s, auth: nil, nowSeconds: F.now, worker: k, of: 2) { 0 }
+        }
+        let serve = try InMemoryServe(services: services, options: options, wallMillis: F.now * 1000)
+        defer { try? serve.close() }
+        let output = M.Output()
+        let connection = try serve.open(on: loop) { output.bytes.append(contentsOf: $0) }
+        F.preface.withUnsafeBytes { connection.receive($0) }
+        for (k, (token, ts)) in pushes.enumerated() {
+            F.push(token, stream: UInt32(2 * k + 1), body: APNsServiceTests.payload(ts)).withUnsafeBytes {
+                connection.receive($0)
+            }
+        }
+        serve.settle()
+        var bodies: [UInt32: [UInt8]] = [:]
+        for f in M.frames(output.bytes) where f.type == 0 { bodies[f.stream, default: []] += f.payload }
+        var out: Set<String> = []
+        for (k, (token, ts)) in pushes.enumerated()
+        where String(decoding: bodies[UInt32(2 * k + 1)] ?? [], as: UTF8.self).contains("ServiceUnavailable") {
+            out.insert("\(token) \(ts)")
+        }
+        connection.abort(reason: "done")
+        return out
+    }
+
+    @Test("the same seed refuses the same (token, timestamp), through either loop, in any order")
+    func reproducible() throws {
+        var s = BuiltinScenarios.named("smoke")!
+        s.population.devices = 40
+        let services = (0..<2).map { k in
+            APNsService(scenario: s, auth: nil, nowSeconds: F.now, worker: k, of: 2) { 0 }
+        }
+        let tokens = try services.map { try M.token(of: $0) }
+        var pushes: [(String, Int64)] = []
+        for ts in 0..<30 { for token in tokens { pushes.append((token, Int64(F.now) + Int64(ts))) } }
+        let a = try Self.refused(pushes, through: 0, seed: 7)
+        let b = try Self.refused(pushes.reversed(), through: 1, seed: 7)
+        #expect(!a.isEmpty && a.count < pushes.count, "\(a.count) of \(pushes.count) refused")
+        #expect(a == b, "the same pushes refused through loop 0 in order and through loop 1 reversed")
+        let other = try Self.refused(pushes, through: 0, seed: 8)
+        #expect(other != a, "another seed refuses others")
+    }
+
+    @Test("a retry is the identity's next attempt, on any loop: its own draw, not the refused one again")
+    func attempts() {
+        let attempts = FaultAttempts(capacity: 2)
+        #expect(attempts.next(1) == 0 && attempts.next(1) == 1 && attempts.next(2) == 0 && attempts.next(1) == 2)
+        #expect(attempts.next(3) == 0 && attempts.overCapacity == 1, "past the bound: attempt 0, counted")
+        var faults = ServeFaults()
+        faults.seed = 7
+        let draws = Set((0..<20).map { faults.faultDraw(key: 42, attempt: UInt64($0)) })
+        #expect(draws.count == 20, "each attempt draws anew")
+    }
+}
