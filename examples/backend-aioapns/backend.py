@@ -47,6 +47,7 @@ class Backend:
         self.http = httpx.AsyncClient(http2=True, verify=ssl.create_default_context(cafile=args.ca), timeout=30)
         self.counts = {"registered": 0, "triggers": 0, "pushes": 0, "broadcasts": 0, "failed": 0, "dropped": 0}
         self.dropped = []  # (source, timestamp, token) of each push --drop-push-every dropped
+        self.failures = []  # (token or channel, timestamp) of each push or broadcast APNs did not accept
         self.fanned = 0  # token pushes a fan-out meant to send, in order (--drop-push-every counts them)
         self.jwt, self.jwt_at = None, 0
 
@@ -112,6 +113,10 @@ class Backend:
             rows = kept
         await asyncio.gather(*(self.push(event["app"], token, {"aps": aps}) for (token,) in rows))
 
+    def failed(self, target, payload):
+        self.counts["failed"] += 1
+        self.failures.append((target, payload["aps"]["timestamp"]))
+
     async def push(self, app, token, payload):
         async with self.slots:
             try:
@@ -120,7 +125,10 @@ class Backend:
                 ok = result.is_successful
             except Exception:  # a connection that failed: counted, the fan-out goes on
                 ok = False
-        self.counts["pushes" if ok else "failed"] += 1
+        if ok:
+            self.counts["pushes"] += 1
+        else:
+            self.failed(token, payload)
 
     async def broadcast(self, app, channel, payload):
         headers = {"authorization": f"bearer {self.bearer()}", "apns-channel-id": channel,
@@ -132,11 +140,14 @@ class Backend:
                 ok = response.status_code == 200
             except httpx.HTTPError:
                 ok = False
-        self.counts["broadcasts" if ok else "failed"] += 1
+        if ok:
+            self.counts["broadcasts"] += 1
+        else:
+            self.failed(channel, payload)
 
     async def stats(self, request):
         if request.query.get("dropped"):  # /stats?dropped=1: the (source, timestamp, token) of each dropped push
-            return web.json_response({"dropped": self.dropped})
+            return web.json_response({"dropped": self.dropped, "failures": self.failures})
         return web.json_response(self.counts)
 
 
