@@ -296,8 +296,9 @@ struct TriggerCommandTests {
     @Test("--trigger with --expect-events: each event sent is one of events.jsonl, at its offset from the same t0")
     func sameEventsAsExpected() throws {
         let backend = try TriggerBackend("h1")
+        // --settle 0: every event sent before shutdown is due, and missing (this backend pushes nothing): exit 2.
         let (serve, trigger) = try triggerRun(
-            ["--workers", "2", "--expect-events", "--trigger", backend.url], seconds: 2, status: 2)
+            ["--workers", "2", "--expect-events", "--settle", "0", "--trigger", backend.url], seconds: 2, status: 2)
         let expected = try CLI.text(of: serve.folder.appendingPathComponent("events.jsonl")).split(separator: "\n").map {
             try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any]
         }
