@@ -93,7 +93,7 @@ public func fuzzServe(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let worker = setup.servers.count > 1 ? Int(data[0] >> 2 & 1) : 0
     let input = UnsafeRawBufferPointer(start: data + 1, count: size - 1)
     let judgedBefore = setup.judged
-    let resetBefore = setup.servers.reduce(0) { $0 + $1.connectionStats.faults.reset }
+    let resetBefore = setup.servers.reduce(0) { $0 + $1.connectionStats.faults[.reset] }
     written = 0
     let connection: H2ServerConnection
     do {
@@ -125,7 +125,7 @@ public func fuzzServe(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     }
     let judged = setup.judged - judgedBefore
     // A request reset by `--faults reset=` is not judged (RST_STREAM instead of an answer; counted as a fault).
-    let reset = setup.servers.reduce(0) { $0 + $1.connectionStats.faults.reset } - resetBefore
+    let reset = setup.servers.reduce(0) { $0 + $1.connectionStats.faults[.reset] } - resetBefore
     if judged + reset != requests {
         fatalError("fuzz invariant: \(requests) requests completed, \(judged) judged, \(reset) reset by a fault")
     }
