@@ -150,12 +150,7 @@ struct Push: ParsableCommand {
     /// The scenario to send, with --devices, --seed, --rate-scale and --duration applied.
     func scenarioToSend() throws -> Scenario {
         var s = try ScenarioSource.load(scenario)
-        if let devices {
-            guard devices > 0 else { throw ValidationError("--devices: expected at least 1, got \(devices)") }
-            s.population.devices = devices
-        }
-        if let seed { s.seed = seed }
-        if let rateScale { s.scaleRates(by: rateScale) }
+        try ScenarioOverrides.apply(to: &s, devices: devices, seed: seed, rateScale: rateScale)
         if let duration { s.durationSeconds = duration }
         return s
     }
@@ -212,11 +207,7 @@ struct Push: ParsableCommand {
                 throw ValidationError("--threshold: \(error)")
             }
         }
-        if let rateScale {
-            guard rateScale > 0 && rateScale <= 1000 else {
-                throw ValidationError("--rate-scale: expected a factor above 0 and at most 1000, got \(rateScale)")
-            }
-        }
+        try ScenarioOverrides.check(rateScale: rateScale)
         if let duration {
             guard duration > 0 && duration <= 30 * 86_400 else {
                 throw ValidationError("--duration: expected seconds from 0 to 2592000, got \(duration)")

@@ -77,14 +77,8 @@ struct Run: ParsableCommand {
             }
             s.clock = c
         }
-        if let seed { s.seed = seed }
         if sliceBroadcasts { s.sliceBroadcasts = true }
-        if let rateScale {
-            guard rateScale > 0 && rateScale <= 1000 else {
-                throw ValidationError("--rate-scale: expected a factor above 0 and at most 1000, got \(rateScale)")
-            }
-            s.scaleRates(by: rateScale)
-        }
+        try ScenarioOverrides.apply(to: &s, seed: seed, rateScale: rateScale)
         var slice = Shard.whole
         if let shard {
             do {

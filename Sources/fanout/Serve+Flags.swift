@@ -29,9 +29,7 @@ extension Serve {
         if let duration, !(duration > 0 && duration <= 30 * 86_400) {
             throw ValidationError("--duration: expected seconds from 0 to 2592000, got \(duration)")
         }
-        if let devices, !(1...50_000_000).contains(devices) {
-            throw ValidationError("--devices: expected 1 to 50000000, got \(devices)")
-        }
+        try ScenarioOverrides.check(devices: devices)
         guard (0...256).contains(workers) else { throw ValidationError("--workers: expected 0 to 256, got \(workers)") }
         let cap = ServeOptions.maxConcurrentStreamsCap
         guard (1...cap).contains(maxStreams) else {

@@ -292,14 +292,7 @@ struct Serve: ParsableCommand {
     func run() throws {
         let objectives = try objectives()
         var s = try ScenarioSource.load(scenario)
-        if let devices { s.population.devices = devices }
-        if let seed { s.seed = seed }
-        if let rateScale {
-            guard rateScale > 0 && rateScale <= 1000 else {
-                throw ValidationError("--rate-scale: expected a factor above 0 and at most 1000, got \(rateScale)")
-            }
-            s.scaleRates(by: rateScale)
-        }
+        try ScenarioOverrides.apply(to: &s, devices: devices, seed: seed, rateScale: rateScale)
         let slice = try shardOption()
         let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
         let count = workers == 0 ? max(1, ProcessInfo.processInfo.activeProcessorCount) : workers

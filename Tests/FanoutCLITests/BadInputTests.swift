@@ -47,6 +47,10 @@ struct BadInputTests {
             arguments: ["serve", "smoke", "--h2c", "--latency", "p50=20ms,p99=10ms", "--out", "$DIR/out"],
             status: 64, message: "Error: --latency: expected 0 < p50 < p99, got \"p50=20ms,p99=10ms\""),
         Case(
+            name: "push devices past a scenario's bound (the shared scenario overrides check as serve's did)",
+            arguments: ["push", "http://127.0.0.1:9", "smoke", "--devices", "50000001", "--out", "$DIR/out"],
+            status: 64, message: "Error: --devices: expected 1 to 50000000, got 50000001"),
+        Case(
             name: "serve rate scale zero",
             arguments: ["serve", "smoke", "--h2c", "--rate-scale", "0", "--out", "$DIR/out"],
             status: 64, message: "Error: --rate-scale: expected a factor above 0 and at most 1000, got 0.0"),
