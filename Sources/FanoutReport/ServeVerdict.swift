@@ -35,6 +35,11 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    init(text: String, limit: Limit) {
+        self.text = text
+        self.limit = limit
+    }
+
     public init(parsing text: String) throws(ComparisonError) {
         self.text = text
         guard let eq = text.firstIndex(of: "="), eq != text.startIndex else {
@@ -88,11 +93,11 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
     /// The defaults of a run: no missing pair (`--expect-events`), every activity registered (`--register`), every
     /// event the trigger sent answered 2xx (`--trigger`).
     public static func defaults(_ info: ServeResults.Info) -> [ServeObjective] {
-        var texts: [String] = []
-        if info.events != nil { texts.append("missing=0") }
-        if info.registration != nil { texts.append("unregistered=0") }
-        if info.trigger != nil { texts.append("trigger.failures=0") }
-        return texts.map { try! ServeObjective(parsing: $0) }
+        var names: [String] = []
+        if info.events != nil { names.append("missing") }
+        if info.registration != nil { names.append("unregistered") }
+        if info.trigger != nil { names.append("trigger.failures") }
+        return names.map { ServeObjective(text: "\($0)=0", limit: .count(name: $0, count: 0, percent: nil)) }
     }
 }
 
