@@ -93,7 +93,8 @@ extension ServeEventsReport {
                 r.skippedExamples.append(
                     "activity \(service.pipeline.store.activityIds.string(i)) "
                         + "(\(ServeEvents.sourceName(Int(events.source[e])))) update timestamp \(events.timestamp[e]) "
-                        + "(intended at +\(events.offsetNanos[e] / 1_000_000) ms): never pushed, covered by a newer event")
+                        + "(intended at +\(events.offsetNanos[e] / 1_000_000) ms): "
+                        + "never pushed, covered by a newer event")
             }
             let plain = refused.isEmpty && t.pairNotes.isEmpty && eventFailure.isEmpty && !unregisteredAny
             let base0 = lineBase

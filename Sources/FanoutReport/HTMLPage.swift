@@ -25,6 +25,7 @@ public enum HTMLPage {
     /// closing tags.
     public static func end(maker: String, histograms: Bool = true) -> String {
         let about = histograms ? " · HdrHistogram, 3 significant digits, values recorded in nanoseconds" : ""
-        return "<footer>\(maker)\(about) · this page has no script and loads nothing.</footer>\n</main>\n</body>\n</html>\n"
+        return "<footer>\(maker)\(about) · this page has no script and loads nothing.</footer>\n"
+            + "</main>\n</body>\n</html>\n"
     }
 }

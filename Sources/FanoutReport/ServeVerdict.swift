@@ -227,7 +227,9 @@ public struct ServeVerdict: Sendable, Equatable {
         }
     }
 
-    static func histogram(_ metric: String, _ info: ServeResults.Info, _ latency: LatencyRecorder) -> LatencyHistogram? {
+    static func histogram(
+        _ metric: String, _ info: ServeResults.Info, _ latency: LatencyRecorder
+    ) -> LatencyHistogram? {
         switch metric {
         case "freshness": return info.events?.freshness
         case "fanoutCompletion": return info.events?.completion[.fanoutCompletion]

@@ -107,22 +107,18 @@ public struct ServeFaults: Sendable, Equatable {
     /// loop's sequence, ``faultDraw(loop:draw:)``).
     static func identity(_ r: RequestInput, tape: inout JSONTape) -> UInt64? {
         let device = "/3/device/".utf8
-        let target: [UInt8]
-        var salt: UInt64 = 0x70CE
+        let target: UInt64
         if r.path.count > device.count, r.path.starts(with: device) {
-            target = Array(r.path[device.count...])
+            target = RetryTracker.hash(r.path[device.count...], salt: 0x70CE)
         } else if r.path.starts(with: "/4/broadcasts/".utf8),
             case .success(let (channel, _)) = RequestCheck.channelId(r.headers)
         {
-            target = channel
-            salt = 0xC4A7
+            target = RetryTracker.hash(channel, salt: 0xC4A7)
         } else {
             return nil
         }
         guard let timestamp = apsTimestamp(r.body, tape: &tape) else { return nil }
-        var h: UInt64 = 0xCBF2_9CE4_8422_2325 ^ salt  // FNV-1a, then mixed
-        for b in target { h = (h ^ UInt64(b)) &* 0x100_0000_01B3 }
-        return Mix.hash(h, UInt64(bitPattern: timestamp))
+        return Mix.hash(target, UInt64(bitPattern: timestamp))
     }
 
     /// The `n`th fault draw of loop `loop`, uniform in [0, 1,000,000).

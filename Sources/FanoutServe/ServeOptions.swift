@@ -35,7 +35,8 @@ public struct ServeOptions: Sendable {
     /// The preface, request and idle deadlines, as the connections' sweep reads them.
     public var deadlines: ConnectionDeadlines {
         ConnectionDeadlines(
-            prefaceSeconds: prefaceTimeoutSeconds, requestSeconds: requestTimeoutSeconds, idleSeconds: idleTimeoutSeconds)
+            prefaceSeconds: prefaceTimeoutSeconds, requestSeconds: requestTimeoutSeconds,
+            idleSeconds: idleTimeoutSeconds)
     }
     /// Faults and latency to inject (`--faults`, `--latency`; none by default).
     public var faults = ServeFaults()

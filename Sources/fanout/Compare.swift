@@ -27,7 +27,14 @@ struct Compare: ParsableCommand {
             \(ServeSummaryFile.gatedEventCounts.map { "events.\($0)" }.joined(separator: ", ")) higher than the \
             baseline's, or a broken events identity, is a regression; --threshold events.COUNT=off shows one of \
             those counts without judging it (e.g. events.reordered=off for a backend whose concurrent fan-outs \
-            reorder a source's updates: the device ignores the older one). Also judged when both runs have             them: \(ServeSummaryFile.gatedBackendCounts.joined(separator: ", ")). An absolute bound on the             current run: events.missing<=0.1% (of the expected pairs), events.skipped<=20, trigger.failures<=0.             Fails closed: events, a trigger or a registration the baseline judged and the current run lacks is             exit 5; two serve runs whose measured flags (summary.json flags: settle, duration, rate scale,             faults, latency, loops, bounds, trigger settings…) differ are refused (exit 6, the differences             listed) unless --allow-config-change; a serve run whose own trigger held it up (events unsent or             waiting for a slot) is not judged (exit 3).
+            reorder a source's updates: the device ignores the older one). Also judged when both runs have \
+            them: \(ServeSummaryFile.gatedBackendCounts.joined(separator: ", ")). An absolute bound on the \
+            current run: events.missing<=0.1% (of the expected pairs), events.skipped<=20, trigger.failures<=0. \
+            Fails closed: events, a trigger or a registration the baseline judged and the current run lacks is \
+            exit 5; two serve runs whose measured flags (summary.json flags: settle, duration, rate scale, \
+            faults, latency, loops, bounds, trigger settings…) differ are refused (exit 6, the differences \
+            listed) unless --allow-config-change; a serve run whose own trigger held it up (events unsent or \
+            waiting for a slot) is not judged (exit 3).
 
             Two fanout push runs compare latency and scheduleLag the same way; more failed or unanswered \
             requests than the baseline, a failure kind or an answer reason the baseline did not have (any reason's \
@@ -37,7 +44,8 @@ struct Compare: ParsableCommand {
             folder are refused (exit 1).
 
             Exit status (package-benchmark's convention): 0 within thresholds, 2 a regression, 4 only \
-            improvements, 1 bad input; 3 a saturated fanout push run, or a serve run fanout held up, on either             side; 5 what the baseline judged is absent in the current run; 6 serve runs of different flags.
+            improvements, 1 bad input; 3 a saturated fanout push run, or a serve run fanout held up, on either \
+            side; 5 what the baseline judged is absent in the current run; 6 serve runs of different flags.
             """
     )
 

@@ -171,7 +171,8 @@ struct Plan: ParsableCommand {
             for text in slos {
                 if CountObjective.names(text), text.hasSuffix("=off"), !text.contains("<"), !text.contains("==") {
                     guard trigger != nil else {
-                        throw PlanInputError("\(text): counts of the end-to-end judge need --trigger (a plan of your backend)")
+                        throw PlanInputError(
+                            "\(text): counts of the end-to-end judge need --trigger (a plan of your backend)")
                     }
                     let name = String(text.dropLast("=off".count)).trimmingCharacters(in: .whitespaces)
                     guard CountObjective.Name(rawValue: name) != nil else {

@@ -39,7 +39,8 @@ extension Serve {
                 "fanout serve: events: \(e.correlated) correlated (\(e.delivered) delivered, \(e.duplicate) duplicate, "
                     + "\(e.reordered) reordered), \(e.uncorrelated) uncorrelated, \(e.missing) missing, "
                     + "\(e.superseded) superseded (\(e.skipped) skipped: never pushed), \(e.staleAtEnd) stale at the "
-                    + "end; freshness p99 \(Units.duration(e.freshness.valueAtPercentile(99))) over every expected pair")
+                    + "end; freshness p99 \(Units.duration(e.freshness.valueAtPercentile(99))) over every "
+                    + "expected pair")
         }
         if !st.identitiesHold || !accounting.identitiesHold || info.events.map({ !$0.identitiesHold }) == true {
             throw CommandFailure("accounting identities are broken")

@@ -23,7 +23,11 @@ struct Serve: ParsableCommand {
             a bad day (slow answers, 503/429/500, resets, GOAWAYs, stalls), each draw from --seed \
             (docs/INGEST.md §3). --trigger URL sends the scenario's events to a backend at their intended times \
             (open loop, docs/INGEST.md §5), counted from when serving starts; --register URL first registers \
-            every activity (population.jsonl's lines) with it, and serving starts when that has ended.             The run judges itself (summary.md's first line, the last line on stderr): with --expect-events no             missing pair, with --register every activity registered, with --trigger every event answered 2xx,             and each --threshold. Exit status: 1 a broken identity or a failure to serve; 3 not judged (fanout's             own trigger fell behind); 2 an objective broken; 0 otherwise; 64 a bad flag.
+            every activity (population.jsonl's lines) with it, and serving starts when that has ended. \
+            The run judges itself (summary.md's first line, the last line on stderr): with --expect-events no \
+            missing pair, with --register every activity registered, with --trigger every event answered 2xx, \
+            and each --threshold. Exit status: 1 a broken identity or a failure to serve; 3 not judged (fanout's \
+            own trigger fell behind); 2 an objective broken; 0 otherwise; 64 a bad flag.
             """
     )
 

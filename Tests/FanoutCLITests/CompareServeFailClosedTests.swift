@@ -42,6 +42,7 @@ struct CompareServeFailClosedTests {
         try JSONSerialization.data(withJSONObject: summary).write(to: held)
         let result = try CLI.run(["compare", summaryURL.path, held.path])
         #expect(result.status == 3, "\(result.stdout)\n\(result.stderr)")
-        #expect(result.stderr.contains("not judged") && result.stderr.contains("4 due events unsent"), "\(result.stderr)")
+        #expect(
+            result.stderr.contains("not judged") && result.stderr.contains("4 due events unsent"), "\(result.stderr)")
     }
 }
