@@ -76,7 +76,7 @@ extension APNsService {
                     let now = clock()
                     record(.delivery, max(now &- f.arrivalNanos, 1))
                     if tracker != nil {
-                        correlate(a, timestamp: flight.aps.timestamp, outcome: outcome, nowNanos: now, t0Nanos: t0)
+                        correlate(a, aps: flight.aps, outcome: outcome, nowNanos: now, t0Nanos: t0)
                     }
                     if outcome != .applied { noteOutcome(outcome, a, "(broadcast)") }
                 }

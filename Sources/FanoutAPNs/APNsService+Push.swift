@@ -109,8 +109,7 @@ extension APNsService {
             let t3 = clock()
             record(.delivery, max(t3 &- r.arrivalNanos, 1))
             if tracker != nil {
-                correlate(
-                    a, timestamp: flight.aps.timestamp, outcome: outcome, nowNanos: t3, t0Nanos: tracker!.events.t0Nanos)
+                correlate(a, aps: flight.aps, outcome: outcome, nowNanos: t3, t0Nanos: tracker!.events.t0Nanos)
             }
             noteOutcome(outcome, a, idHeader.value)
             return nil

@@ -12,8 +12,14 @@ import FanoutSim
 /// - `reordered`: r < l (an older event after a newer one; the device ignores it as stale, DOMAIN §3.4);
 /// - `notApplied`: r > l but the device did not apply it (stale against an uncorrelated push's timestamp, after the
 ///   activity ended, throttled);
-/// - `delivered`: r > l and applied. The events of ranks l+1 ..< r were never applied to `a` and now never will be
-///   (the device would ignore them as stale): each is counted `superseded` for `a`, and `endToEnd` is recorded.
+/// - `delivered`: r > l and applied, of the event's kind (update or end) and with its content: the content record
+///   (the schema's fields, in order; fields the backend added are its business) equal to the one the trigger carried
+///   (`ServeEvents.contentHash`). The events of ranks l+1 ..< r were never applied to `a` and now never will be (the
+///   device would ignore them as stale): each is counted `superseded` for `a`, and `endToEnd` is recorded;
+/// - `wrongKind` / `wrongContent`: r > l and applied, but an end for an update or the reverse / a content record that
+///   drops or changes a field the trigger carried. The pair ends there, not delivered: the ranks below it are
+///   superseded as for a delivery, no endToEnd is recorded, and the Lock Screen stays behind on that event (its
+///   freshness runs) until a newer event of the source is applied, or to the judge's horizon, censored.
 ///
 /// Freshness (how long `a`'s Lock Screen was behind its source) is recorded for every pair as it ends: a delivered
 /// pair's is its endToEnd, a superseded pair's runs to the apply time of the newer event that covered it (the judge
@@ -26,12 +32,16 @@ public struct EventTracker {
     let sourceOf: [Int32]
     /// The rank of each local activity's newest delivered event (-1: none yet).
     var last: [Int32]
+    /// Whether that event arrived wrong (`wrongKind`, `wrongContent`): its freshness ends when a newer one is applied.
+    var lastWrong: [Bool]
     /// Per event, on this loop.
     var delivered: [Int32]
     var superseded: [Int32]
     var duplicates: [Int32]
     var reordered: [Int32]
     var notApplied: [Int32]
+    var wrongKind: [Int32]
+    var wrongContent: [Int32]
     var lastApplyNanos: [UInt64]
     /// Per event: superseded pairs whose push never reached fanout; the latest instant a follower here showed the
     /// event or a newer one of its source (0: none yet).
@@ -51,6 +61,7 @@ public struct EventTracker {
     /// Deliveries applied before their event's intended time (recorded as endToEnd 1 ns).
     public internal(set) var early = 0
     var uncorrelatedExamples: [String] = []
+    var wrongExamples: [String] = []
     /// The latest intended offset of an event delivered here (the judge's horizon takes it in).
     var latestDeliveredOffset: UInt64 = 0
     /// (activity, event) pairs a push reached without being applied, and why (the newest such push's reason: the
@@ -65,12 +76,15 @@ public struct EventTracker {
         self.events = events
         self.sourceOf = sourceOf
         last = [Int32](repeating: -1, count: sourceOf.count)
+        lastWrong = [Bool](repeating: false, count: sourceOf.count)
         let n = events.count
         delivered = [Int32](repeating: 0, count: n)
         superseded = delivered
         duplicates = delivered
         reordered = delivered
         notApplied = delivered
+        wrongKind = delivered
+        wrongContent = delivered
         lastApplyNanos = [UInt64](repeating: 0, count: n)
         skipped = delivered
         lastCoverNanos = lastApplyNanos
@@ -78,16 +92,19 @@ public struct EventTracker {
     }
 
     public enum Verdict: Equatable {
-        case uncorrelated, duplicate, reordered, notApplied
+        case uncorrelated, duplicate, reordered, notApplied, wrongKind, wrongContent
         /// Delivered: endToEnd = apply time − (t0 + the event's offset), at least 1 ns.
         case delivered(endToEndNanos: UInt64)
     }
 
-    /// Classifies one delivery to local activity `a` of a push carrying `timestamp`, applied (or not: `outcome`) at
-    /// `nowNanos`; `t0Nanos` is the events' t0. O(log events of the source) plus the superseded events it passes.
+    /// Classifies one delivery to local activity `a` of a push carrying `timestamp`, an end or not (`end`), applied
+    /// (or not: `outcome`) at `nowNanos`, with content record hash `contentHash` (`Pipeline.appliedContentHash` when
+    /// applied, else anything); `t0Nanos` is the events' t0. O(log events of the source) plus the superseded events it
+    /// passes.
     @inline(__always)
     public mutating func correlate(
-        _ a: Int32, timestamp: Int64, outcome: Outcome, nowNanos: UInt64, t0Nanos: UInt64
+        _ a: Int32, timestamp: Int64, end: Bool, outcome: Outcome, contentHash: UInt64,
+        nowNanos: UInt64, t0Nanos: UInt64
     ) -> Verdict {
         let i = Int(a)
         let s = i < sourceOf.count ? Int(sourceOf[i]) : -1
@@ -124,7 +141,24 @@ public struct EventTracker {
             if pairNotes.isEmpty || pairNotes[UInt64(i) << 32 | UInt64(covered)] == nil { skip(i, covered) }
             p += 1
         }
+        if lastWrong[i] {
+            // The wrong event shown until now: behind the game since its intended time.
+            let shown = Int(events.bySource[base + Int(l)])
+            freshness.record(Self.since(t0Nanos &+ events.offsetNanos[shown], nowNanos))
+            lastCoverNanos[shown] = max(lastCoverNanos[shown], nowNanos)
+            lastWrong[i] = false
+        }
         last[i] = r
+        if (events.kind[e] == 1) != end {
+            wrongKind[e] += 1
+            lastWrong[i] = true
+            return .wrongKind
+        }
+        if contentHash != events.contentHash[e] {
+            wrongContent[e] += 1
+            lastWrong[i] = true
+            return .wrongContent
+        }
         delivered[e] += 1
         lastApplyNanos[e] = max(lastApplyNanos[e], nowNanos)
         lastCoverNanos[e] = max(lastCoverNanos[e], nowNanos)
@@ -181,18 +215,31 @@ public struct EventTracker {
 extension APNsService {
     /// Classifies one delivery (see `EventTracker`) and records its endToEnd.
     @inline(__always)
-    func correlate(_ a: Int32, timestamp: Int64, outcome: Outcome, nowNanos: UInt64, t0Nanos: UInt64) {
+    func correlate(_ a: Int32, aps: ApsFields, outcome: Outcome, nowNanos: UInt64, t0Nanos: UInt64) {
         guard tracker != nil else { return }
-        let verdict = tracker!.correlate(a, timestamp: timestamp, outcome: outcome, nowNanos: nowNanos, t0Nanos: t0Nanos)
+        let hash = outcome == .applied ? pipeline.appliedContentHash() : 0
+        let verdict = tracker!.correlate(
+            a, timestamp: aps.timestamp, end: aps.event == .end, outcome: outcome, contentHash: hash,
+            nowNanos: nowNanos, t0Nanos: t0Nanos)
         switch verdict {
         case .delivered(let nanos): record(.endToEnd, nanos)
+        case .wrongKind, .wrongContent:
+            guard tracker!.wrongExamples.count < ServeStats.examplesPerFinding else { return }
+            let source = Int(tracker!.sourceOf[Int(a)])
+            let id = engine.pipeline.store.activityIds.string(a)
+            tracker!.wrongExamples.append(
+                "activity \(id) (\(ServeEvents.sourceName(source))) aps.timestamp \(aps.timestamp): "
+                    + (verdict == .wrongKind
+                        ? "an \(aps.event == .end ? "end" : "update") for the source's "
+                            + "\(aps.event == .end ? "update" : "end")"
+                        : "content-state differs from the one the trigger carried"))
         case .uncorrelated:
             guard tracker!.uncorrelatedExamples.count < ServeStats.examplesPerFinding else { return }
             let source = Int(a) < tracker!.sourceOf.count ? Int(tracker!.sourceOf[Int(a)]) : -1
             let id = engine.pipeline.store.activityIds.string(a)
             tracker!.noteUncorrelated(
                 "activity \(id) " + (source >= 0 ? "(\(ServeEvents.sourceName(source)))" : "(follows no source)")
-                    + " aps.timestamp \(timestamp)")
+                    + " aps.timestamp \(aps.timestamp)")
         default: break
         }
     }

@@ -111,9 +111,7 @@ package struct RetryTracker {
 
     /// A token's or channel's bytes hashed (FNV-1a, salted, then mixed): the retry keys, and `--faults`' draw keys.
     package static func hash(_ bytes: some Collection<UInt8>, salt: UInt64) -> UInt64 {
-        var h: UInt64 = 0xCBF2_9CE4_8422_2325 ^ salt  // FNV-1a, then mixed
-        for b in bytes { h = (h ^ UInt64(b)) &* 0x100_0000_01B3 }
-        return Mix.hash(h, salt)
+        Mix.hash(FNV1a.hash(bytes, from: FNV1a.offsetBasis ^ salt), salt)  // FNV-1a, salted, then mixed
     }
 }
 

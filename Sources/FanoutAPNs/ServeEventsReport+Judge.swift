@@ -66,6 +66,9 @@ extension ServeEventsReport {
         per.duplicate = per.delivered
         per.reordered = per.delivered
         per.notApplied = per.delivered
+        per.wrongKind = per.delivered
+        per.wrongContent = per.delivered
+        var wrongShown = per.delivered
         per.lastApplyNanos = [UInt64](repeating: 0, count: n)
         per.skipped = per.delivered
         var lastCover = per.lastApplyNanos
@@ -78,12 +81,15 @@ extension ServeEventsReport {
             r.freshness.add(t.freshness)
             r.skippedUntracked += t.skippedUntracked
             r.uncorrelatedExamples += t.uncorrelatedExamples.prefix(ServeStats.examplesPerFinding - r.uncorrelatedExamples.count)
+            r.wrongExamples += t.wrongExamples.prefix(ServeStats.examplesPerFinding - r.wrongExamples.count)
             for e in 0..<n {
                 per.delivered[e] += t.delivered[e]
                 per.superseded[e] += t.superseded[e]
                 per.duplicate[e] += t.duplicates[e]
                 per.reordered[e] += t.reordered[e]
                 per.notApplied[e] += t.notApplied[e]
+                per.wrongKind[e] += t.wrongKind[e]
+                per.wrongContent[e] += t.wrongContent[e]
                 per.lastApplyNanos[e] = max(per.lastApplyNanos[e], t.lastApplyNanos[e])
                 per.skipped[e] += t.skipped[e]
                 lastCover[e] = max(lastCover[e], t.lastCoverNanos[e])
@@ -104,6 +110,14 @@ extension ServeEventsReport {
                 let due = dueRank[s]
                 let last = t.last[i]
                 r.expected += Int(max(due, last)) + 1
+                if t.lastWrong[i] {
+                    // Still showing a wrong event: behind the game from its intended time to the horizon at least.
+                    let e = Int(events.bySource[Int(events.sourceStart[s]) + Int(last)])
+                    wrongShown[e] += 1
+                    r.wrongShownAtEnd += 1
+                    r.freshness.record(horizon > events.offsetNanos[e] ? horizon - events.offsetNanos[e] : 1)
+                    r.freshnessCensored += 1
+                }
                 guard last < due else { continue }
                 r.staleAtEnd += 1
                 let base = Int(events.sourceStart[s])
@@ -171,6 +185,8 @@ extension ServeEventsReport {
         r.duplicate = sum(per.duplicate)
         r.reordered = sum(per.reordered)
         r.notApplied = sum(per.notApplied)
+        r.wrongKind = sum(per.wrongKind)
+        r.wrongContent = sum(per.wrongContent)
         r.skipped = sum(per.skipped)
         var completions = EventCompletions()
         for e in 0..<n where per.due[e] {
@@ -194,7 +210,7 @@ extension ServeEventsReport {
             // Every due event's completion: until its last follower showed it or a newer event; with a follower
             // missing it, censored at the horizon.
             completions.intendedNanos.append(r.t0Nanos &+ events.offsetNanos[e])
-            if per.missing[e] > 0 {
+            if per.missing[e] > 0 || wrongShown[e] > 0 {
                 r.completionCensored += 1
                 completions.lastNanos.append(max(r.t0Nanos &+ horizon, r.t0Nanos &+ events.offsetNanos[e] &+ 1))
             } else {

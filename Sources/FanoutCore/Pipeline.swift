@@ -119,6 +119,14 @@ public final class Pipeline {
         core.deliver(flight, payload: payload, to: a, nowMillis: nowMillis)
     }
 
+    /// FNV-1a of the content record the last applied update or end carried, 0 for none (`EventTracker` compares it
+    /// with the event's); hashed once per decode.
+    @inline(__always)
+    public func appliedContentHash() -> UInt64 { core.appliedContentHash() }
+
+    /// The hash `appliedContentHash` gives a content record built by `ContentRecord`'s writers.
+    public static func contentHash(_ record: UnsafeRawBufferPointer) -> UInt64 { PipelineCore.contentHash(record) }
+
     /// Counts an outcome decided outside the device: a held push that `expired` before its device
     /// came back, or one `coalesced` away by a newer update (DOMAIN §3.3).
     public func settle(_ outcome: Outcome, for a: Int32) {

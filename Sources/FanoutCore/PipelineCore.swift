@@ -12,6 +12,10 @@ struct PipelineCore {
     /// The decoded content record of the current push (see `ByteBuffer`: filled from empty).
     var record = ByteBuffer(capacity: 1024)
     private var decoded = DecodedContent()
+    /// Decodes so far, and the one whose record `contentHash` is of (`appliedContentHash`).
+    private var decodes: UInt64 = 0
+    private var hashedDecode: UInt64 = .max
+    private var contentHash: UInt64 = 0
 
     init(schemas: SchemaSet, rules: DeviceRules) {
         self.schemas = schemas
@@ -216,7 +220,10 @@ struct PipelineCore {
             a, timestamp: aps.timestamp, priority: aps.priority, budgetPerHour: rules.budgetPerHour,
             nowMillis: nowMillis)
         if let early { return early }
-        if decoded.schema != schema { decoded = decodeUpdate(aps, payload: payload, schema: schema) }
+        if decoded.schema != schema {
+            decoded = decodeUpdate(aps, payload: payload, schema: schema)
+            decodes &+= 1
+        }
         let d = decoded
         guard d.ok else { return .decodeFailed }
         withExtendedLifetime(record) {
@@ -226,6 +233,21 @@ struct PipelineCore {
         }
         return .applied
     }
+
+    /// FNV-1a of the content record the last applied update or end carried (`ContentRecord`'s bytes: the schema's
+    /// fields in order, whatever else the content-state held left out), 0 for none (an end without content). Hashed
+    /// once per decode: a broadcast's recipients of one schema share it.
+    mutating func appliedContentHash() -> UInt64 {
+        if hashedDecode != decodes {
+            hashedDecode = decodes
+            contentHash = decoded.hasContent ? Self.contentHash(record.bytes) : 0
+        }
+        return contentHash
+    }
+
+    /// The hash `appliedContentHash` gives a content record (never 0: that is "no content").
+    @inline(__always)
+    static func contentHash(_ record: UnsafeRawBufferPointer) -> UInt64 { max(FNV1a.hash(record), 1) }
 
     /// Decodes the device-side fields of an update or end (TRACE rule 12) under one schema. A
     /// broadcast decodes once per schema among its recipients: the result depends on nothing else.

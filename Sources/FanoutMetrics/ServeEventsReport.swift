@@ -5,9 +5,10 @@
 /// The judge's horizon H is the later of (end of serving − `--settle` − t0) and the latest intended offset of an event
 /// delivered anywhere. Source `s`'s events are *due* up to `dueRank[s]`, the highest rank (timestamp order) among its
 /// events intended by H; every follower of `s` is *expected* to end with the event of that rank, and each event of rank
-/// ≤ `dueRank[s]` is, for each follower, exactly one of: delivered (applied, correlated), superseded (a newer event of
-/// the source was applied first: the device would ignore it, DOMAIN §3.4), or missing (newer than the follower's newest
-/// delivered event). A follower whose newest delivered event is not its source's due last event is *stale at the end*.
+/// ≤ `dueRank[s]` is, for each follower, exactly one of: delivered (applied, correlated, of its kind and content),
+/// wrongKind or wrongContent (applied, but an end for an update or the reverse, or a content-state that drops or
+/// changes a field the trigger carried), superseded (a newer event of the source was applied first: the device would
+/// ignore it, DOMAIN §3.4), or missing (newer than the follower's newest applied event). A follower whose newest delivered event is not its source's due last event is *stale at the end*.
 public struct ServeEventsReport: Sendable {
     /// Events in the schedule, those judged (due), and those left out for a timestamp shared within a source.
     public var events = 0
@@ -17,13 +18,21 @@ public struct ServeEventsReport: Sendable {
     /// `--settle`: how long before the end of serving an event had to be intended to be judged.
     public var settleNanos: UInt64 = 0
     public var horizonNanos: UInt64 = 0
-    /// Deliveries: correlated (= delivered + duplicate + reordered + notApplied) and uncorrelated.
+    /// Deliveries: correlated (= delivered + wrongKind + wrongContent + duplicate + reordered + notApplied) and
+    /// uncorrelated.
     public var correlated = 0
     public var uncorrelated = 0
     public var delivered = 0
     public var duplicate = 0
     public var reordered = 0
     public var notApplied = 0
+    /// Applied, correlated, but the wrong kind (an end for an update, or the reverse) or content (a field the trigger
+    /// carried dropped or changed): not delivered. `wrongShownAtEnd` of them were still the follower's newest event at
+    /// the end (their freshness censored at the horizon).
+    public var wrongKind = 0
+    public var wrongContent = 0
+    public var wrongShownAtEnd = 0
+    public var wrongExamples: [String] = []
     public var early = 0
     /// Of `reordered`: the scenario's own out-of-order events (an older timestamp sent later by design); the rest
     /// (`reorderedByBackend`) is the backend's.
@@ -41,7 +50,8 @@ public struct ServeEventsReport: Sendable {
     public var skippedExamples: [String] = []
     /// Every expected (event, follower) pair: from the event's intended time until the follower showed it or a newer
     /// event of its source (delivered: its endToEnd; superseded: the newer event's apply time); the missing pairs
-    /// censored at the horizon (`freshnessCensored` of them): how long each Lock Screen was behind the game.
+    /// censored at the horizon (`freshnessCensored` of them, with the wrong ones still shown at the end): how long each
+    /// Lock Screen was behind the game. A wrong pair's runs until a newer event was applied.
     public var freshness = LatencyHistogram()
     public var freshnessCensored = 0
     /// Due events with a missing follower: their fan-out completion is censored at the horizon.
@@ -106,6 +116,8 @@ public struct ServeEventsReport: Sendable {
         public var duplicate: [Int32] = []
         public var reordered: [Int32] = []
         public var notApplied: [Int32] = []
+        public var wrongKind: [Int32] = []
+        public var wrongContent: [Int32] = []
         public var lastApplyNanos: [UInt64] = []
         public var skipped: [Int32] = []
         /// The missing pairs of the events that have any for a reason other than "never pushed", by reason (the rest
@@ -125,22 +137,27 @@ public struct ServeEventsReport: Sendable {
 
     public init() {}
 
-    /// expected = delivered + superseded + missing (pairs), and correlated = delivered + duplicate + reordered +
-    /// notApplied (deliveries); each side is counted on its own path, so a dropped count breaks one.
-    public var pairsAddUp: Bool { expected == delivered + superseded + missing }
-    public var deliveriesAddUp: Bool { correlated == delivered + duplicate + reordered + notApplied }
+    /// expected = delivered + wrong + superseded + missing (pairs), and correlated = delivered + wrong + duplicate +
+    /// reordered + notApplied (deliveries), wrong = wrongKind + wrongContent; each side is counted on its own path, so
+    /// a dropped count breaks one.
+    public var pairsAddUp: Bool { expected == delivered + wrongKind + wrongContent + superseded + missing }
+    public var deliveriesAddUp: Bool {
+        correlated == delivered + wrongKind + wrongContent + duplicate + reordered + notApplied
+    }
     /// The per-event columns add up to the totals.
     public var perEventAddsUp: Bool {
         func sum(_ c: [Int32]) -> Int { c.reduce(0) { $0 + Int($1) } }
         return sum(perEvent.delivered) == delivered && sum(perEvent.superseded) == superseded
             && sum(perEvent.missing) == missing && sum(perEvent.duplicate) == duplicate
             && sum(perEvent.reordered) == reordered && sum(perEvent.notApplied) == notApplied
-            && sum(perEvent.skipped) == skipped
+            && sum(perEvent.skipped) == skipped && sum(perEvent.wrongKind) == wrongKind
+            && sum(perEvent.wrongContent) == wrongContent
     }
-    /// freshness counts every expected pair once: expected = its count, the censored ones = missing, and
-    /// skipped ≤ superseded.
+    /// freshness counts every expected pair once: expected = its count, the censored ones = missing + the wrong pairs
+    /// shown at the end, and skipped ≤ superseded.
     public var freshnessAddsUp: Bool {
-        freshness.totalCount == UInt64(expected) && freshnessCensored == missing && skipped <= superseded
+        freshness.totalCount == UInt64(expected) && freshnessCensored == missing + wrongShownAtEnd
+            && skipped <= superseded && wrongShownAtEnd <= wrongKind + wrongContent
     }
     /// missing = Σ missingByReason.
     public var reasonsAddUp: Bool { missing == missingByReason.values.reduce(0, +) }

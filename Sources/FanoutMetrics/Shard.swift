@@ -1,3 +1,5 @@
+import FanoutCore
+
 /// A slice of a run's devices, so that N processes (on N machines) together simulate the whole
 /// population: `--shard K/N` keeps the devices whose id hashes to K modulo N (K from 0, as a
 /// Kubernetes Indexed Job's `JOB_COMPLETION_INDEX`). Every shard sees every source event; a
@@ -57,14 +59,7 @@ public struct Shard: Sendable, Equatable, CustomStringConvertible {
         return id.withUnsafeBytes { Int(Shard.fnv1a($0) % UInt64(count)) == index }
     }
 
-    public static func fnv1a(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in bytes {
-            h ^= UInt64(b)
-            h &*= 0x100_0000_01b3
-        }
-        return h
-    }
+    public static func fnv1a(_ bytes: UnsafeRawBufferPointer) -> UInt64 { FNV1a.hash(bytes) }
 }
 
 public struct ShardError: Error, CustomStringConvertible, Equatable {

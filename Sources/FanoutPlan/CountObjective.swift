@@ -5,7 +5,7 @@ import Foundation
 public struct CountObjective: Sendable, Equatable, CustomStringConvertible {
     /// The counts of `fanout serve --expect-events` (docs/INGEST.md §5) a backend plan can bound.
     public enum Name: String, CaseIterable, Sendable {
-        case missing, staleAtEnd, duplicate, reordered, uncorrelated
+        case missing, staleAtEnd, duplicate, reordered, uncorrelated, wrongContent, wrongKind
     }
 
     public var name: Name

@@ -29,14 +29,9 @@ public final class PushTrace {
         // The file's hash, read in chunks (a trace may be large).
         guard let file = FileHandle(forReadingAtPath: path) else { throw FileError(path: path, "cannot read the file") }
         defer { try? file.close() }
-        var fnv: UInt64 = 0xCBF2_9CE4_8422_2325
+        var fnv = FNV1a.offsetBasis
         while let chunk = try file.read(upToCount: 1 << 20), !chunk.isEmpty {
-            chunk.withUnsafeBytes { bytes in
-                for byte in bytes {
-                    fnv ^= UInt64(byte)
-                    fnv &*= 0x100_0000_01B3
-                }
-            }
+            fnv = chunk.withUnsafeBytes { FNV1a.hash($0, from: fnv) }
         }
         let hex = String(fnv, radix: 16)
         info = PushTraceInfo(

@@ -167,14 +167,16 @@ public enum ServeHTML {
         var out = "<section>\n<h2>Events (--expect-events)</h2>\n<table>\n<tr><th>count</th><th>value</th></tr>\n"
         let rows: [(String, Int)] = [
             ("events (due)", r.dueEvents), ("correlated deliveries", r.correlated), ("delivered", r.delivered),
+            ("wrong kind", r.wrongKind), ("wrong content", r.wrongContent),
             ("duplicate", r.duplicate), ("reordered", r.reordered), ("not applied", r.notApplied),
             ("uncorrelated", r.uncorrelated), ("expected (event, follower)", r.expected), ("superseded", r.superseded),
             ("missing", r.missing), ("skipped (superseded, never pushed)", r.skipped),
             ("stale at the end", r.staleAtEnd), ("complete events", r.completeEvents),
         ]
         for (name, n) in rows { out += "<tr><td>\(e(name))</td><td>\(Units.grouped(n))</td></tr>\n" }
-        out += "</table>\n<p>expected = delivered + superseded + missing: \(r.pairsAddUp ? "holds" : "BROKEN"); "
-        out += "correlated = delivered + duplicate + reordered + not applied: \(r.deliveriesAddUp ? "holds" : "BROKEN")."
+        out += "</table>\n<p>expected = delivered + wrong + superseded + missing: "
+        out += "\(r.pairsAddUp ? "holds" : "BROKEN"); correlated = delivered + wrong + duplicate + reordered + not "
+        out += "applied: \(r.deliveriesAddUp ? "holds" : "BROKEN") (wrong: of the wrong kind or content)."
         out += "</p>\n"
         if r.missing > 0 {
             out += "<table>\n<tr><th>missing, by reason</th><th>count</th><th>example</th></tr>\n"
@@ -200,11 +202,11 @@ public enum ServeHTML {
             ])
         out += "<p>endToEnd: \(e(ServeMetric.endToEnd.about)) (delivered pairs only); freshness: every expected "
         out += "(event, follower) pair until the follower showed it or a newer event, \(r.freshnessCensored) missing "
-        out += "pairs censored at the horizon; fanoutCompletion: every due event until its last follower showed it or a "
+        out += "or still shown wrong censored at the horizon; fanoutCompletion: every due event until its last follower showed it or a "
         out += "newer event, \(r.completionCensored) censored.</p>\n"
         for (title, list) in [
             ("uncorrelated", r.uncorrelatedExamples), ("missing", r.missingExamples), ("stale at the end", r.staleExamples),
-            ("skipped", r.skippedExamples),
+            ("skipped", r.skippedExamples), ("wrong kind or content", r.wrongExamples),
         ] where !list.isEmpty {
             out += "<p>\(e(title)):</p>\n<ul>\n"
             for x in list { out += "<li><code>\(e(x))</code></li>\n" }

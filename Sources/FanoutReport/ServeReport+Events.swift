@@ -17,6 +17,7 @@ extension ServeReport {
             "t0Nanos": r.t0Nanos, "horizonNanos": r.horizonNanos, "settleSeconds": Double(r.settleNanos) / 1e9,
             "correlated": r.correlated, "uncorrelated": r.uncorrelated, "delivered": r.delivered,
             "duplicate": r.duplicate, "reordered": r.reordered, "notApplied": r.notApplied, "early": r.early,
+            "wrongContent": r.wrongContent, "wrongKind": r.wrongKind, "wrongShownAtEnd": r.wrongShownAtEnd,
             "reorderedByScenario": r.reorderedByScenario, "reorderedByBackend": r.reorderedByBackend,
             "expected": r.expected, "superseded": r.superseded, "missing": r.missing, "staleAtEnd": r.staleAtEnd,
             "skipped": r.skipped, "skippedUntracked": r.skippedUntracked, "freshnessCensored": r.freshnessCensored,
@@ -29,13 +30,14 @@ extension ServeReport {
                 "delivered": r.refusals.delivered, "notDue": r.refusals.notDue,
             ],
             "identity": [
-                "pairs": "expected = delivered + superseded + missing", "pairsHold": r.pairsAddUp,
-                "deliveries": "correlated = delivered + duplicate + reordered + notApplied",
+                "pairs": "expected = delivered + wrongKind + wrongContent + superseded + missing",
+                "pairsHold": r.pairsAddUp,
+                "deliveries": "correlated = delivered + wrongKind + wrongContent + duplicate + reordered + notApplied",
                 "deliveriesHold": r.deliveriesAddUp, "perEventHolds": r.perEventAddsUp,
                 "reasons": "missing = Σ missingByReason", "reasonsHold": r.reasonsAddUp,
                 "refusals": "refusedNotResent.pairs = missing + superseded + delivered + notDue",
                 "refusalsHold": r.refusals.addsUp,
-                "freshness": "freshness.count = expected, censored = missing, skipped ≤ superseded",
+                "freshness": "freshness.count = expected, censored = missing + wrongShownAtEnd, skipped ≤ superseded",
                 "freshnessHolds": r.freshnessAddsUp, "holds": r.identitiesHold,
             ] as [String: Any],
             "endToEnd": percentiles(latency[serve: .endToEnd]),
@@ -43,7 +45,7 @@ extension ServeReport {
             "fanoutCompletion": bySize,
             "examples": [
                 "uncorrelated": r.uncorrelatedExamples, "missing": r.missingExamples, "staleAtEnd": r.staleExamples,
-                "skipped": r.skippedExamples,
+                "skipped": r.skippedExamples, "wrong": r.wrongExamples,
             ],
             "missingByReasonExamples": r.missingReasonExamples,
         ]
@@ -56,21 +58,28 @@ extension ServeReport {
         md += String(format: "%g s)", Double(r.settleNanos) / 1e9)
         if r.sharedTimestamps > 0 { md += "; \(r.sharedTimestamps) left out (a timestamp shared within a source)" }
         md += ".\n\n"
-        md += "Deliveries: \(r.correlated) correlated = \(r.delivered) delivered + \(r.duplicate) duplicate + "
+        md += "Deliveries: \(r.correlated) correlated = \(r.delivered) delivered + \(r.wrongKind) wrong kind + "
+        md += "\(r.wrongContent) wrong content + \(r.duplicate) duplicate + "
         md += "\(r.reordered) reordered + \(r.notApplied) not applied by the device: "
         md += r.deliveriesAddUp ? "holds" : "**BROKEN**"
         md += " (reordered: \(r.reorderedByScenario) the scenario's own out-of-order events, "
         md += "\(r.reorderedByBackend) the backend's)"
         md += "; \(r.uncorrelated) uncorrelated (applied, matching no event); \(r.early) applied before their "
         md += "intended time.\n\n"
-        md += "Expected (event, follower) pairs: \(r.expected) = \(r.delivered) delivered + \(r.superseded) superseded "
-        md += "+ \(r.missing) missing: " + (r.pairsAddUp ? "holds" : "**BROKEN**")
+        md += "Expected (event, follower) pairs: \(r.expected) = \(r.delivered) delivered + \(r.wrongKind) wrong kind + "
+        md += "\(r.wrongContent) wrong content + \(r.superseded) superseded + \(r.missing) missing: "
+        md += r.pairsAddUp ? "holds" : "**BROKEN**"
         md += "; per event: " + (r.perEventAddsUp ? "holds" : "**BROKEN**") + ". "
         md += "\(r.staleAtEnd) followers stale at the end (not on their source's last event); \(r.eventsWithMissing) "
         md += "events missing somewhere; \(r.completeEvents) events complete, \(r.incompleteEvents) not.\n\n"
         md += "Skipped: \(r.skipped) of the \(r.superseded) superseded pairs were never pushed before a newer event "
         md += "covered them (the backend dropped or coalesced them)"
         md += r.skippedUntracked > 0 ? " (\(r.skippedUntracked) of them past the tracker's bound).\n\n" : ".\n\n"
+        if r.wrongKind + r.wrongContent > 0 {
+            md += "Wrong: \(r.wrongKind) deliveries of the wrong kind (an end for an update, or the reverse) and "
+            md += "\(r.wrongContent) whose content-state dropped or changed a field the trigger carried; "
+            md += "\(r.wrongShownAtEnd) still shown at the end.\n\n"
+        }
         md += missingReasonsMarkdown(r)
         md += "| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
         var rows: [(String, LatencyHistogram)] = [
@@ -84,18 +93,19 @@ extension ServeReport {
         }
         md += "\nendToEnd: \(ServeMetric.endToEnd.about) (delivered pairs only). freshness: every expected (event, "
         md += "follower) pair, from the event's intended time until the follower showed it or a newer event of its "
-        md += "source; \(r.freshnessCensored) missing pairs censored at the horizon. fanoutCompletion: every due event, "
+        md += "source (a wrong delivery does not count as showing it); \(r.freshnessCensored) pairs missing or still "
+        md += "shown wrong censored at the horizon. fanoutCompletion: every due event, "
         md += "its intended time → its last follower showing it or a newer event; \(r.completionCensored) events with "
-        md += "a missing follower censored at the horizon (µs).\n\n"
+        md += "a missing or wrong follower censored at the horizon (µs).\n\n"
         for (title, list) in [
             ("uncorrelated", r.uncorrelatedExamples), ("missing", r.missingExamples), ("stale at the end", r.staleExamples),
-            ("skipped", r.skippedExamples),
+            ("skipped", r.skippedExamples), ("wrong kind or content", r.wrongExamples),
         ] where !list.isEmpty {
             md += "- **\(title)**\n"
             for e in list { md += "  - `\(e)`\n" }
         }
         if !r.uncorrelatedExamples.isEmpty || !r.missingExamples.isEmpty || !r.staleExamples.isEmpty
-            || !r.skippedExamples.isEmpty
+            || !r.skippedExamples.isEmpty || !r.wrongExamples.isEmpty
         {
             md += "\n"
         }
@@ -136,6 +146,7 @@ extension ServeReport {
             out += "{\"event\": \(e), \"due\": \(p.due[e]), \"delivered\": \(p.delivered[e]), "
             out += "\"superseded\": \(p.superseded[e]), \"missing\": \(p.missing[e]), \"duplicate\": \(p.duplicate[e]), "
             out += "\"reordered\": \(p.reordered[e]), \"notApplied\": \(p.notApplied[e]), \"skipped\": \(p.skipped[e]), "
+            out += "\"wrongKind\": \(p.wrongKind[e]), \"wrongContent\": \(p.wrongContent[e]), "
             if p.missing[e] > 0 {
                 let reasons = p.missingReasons(e).sorted { $0.key < $1.key }
                 out += "\"missingByReason\": {" + reasons.map { "\"\($0.key)\": \($0.value)" }.joined(separator: ", ")

@@ -44,6 +44,9 @@ public struct ServeEventsSummary: Sendable, Equatable {
         "reordered", "notApplied", "early", "expected", "superseded", "missing", "staleAtEnd", "completeEvents",
         "incompleteEvents", "eventsWithMissing",
     ]
+    /// Counts of folders written since fanout judged them, read when present (a folder from before has none, so a
+    /// comparison with it judges the current run's against 0; a plan step, written now, must have them).
+    public static let laterCountNames = ["wrongContent", "wrongKind", "wrongShownAtEnd"]
     public var counts: [String: Int]
     public var missingByReason: [String: Int]
     public var identityHolds: Bool
@@ -81,6 +84,7 @@ extension ServeSummaryFile {
     static func events(_ e: Fields) throws(ReportReadError) -> ServeEventsSummary {
         var counts: [String: Int] = [:]
         for name in ServeEventsSummary.countNames { counts[name] = try e.int(name) }
+        for name in ServeEventsSummary.laterCountNames { counts[name] = try e.optionalInt(name) }
         let completion = try e.object("fanoutCompletion")
         var bySize: [String: LatencySummary] = [:]
         for m in Metric.completionMetrics { bySize[m.name] = try completion.percentiles(m.name) }

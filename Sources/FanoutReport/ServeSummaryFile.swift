@@ -33,7 +33,9 @@ public struct ServeSummaryFile: Sendable {
 
     /// The `events` counts a backend's CI gates on: more of any in the current run than in the baseline is a
     /// regression (a lost, late, doubled or out-of-order delivery is a bug, not noise).
-    public static let gatedEventCounts = ["missing", "staleAtEnd", "uncorrelated", "duplicate", "reordered", "skipped"]
+    public static let gatedEventCounts = [
+        "missing", "staleAtEnd", "uncorrelated", "duplicate", "reordered", "skipped", "wrongContent", "wrongKind",
+    ]
     /// The backend counts gated the same way when both runs have the section: events the backend did not accept
     /// (`trigger.failures`: non-2xx, timed out, failed), activities it never registered.
     public static let gatedBackendCounts = [

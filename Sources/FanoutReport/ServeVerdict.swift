@@ -21,7 +21,8 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
     public static let counts: [(name: String, of: String)] = [
         ("missing", "expected pairs"), ("skipped", "expected pairs"), ("superseded", "expected pairs"),
         ("staleAtEnd", "expected pairs"), ("reordered", "expected pairs"), ("duplicate", "expected pairs"),
-        ("notApplied", "expected pairs"), ("uncorrelated", "expected pairs"),
+        ("notApplied", "expected pairs"), ("uncorrelated", "expected pairs"), ("wrongContent", "expected pairs"),
+        ("wrongKind", "expected pairs"),
         ("unregistered", "activities"), ("trigger.failures", "events sent"), ("trigger.unsent", "events sent"),
     ]
     /// The latency metrics an objective may name: serve's, and the judge's (`--expect-events`).
@@ -90,11 +91,11 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The defaults of a run: no missing pair (`--expect-events`), every activity registered (`--register`), every
-    /// event the trigger sent answered 2xx (`--trigger`).
+    /// The defaults of a run: no missing pair and none delivered wrong (`--expect-events`), every activity registered
+    /// (`--register`), every event the trigger sent answered 2xx (`--trigger`).
     public static func defaults(_ info: ServeResults.Info) -> [ServeObjective] {
         var names: [String] = []
-        if info.events != nil { names.append("missing") }
+        if info.events != nil { names += ["missing", "wrongContent", "wrongKind"] }
         if info.registration != nil { names.append("unregistered") }
         if info.trigger != nil { names.append("trigger.failures") }
         return names.map { ServeObjective(text: "\($0)=0", limit: .count(name: $0, count: 0, percent: nil)) }
@@ -221,6 +222,8 @@ public struct ServeVerdict: Sendable, Equatable {
                 case "duplicate": e.duplicate
                 case "notApplied": e.notApplied
                 case "uncorrelated": e.uncorrelated
+                case "wrongContent": e.wrongContent
+                case "wrongKind": e.wrongKind
                 default: nil
                 }
             return n.map { ($0, e.expected) }

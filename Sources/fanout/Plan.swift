@@ -30,8 +30,9 @@ struct Plan: ParsableCommand {
             intended times, registering the devices first with --register URL, judging every push the backend \
             makes (--expect-events). Flags after -- go to every serve as they are (--listen, TLS, --auth, \
             --latency, --faults, --workers). Objectives: latency of endToEnd (event's intended time → applied \
-            on the device) and counts of the judge: missing==0, staleAtEnd<=10, missing<=0.1%; missing==0 is \
-            judged unless another bound on missing or missing=off is given. A step also \
+            on the device) and counts of the judge: missing==0, staleAtEnd<=10, missing<=0.1%, \
+            wrongContent==0; missing==0, wrongContent==0 and wrongKind==0 are judged unless another bound on \
+            that count or COUNT=off is given. A step also \
             fails when the backend does not accept every trigger, registration leaves activities \
             unregistered, or the trigger falls behind. The knee is the highest event rate that passes; the \
             plan names what broke first above it.
@@ -161,8 +162,9 @@ struct Plan: ParsableCommand {
     }
 
     /// `--slo`s: latency objectives and, with `--trigger`, counts of the end-to-end judge.
-    /// With `--trigger`, `missing==0` is judged unless `--slo missing=off` (or another bound on missing) is given:
-    /// a backend that loses pushes never passes a step by default.
+    /// With `--trigger`, `missing==0`, `wrongContent==0` and `wrongKind==0` are judged unless `--slo NAME=off` (or
+    /// another bound on that count) is given: a backend that loses pushes or garbles them never passes a step by
+    /// default.
     func objectives() throws -> ([SLO], [CountObjective]) {
         var parsed: [SLO] = []
         var counts: [CountObjective] = []
@@ -199,8 +201,9 @@ struct Plan: ParsableCommand {
         } catch {
             throw ValidationError("--slo: \(error)")
         }
-        if trigger != nil && !off.contains("missing") && !counts.contains(where: { $0.name == .missing }) {
-            counts.insert(CountObjective(name: .missing, limit: 0), at: 0)
+        for (k, name) in [CountObjective.Name.missing, .wrongContent, .wrongKind].enumerated()
+        where trigger != nil && !off.contains(name.rawValue) && !counts.contains(where: { $0.name == name }) {
+            counts.insert(CountObjective(name: name, limit: 0), at: min(k, counts.count))
         }
         counts.removeAll { off.contains($0.name.rawValue) }
         return (parsed, counts)

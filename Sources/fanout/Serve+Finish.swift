@@ -37,7 +37,8 @@ extension Serve {
         if let e = info.events {
             print(
                 "fanout serve: events: \(e.correlated) correlated (\(e.delivered) delivered, \(e.duplicate) duplicate, "
-                    + "\(e.reordered) reordered), \(e.uncorrelated) uncorrelated, \(e.missing) missing, "
+                    + "\(e.reordered) reordered, \(e.wrongKind + e.wrongContent) wrong kind or content), "
+                    + "\(e.uncorrelated) uncorrelated, \(e.missing) missing, "
                     + "\(e.superseded) superseded (\(e.skipped) skipped: never pushed), \(e.staleAtEnd) stale at the "
                     + "end; freshness p99 \(Units.duration(e.freshness.valueAtPercentile(99))) over every "
                     + "expected pair")

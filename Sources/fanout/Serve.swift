@@ -251,10 +251,11 @@ struct Serve: ParsableCommand {
     @Option(
         name: .customLong("threshold"),
         help: ArgumentHelp(
-            "An objective the run is judged by (exit 2 when broken), besides the defaults (missing=0 with "
-                + "--expect-events, unregistered=0 with --register, trigger.failures=0 with --trigger): a count at "
-                + "most N or N% (missing, skipped, superseded, staleAtEnd, reordered, duplicate, notApplied, "
-                + "uncorrelated: of the expected pairs; unregistered: of the activities; trigger.failures, "
+            "An objective the run is judged by (exit 2 when broken), besides the defaults (missing=0, "
+                + "wrongContent=0 and wrongKind=0 with --expect-events, unregistered=0 with --register, "
+                + "trigger.failures=0 with --trigger): a count at most N or N% (missing, skipped, superseded, "
+                + "staleAtEnd, reordered, duplicate, notApplied, wrongContent, wrongKind, uncorrelated: of the "
+                + "expected pairs; unregistered: of the activities; trigger.failures, "
                 + "trigger.unsent: of the events sent), a percentile at most a duration (freshness.p99=2s, "
                 + "endToEnd.p99=250ms, fanoutCompletion.p99=1s, service.p99=5ms), or NAME=off to drop a default. "
                 + "Repeatable.",

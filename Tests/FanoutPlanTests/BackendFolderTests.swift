@@ -26,7 +26,7 @@ struct BackendFolderTests {
         e.perEvent.due = [true, true, true]
         e.perEvent.delivered = [2, 2, 1]
         e.perEvent.missing = [0, 0, 1]
-        for k in [\ServeEventsReport.PerEvent.superseded, \.duplicate, \.reordered, \.notApplied, \.skipped] {
+        for k in [\ServeEventsReport.PerEvent.superseded, \.duplicate, \.reordered, \.notApplied, \.skipped, \.wrongKind, \.wrongContent] {
             e.perEvent[keyPath: k] = [0, 0, 0]
         }
         e.perEvent.lastApplyNanos = [1_000 + 1_200_000_000, 1_000 + 1_700_000_000, 1_000 + 2_400_000_000]

@@ -52,7 +52,34 @@ struct ServeEventsTests {
     ]
 
     static func push(_ service: APNsService, _ row: [String: Any], _ timestamp: Int64) -> Int {
-        T.ask(service, path: "/3/device/\(row["token"] as! String)", headers, T.payload(timestamp)).status
+        let source = Int((row["source"] as! String).dropFirst("source-".count))!
+        return T.ask(
+            service, path: "/3/device/\(row["token"] as! String)", headers,
+            eventPayload(service, source: source, timestamp: timestamp)
+        ).status
+    }
+
+    /// The payload of source `s`'s event with `timestamp` as a faithful backend sends it: its kind and the
+    /// content-state the trigger carries (`World.makeContent`); `kind` and `change` plant a wrong one. A timestamp
+    /// that is no event of `s` gets `T.payload`'s.
+    static func eventPayload(
+        _ service: APNsService, source s: Int, timestamp: Int64, kind: String? = nil, change: Bool = false
+    ) -> [UInt8] {
+        let world = service.engine.world
+        var schedule = EventSchedule(scenario: world.scenario, world: world)
+        while let e = schedule.next() {
+            guard e.source == s, e.kind != .offlineWindowEnd, world.timestamp(of: e) == timestamp else { continue }
+            let schema = world.appSchema[world.sourceApp[s]]
+            var content: [UInt8] = []
+            world.makeContent(schema: schema, event: e.index, source: s, final: e.kind == .end, into: &content)
+            var json: [UInt8] = []
+            content.withUnsafeBytes { world.schemas[schema].appendCompactJSON(record: $0, to: &json) }
+            var text = String(decoding: json, as: UTF8.self)
+            if change { text = text.replacingOccurrences(of: "\"home\":", with: "\"home\":1") }
+            let event = kind ?? (e.kind == .end ? "end" : "update")
+            return Array("{\"aps\":{\"event\":\"\(event)\",\"timestamp\":\(timestamp),\"content-state\":\(text)}}".utf8)
+        }
+        return T.payload(timestamp)
     }
 
     @Test("the events: the schedule's updates and ends, ranked per source, found by timestamp; million stays small")
@@ -201,7 +228,7 @@ struct ServeEventsTests {
         let answer = T.ask(
             service, path: "/4/broadcasts/apps/com.example.scores",
             [("apns-channel-id", channel), ("apns-push-type", "LiveActivity"), ("apns-priority", "5"),
-                ("apns-expiration", "0")], T.payload(events.timestamp[e0]))
+                ("apns-expiration", "0")], Self.eventPayload(service, source: s, timestamp: events.timestamp[e0]))
         #expect(answer.status == 200)
         clock.nanos += 3_000_000
         service.runPendingFanouts(wallMillis: Self.now * 1000 + 6000)
@@ -275,7 +302,8 @@ struct ServeEventsTwoLoopsTests {
             ("apns-expiration", Array("0".utf8)),
         ]
         let c1 = try serve.open(on: 0) { _ in }
-        M.post(path: "/4/broadcasts/apps/com.example.scores", headers: headers, body: ServeEventsTests.body(events.timestamp[eb]))
+        let broadcast = ServeEventsTests.eventPayload(services[0], source: b, timestamp: events.timestamp[eb])
+        M.post(path: "/4/broadcasts/apps/com.example.scores", headers: headers, body: broadcast)
             .withUnsafeBytes { c1.receive($0) }
         serve.settle()
         let c2 = try serve.open(on: 0) { _ in }
@@ -284,7 +312,7 @@ struct ServeEventsTwoLoopsTests {
             headers: [
                 ("apns-push-type", Array("liveactivity".utf8)), ("apns-priority", Array("5".utf8)),
                 ("apns-topic", Array("com.example.scores.push-type.liveactivity".utf8)),
-            ], body: ServeEventsTests.body(events.timestamp[et])
+            ], body: ServeEventsTests.eventPayload(services[0], source: tSource, timestamp: events.timestamp[et])
         ).withUnsafeBytes { c2.receive($0) }
         serve.settle()
         #expect(services[0].tracker!.correlated + services[1].tracker!.correlated == bRows.count + 1)
@@ -307,5 +335,7 @@ extension ServeEventsTests {
         }
     }
 
+    /// A payload with `timestamp` and a fixed content-state (not the event's: applied, it is `wrongContent`), for
+    /// pushes a test expects refused, rejected or not applied.
     static func body(_ timestamp: Int64) -> [UInt8] { T.payload(timestamp) }
 }

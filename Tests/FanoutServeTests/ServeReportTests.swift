@@ -147,7 +147,8 @@ struct ServeReportTests {
         #expect(html.contains("The backend accepted every event it answered: 100 of 100 triggers answered 2xx"))
         #expect(html.contains("Every activity registered (10)."))
         #expect(!html.contains("class=\"bad\""))
-        #expect(html.contains("<b>Verdict: passed: missing=0 (0 of 1000), unregistered=0 (0 of 10), trigger.failures=0"))
+        #expect(html.contains("<b>Verdict: passed: missing=0 (0 of 1000), wrongContent=0 (0 of 1000), wrongKind=0 (0 of 1000), "
+                + "unregistered=0 (0 of 10), trigger.failures=0"))
         // No backend flags: no verdict.
         html = ServeHTML.render(fixed, s, fixedLatency, a, c, (1, 1), 8, seconds: [])
         #expect(!html.contains("Through your backend"))

@@ -12,7 +12,9 @@ The trigger is answered 202 at once and the fan-out runs in the background, at m
 
 --drop-every N is a deliberate bug, there to show `fanout compare` failing a CI gate: each token fan-out skips its
 N-th, 2N-th, … subscriber (the same ones every time, by registration order). Broadcasts are left alone: APNs fans
-a broadcast out, the backend has no subscriber list to skip from.
+a broadcast out, the backend has no subscriber list to skip from. --drop-push-every N, --send-every N and
+--wrong-content-every N plant other bugs (a lost push, a coalescing backend, a garbled content-state), each for a
+count of fanout's judge to catch (skipped, freshness, wrongContent).
 
     python3 backend.py --listen 127.0.0.1:8080 --apns localhost:2197 --ca cert.pem \
         --auth-key KEYID=key.p8 --team TEAMID
@@ -45,10 +47,13 @@ class Backend:
         self.clients = {}  # one aioapns client (connection pool) per app: the topic is the pool's
         self.slots = asyncio.Semaphore(args.concurrency)
         self.http = httpx.AsyncClient(http2=True, verify=ssl.create_default_context(cafile=args.ca), timeout=30)
-        self.counts = {"registered": 0, "triggers": 0, "pushes": 0, "broadcasts": 0, "failed": 0, "dropped": 0}
+        self.counts = {"registered": 0, "triggers": 0, "pushes": 0, "broadcasts": 0, "failed": 0, "dropped": 0,
+                       "coalesced": 0, "garbled": 0}
         self.dropped = []  # (source, timestamp, token) of each push --drop-push-every dropped
         self.failures = []  # (token or channel, timestamp) of each push or broadcast APNs did not accept
         self.fanned = 0  # token pushes a fan-out meant to send, in order (--drop-push-every counts them)
+        self.updates = {}  # source -> its updates triggered so far (--send-every counts them)
+        self.garbled = []  # (source, timestamp) of each event whose content-state --wrong-content-every changed
         self.jwt, self.jwt_at = None, 0
 
     def apns(self, app):
@@ -86,8 +91,34 @@ class Backend:
     async def trigger(self, request):
         event = await request.json()
         self.counts["triggers"] += 1
+        if self.args.send_every and event["event"] == "update":  # a coalescing backend: every N-th update only
+            n = self.updates[event["source"]] = self.updates.get(event["source"], 0) + 1
+            if n % self.args.send_every != 0:
+                self.counts["coalesced"] += 1
+                return web.Response(status=202)
+        if self.args.wrong_content_every and self.counts["triggers"] % self.args.wrong_content_every == 0:
+            self.garble(event)
         asyncio.get_running_loop().create_task(self.fan_out(event))
         return web.Response(status=202)
+
+    def garble(self, event):
+        """The bug --wrong-content-every plants: the content-state's first field changed (a number + 1, a boolean
+        flipped, a string reversed and extended)."""
+        state = event.get("content-state") or {}
+        if not state:
+            return
+        key = next(iter(state))
+        value = state[key]
+        if isinstance(value, bool):
+            state[key] = not value
+        elif isinstance(value, (int, float)):
+            state[key] = value + 1
+        elif isinstance(value, str):
+            state[key] = value[::-1] + "x"
+        else:
+            return
+        self.counts["garbled"] += 1
+        self.garbled.append((event["source"], event["timestamp"]))
 
     async def fan_out(self, event):
         aps = {"event": event["event"], "timestamp": event["timestamp"], "content-state": event["content-state"]}
@@ -147,7 +178,7 @@ class Backend:
 
     async def stats(self, request):
         if request.query.get("dropped"):  # /stats?dropped=1: the (source, timestamp, token) of each dropped push
-            return web.json_response({"dropped": self.dropped, "failures": self.failures})
+            return web.json_response({"dropped": self.dropped, "failures": self.failures, "garbled": self.garbled})
         return web.json_response(self.counts)
 
 
@@ -173,9 +204,17 @@ def main():
     p.add_argument("--drop-push-every", type=int, default=0, metavar="N",
                    help="another: drop every N-th token push of the run (a different subscriber each time, so most "
                         "are covered by the source's next event: fanout counts them skipped); /stats counts them")
+    p.add_argument("--send-every", type=int, default=0, metavar="N",
+                   help="a coalescing backend: push only every N-th update of each source (every end still goes "
+                        "out); the others are answered 202 and counted coalesced in /stats; fanout counts the "
+                        "followers' pairs skipped and their freshness shows how far behind the Lock Screens were")
+    p.add_argument("--wrong-content-every", type=int, default=0, metavar="N",
+                   help="a garbling backend: change the first content-state field of every N-th event triggered "
+                        "(counted garbled in /stats); fanout counts those deliveries wrongContent")
     args = p.parse_args()
-    if args.drop_every < 0 or args.drop_push_every < 0:
-        p.error("--drop-every, --drop-push-every: expected 0 (off) or a positive N")
+    if min(args.drop_every, args.drop_push_every, args.send_every, args.wrong_content_every) < 0:
+        p.error("--drop-every, --drop-push-every, --send-every, --wrong-content-every: expected 0 (off) or a "
+                "positive N")
 
     async def start():
         backend = Backend(args)
