@@ -265,15 +265,25 @@ extension ServeEvents {
     }
 
     /// events.jsonl: one line per event, in intended-time order — its number, source, app, kind, `timestamp` (what
-    /// the backend puts into `aps.timestamp`), intended offset from t0 and the activities following its source.
-    public func jsonl(apps: [String]) -> String {
+    /// the backend puts into `aps.timestamp`), intended offset from t0, the activities following its source, and the
+    /// `content-state` the trigger carries (what a push of it must carry for the judge to count it delivered).
+    public func jsonl(world: World) -> String {
         var out = ""
-        out.reserveCapacity(count * 140)
+        out.reserveCapacity(count * 240)
+        var content: [UInt8] = []
+        var json: [UInt8] = []
         for e in 0..<count {
             let s = Int(source[e])
-            out += "{\"event\": \(e), \"source\": \"\(ServeEvents.sourceName(s))\", \"app\": \"\(apps[sourceApp[s]])\", "
+            let app = sourceApp[s]
+            out += "{\"event\": \(e), \"source\": \"\(ServeEvents.sourceName(s))\", "
+            out += "\"app\": \"\(world.scenario.apps[app].bundle)\", "
             out += "\"kind\": \"\(kind[e] == 1 ? "end" : "update")\", \"timestamp\": \(timestamp[e]), "
-            out += "\"offsetNanos\": \(offsetNanos[e]), \"followers\": \(followers[s])}\n"
+            out += "\"offsetNanos\": \(offsetNanos[e]), \"followers\": \(followers[s]), \"content-state\": "
+            let schema = world.appSchema[app]
+            world.makeContent(schema: schema, event: scheduleIndex[e], source: s, final: kind[e] == 1, into: &content)
+            json.removeAll(keepingCapacity: true)
+            content.withUnsafeBytes { world.schemas[schema].appendCompactJSON(record: $0, to: &json) }
+            out += String(decoding: json, as: UTF8.self) + "}\n"
         }
         return out
     }

@@ -10,7 +10,7 @@ import FanoutSim
 /// means a higher rank. Two events of one source with the same timestamp (possible only with the scenario's
 /// out-of-order fault) cannot be told apart by a push: the later is left out and counted in `sharedTimestamps`.
 ///
-/// Memory: ~37 bytes per event here and two columns per source; each loop's `EventTracker` adds ~28 bytes per event
+/// Memory: ~45 bytes per event here and two columns per source; each loop's `EventTracker` adds ~28 bytes per event
 /// and 8 per activity (its source, its newest event). `million` (4,280 events, 5 million activities) adds ~40 MB.
 public final class ServeEvents: @unchecked Sendable {
     // @unchecked: every column is immutable after init; `t0` is touched only under its mutex.
@@ -26,6 +26,8 @@ public final class ServeEvents: @unchecked Sendable {
     /// The content record the trigger carries for the event (`World.makeContent`), hashed as the pipeline hashes an
     /// applied one (`Pipeline.contentHash`): a delivery whose record differs is `wrongContent`.
     public let contentHash: [UInt64]
+    /// Each event's number in the scenario's schedule (`SourceEvent.index`: its content is made from it).
+    public let scheduleIndex: [Int]
     /// Each event's rank among its source's events (by timestamp, then schedule order).
     public let rank: [Int32]
     /// Source `s`'s events in rank order: `bySource[sourceStart[s] ..< sourceStart[s + 1]]`.
@@ -55,6 +57,7 @@ public final class ServeEvents: @unchecked Sendable {
         var stamps: [Int64] = []
         var offsets: [UInt64] = []
         var hashes: [UInt64] = []
+        var indexes: [Int] = []
         var content: [UInt8] = []
         while let e = schedule.next() {
             guard e.kind != .offlineWindowEnd, !world.hasEnded(e) else { continue }
@@ -66,6 +69,7 @@ public final class ServeEvents: @unchecked Sendable {
             let schema = world.appSchema[world.sourceApp[e.source]]
             world.makeContent(schema: schema, event: e.index, source: e.source, final: e.kind == .end, into: &content)
             hashes.append(content.withUnsafeBytes { Pipeline.contentHash($0) })
+            indexes.append(e.index)
         }
         // Group by source, then rank by timestamp (schedule order breaks ties); drop repeated timestamps.
         var order = Array(0..<Int32(src.count))
@@ -92,6 +96,7 @@ public final class ServeEvents: @unchecked Sendable {
         timestamp = src.indices.filter { keep[$0] }.map { stamps[$0] }
         offsetNanos = src.indices.filter { keep[$0] }.map { offsets[$0] }
         contentHash = src.indices.filter { keep[$0] }.map { hashes[$0] }
+        scheduleIndex = src.indices.filter { keep[$0] }.map { indexes[$0] }
         // `order` groups the events by source in rank order: the kept ones, renumbered, are `bySource`.
         let list = order.filter { keep[Int($0)] }.map { newIndex[Int($0)] }
         var start = [Int32](repeating: 0, count: sources + 1)

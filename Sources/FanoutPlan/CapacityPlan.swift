@@ -11,8 +11,11 @@ public struct PlanSettings: Sendable {
     public var stepSeconds: Double = 6
     /// Longest step: a step is lengthened to collect `criteria.samplesNeeded` events, up to this.
     public var maxStepSeconds: Double = 20
-    /// A failing step is run again and fails only if the repeat fails too.
+    /// A failing step is run again and fails only if the repeat fails too (with `repeats` 1).
     public var confirmFailures = true
+    /// Runs of every step, judged on their median (`Step.median`): 3 for a backend plan by default, where healthy
+    /// runs of one backend differ by 2× in endToEnd p99 and one lucky pass must not make the knee.
+    public var repeats = 1
     /// The plan stops starting steps after this long (each worker count gets an equal share of what
     /// is left), so a noisy machine cannot make it run for ever.
     public var timeBudgetSeconds: Double = 480
@@ -168,8 +171,10 @@ public struct CapacityPlan: Sendable {
                 proceed: {
                     let next = settings.stepDuration(eventsPerSecond: base * (steps.last?.factor ?? search.startFactor))
                     let settle = settings.backend?.settleSeconds ?? 0
-                    return ContinuousClock.now + .seconds(next + settle + 1) <= deadline
-                }
+                    return ContinuousClock.now + .seconds((next + settle + 1) * Double(max(settings.repeats, 1)))
+                        <= deadline
+                },
+                halt: { steps.last?.harnessLimited }
             ) { factor in
                 func measureStep() throws -> Step {
                     stepNumber += 1
@@ -181,10 +186,28 @@ public struct CapacityPlan: Sendable {
                     return try measure(
                         settings, steady: steady, baseEventsPerSecond: base, workers: workers, factor: factor)
                 }
+                if settings.repeats > 1 {
+                    var runs: [Step] = []
+                    for k in 1...settings.repeats {
+                        let run = try measureStep()
+                        runs.append(run)
+                        progress(
+                            PlanText.progress(run, index: steps.count + 1, criteria: settings.criteria)
+                                + " [run \(k) of \(settings.repeats)]")
+                        if run.harnessLimited != nil { break }
+                    }
+                    let step = Step.median(of: runs, criteria: settings.criteria)
+                    steps.append(step)
+                    progress(
+                        "  step \(steps.count) ×\(PlanText.factor(factor)), the median of \(runs.count) runs: "
+                            + (step.harnessLimited.map { "harness-limited: \($0)" }
+                                ?? (step.passed ? "pass" : "FAIL: " + step.failures.joined(separator: "; "))))
+                    return step.passed
+                }
                 var step = try measureStep()
                 steps.append(step)
                 progress(PlanText.progress(step, index: steps.count, criteria: settings.criteria))
-                if !step.passed && settings.confirmFailures {
+                if !step.passed && settings.confirmFailures && step.harnessLimited == nil {
                     // A failure counts only if a repeat fails too: one stall of a shared machine can
                     // fail a step, a rate above capacity fails every time.
                     step = try measureStep()

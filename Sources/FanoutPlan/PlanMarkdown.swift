@@ -29,11 +29,17 @@ extension PlanReport {
                 + "×\(PlanText.trimmed(s.search.growth, digits: 2)) from ×\(PlanText.factor(s.search.startFactor)) "
                 + "(later worker counts start at the previous knee) until a step fails, then bisection at geometric "
                 + "midpoints until first fail ÷ last pass ≤ \(PlanText.trimmed(s.search.precision, digits: 3)). "
-                + (s.confirmFailures
-                    ? "A failing step is repeated and counts as failed only if the repeat fails "
-                        + "too (a stall of the shared machine fails one step; a rate above capacity fails every time). "
-                    : "")
-                + "The knee is the highest passing factor.")
+                + (s.repeats > 1
+                    ? "Every step is run \(s.repeats) times and judged on the median of its runs (each objective's "
+                        + "value and each count; healthy runs of one backend differ by 2× in endToEnd p99, so one lucky "
+                        + "run must not pass a step). A step fanout's own trigger held up ends the search as "
+                        + "harness-limited. "
+                    : s.confirmFailures
+                        ? "A failing step is repeated and counts as failed only if the repeat fails "
+                            + "too (a stall of the shared machine fails one step; a rate above capacity fails every "
+                            + "time). "
+                        : "")
+                + "The knee is the highest passing factor, reported with the lowest failing one above it.")
         out.append("- Step length: \(stepRule(plan)).")
         if s.backend != nil {
             out.append(
@@ -214,13 +220,30 @@ extension PlanReport {
             " Above it, at ×\(PlanText.factor(f.factor)) (\(PlanText.rate(f.offeredEventsPerSecond)) events/s), what "
                 + "broke first: " + f.failures.joined(separator: "; ") + "."
         }
-        guard let k = search.knee else {
-            return "**No rate met every objective through the backend.**" + (above ?? "")
+        let limited = search.outcome.halted.map {
+            " The search ended harness-limited: \($0); fanout's trigger, not the backend, was the limit there, so the "
+                + "knee is a lower bound (give the serve more loops, or a faster machine)."
         }
-        return "**Knee of the backend: \(PlanText.rate(k.offeredEventsPerSecond)) events/s** (×\(PlanText.factor(k.factor)) "
-            + "the scenario's mean rate; \(PlanText.rate(k.deliveriesPerSecond)) deliveries/s delivered, endToEnd p99 "
-            + "\(PlanText.duration(k.endToEnd.p99)), \(k.backend?[.missing] ?? 0) missing) with every objective met."
-            + (above ?? " No rate above it failed: the knee is a lower bound.")
+        guard let k = search.knee else {
+            return "**No rate met every objective through the backend.**" + (above ?? "") + (limited ?? "")
+        }
+        let interval = search.firstFail.map {
+            "between \(PlanText.rate(k.offeredEventsPerSecond)) (pass) and \(PlanText.rate($0.offeredEventsPerSecond)) "
+                + "(fail) events/s"
+        } ?? "at least \(PlanText.rate(k.offeredEventsPerSecond)) events/s"
+        return "**Knee of the backend: \(interval)** (×\(PlanText.factor(k.factor)) the scenario's mean rate passed; "
+            + "\(PlanText.rate(k.deliveriesPerSecond)) deliveries/s delivered, endToEnd p99 "
+            + "\(PlanText.duration(k.endToEnd.p99))\(spread(k)), \(k.backend?[.missing] ?? 0) missing) with every "
+            + "objective met" + (k.runs.count > 1 ? " by the median of \(k.runs.count) runs." : ".")
+            + (above ?? (limited == nil ? " No rate above it failed: the knee is a lower bound." : "")) + (limited ?? "")
+    }
+
+    /// ` (runs: 80 ms to 160 ms)`: the spread of a repeated step's endToEnd p99, empty for one run.
+    static func spread(_ step: Step) -> String {
+        guard step.runs.count > 1, let lo = step.runs.map(\.endToEndP99).min(),
+            let hi = step.runs.map(\.endToEndP99).max()
+        else { return "" }
+        return " (its \(step.runs.count) runs: \(PlanText.duration(lo)) to \(PlanText.duration(hi)))"
     }
 
     /// The columns of a search's step table (plan.md and plan.html).
@@ -252,7 +275,16 @@ extension PlanReport {
                 row += [PlanText.duration(step.scheduleLag.p99), PlanText.percent(min(step.achievedRatio, 1))]
             }
             row += [little, step.loadAverage.map { PlanText.fixed($0, 1) } ?? ""]
-            row.append(step.passed ? "pass" : "FAIL: " + step.failures.joined(separator: "; "))
+            var verdict =
+                step.harnessLimited.map { "HARNESS-LIMITED: \($0)" }
+                ?? (step.passed ? "pass" : "FAIL: " + step.failures.joined(separator: "; "))
+            if step.runs.count > 1 {
+                verdict += " (median of \(step.runs.count) runs: "
+                    + step.runs.map { $0.harnessLimited != nil ? "limited" : $0.passed ? "pass" : "fail" }
+                    .joined(separator: ", ") + "; endToEnd p99 " + step.runs.map { PlanText.duration($0.endToEndP99) }
+                    .joined(separator: ", ") + ")"
+            }
+            row.append(verdict)
             return row
         }
     }

@@ -196,6 +196,8 @@ public enum PlanReport {
             ("firstFailFactor", .optional(w.outcome.firstFail.map(round6))),
             ("kneeEventsPerSecond", .optional(w.knee.map { round3($0.offeredEventsPerSecond) })),
             ("kneeDeliveriesPerSecond", .optional(w.knee.map { $0.deliveriesPerSecond.rounded() })),
+            ("firstFailEventsPerSecond", .optional(w.firstFail.map { round3($0.offeredEventsPerSecond) })),
+            ("harnessLimited", .optional(w.outcome.halted)),
             ("steps", .array(w.steps.map { step(json: $0, criteria: c) })),
         ])
     }
@@ -236,6 +238,19 @@ public enum PlanReport {
             ),
             ("backend", s.backend.map(backend(json:)) ?? .null),
             ("loadAverage", .optional(s.loadAverage)), ("repeated", .bool(s.repeated)),
+            ("harnessLimited", .optional(s.harnessLimited)),
+            (
+                "runs",
+                .array(
+                    s.runs.map { r in
+                        .object([
+                            ("folder", .optional(r.folder)), ("passed", .bool(r.passed)),
+                            ("failures", .array(r.failures.map { .string($0) })),
+                            ("sloValuesNanos", .array(r.sloValues.map { .int(Int($0)) })),
+                            ("endToEndP99Nanos", .int(Int(r.endToEndP99))), ("harnessLimited", .optional(r.harnessLimited)),
+                        ])
+                    })
+            ),
             ("passed", .bool(s.passed)), ("failures", .array(s.failures.map { .string($0) })),
             ("notes", .array(s.notes.map { .string($0) })),
         ])

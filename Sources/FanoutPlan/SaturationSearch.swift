@@ -23,6 +23,9 @@ public struct SearchOutcome: Sendable, Equatable {
     public var steps: Int
     /// Why the search stopped, in words.
     public var conclusion: String
+    /// The search ended at a step the harness itself could not run (fanout's own trigger behind): why; the bracket
+    /// is what was known before it (a lower bound on the knee).
+    public var halted: String? = nil
 }
 
 /// Saturation search: geometric steps from `startFactor` (×growth while passing, ÷growth while
@@ -31,9 +34,11 @@ public struct SearchOutcome: Sendable, Equatable {
 /// a spurious failure only moves the knee down (conservative).
 public enum SaturationSearch {
     /// `measure` runs a step at a factor and says whether it passed; `proceed` is asked before every
-    /// step (false: out of time, stop with what is known).
+    /// step (false: out of time, stop with what is known); `halt`, after every step, names why the search must end
+    /// there (the harness could not run the step: it is neither a pass nor a fail).
     public static func run(
-        _ s: SearchSettings, proceed: () -> Bool = { true }, measure: (Double) throws -> Bool
+        _ s: SearchSettings, proceed: () -> Bool = { true }, halt: () -> String? = { nil },
+        measure: (Double) throws -> Bool
     )
         rethrows -> SearchOutcome
     {
@@ -43,18 +48,26 @@ public enum SaturationSearch {
         var fail: Double?
         var f = min(max(s.startFactor, s.minFactor), s.maxFactor)
         var outOfTime = false
+        var halted: (factor: Double, why: String)?
         func allowed() -> Bool {
-            if steps >= s.maxSteps || outOfTime { return false }
+            if steps >= s.maxSteps || outOfTime || halted != nil { return false }
             if !proceed() { outOfTime = true }
             return !outOfTime
         }
-        func step(_ factor: Double) throws -> Bool {
+        /// nil: halted (neither pass nor fail).
+        func step(_ factor: Double) throws -> Bool? {
             steps += 1
-            return try measure(factor)
+            let passed = try measure(factor)
+            if let why = halt() {
+                halted = (factor, why)
+                return nil
+            }
+            return passed
         }
         // Bracket.
         while allowed() {
-            if try step(f) {
+            guard let passed = try step(f) else { break }
+            if passed {
                 pass = f
                 if fail != nil { break }
                 if f >= s.maxFactor { break }
@@ -69,7 +82,8 @@ public enum SaturationSearch {
         // Bisect.
         while let lo = pass, let hi = fail, hi / lo > s.precision, allowed() {
             let mid = (lo * hi).squareRoot()
-            if try step(mid) { pass = mid } else { fail = mid }
+            guard let passed = try step(mid) else { break }
+            if passed { pass = mid } else { fail = mid }
         }
         var conclusion: String
         switch (pass, fail) {
@@ -84,9 +98,14 @@ public enum SaturationSearch {
         case (nil, let hi?):
             conclusion = "no factor passed down to ×\(PlanText.factor(hi))"
         case (nil, nil):
-            conclusion = "no step ran"
+            conclusion = halted == nil ? "no step ran" : "no step judged"
         }
         if outOfTime { conclusion += " (stopped: out of time)" }
-        return SearchOutcome(lastPass: pass, firstFail: fail, steps: steps, conclusion: conclusion)
+        if let halted {
+            conclusion += "; harness-limited at ×\(PlanText.factor(halted.factor)): \(halted.why) (the search ended "
+                + "there, neither pass nor fail)"
+        }
+        return SearchOutcome(
+            lastPass: pass, firstFail: fail, steps: steps, conclusion: conclusion, halted: halted?.why)
     }
 }

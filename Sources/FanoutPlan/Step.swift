@@ -65,6 +65,22 @@ public struct Step: Sendable {
     public var notes: [String]
     /// A step of a backend plan (`fanout plan --trigger`): the serve run's counts.
     public var backend: BackendMeasures? = nil
+    /// A step measured several times (`PlanSettings.repeats`): each run, in order; this step holds their median
+    /// (each objective's value, each count) and is judged on it. Empty: measured once.
+    public var runs: [RepeatRun] = []
+    /// fanout's own harness (not the system under test) held the step up: why. The search ends at such a step.
+    public var harnessLimited: String? = nil
+
+    /// One run of a repeated step, as judged on its own.
+    public struct RepeatRun: Sendable, Equatable {
+        public var folder: String?
+        public var passed: Bool
+        public var failures: [String]
+        /// In `criteria.slos` order.
+        public var sloValues: [UInt64]
+        public var endToEndP99: UInt64
+        public var harnessLimited: String?
+    }
 
     public var passed: Bool { failures.isEmpty }
     public var offeredEventsPerSecond: Double { Double(events) / scheduledSeconds }
@@ -120,6 +136,7 @@ extension Step {
     public mutating func judge(_ criteria: PlanCriteria) {
         failures = []
         notes = []
+        harnessLimited = nil
         for (k, slo) in criteria.slos.enumerated() {
             if sloSamples[k] == 0 {
                 failures.append("\(slo.name): no samples")
@@ -153,6 +170,17 @@ extension Step {
                             ? " (\(b.waitedForSlot) events waited for a free --trigger-concurrency slot: the backend "
                                 + "answered too slowly)" : " (fanout's own trigger loop)"))
             }
+            // Behind with no event waiting for the backend: fanout's own trigger could not keep the schedule. The
+            // step says nothing about the backend; the search ends (harness-limited).
+            if b.waitedForSlot == 0 {
+                if scheduleLag.count > 0, scheduleLag.p99 > criteria.maxScheduleLagNanos {
+                    harnessLimited = "fanout's trigger fell behind its schedule (scheduleLag.p99 "
+                        + "\(PlanText.duration(scheduleLag.p99)), no event waited for the backend)"
+                } else if b.triggerUnsent > 0 {
+                    harnessLimited = "fanout's trigger left \(b.triggerUnsent) events unsent with none waiting for "
+                        + "the backend"
+                }
+            }
         } else {
             if achievedRatio < criteria.minAchievedRatio {
                 failures.append(
@@ -171,5 +199,35 @@ extension Step {
                 "Little's law off by \(PlanText.percent(little.relativeDifference)): L = "
                     + "\(PlanText.fixed(little.inFlight, 2)) vs X·W = \(PlanText.fixed(little.predictedInFlight, 2))")
         }
+    }
+}
+
+extension Step {
+    /// A step measured `runs.count` times, judged on the median: the run whose endToEnd p99 is the median one, with
+    /// each objective's value and each count of the judge replaced by the median over the runs (the lower middle of
+    /// an even count), then judged again. A step is harness-limited when any run was.
+    public static func median(of runs: [Step], criteria: PlanCriteria) -> Step {
+        precondition(!runs.isEmpty)
+        func middle<T: Comparable>(_ values: [T]) -> T { values.sorted()[(values.count - 1) / 2] }
+        let order = runs.indices.sorted { runs[$0].endToEnd.p99 < runs[$1].endToEnd.p99 }
+        var step = runs[order[(runs.count - 1) / 2]]
+        step.runs = runs.map {
+            RepeatRun(
+                folder: $0.backend?.folder, passed: $0.passed, failures: $0.failures, sloValues: $0.sloValues,
+                endToEndP99: $0.endToEnd.p99, harnessLimited: $0.harnessLimited)
+        }
+        guard runs.count > 1 else { return step }
+        step.sloValues = criteria.slos.indices.map { k in middle(runs.map { $0.sloValues[k] }) }
+        step.sloSamples = criteria.slos.indices.map { k in runs.map { $0.sloSamples[k] }.min() ?? 0 }
+        step.lossShare = middle(runs.map(\.lossShare))
+        if var b = step.backend {
+            for name in CountObjective.Name.allCases { b.counts[name] = middle(runs.map { $0.backend?[name] ?? 0 }) }
+            step.backend = b
+        }
+        step.judge(criteria)
+        if step.harnessLimited == nil, let limited = runs.compactMap(\.harnessLimited).first {
+            step.harnessLimited = limited
+        }
+        return step
     }
 }

@@ -234,7 +234,7 @@ public final class ServeSession {
         guard plan.expectEvents else { return nil }
         let expected = ServeEvents.expect(services: services)
         do {
-            let text = expected.jsonl(apps: plan.scenario.apps.map(\.bundle))
+            let text = expected.jsonl(world: services[0].engine.world)
             try FolderFiles.write(folder: plan.folder, files: ["events.jsonl": text], last: "events.jsonl")
         } catch {
             throw ServeSessionError("fanout serve: cannot write \(plan.folder)/events.jsonl: \(error)")

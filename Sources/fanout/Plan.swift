@@ -92,8 +92,14 @@ struct Plan: ParsableCommand {
     @Option(help: "Override the seed.")
     var seed: UInt64?
 
-    @Flag(inversion: .prefixedNo, help: "Repeat a failing step; it fails only if the repeat fails too.")
+    @Flag(inversion: .prefixedNo, help: "Repeat a failing step; it fails only if the repeat fails too (--repeats 1).")
     var confirmFailures = true
+
+    @Option(
+        help: ArgumentHelp(
+            "Run every step N times and judge it on the median of its runs (default 3 with --trigger, 1 otherwise; "
+                + "1 to 20).", valueName: "N"))
+    var repeats: Int?
 
     @Option(name: .customLong("max-factor"), help: "The highest rate factor tried (default 1000).")
     var maxFactor: Double?
@@ -141,6 +147,7 @@ struct Plan: ParsableCommand {
         settings.search.startFactor = startFactor
         settings.search.precision = precision
         settings.confirmFailures = confirmFailures
+        settings.repeats = repeats ?? (trigger != nil ? 3 : 1)
         settings.clock = search.clock
         let folder = backend?.settings.folder ?? out ?? "reports/plans/\(Run.timestamp())-\(s.name)"
         let objectives = (parsed.map(\.description) + counts.map(\.description)).joined(separator: ", ")
@@ -223,6 +230,9 @@ struct Plan: ParsableCommand {
                 throw ValidationError("--max-loss: expected a share from 0 to 1 or a percentage, got \"\(maxLoss)\"")
             }
             loss = percent ? v / 100 : v
+        }
+        if let repeats, !(1...20).contains(repeats) {
+            throw ValidationError("--repeats: expected 1 to 20 runs of each step, got \(repeats)")
         }
         var planTarget: PlanTarget?
         if let target {

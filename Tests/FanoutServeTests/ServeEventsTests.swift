@@ -105,10 +105,18 @@ struct ServeEventsTests {
         let m = ServeEvents(
             world: World(scenario: million), followers: [Int32](repeating: 0, count: million.sources.count))
         #expect(m.count > 4_000 && m.count < 10_000, "\(m.count) events")
-        let jsonl = events.jsonl(apps: world.scenario.apps.map(\.bundle)).split(separator: "\n")
+        let jsonl = events.jsonl(world: world).split(separator: "\n")
         #expect(jsonl.count == events.count)
         let first = try! JSONSerialization.jsonObject(with: Data(jsonl[0].utf8)) as! [String: Any]
         #expect(first["timestamp"] as? Int == Int(events.timestamp[0]) && first["offsetNanos"] as? Int == Int(events.offsetNanos[0]))
+        // The content-state a faithful push of the event carries: the one the judge compares with.
+        let content = try! JSONSerialization.data(withJSONObject: ["aps": ["content-state": first["content-state"]!]])
+        let expected = Self.eventPayload(
+            service, source: Int(events.source[0]), timestamp: events.timestamp[0])
+        let parsed = try! JSONSerialization.jsonObject(with: Data(expected)) as! [String: [String: Any]]
+        let again = try! JSONSerialization.jsonObject(with: content) as! [String: [String: Any]]
+        #expect(NSDictionary(dictionary: parsed["aps"]!["content-state"] as! [String: Any])
+            == NSDictionary(dictionary: again["aps"]!["content-state"] as! [String: Any]))
     }
 
     @Test("scripted pushes: delivered, duplicate, superseded, reordered, not applied, uncorrelated, missing — exact")

@@ -147,9 +147,9 @@ def population(folder):
         return [json.loads(line) for line in f]
 
 
-def live_payload(event="update", ts=None):
+def live_payload(event="update", ts=None, content=None):
     ts = ts or int(time.time())
-    return json.dumps({"aps": {"event": event, "timestamp": ts, "content-state": {
+    return json.dumps({"aps": {"event": event, "timestamp": ts, "content-state": content or {
         "home": 2, "away": 1, "clock": "80:00", "winProbability": 0.7, "final": False, "lastEvent": "goal"}}}).encode()
 
 
@@ -383,14 +383,15 @@ def events(port, folder):
     headers = [("apns-push-type", "liveactivity"), ("apns-topic", "com.example.scores.push-type.liveactivity"),
                ("apns-priority", "5")]
 
-    def push(row, ts, event="update"):
-        status, _, body = c.request("POST", f"/3/device/{row['token']}", headers, live_payload(event, ts))
+    def push(row, ts, event="update", content=None):
+        status, _, body = c.request("POST", f"/3/device/{row['token']}", headers, live_payload(event, ts, content))
         expect(status == 200, f"push to {row['activity']} timestamp {ts}: {status} {body}")
 
-    push(a, e0["timestamp"], e0["kind"])  # delivered
-    push(a, e0["timestamp"], e0["kind"])  # duplicate
-    push(a, e1["timestamp"], e1["kind"])  # delivered (e0 was delivered: nothing superseded)
-    push(a, e0["timestamp"], e0["kind"])  # reordered
+    # Each event's own kind and content-state (events.jsonl): what a faithful backend sends.
+    push(a, e0["timestamp"], e0["kind"], e0["content-state"])  # delivered
+    push(a, e0["timestamp"], e0["kind"], e0["content-state"])  # duplicate
+    push(a, e1["timestamp"], e1["kind"], e1["content-state"])  # delivered (e0 was delivered: nothing superseded)
+    push(a, e0["timestamp"], e0["kind"], e0["content-state"])  # reordered
     push(b, e1["timestamp"] + 100000)     # uncorrelated (no event has it), applied
     c.close()
     RESULT.update({"source": source, "followers": e0["followers"], "events": len(evs), "a": a["activity"],
