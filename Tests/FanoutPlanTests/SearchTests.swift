@@ -84,3 +84,23 @@ struct SearchTests {
         #expect(settings.warmupSeconds == 0 && settings.stepDuration(eventsPerSecond: 10) == 1)
     }
 }
+
+@Suite("Saturation search: harness-limited")
+struct SearchHaltTests {
+    @Test("a step the harness could not run ends the search: neither pass nor fail, the bracket before it kept")
+    func halted() {
+        var s = SearchSettings()
+        s.maxFactor = 64
+        var last = 0.0
+        let outcome = SaturationSearch.run(s, halt: { last >= 8 ? "trigger behind" : nil }) { f in
+            last = f
+            return true
+        }
+        #expect(outcome.lastPass == 4 && outcome.firstFail == nil && outcome.steps == 4)  // 1, 2, 4, 8 (halted)
+        #expect(outcome.halted == "trigger behind")
+        #expect(outcome.conclusion.contains("harness-limited at ×8: trigger behind"), "\(outcome.conclusion)")
+        let first = SaturationSearch.run(s, halt: { "trigger behind" }) { _ in false }
+        #expect(first.lastPass == nil && first.firstFail == nil && first.steps == 1)
+        #expect(first.conclusion.hasPrefix("no step judged"))
+    }
+}
