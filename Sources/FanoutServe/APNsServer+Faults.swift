@@ -11,12 +11,16 @@ extension APNsServer {
     /// The clock of held answers and stall windows.
     var nowNanos: UInt64 { fixedNowNanos ?? EventLoop.hrtimeNanos }
 
-    /// This request's fault, if any: drawn from the seed by its identity and attempt (a token push or a broadcast
-    /// with an `aps.timestamp`), else the loop's next draw.
-    func drawFault(_ r: RequestInput) -> ServeFaults.Fault? {
-        if let key = ServeFaults.identity(r, tape: &faultTape) {
-            return faults.fault(forDraw: faults.faultDraw(key: key, attempt: faultAttempts.next(key)))
-        }
+    /// A token push's or broadcast's identity (its token or channel and `aps.timestamp`) and attempt (how many times
+    /// it arrived before, on any loop): what its fault and latency draws are keyed by; nil for other requests.
+    func drawIdentity(_ r: RequestInput) -> (key: UInt64, attempt: UInt64)? {
+        guard let key = ServeFaults.identity(r, tape: &faultTape) else { return nil }
+        return (key, faultAttempts.next(key))
+    }
+
+    /// This request's fault, if any: drawn from the seed by its identity and attempt, else the loop's next draw.
+    func drawFault(_ identity: (key: UInt64, attempt: UInt64)?) -> ServeFaults.Fault? {
+        if let identity { return faults.fault(forDraw: faults.faultDraw(key: identity.key, attempt: identity.attempt)) }
         faultDraws += 1
         return faults.fault(forDraw: faults.faultDraw(loop: index, draw: faultDraws))
     }
@@ -77,8 +81,15 @@ extension APNsServer {
     func hold(_ connection: H2ServerConnection, _ request: H2Request, _ response: APNsAnswer, record: Bool) -> Bool {
         guard stoppingSinceNanos == nil else { return false }
         let now = nowNanos
-        latencyDraws += 1
-        var due = now &+ faults.delayNanos(loop: index, draw: latencyDraws)
+        // Keyed by the request's identity and attempt (`drawKey`) when it has one, else the loop's next draw.
+        let delay: UInt64
+        if request.drawKey != 0 {
+            delay = faults.delayNanos(key: request.drawKey)
+        } else {
+            latencyDraws += 1
+            delay = faults.delayNanos(loop: index, draw: latencyDraws)
+        }
+        var due = now &+ delay
         var stalled = false
         if let end = faults.stallEnd(elapsedNanos: due &- startNanos) {
             due = startNanos &+ end

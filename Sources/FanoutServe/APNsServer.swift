@@ -339,8 +339,13 @@ public final class APNsServer: H2ServerDelegate {
             return
         }
         var became = false
+        var identity: (key: UInt64, attempt: UInt64)?
+        if _slowPath(drawsFaults || holdsAnswers) {
+            identity = drawIdentity(input)
+            if let identity { request.drawKey = ServeFaults.drawKey(identity.key, attempt: identity.attempt) }
+        }
         if _slowPath(drawsFaults) {
-            let fault = drawFault(input)
+            let fault = drawFault(identity)
             trackRetry(fault, input)
             if let fault {
                 inject(fault, connection, request, input)

@@ -77,14 +77,24 @@ public struct ServeFaults: Sendable, Equatable {
         return nil
     }
 
-    /// The delay for the `n`th latency draw of loop `loop`.
+    /// The delay for the `n`th latency draw of loop `loop` (a request without an identity).
     func delayNanos(loop: Int, draw n: UInt64) -> UInt64 {
+        delayNanos(stream: Mix.hash(seed, 0x1A7E, UInt64(loop)), n)
+    }
+
+    /// The delay of a request whose identity and attempt hash to `key` (`H2Request.drawKey`): the same seed holds the
+    /// same push as long, whatever the connections, loops and arrival order.
+    func delayNanos(key: UInt64) -> UInt64 { delayNanos(stream: Mix.hash(seed, 0x1A7F, key), 0) }
+
+    /// A request's `drawKey` from its identity and attempt (never 0: that is "none").
+    static func drawKey(_ key: UInt64, attempt: UInt64) -> UInt64 { Mix.hash(key, attempt) | 1 }
+
+    private func delayNanos(stream: UInt64, _ n: UInt64) -> UInt64 {
         switch latency {
         case .none: return 0
         case .fixed(let nanos): return nanos
         case .lognormal(let mu, let sigma):
-            // Box–Muller from two of the loop's uniforms (u1 in (0, 1], so its logarithm is finite).
-            let stream = Mix.hash(seed, 0x1A7E, UInt64(loop))
+            // Box–Muller from two uniforms of the stream (u1 in (0, 1], so its logarithm is finite).
             let u1 = 1 - Mix.unit(Mix.hash(stream, n << 1))
             let u2 = Mix.unit(Mix.hash(stream, n << 1 | 1))
             let z = (-2 * log(u1)).squareRoot() * cos(2 * Double.pi * u2)

@@ -9,6 +9,8 @@ public final class H2Request {
     /// Set by the owner when it keeps the request past its stream's close (e.g. answered by another loop):
     /// such a request is not reused for a later stream.
     @exclusivity(unchecked) public var retained = false
+    /// The owner's key for the request (fanout serve: what its fault and latency draws are keyed by), 0: none.
+    @exclusivity(unchecked) public var drawKey: UInt64 = 0
     /// The request was complete: headers, and the body up to END_STREAM.
     @exclusivity(unchecked) public internal(set) var completeNanos: UInt64 = 0
     @exclusivity(unchecked) public internal(set) var method: [UInt8] = []
@@ -59,6 +61,7 @@ public final class H2Request {
         response = []
         responseOffset = 0
         answered = false
+        drawKey = 0
     }
 
     /// Bytes the request's buffers hold (their capacity), which a pooled request keeps.

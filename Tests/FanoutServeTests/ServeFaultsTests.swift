@@ -342,7 +342,8 @@ struct ServeFaultsTests {
         defer { try? h.serve.close() }
         let other = try h.serve.open(on: 0) { _ in }
         Self.preface.withUnsafeBytes { other.receive($0) }
-        // Draws alternate between the two connections: this one gets the odd draws, the other the even ones.
+        // One identity (token, aps.timestamp) on both connections: its attempts alternate, this one gets the even
+        // ones, the other the odd ones; each attempt's delay is keyed by the identity and the attempt.
         let count = 100
         for k in 0..<count {
             h.send(Self.push(h.token, stream: UInt32(2 * k + 1)))
@@ -352,7 +353,8 @@ struct ServeFaultsTests {
         other.abort(reason: "gone")  // its answers leave the heap, which is rebuilt
         #expect(h.serve.heldAnswers == count)
         let faults = h.server.faults
-        let delays = (0..<count).map { faults.delayNanos(loop: 0, draw: UInt64(2 * $0 + 1)) }
+        let key = try #require(Self.identity(h.token, M.payload))
+        let delays = (0..<count).map { faults.delayNanos(key: ServeFaults.drawKey(key, attempt: UInt64(2 * $0))) }
         let expected = (0..<count).sorted { (delays[$0], $0) < (delays[$1], $1) }.map { UInt32(2 * $0 + 1) }
         let sorted = delays.sorted()
         for step in [sorted[10], sorted[50] - 1, sorted[50], sorted[99]] {
