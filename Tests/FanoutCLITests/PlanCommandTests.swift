@@ -98,11 +98,12 @@ struct PlanCommandTests {
         let result = try CLI.run([
             "plan", "smoke", "--trigger", backend.url, "--slo", "endToEnd.p99<=1s",
             "--step-seconds", "1", "--max-step-seconds", "1", "--settle", "0.5", "--start-factor", "0.5",
-            "--max-factor", "0.5", "--precision", "2", "--no-confirm-failures", "--out", out.path,
+            "--max-factor", "0.5", "--precision", "2", "--repeats", "2", "--out", out.path,
             "--", "--h2c", "--listen", "127.0.0.1:0", "--workers", "1",
         ])
         #expect(result.status == 2, "\(result.stderr)")
         #expect(result.stdout.contains("No rate met every objective through the backend"), "\(result.stdout)")
+        #expect(result.stderr.contains("[run 2 of 2]") && result.stderr.contains("the median of 2 runs"), "\(result.stderr)")
         #expect(result.stderr.contains("plan backend step 1  ×0.5"), "\(result.stderr)")
         let json =
             try JSONSerialization.jsonObject(with: Data(contentsOf: out.appendingPathComponent("plan.json")))
@@ -112,8 +113,11 @@ struct PlanCommandTests {
         let steps = try #require(search["steps"] as? [[String: Any]])
         #expect(steps.count >= 2, "\(steps)")  // ×0.5, ×0.25, … down to the lowest factor
         let criteria = try #require(json["criteria"] as? [String: Any])
-        #expect((criteria["counts"] as? [String])?.contains("missing==0") == true, "the default: \(criteria)")
+        #expect(
+            (criteria["counts"] as? [String]).map { Set(["missing==0", "wrongContent==0", "wrongKind==0"]).isSubset(of: $0) }
+                == true, "the defaults: \(criteria)")
         for step in steps {
+            #expect((step["runs"] as? [Any])?.count == 2, "each step run twice and judged on the median")
             let failures = step["failures"] as? [String] ?? []
             #expect(failures.contains { $0.hasPrefix("missing ") && $0.hasSuffix(" > 0") }, "\(failures)")
         }

@@ -12,14 +12,15 @@ import Testing
     typealias M = InMemoryServeTests
     typealias F = ServeFaultsTests
 
-    /// Sends `pushes` (token, timestamp) through loop `loop` of a 2-worker in-memory serve with `503=30%`, in that
-    /// order; returns the refused ones.
-    static func refused(_ pushes: [(String, Int64)], through loop: Int, seed: UInt64) throws -> Set<String> {
+    /// Sends `pushes` (token, timestamp) in that order through loop `loop` of a 2-worker in-memory serve with
+    /// `options`; `then` moves its clock before the streams are read; returns the pushes whose stream got a frame of
+    /// type `frame` (1 HEADERS: answered; 0 DATA: a body) with a payload containing `containing` (any when empty).
+    static func through(
+        _ pushes: [(String, Int64)], loop: Int, options: ServeOptions, frame: UInt8, containing: String = "",
+        then: (InMemoryServe) -> Void = { _ in }
+    ) throws -> Set<String> {
         var s = BuiltinScenarios.named("smoke")!
         s.population.devices = 40
-        var options = ServeOptions()
-        try ServeFaults.parseFaults("503=30%", into: &options.faults)
-        options.faults.seed = seed
         let services = (0..<2).map { k in
             APNsService(scenario: s, auth: nil, nowSeconds: F.now, worker: k, of: 2) { 0 }
         }
@@ -34,19 +35,27 @@ import Testing
             }
         }
         serve.settle()
-        var bodies: [UInt32: [UInt8]] = [:]
-        for f in M.frames(output.bytes) where f.type == 0 { bodies[f.stream, default: []] += f.payload }
-        var out: Set<String> = []
-        for (k, (token, ts)) in pushes.enumerated()
-        where String(decoding: bodies[UInt32(2 * k + 1)] ?? [], as: UTF8.self).contains("ServiceUnavailable") {
-            out.insert("\(token) \(ts)")
-        }
+        then(serve)
+        var payloads: [UInt32: [UInt8]] = [:]
+        for f in M.frames(output.bytes) where f.type == frame { payloads[f.stream, default: []] += f.payload }
         connection.abort(reason: "done")
-        return out
+        return Set(
+            pushes.enumerated().filter { k, _ in
+                guard let p = payloads[UInt32(2 * k + 1)] else { return false }
+                return containing.isEmpty || String(decoding: p, as: UTF8.self).contains(containing)
+            }.map { "\($1.0) \($1.1)" })
     }
 
-    @Test("the same seed refuses the same (token, timestamp), through either loop, in any order")
-    func reproducible() throws {
+    /// The pushes refused through loop `loop` with `503=30%`.
+    static func refused(_ pushes: [(String, Int64)], through loop: Int, seed: UInt64) throws -> Set<String> {
+        var options = ServeOptions()
+        try ServeFaults.parseFaults("503=30%", into: &options.faults)
+        options.faults.seed = seed
+        return try through(pushes, loop: loop, options: options, frame: 0, containing: "ServiceUnavailable")
+    }
+
+    /// 60 pushes: a token of each loop, 30 timestamps each.
+    static func pushes() throws -> [(String, Int64)] {
         var s = BuiltinScenarios.named("smoke")!
         s.population.devices = 40
         let services = (0..<2).map { k in
@@ -55,6 +64,12 @@ import Testing
         let tokens = try services.map { try M.token(of: $0) }
         var pushes: [(String, Int64)] = []
         for ts in 0..<30 { for token in tokens { pushes.append((token, Int64(F.now) + Int64(ts))) } }
+        return pushes
+    }
+
+    @Test("the same seed refuses the same (token, timestamp), through either loop, in any order")
+    func reproducible() throws {
+        let pushes = try Self.pushes()
         let a = try Self.refused(pushes, through: 0, seed: 7)
         let b = try Self.refused(pushes.reversed(), through: 1, seed: 7)
         #expect(!a.isEmpty && a.count < pushes.count, "\(a.count) of \(pushes.count) refused")
@@ -74,45 +89,17 @@ import Testing
         #expect(draws.count == 20, "each attempt draws anew")
     }
 
-    /// Sends `pushes` through loop `loop` of a 2-worker in-memory serve with `--latency p50=20ms,p99=250ms`; returns
-    /// those answered once the clock reaches 20 ms (held no longer than that).
+    /// The pushes through loop `loop` with `--latency p50=20ms,p99=250ms` answered once the clock reaches 20 ms.
     static func answeredBy20ms(_ pushes: [(String, Int64)], through loop: Int, seed: UInt64) throws -> Set<String> {
-        var s = BuiltinScenarios.named("smoke")!
-        s.population.devices = 40
         var options = ServeOptions()
         options.faults.latency = try ServeFaults.parseLatency("p50=20ms,p99=250ms")
         options.faults.seed = seed
-        let services = (0..<2).map { k in
-            APNsService(scenario: s, auth: nil, nowSeconds: F.now, worker: k, of: 2) { 0 }
-        }
-        let serve = try InMemoryServe(services: services, options: options, wallMillis: F.now * 1000)
-        defer { try? serve.close() }
-        let output = M.Output()
-        let connection = try serve.open(on: loop) { output.bytes.append(contentsOf: $0) }
-        F.preface.withUnsafeBytes { connection.receive($0) }
-        for (k, (token, ts)) in pushes.enumerated() {
-            F.push(token, stream: UInt32(2 * k + 1), body: APNsServiceTests.payload(ts)).withUnsafeBytes {
-                connection.receive($0)
-            }
-        }
-        serve.settle()
-        serve.advance(toNanos: 20_000_000)
-        let answered = Set(M.frames(output.bytes).filter { $0.type == 1 }.map(\.stream))
-        connection.abort(reason: "done")
-        return Set(
-            pushes.enumerated().filter { answered.contains(UInt32(2 * $0.offset + 1)) }.map { "\($1.0) \($1.1)" })
+        return try through(pushes, loop: loop, options: options, frame: 1) { $0.advance(toNanos: 20_000_000) }
     }
 
     @Test("--latency draws are keyed too: the same seed holds the same pushes as long, through either loop, any order")
     func latencyReproducible() throws {
-        var s = BuiltinScenarios.named("smoke")!
-        s.population.devices = 40
-        let services = (0..<2).map { k in
-            APNsService(scenario: s, auth: nil, nowSeconds: F.now, worker: k, of: 2) { 0 }
-        }
-        let tokens = try services.map { try M.token(of: $0) }
-        var pushes: [(String, Int64)] = []
-        for ts in 0..<30 { for token in tokens { pushes.append((token, Int64(F.now) + Int64(ts))) } }
+        let pushes = try Self.pushes()
         let a = try Self.answeredBy20ms(pushes, through: 0, seed: 7)
         let b = try Self.answeredBy20ms(pushes.reversed(), through: 1, seed: 7)
         #expect(!a.isEmpty && a.count < pushes.count, "\(a.count) of \(pushes.count) answered within 20 ms")
