@@ -280,8 +280,8 @@ extension Comparison {
                     current: 0, verdict: .regression))
         }
         if baseline.eventsIdentitiesHold != nil && current.eventsIdentitiesHold != nil {
-            countsNote += "; events judged in both: more missing, stale at the end, uncorrelated, duplicate or "
-                + "reordered deliveries than the baseline is a regression"
+            countsNote += "; events judged in both: more missing, stale at the end, uncorrelated, duplicate, "
+                + "reordered, skipped or wrong (kind, content) deliveries than the baseline is a regression"
             if !ungated.isEmpty { countsNote += " (not judged, as asked: \(ungated.sorted().joined(separator: ", ")))" }
         }
     }

@@ -82,65 +82,22 @@ struct Compare: ParsableCommand {
         guard ["text", "markdown", "json"].contains(format) else {
             throw ValidationError("--format: expected text, markdown or json, got \(format)")
         }
-        var list = Comparison.defaultThresholds
-        var ungated: Set<String> = []
-        var bounds: [Comparison.CountBound] = []
-        for text in thresholds {
-            do {
-                if let bound = try Comparison.CountBound(parsing: text) {
-                    bounds.append(bound)
-                } else if let count = try Comparison.ungatedCount(parsing: text) {
-                    ungated.insert(count)
-                } else {
-                    list.append(try Comparison.Threshold(parsing: text))
-                }
-            } catch {
-                throw CommandFailure("--threshold: \(error)")  // exit 1: never a silent pass
-            }
-        }
+        let (list, ungated, bounds) = try parsedThresholds()
         let comparison: Comparison
         do {
             switch (try AnySummaryFile.read(baseline), try AnySummaryFile.read(current)) {
             case (.run(let b), .run(let c)):
-                guard ungated.isEmpty && bounds.isEmpty else {
-                    throw CommandFailure(
-                        "--threshold \((ungated.sorted() + bounds.map(\.name)).joined(separator: ", ")): events "
-                            + "counts are judged in "
-                            + "fanout serve runs only; \(baseline) and \(current) are fanout run folders")
-                }
+                try servesOnly(ungated, bounds, kind: "fanout run")
                 comparison = Comparison(baseline: b, current: c, thresholds: list)
             case (.serve(let b), .serve(let c)):
-                for (side, s) in [("baseline", b), ("current", c)] where !s.harnessLimits.isEmpty {
-                    FileHandle.standardError.write(Data(
-                        ("fanout compare: not judged: the \(side) \(s.path) is a fanout serve run that fanout's own "
-                            + "trigger held up (\(s.harnessLimits.joined(separator: "; ")))\n").utf8))
-                    throw ExitCode(PushReport.saturatedExitCode)
-                }
-                let differences = Self.flagDifferences(b, c)
-                if !differences.isEmpty && !allowConfigChange {
-                    FileHandle.standardError.write(Data(
-                        ("fanout compare: refused: the two serve runs measured different things (--allow-config-change "
-                            + "judges them anyway):\n" + differences.map { "  \($0)\n" }.joined()).utf8))
-                    throw ExitCode(6)
-                }
-                comparison = Comparison(baseline: b, current: c, thresholds: list, ungated: ungated, bounds: bounds)
-                if !differences.isEmpty {
-                    FileHandle.standardError.write(Data(
-                        ("fanout compare: judged although the flags differ (--allow-config-change):\n"
-                            + differences.map { "  \($0)\n" }.joined()).utf8))
-                }
+                comparison = try serveComparison(b, c, list, ungated, bounds)
             case (.push(let b), .push(let c)):
-                guard ungated.isEmpty && bounds.isEmpty else {
-                    throw CommandFailure(
-                        "--threshold \((ungated.sorted() + bounds.map(\.name)).joined(separator: ", ")): events "
-                            + "counts are judged in "
-                            + "fanout serve runs only; \(baseline) and \(current) are fanout push folders")
-                }
+                try servesOnly(ungated, bounds, kind: "fanout push")
                 for (side, path, s) in [("baseline", baseline, b), ("current", current, c)] {
                     guard let why = s.saturation else { continue }
-                    FileHandle.standardError.write(Data(
-                        ("fanout compare: not judged: the \(side) \(path) is a fanout push run whose generator was "
-                            + "saturated (\(why)); its latencies understate the server's\n").utf8))
+                    Self.say(
+                        "not judged: the \(side) \(path) is a fanout push run whose generator was saturated (\(why)); "
+                            + "its latencies understate the server's")
                     throw ExitCode(PushReport.saturatedExitCode)
                 }
                 comparison = Comparison(baseline: b, current: c, thresholds: list)
@@ -163,6 +120,65 @@ struct Compare: ParsableCommand {
         }
         if comparison.exitCode != 0 { throw ExitCode(comparison.exitCode) }
     }
+
+    /// `--threshold`s: metric thresholds (after the defaults), counts not to judge (`NAME=off`), absolute bounds.
+    func parsedThresholds() throws -> ([Comparison.Threshold], Set<String>, [Comparison.CountBound]) {
+        var list = Comparison.defaultThresholds
+        var ungated: Set<String> = []
+        var bounds: [Comparison.CountBound] = []
+        for text in thresholds {
+            do {
+                if let bound = try Comparison.CountBound(parsing: text) {
+                    bounds.append(bound)
+                } else if let count = try Comparison.ungatedCount(parsing: text) {
+                    ungated.insert(count)
+                } else {
+                    list.append(try Comparison.Threshold(parsing: text))
+                }
+            } catch {
+                throw CommandFailure("--threshold: \(error)")  // exit 1: never a silent pass
+            }
+        }
+        return (list, ungated, bounds)
+    }
+
+    /// Event counts are judged in serve folders only.
+    func servesOnly(_ ungated: Set<String>, _ bounds: [Comparison.CountBound], kind: String) throws {
+        guard ungated.isEmpty && bounds.isEmpty else {
+            throw CommandFailure(
+                "--threshold \((ungated.sorted() + bounds.map(\.name)).joined(separator: ", ")): events counts are "
+                    + "judged in fanout serve runs only; \(baseline) and \(current) are \(kind) folders")
+        }
+    }
+
+    /// Two serve folders: not judged when fanout's own trigger held either up (exit 3), refused when their flags
+    /// differ (exit 6) unless `--allow-config-change`.
+    func serveComparison(
+        _ b: ServeSummaryFile, _ c: ServeSummaryFile, _ list: [Comparison.Threshold], _ ungated: Set<String>,
+        _ bounds: [Comparison.CountBound]
+    ) throws -> Comparison {
+        for (side, s) in [("baseline", b), ("current", c)] where !s.harnessLimits.isEmpty {
+            Self.say(
+                "not judged: the \(side) \(s.path) is a fanout serve run that fanout's own trigger held up ("
+                    + s.harnessLimits.joined(separator: "; ") + ")")
+            throw ExitCode(PushReport.saturatedExitCode)
+        }
+        let differences = Self.flagDifferences(b, c)
+        if !differences.isEmpty && !allowConfigChange {
+            Self.say(
+                "refused: the two serve runs measured different things (--allow-config-change judges them anyway):\n"
+                    + differences.map { "  \($0)" }.joined(separator: "\n"))
+            throw ExitCode(6)
+        }
+        if !differences.isEmpty {
+            Self.say(
+                "judged although the flags differ (--allow-config-change):\n"
+                    + differences.map { "  \($0)" }.joined(separator: "\n"))
+        }
+        return Comparison(baseline: b, current: c, thresholds: list, ungated: ungated, bounds: bounds)
+    }
+
+    static func say(_ text: String) { FileHandle.standardError.write(Data(("fanout compare: " + text + "\n").utf8)) }
 }
 
 struct Merge: ParsableCommand {
