@@ -5,7 +5,7 @@ public enum FNV1a {
     public static let prime: UInt64 = 0x100_0000_01b3
 
     /// The hash of `bytes`, continuing from `h` (the offset basis to start).
-    @inline(__always)
+    @inlinable @inline(__always)
     public static func hash(_ bytes: UnsafeRawBufferPointer, from h: UInt64 = offsetBasis) -> UInt64 {
         var h = h
         for b in bytes { h = (h ^ UInt64(b)) &* prime }
@@ -13,7 +13,7 @@ public enum FNV1a {
     }
 
     /// The hash of a collection of bytes, continuing from `h`.
-    @inline(__always)
+    @inlinable @inline(__always)
     public static func hash(_ bytes: some Collection<UInt8>, from h: UInt64 = offsetBasis) -> UInt64 {
         var h = h
         for b in bytes { h = (h ^ UInt64(b)) &* prime }
