@@ -34,6 +34,16 @@ static inline CURLcode CCurl_easy_getinfo_long(CURL *easy, CURLINFO info, long *
     return curl_easy_getinfo(easy, info, value);
 }
 
+static inline CURLcode CCurl_easy_getinfo_off(CURL *easy, CURLINFO info, curl_off_t *value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+
+/// `CURLOPT_PREREQFUNCTION` (libcurl 7.80+): called once the connection is made or reused, right before the
+/// request is sent.
+static inline CURLcode CCurl_easy_setopt_prereq(CURL *easy, curl_prereq_callback callback) {
+    return curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, callback);
+}
+
 static inline CURLMcode CCurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
     return curl_multi_setopt(multi, option, value);
 }

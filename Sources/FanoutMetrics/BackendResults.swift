@@ -84,8 +84,12 @@ public struct TriggerResults: BackendCounted, Sendable {
     /// Answered events, from their intended time to the answer's end (open loop: a wait for a slot or a late
     /// timer counts; coordinated omission is accounted for).
     public var responseNanos = LatencyHistogram()
-    /// Every event sent, from its intended time to the moment its request was started.
+    /// Every event sent, from its intended time to the moment its request left (libcurl about to send it on its
+    /// connection; a connection's own setup left out): fanout's lateness, a wait for a free slot included. An event
+    /// whose request never left (no connection to the backend, cancelled first) is recorded to its handoff to the
+    /// client and counted in `neverLeft`.
     public var scheduleLagNanos = LatencyHistogram()
+    public var neverLeft = 0
     /// The events the backend never accepted, by (source, timestamp), and why, in fanout's words: the judge names
     /// them as the reason of their followers' missing pairs (fanout's side first, before "never pushed").
     public var eventFailures: [TriggerEventFailure] = []

@@ -112,7 +112,7 @@ extension ServeHTML {
             title: "Trigger percentile spectrum (from each event's intended time)",
             series: [("response", "#0072B2", t.responseNanos), ("scheduleLag", "#E69F00", t.scheduleLagNanos)])
         out += "<p>response: intended time → the backend's answer (answered requests); scheduleLag: intended time → "
-        out += "request started (fanout's lag, or a wait for a free slot).</p>\n"
+        out += "the request leaving (fanout's lag, or a wait for a free slot; a connection's setup left out).</p>\n"
         return out + "</section>\n"
     }
 

@@ -213,7 +213,7 @@ public enum ServeReport {
             "cancelledAtShutdown": t.cancelledAtShutdown, "unsentAtShutdown": t.unsentAtShutdown,
             "waitedForSlot": t.waitedForSlot, "peakInFlight": t.peakInFlight, "completed": t.completed,
             "identityHolds": t.identityHolds, "response": percentiles(t.responseNanos),
-            "scheduleLag": percentiles(t.scheduleLagNanos),
+            "scheduleLag": percentiles(t.scheduleLagNanos), "neverLeft": t.neverLeft,
         ]
     }
 
@@ -253,13 +253,13 @@ public enum ServeReport {
         md += "POST \(t.url), at most \(t.concurrency) in flight (peak \(t.peakInFlight)): \(t.sent) events sent, "
         md += "\(t.successes) answered 2xx, \(t.timeouts) timed out, \(t.errors.values.reduce(0, +)) failed, "
         md += "\(t.cancelledAtShutdown) cancelled at shutdown; \(t.unsentAtShutdown) due but unsent at shutdown; "
-        md += "\(t.waitedForSlot) waited for a free slot. "
+        md += "\(t.waitedForSlot) waited for a free slot; \(t.neverLeft) never left (no connection). "
         md += t.completed ? "Every event of the schedule was sent and ended before shutdown. " : ""
         md += "sent = answered + timeouts + errors + cancelled: " + (t.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n")
         md += MarkdownTable.counts("answer", "count", t.byStatus)
         md += MarkdownTable.counts("error", "count", t.errors)
         md += "| µs from the intended time | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
-        for (name, h) in [("response (answered)", t.responseNanos), ("schedule lag (request started)", t.scheduleLagNanos)] {
+        for (name, h) in [("response (answered)", t.responseNanos), ("schedule lag (request left)", t.scheduleLagNanos)] {
             let v = h.values(atPercentiles: [50, 90, 99, 99.9])
             md += "| \(name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
             md += "\(micros(v[3])) | \(micros(h.max)) |\n"

@@ -78,8 +78,12 @@ final class BackendSender<Item> {
     private(set) var waitedForSlot = 0
     /// The most requests in flight at once (at most `concurrency`).
     private(set) var peakInFlight = 0
-    /// Every request, from its intended instant to the moment it was started.
+    /// Every request, from its intended instant to the moment it left (libcurl about to send it on its connection,
+    /// the connection's setup left out: ``HTTPClient/Response/queuedNanos``) — fanout's own lateness; a request
+    /// that never left (no connection, cancelled first) to the moment it was handed to the client, and counted in
+    /// `neverLeft`. Recorded when the request ends.
     private(set) var scheduleLagNanos = LatencyHistogram()
+    private(set) var neverLeft = 0
 
     init(loop: EventLoop, target: BackendTarget) throws(HTTPClientError) {
         self.loop = loop
@@ -168,13 +172,15 @@ final class BackendSender<Item> {
         while !stopped, inFlight < concurrency, let client, let next = queue.popFirst() {
             let (item, due) = next
             let now = EventLoop.hrtimeNanos
-            scheduleLagNanos.record(now > due ? now - due : 0)
+            let handoff = now > due ? now - due : 0
             sent += 1
             do {
                 try client.post(url: url, body: body(item), headers: ["Content-Type: application/json"]) {
-                    [unowned self] response in self.completed(item, response, due: due)
+                    [unowned self] response in self.completed(item, response, due: due, handoff: handoff)
                 }
             } catch {
+                scheduleLagNanos.record(handoff)
+                neverLeft += 1
                 counts.errors[error.description, default: 0] += 1
                 ended(item, End(outcome: .failed(error.description), status: 0, latencyNanos: nil))
             }
@@ -182,8 +188,14 @@ final class BackendSender<Item> {
         }
     }
 
-    private func completed(_ item: Item, _ response: HTTPClient.Response, due: UInt64) {
+    private func completed(_ item: Item, _ response: HTTPClient.Response, due: UInt64, handoff: UInt64) {
         let now = EventLoop.hrtimeNanos
+        if let queued = response.queuedNanos {
+            scheduleLagNanos.record(min(handoff &+ queued, HdrLayout.highestTrackableValue))
+        } else {
+            scheduleLagNanos.record(handoff)
+            neverLeft += 1
+        }
         switch response.outcome {
         case .answered: counts.byStatus[response.status, default: 0] += 1
         case .timedOut: counts.timeouts += 1

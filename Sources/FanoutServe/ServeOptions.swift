@@ -40,7 +40,7 @@ public struct ServeOptions: Sendable {
     }
     /// Faults and latency to inject (`--faults`, `--latency`; none by default).
     public var faults = ServeFaults()
-    /// `--trigger`: the scenario's events POSTed to a backend from loop 0 (nil: none).
+    /// `--trigger`: the scenario's events POSTed to a backend from a loop of their own (nil: none).
     public var trigger: TriggerOptions?
     /// t0 of the scenario's events: the instant event offset 0 is due (`EventLoop.hrtimeNanos`), the same for
     /// every loop. The trigger sends event k at `eventsT0Nanos + intendedNanos(k)`; a push's end-to-end time is

@@ -1,6 +1,7 @@
 import FanoutAPNs
 import FanoutMetrics
 import FanoutCore
+import FanoutSim
 import Foundation
 import UVLoop
 
@@ -52,7 +53,7 @@ public enum ServeWorkers {
         public var bytes = (read: 0, written: 0)
         public var elapsedSeconds = 0.0
         public var failure: String?
-        /// `--trigger`: what loop 0 sent and measured.
+        /// `--trigger`: what the trigger's loop sent and measured.
         public var trigger: TriggerResults?
         /// When the first loop began shutting down (`EventLoop.hrtimeNanos`; nil: none did): the events judge's
         /// horizon counts from here, not from the end of the drain (the trigger sent nothing after it).
@@ -72,10 +73,19 @@ public enum ServeWorkers {
     ) -> Results {
         let count = services.count
         let done = DispatchSemaphore(value: 0)
-        let outcomes = (0..<count).map { _ in Box<(ConnectionStats, (Int, Int), Double, String?)>((ConnectionStats(), (0, 0), 0, nil)) }
+        let outcomes = (0..<count).map { _ in
+            Box<(ConnectionStats, (Int, Int), Double, String?)>((ConnectionStats(), (0, 0), 0, nil))
+        }
         let handed = services.map { Box($0) }
         let triggerResults = Box<TriggerResults?>(nil)
         let stopping = (0..<count).map { _ in Box<UInt64?>(nil) }
+        // `--trigger` runs on a loop of its own (as registration does), so that serving never delays an event
+        // and an event never delays serving; serving's shutdown stops it (a wakeup), and its thread ends with it.
+        let trigger = options.trigger.map {
+            TriggerThread(options: $0, world: services[0].engine.world, t0Nanos: options.eventsT0Nanos,
+                          t0UnixMillis: options.eventsT0UnixMillis, results: triggerResults)
+        }
+        let triggerStop = trigger?.start()
         for k in 0..<count {
             let service = handed[k]
             let outcome = outcomes[k]
@@ -86,23 +96,15 @@ public enum ServeWorkers {
                 do {
                     let loop = try EventLoop()
                     let server: APNsServer
-                    var trigger: TriggerSender?
                     do {
                         server = try APNsServer(
                             loop: loop, service: service.value, options: options, cluster: cluster, index: k,
                             socket: socket, manageSocket: manageSocket)
                         try server.listen()
-                        // The trigger runs on loop 0, beside that loop's share of the serving.
-                        if k == 0, let t = options.trigger {
-                            let sender = try TriggerSender(
-                                loop: loop, world: service.value.engine.world, options: t,
-                                t0Nanos: options.eventsT0Nanos, t0UnixMillis: options.eventsT0UnixMillis)
-                            trigger = sender
-                            server.onShutdown = { sender.stop() }
-                            sender.start()
-                        }
+                        // Serving stops: the trigger sends nothing more.
+                        if let triggerStop { server.onShutdown = { triggerStop.send() } }
                     } catch {
-                        trigger?.stop()
+                        triggerStop?.send()
                         loop.closeRemainingHandles()
                         try? loop.close()
                         throw error
@@ -122,12 +124,8 @@ public enum ServeWorkers {
                     do {
                         try server.run()
                     } catch {
-                        trigger?.stop()
+                        triggerStop?.send()
                         throw error
-                    }
-                    if let trigger {
-                        trigger.stop()
-                        triggerResults.value = trigger.results
                     }
                     try loop.close()
                     stopping[k].value = server.stoppingSinceNanos
@@ -141,9 +139,12 @@ public enum ServeWorkers {
             thread.start()
         }
         for _ in 0..<count { done.wait() }
+        triggerStop?.send()  // every loop has ended: if no shutdown told it, now
+        trigger?.wait()
         var results = Results()
         if let cluster { results.connections[.answersDropped] += cluster.answersLeftInInboxes() }
         results.trigger = triggerResults.value
+        if let failure = trigger?.failure { results.failure = failure }
         results.shutdownBeganNanos = stopping.compactMap(\.value).min()
         for o in outcomes {
             let (c, b, e, f) = o.value
@@ -156,3 +157,69 @@ public enum ServeWorkers {
         return results
     }
 }
+
+/// `--trigger`'s own thread and event loop: a ``TriggerSender`` from when serving starts until serving stops (a
+/// ``Wakeup`` from whichever loop stops first), its results handed back when the thread ends.
+final class TriggerThread: @unchecked Sendable {
+    // @unchecked: `failure` is written by the trigger thread before it signals `done`, read after the wait.
+    let options: TriggerOptions
+    let world: World
+    let t0Nanos: UInt64
+    let t0UnixMillis: Int64
+    let results: ServeWorkers.Box<TriggerResults?>
+    private let ready = DispatchSemaphore(value: 0)
+    private let done = DispatchSemaphore(value: 0)
+    private var stop: Wakeup.Sender?
+    private(set) var failure: String?
+
+    init(
+        options: TriggerOptions, world: World, t0Nanos: UInt64, t0UnixMillis: Int64,
+        results: ServeWorkers.Box<TriggerResults?>
+    ) {
+        self.options = options
+        self.world = world
+        self.t0Nanos = t0Nanos
+        self.t0UnixMillis = t0UnixMillis
+        self.results = results
+    }
+
+    /// Starts the thread and returns once its loop can be stopped (nil: the trigger could not start; `failure`
+    /// says why once ``wait()`` returned).
+    func start() -> Wakeup.Sender? {
+        let thread = Thread { [self] in
+            defer { done.signal() }
+            do {
+                let loop = try EventLoop()
+                do {
+                    let sender = try TriggerSender(
+                        loop: loop, world: world, options: options, t0Nanos: t0Nanos, t0UnixMillis: t0UnixMillis)
+                    let wakeup = try Wakeup(loop: loop) { wakeup in
+                        sender.stop()
+                        wakeup.close()
+                    }
+                    stop = wakeup.sender
+                    ready.signal()
+                    sender.start()
+                    loop.run()
+                    results.value = sender.results
+                } catch {
+                    loop.closeRemainingHandles()
+                    try? loop.close()
+                    throw error
+                }
+                try loop.close()
+            } catch {
+                failure = "trigger: \(error)"
+                if stop == nil { ready.signal() }
+            }
+        }
+        thread.name = "fanout-trigger"
+        thread.start()
+        ready.wait()
+        return stop
+    }
+
+    /// Waits for the thread to end (after a stop, or when the trigger drained).
+    func wait() { done.wait() }
+}
+

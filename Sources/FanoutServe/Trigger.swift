@@ -13,7 +13,7 @@ public struct TriggerOptions: BackendTargeted, Sendable {
     public init(url: String) { target = BackendTarget(url: url) }
 }
 
-/// Sends the scenario's source events to a backend on one event loop (loop 0 of `fanout serve`), each at its
+/// Sends the scenario's source events to a backend on one event loop (its own, beside `fanout serve`'s), each at its
 /// intended time: the schedule of `fanout run` (`EventSchedule`), the events it pushes (`World.sendsPush`), their
 /// fields (`World.fields(of:)`), the body of INGEST §5. Open loop: a slow backend never moves the schedule; at
 /// most `concurrency` requests are in flight, and an event due while all are busy waits for a free slot (counted,
@@ -59,6 +59,7 @@ public final class TriggerSender {
         r.waitedForSlot = sender.waitedForSlot
         r.peakInFlight = sender.peakInFlight
         r.scheduleLagNanos = sender.scheduleLagNanos
+        r.neverLeft = sender.neverLeft
         return r
     }
 

@@ -63,6 +63,11 @@ public final class HTTPClient {
         /// The body (at most `maxBodyBytes`) and its full length.
         public var body: [UInt8]
         public var bodyBytes: Int
+        /// From ``HTTPClient/post(url:body:headers:completion:)`` to the request leaving (libcurl's
+        /// `CURLOPT_PREREQFUNCTION`, once its connection was made or reused), the connection's own setup (name,
+        /// TCP, TLS: `CURLINFO_APPCONNECT_TIME_T` or `CONNECT_TIME_T`) left out: the client's own lateness. nil
+        /// when the request never left (no connection, cancelled first).
+        public var queuedNanos: UInt64? = nil
     }
 
     public typealias Completion = (Response) -> Void
@@ -74,6 +79,9 @@ public final class HTTPClient {
         var body: [UInt8] = []
         var bodyBytes = 0
         let maxBodyBytes: Int
+        /// When it was posted, and when libcurl was about to send it (0: not yet).
+        let postedNanos = EventLoop.hrtimeNanos
+        var leavingNanos: UInt64 = 0
         /// `CURLOPT_ERRORBUFFER`: libcurl's words for a failure (OpenSSL's reason for a TLS one); freed after the
         /// easy handle, which writes it, is cleaned up.
         let errorText = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
@@ -94,11 +102,18 @@ public final class HTTPClient {
     private var polls: [Int32: Poll] = [:]
     private var requests: [UnsafeMutableRawPointer: Request] = [:]
     private var closing = false
+    /// Sockets a poll could not be set up for: failed with `CURL_CSELECT_ERR` on the next turn (their transfers
+    /// only: a socket callback returning -1 would abort every transfer of the multi handle).
+    private var failedSockets: [Int32] = []
+    private var failedSocketsTimer: UVLoop.Timer?
+    /// Tests: a watch that fails for this socket, as a poll that cannot be set up would.
+    var watchFails: (Int32) -> Bool = { _ in false }
 
     /// Requests started and not completed yet.
     public var inFlight: Int { requests.count }
     /// Sockets watched right now (a test sees them go).
     public var watchedSockets: Int { polls.count }
+    var watchedSocketNumbers: [Int32] { Array(polls.keys) }
 
     private static let globalInit: CURLcode = CCurl_global_init()
 
@@ -230,6 +245,10 @@ public final class HTTPClient {
         })
         set(CCurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, Unmanaged.passUnretained(request).toOpaque()))
         set(CCurl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, request.errorText))
+        set(CCurl_easy_setopt_prereq(easy) { request, _, _, _, _ in
+            HTTPClient.leaving(request)
+        })
+        set(CCurl_easy_setopt_pointer(easy, CURLOPT_PREREQDATA, Unmanaged.passUnretained(request).toOpaque()))
         guard failed == CURLE_OK else {
             curl_slist_free_all(list)
             curl_easy_cleanup(easy)
@@ -253,7 +272,9 @@ public final class HTTPClient {
         requests.removeAll()
         for request in pending {
             curl_multi_remove_handle(multi, request.easy)
-            finish(request, Response(outcome: .cancelled, status: 0, httpVersion: "", body: [], bodyBytes: 0))
+            var response = Response(outcome: .cancelled, status: 0, httpVersion: "", body: [], bodyBytes: 0)
+            if request.leavingNanos != 0 { response.queuedNanos = request.leavingNanos &- request.postedNanos }
+            finish(request, response)
         }
         // May tell the socket callback to stop watching the cached connections' sockets.
         curl_multi_cleanup(multi)
@@ -261,6 +282,8 @@ public final class HTTPClient {
         polls.removeAll()
         timer?.close()
         timer = nil
+        failedSocketsTimer?.close()
+        failedSocketsTimer = nil
     }
 
     // MARK: libcurl callbacks (capture-free, forward to one method each)
@@ -276,6 +299,13 @@ public final class HTTPClient {
         guard let client else { preconditionFailure("curl timer callback without a client") }
         Unmanaged<HTTPClient>.fromOpaque(client).takeUnretainedValue().arm(timeoutMillis)
         return 0
+    }
+
+    private static func leaving(_ request: UnsafeMutableRawPointer?) -> Int32 {
+        guard let request else { return 0 }
+        let owner = Unmanaged<Request>.fromOpaque(request).takeUnretainedValue()
+        if owner.leavingNanos == 0 { owner.leavingNanos = EventLoop.hrtimeNanos }
+        return 0  // CURL_PREREQFUNC_OK
     }
 
     private static func received(
@@ -300,6 +330,10 @@ public final class HTTPClient {
             return 0
         }
         if closing && timer == nil { return 0 }
+        if watchFails(socket) {
+            failLater(socket)
+            return 0
+        }
         var events: Poll.Events = []
         if what == CURL_POLL_IN || what == CURL_POLL_INOUT { events.insert(.readable) }
         if what == CURL_POLL_OUT || what == CURL_POLL_INOUT { events.insert(.writable) }
@@ -317,18 +351,39 @@ public final class HTTPClient {
             try poll.start(events)
             return 0
         } catch {
-            return -1  // libcurl fails the transfers on this socket
+            failLater(socket)
+            return 0
         }
     }
 
-    /// libcurl's next timeout: -1 none, 0 as soon as possible (on the next timer pass, never from inside this
-    /// callback, which libcurl forbids).
+    /// A socket that cannot be watched: its transfers fail on the loop's next turn (`CURL_CSELECT_ERR` for it
+    /// alone), the others go on.
+    private func failLater(_ socket: Int32) {
+        if let poll = polls.removeValue(forKey: socket), !poll.isClosed { poll.close() }
+        failedSockets.append(socket)
+        if failedSocketsTimer == nil {
+            failedSocketsTimer = UVLoop.Timer(loop: loop) { [unowned self] _ in self.failSockets() }
+        }
+        failedSocketsTimer?.start(afterMillis: 0)
+    }
+
+    private func failSockets() {
+        guard !closing else { return }
+        let sockets = failedSockets
+        failedSockets.removeAll()
+        var running: Int32 = 0
+        for socket in sockets { _ = curl_multi_socket_action(multi, socket, CURL_CSELECT_ERR, &running) }
+        completeFinished()
+    }
+
+    /// libcurl's next timeout: -1 none, 0 as soon as possible — 1 ms, as curl's multi-uv.c: a 0 ms timer that
+    /// libcurl re-arms at 0 each time would spin the loop (never from inside this callback, which libcurl forbids).
     private func arm(_ timeoutMillis: Int) {
         guard let timer else { return }
         if timeoutMillis < 0 {
             timer.stop()
         } else {
-            timer.start(afterMillis: UInt64(timeoutMillis))
+            timer.start(afterMillis: UInt64(max(timeoutMillis, 1)))
         }
     }
 
@@ -376,6 +431,9 @@ public final class HTTPClient {
             let outcome: Response.Outcome
             switch result {
             case CURLE_OK: outcome = .answered
+            case CURLE_OPERATION_TIMEDOUT where request.leavingNanos == 0:
+                // No connection within the timeout: a failure to connect, counted apart from unanswered requests.
+                outcome = .failed("Timeout was reached (connecting: the request never left)")
             case CURLE_OPERATION_TIMEDOUT: outcome = .timedOut
             default:
                 var osErrno = 0
@@ -386,11 +444,19 @@ public final class HTTPClient {
             let versionText =
                 status == 0 ? "" : version == Int(CURL_HTTP_VERSION_2_0) ? "2" : version == Int(CURL_HTTP_VERSION_1_0)
                 ? "1.0" : "1.1"
-            finish(
-                request,
-                Response(
-                    outcome: outcome, status: outcome == .answered ? status : 0, httpVersion: versionText,
-                    body: request.body, bodyBytes: request.bodyBytes))
+            var response = Response(
+                outcome: outcome, status: outcome == .answered ? status : 0, httpVersion: versionText,
+                body: request.body, bodyBytes: request.bodyBytes)
+            if request.leavingNanos != 0 {
+                var connect: curl_off_t = 0
+                var appConnect: curl_off_t = 0
+                _ = CCurl_easy_getinfo_off(easy, CURLINFO_CONNECT_TIME_T, &connect)
+                _ = CCurl_easy_getinfo_off(easy, CURLINFO_APPCONNECT_TIME_T, &appConnect)
+                let setup = UInt64(max(connect, appConnect, 0)) &* 1000
+                let waited = request.leavingNanos &- request.postedNanos
+                response.queuedNanos = waited > setup ? waited - setup : 0
+            }
+            finish(request, response)
         }
     }
 

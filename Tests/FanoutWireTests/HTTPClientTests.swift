@@ -1,4 +1,4 @@
-import FanoutWire
+@testable import FanoutWire
 import Foundation
 import Testing
 import UVLoop

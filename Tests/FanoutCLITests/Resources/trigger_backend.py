@@ -3,7 +3,7 @@
     python3 trigger_backend.py MODE PORTFILE LOG [--delay S] [--status N] [--fail-first N] [--cert C --key K]
 
 MODE: h1 (http.server, HTTP/1.1 keep-alive), h2c (the `h2` library, prior knowledge), h2tls (h2 over TLS, ALPN
-h2). Binds 127.0.0.1:0 and writes the port to PORTFILE. Each request is one JSON line in LOG at arrival:
+h2), silent (accepts connections, reads and discards, never writes a byte: not even a TLS handshake). Binds 127.0.0.1:0 and writes the port to PORTFILE. Each request is one JSON line in LOG at arrival:
 {"t": arrival UNIX time, "path", "version": "1.1" | "2", "inflight": requests received and not answered yet
 (this one included), "body": the parsed JSON body (or the text if it does not parse), "peer": the client's port
 (h1 only: which connection it came on)}. Every answer waits
@@ -153,7 +153,26 @@ async def serve_h2(tls):
         await server.serve_forever()
 
 
-if mode == "h1":
+def serve_silent():
+    import socket
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    write_port(listener.getsockname()[1])
+
+    def drain(conn):
+        with conn:
+            while conn.recv(65536):
+                pass
+
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=drain, args=(conn,), daemon=True).start()
+
+
+if mode == "silent":
+    serve_silent()
+elif mode == "h1":
     serve_h1()
 else:
     asyncio.run(serve_h2(mode == "h2tls"))
