@@ -321,6 +321,10 @@ struct Serve: ParsableCommand {
         plan.flags = measuredFlags(scenario: s, workers: count)
         let outcome: ServeSession.Outcome
         do { outcome = try ServeSession(plan, output: Self.output(), render: ServeReport.files).run() } catch {
+            guard error.exitStatus == 1 else {
+                FileHandle.standardError.write(Data((error.description + "\n").utf8))
+                throw ExitCode(error.exitStatus)
+            }
             throw CommandFailure(error.description)
         }
         try finish(
