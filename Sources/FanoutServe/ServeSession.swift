@@ -145,6 +145,8 @@ public final class ServeSession {
         ) { seconds in serving(seconds, board.total()) }
         output.servingEnded()
         if let failure = results.failure { throw ServeSessionError("fanout serve: \(failure)") }
+        // The last phase: a signal from here on is noted and the folder finished.
+        output.line("fanout serve: serving ended; writing \(plan.folder)")
         if let line = results.trigger?.failureLine { output.line(line) }
         var info = self.info(listeners, servingSince: servingSince, options: options)
         info.trigger = results.trigger
