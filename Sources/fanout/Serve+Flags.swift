@@ -30,6 +30,8 @@ extension Serve {
             throw ValidationError("--duration: expected seconds from 0 to 2592000, got \(duration)")
         }
         try ScenarioOverrides.check(devices: devices)
+        try ScenarioOverrides.check(rateScale: rateScale)
+        try ScenarioOverrides.check(epoch: epoch)
         guard (0...256).contains(workers) else { throw ValidationError("--workers: expected 0 to 256, got \(workers)") }
         let cap = ServeOptions.maxConcurrentStreamsCap
         guard (1...cap).contains(maxStreams) else {
@@ -44,8 +46,12 @@ extension Serve {
         guard (1...10_000_000).contains(maxOpenStreams) else {
             throw ValidationError("--max-open-streams: expected 1 to 10000000, got \(maxOpenStreams)")
         }
-        guard prefaceTimeout > 0 else { throw ValidationError("--preface-timeout: expected seconds above 0") }
-        guard idleTimeout > 0 else { throw ValidationError("--idle-timeout: expected seconds above 0") }
+        guard prefaceTimeout > 0 && prefaceTimeout <= 3600 else {
+            throw ValidationError("--preface-timeout: expected seconds above 0, at most 3600, got \(prefaceTimeout)")
+        }
+        guard idleTimeout > 0 && idleTimeout <= 30 * 86_400 else {
+            throw ValidationError("--idle-timeout: expected seconds above 0, at most 2592000, got \(idleTimeout)")
+        }
         guard (0...100_000).contains(maxAPIBundles) else {
             throw ValidationError("--max-api-bundles: expected 0 to 100000")
         }

@@ -27,7 +27,10 @@ struct Serve: ParsableCommand {
             The run judges itself (summary.md's first line, the last line on stderr): with --expect-events no \
             missing pair, with --register every activity registered, with --trigger every event answered 2xx, \
             and each --threshold. Exit status: 1 a broken identity or a failure to serve; 3 not judged (fanout's \
-            own trigger fell behind); 2 an objective broken; 0 otherwise; 64 a bad flag.
+            own trigger fell behind); 2 an objective broken; 0 otherwise; 64 a bad flag; 130 SIGINT or SIGTERM \
+            while the population was built (nothing served, nothing written). A signal while registering ends \
+            registration and serving at once (the folder written); while the folder is written, it is noted and \
+            the folder finished.
             """
     )
 
@@ -109,7 +112,7 @@ struct Serve: ParsableCommand {
     @Option(
         name: .customLong("idle-timeout"),
         help: ArgumentHelp("Seconds without an open stream or a new one before a connection gets GOAWAY IdleTimeout "
-            + "(PINGs do not count)."))
+            + "(PINGs do not count); above 0, at most 2592000."))
     var idleTimeout: Double = 3600
 
     @Option(
@@ -119,7 +122,7 @@ struct Serve: ParsableCommand {
 
     @Option(
         name: .customLong("preface-timeout"),
-        help: "Seconds a new connection has to send the HTTP/2 preface before it is closed.")
+        help: "Seconds a new connection has to send the HTTP/2 preface before it is closed (above 0, at most 3600).")
     var prefaceTimeout: Double = 10
 
     @Option(
@@ -157,7 +160,7 @@ struct Serve: ParsableCommand {
             "The devices' clock reads this UNIX time when serving starts (default: the wall clock): the "
                 + "population starts then and pushes are applied at it plus the time since; state.jsonl is as of "
                 + "it at the end. `fanout run` uses 1700000000 (give `fanout push` the same --epoch). Provider "
-                + "tokens are still judged by the wall clock.", valueName: "SECONDS"))
+                + "tokens are still judged by the wall clock. 0 to 4102444800.", valueName: "SECONDS"))
     var epoch: Int64?
 
     @Option(

@@ -38,6 +38,22 @@ struct PushCommandTests {
         #expect((push["identity"] as! [String: Any])["holds"] as? Bool == true)
     }
 
+    @Test("the largest --drain and --max-schedule-lag run to the end: their conversions at the schedule's end do not trap")
+    func largestBounds() throws {
+        let dir = try CLI.temporaryDirectory()
+        let serve = try ServeProcess(["--h2c", "--devices", "200"])
+        let out = dir.appendingPathComponent("push")
+        let result = try CLI.run([
+            "push", "http://127.0.0.1:\(serve.port)", "smoke", "--devices", "200", "--duration", "1", "--out",
+            out.path, "--drain", "3600", "--max-schedule-lag", "3600000", "--reconnects", "1000000",
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(serve.stop() == 0)
+        let requests = try #require(try Self.summary(out)["requests"] as? [String: Any])
+        let sent = try #require(requests["sent"] as? Int)
+        #expect(sent > 0 && requests["answered"] as? Int == sent, "\(requests)")
+    }
+
     @Test("h2c: every push of smoke (faults aside) answered 200 — no BadDeviceToken; counts equal serve's")
     func h2cSmoke() throws {
         let dir = try CLI.temporaryDirectory()
