@@ -30,12 +30,18 @@ public final class ServeSession {
         public var authName: String
         public var shard: Shard
         public var epoch: Int64?
+        /// `--epoch-from first-request`: the devices' clock reads `epoch` when the first request arrives, not when
+        /// serving starts.
+        public var epochFromFirstRequest = false
         public var expectEvents: Bool
         public var register: RegisterOptions?
         public var channelLimits: APNsService.ChannelLimits
         public var settleSeconds: Double
         /// `--state` (nil: by the number of devices).
         public var state: ServeResults.StateDetail?
+        /// `--state-at`: the devices' clock (UNIX milliseconds) state.jsonl's time rules are read at (nil: when
+        /// serving stops).
+        public var stateAtMillis: Int64?
         /// `--threshold` as given (checked by the caller before the run).
         public var thresholds: [String] = []
         /// The flags that change what the run measures (summary.json `flags`).
@@ -133,7 +139,13 @@ public final class ServeSession {
         options.eventsT0UnixMillis = Int64((servingSince.timeIntervalSince1970 * 1000).rounded())
         // --epoch: the devices' clock is the epoch at serving's start, then moves with the wall clock.
         let deviceClockOffsetMillis = plan.epoch.map { $0 * 1000 - options.eventsT0UnixMillis } ?? 0
-        for service in services { service.deviceClockOffsetMillis = deviceClockOffsetMillis }
+        // --epoch-from first-request: from the first request on (a client that starts after its own build, as
+        // `fanout push --epoch` does, then applies at its payloads' times however long that build took).
+        let origin = plan.epochFromFirstRequest ? plan.epoch.map { DeviceClockOrigin(epochMillis: $0 * 1000) } : nil
+        for service in services {
+            service.deviceClockOffsetMillis = deviceClockOffsetMillis
+            service.deviceClockOrigin = origin
+        }
         for service in services { service.measure(into: measurements) }
         events?.t0Nanos = options.eventsT0Nanos
         let board = ProgressBoard(count: plan.workers)
@@ -156,7 +168,9 @@ public final class ServeSession {
             settleNanos: UInt64((plan.settleSeconds * 1e9).rounded()),
             refusals: results.connections.faults.retries.unresent,
             triggerFailures: results.trigger?.eventFailures ?? [], registeredLines: registration?.registeredLines)
-        let endMillis = Int64(Date().timeIntervalSince1970 * 1000) + deviceClockOffsetMillis
+        let endMillis =
+            plan.stateAtMillis
+            ?? Int64(Date().timeIntervalSince1970 * 1000) + (origin?.takenOffset ?? deviceClockOffsetMillis)
         let run = try writeFolder(info, services: services, results: results, endMillis: endMillis)
         return Outcome(
             services: services, results: results, info: info, registration: registration, folder: plan.folder,

@@ -19,6 +19,18 @@ extension Serve {
         if let state, ServeReport.StateDetail(rawValue: state) == nil {
             throw ValidationError("--state: expected full, summary or none, got \(state)")
         }
+        if let epochFrom {
+            guard epochFrom == "serving" || epochFrom == "first-request" else {
+                throw ValidationError("--epoch-from: expected serving or first-request, got \(epochFrom)")
+            }
+            guard epoch != nil else { throw ValidationError("--epoch-from: the devices' clock reads --epoch, missing") }
+        }
+        if let stateAt {
+            guard stateAt >= 0 && stateAt <= 4_102_444_800 else {
+                throw ValidationError("--state-at: expected UNIX seconds from 0 to 4102444800, got \(stateAt)")
+            }
+            if state == "none" { throw ValidationError("--state-at: --state none writes no state.jsonl") }
+        }
         guard auth == "none" || auth == "jwt" else { throw ValidationError("--auth: expected none or jwt, got \(auth)") }
         if auth == "jwt" && (authKeys.isEmpty || team == nil) {
             throw ValidationError("--auth jwt needs --team TEAMID and at least one --auth-key KEYID=FILE")

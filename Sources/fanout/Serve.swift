@@ -164,6 +164,24 @@ struct Serve: ParsableCommand {
     var epoch: Int64?
 
     @Option(
+        name: .customLong("epoch-from"),
+        help: ArgumentHelp(
+            "With --epoch: when the devices' clock reads it, serving (when serving starts, the default) or "
+                + "first-request (when the first request arrives, on any event loop): a client that starts later, "
+                + "as `fanout push --epoch` after building its own population, then has its pushes applied at its "
+                + "payloads' times however long its start took.", valueName: "serving|first-request"))
+    var epochFrom: String?
+
+    @Option(
+        name: .customLong("state-at"),
+        help: ArgumentHelp(
+            "state.jsonl as the devices hold it at the end, its time rules (stale dates, ends, dismissals) read at "
+                + "this time of the devices' clock, UNIX seconds (0 to 4102444800; default: when serving stops). "
+                + "With --epoch E, E plus the scenario's seconds makes the dump independent of how long the run "
+                + "took to stop.", valueName: "SECONDS"))
+    var stateAt: Double?
+
+    @Option(
         name: .customLong("rate-scale"),
         help: "Multiply the scenario's event rates (phases and ramps) by this factor: --trigger's schedule and the events --expect-events expects.")
     var rateScale: Double?
@@ -314,12 +332,14 @@ struct Serve: ParsableCommand {
         }
         plan.shard = slice
         plan.epoch = epoch
+        plan.epochFromFirstRequest = epochFrom == "first-request"
         plan.expectEvents = expectEvents
         plan.register = try registerOptions()
         plan.channelLimits.apiBundles = maxAPIBundles
         plan.channelLimits.listedChannels = maxListedChannels
         plan.settleSeconds = settle
         plan.state = state.flatMap(ServeReport.StateDetail.init(rawValue:))
+        plan.stateAtMillis = stateAt.map { Int64(($0 * 1000).rounded()) }
         plan.thresholds = objectives.map(\.text)
         plan.flags = measuredFlags(scenario: s, workers: count)
         let outcome: ServeSession.Outcome
