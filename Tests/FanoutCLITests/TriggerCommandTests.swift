@@ -84,9 +84,10 @@ struct TriggerCommandTests {
             return "\(body["source"] as! String) \(body["timestamp"] as! Int)"
         }
         #expect(Set(events).count == seen.count, "an event POSTed twice")
-        // Answered, but for one still in flight when serving stopped (cancelled then).
+        // Answered, but for those still in flight when serving stopped (cancelled then): never more than were in
+        // flight at once.
         let cancelled = trigger["cancelledAtShutdown"] as! Int
-        #expect(cancelled <= 3)
+        #expect(cancelled <= trigger["peakInFlight"] as! Int)
         #expect((trigger["byStatus"] as! [String: Int]) == ["200": sent - cancelled])
         #expect(trigger["successes"] as? Int == sent - cancelled)
         let keys: Set<String> = [
@@ -106,15 +107,16 @@ struct TriggerCommandTests {
             #expect(body["relevance-score"] is Double || body["relevance-score"] is Int)
             #expect(body["dismissal-date"] is NSNull || body["dismissal-date"] is Int)
             #expect(body["channel"] is NSNull || body["channel"] is String)
-            // Sent at its intended time (open loop, a fast backend): within 0.75 s of it, on a loaded machine too.
-            // (Arrival order is not send order: concurrent requests travel on different connections.)
+            // Never sent before its intended time (how late is the schedule lag summary.json measures, not a
+            // test's business: a loaded machine sends late). intendedAt is in whole milliseconds.
             let intended = intendedSeconds(body["intendedAt"] as! String)
             latest = max(latest, intended)
-            #expect(abs((request["t"] as! Double) - intended) < 0.75)
+            #expect((request["t"] as! Double) >= intended - 0.001)
         }
         #expect(latest > 0)
         let response = trigger["response"] as! [String: Any]
         #expect(response["count"] as? Int == sent - cancelled)
+        #expect((trigger["scheduleLag"] as! [String: Any])["count"] as? Int == sent, "each request's lag measured")
         for file in ["trigger-response.hgrm", "trigger-schedule-lag.hgrm"] {
             #expect(FileManager.default.fileExists(atPath: serve.folder.appendingPathComponent(file).path))
         }
@@ -131,10 +133,12 @@ struct TriggerCommandTests {
         #expect(seenFree.count == free["sent"] as! Int)
         for request in seenFree {
             let body = request["body"] as! [String: Any]
-            #expect(abs((request["t"] as! Double) - intendedSeconds(body["intendedAt"] as! String)) < 0.75)
+            #expect((request["t"] as! Double) >= intendedSeconds(body["intendedAt"] as! String) - 0.001)
         }
+        // Not waiting for answers: more at the backend at once than the bounded run below allows (a slower machine
+        // sends later, in bunches: more at once, not fewer), and no event waited for a slot.
         #expect((seenFree.compactMap { $0["inflight"] as? Int }.max() ?? 0) > 4)
-        #expect(free["waitedForSlot"] as? Int == 0)
+        #expect(free["waitedForSlot"] as? Int == 0 && free["unsentAtShutdown"] as? Int == 0)
         // Four slots: never more than four at the backend, the rest wait (counted, their wait measured), none lost.
         let narrow = try TriggerBackend("h1", ["--delay", "1"])
         let (_, bounded) = try triggerRun(["--trigger", narrow.url, "--trigger-concurrency", "4"], status: 3)
@@ -145,12 +149,18 @@ struct TriggerCommandTests {
         #expect((bounded["waitedForSlot"] as! Int) > 0)
         let lag = bounded["scheduleLag"] as! [String: Any]
         #expect((lag["maxNanos"] as! Int) > 500_000_000)
-        // Every event due was sent or still waiting at shutdown (the two runs' schedules are the same but for the
-        // last instant).
-        let dueFree = (free["sent"] as! Int) + (free["unsentAtShutdown"] as! Int)
-        let dueBounded = (bounded["sent"] as! Int) + (bounded["unsentAtShutdown"] as! Int)
-        #expect(abs(dueFree - dueBounded) <= 5)
+        // None lost, none out of turn: the bounded run sent the schedule's first events in order (the free run's
+        // first ones, by their offsets from the first event: the same schedule), the rest still waiting at shutdown.
         #expect((bounded["unsentAtShutdown"] as! Int) > 0)
+        func offsets(_ requests: [[String: Any]]) -> [Int] {
+            let times = requests.map { intendedSeconds(($0["body"] as! [String: Any])["intendedAt"] as! String) }
+            let first = times.min() ?? 0
+            return times.map { Int((($0 - first) * 1000).rounded()) }.sorted()
+        }
+        let boundedOffsets = offsets(seen)
+        let freeOffsets = offsets(seenFree)
+        #expect(seen.count < seenFree.count, "4 slots of 1 s answers send fewer than the open loop")
+        #expect(boundedOffsets == Array(freeOffsets.prefix(boundedOffsets.count)), "the schedule's first events")
     }
 
     @Test("a backend slower than --trigger-timeout: every request counted as a timeout (or cancelled at shutdown)")
@@ -243,9 +253,8 @@ struct TriggerCommandTests {
         #expect(serve.process.terminationStatus == 2, "\(serve.stderr)")
         #expect(serve.stderr.contains("verdict: FAILED: unregistered=0 broken"), "\(serve.stderr)")
         let g = try #require(try serve.summary()["registration"] as? [String: Any])
-        // Registration's own time (a timeout property: neither the 3 s answers nor a 10 s timeout were awaited);
-        // the whole process's time also counts start-up and the report, slow under ThreadSanitizer.
-        #expect((g["elapsedSeconds"] as? Double ?? 99) < 2.9, "\(g)")
+        // The deadline ended it, not an answer or a timeout: none of the 3 s answers, no 10 s timeout counted.
+        #expect((g["byStatus"] as? [String: Int])?.isEmpty == true && g["timeouts"] as? Int == 0, "\(g)")
         let activities = g["activities"] as! Int
         #expect(g["unregisteredAtDeadline"] as? Int == activities && g["registered"] as? Int == 0)
         #expect(g["identityHolds"] as? Bool == true)
