@@ -38,7 +38,7 @@ struct PushCommandTests {
         #expect((push["identity"] as! [String: Any])["holds"] as? Bool == true)
     }
 
-    @Test("the largest --drain and --max-schedule-lag run to the end: their conversions at the schedule's end do not trap")
+    @Test("the largest --drain and --max-schedule-lag run to the end: no trap converting them at the schedule's end")
     func largestBounds() throws {
         let dir = try CLI.temporaryDirectory()
         let serve = try ServeProcess(["--h2c", "--devices", "200"])

@@ -81,7 +81,7 @@ struct ServeSignalPhaseTests {
         #expect(!FileManager.default.fileExists(atPath: serve.folder.path), "the folder was created by serve: removed")
     }
 
-    @Test("registering (also while population.jsonl's lines are counted): registration ends, serving ends at once, folder written, exit 2")
+    @Test("registering (while population.jsonl's lines are counted too): registration and serving end, folder, exit 2")
     func registering() throws {
         // A backend that never answers: registration cannot end before the signal.
         let backend = try TriggerBackend("hang", script: "hostile_backend")
