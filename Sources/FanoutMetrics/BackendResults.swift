@@ -86,6 +86,10 @@ public struct TriggerResults: BackendCounted, Sendable {
     public var responseNanos = LatencyHistogram()
     /// Every event sent, from its intended time to the moment its request was started.
     public var scheduleLagNanos = LatencyHistogram()
+    /// `--trigger-max-lag`: the schedule lag p99 above which fanout, not the backend, held the events up (the run
+    /// is not judged then).
+    public var maxScheduleLagNanos = TriggerResults.defaultMaxScheduleLagNanos
+    public static let defaultMaxScheduleLagNanos: UInt64 = 100_000_000
     /// The events the backend never accepted, by (source, timestamp), and why, in fanout's words: the judge names
     /// them as the reason of their followers' missing pairs (fanout's side first, before "never pushed").
     public var eventFailures: [TriggerEventFailure] = []

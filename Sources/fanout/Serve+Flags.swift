@@ -98,6 +98,15 @@ extension Serve {
         if let trigger {
             do { _ = try HTTPClient.validate(url: trigger) } catch { throw ValidationError("--trigger: \(error)") }
         }
+        if let triggerMaxLag {
+            guard trigger != nil else {
+                throw ValidationError("--trigger-max-lag: the trigger's bound, needs --trigger URL")
+            }
+            guard triggerMaxLag > 0 && triggerMaxLag <= 3_600_000 else {
+                throw ValidationError(
+                    "--trigger-max-lag: expected milliseconds above 0, at most 3600000, got \(triggerMaxLag)")
+            }
+        }
         var t = TriggerOptions(url: trigger ?? "")
         if let c = triggerConcurrency {
             guard (1...100_000).contains(c) else { throw ValidationError("--trigger-concurrency: expected 1 to 100000, got \(c)") }
@@ -116,6 +125,7 @@ extension Serve {
             guard FileManager.default.isReadableFile(atPath: ca) else { throw ValidationError("--trigger-ca: cannot read \(ca)") }
             t.caFile = ca
         }
+        if let triggerMaxLag { t.maxScheduleLagNanos = UInt64((triggerMaxLag * 1e6).rounded()) }
         return trigger == nil ? nil : t
     }
 

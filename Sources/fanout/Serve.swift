@@ -231,6 +231,13 @@ struct Serve: ParsableCommand {
     var triggerTimeout: Double?
 
     @Option(
+        name: .customLong("trigger-max-lag"),
+        help: ArgumentHelp(
+            "With --trigger: the trigger's schedule lag p99 above which the run is not judged (exit 3: fanout sent "
+                + "the events late, not the backend); above 0, at most 3600000. Default 100.", valueName: "MS"))
+    var triggerMaxLag: Double?
+
+    @Option(
         name: .customLong("trigger-http"),
         help: ArgumentHelp(
             "HTTP version of the requests to the backend (--trigger, --register): 1.1 (keep-alive) or 2 (prior "
@@ -297,6 +304,7 @@ struct Serve: ParsableCommand {
             "register": register == nil ? "-" : "on", "registerRate": text(registerRate),
             "registerAttempts": registerAttempts.map(String.init) ?? "-", "registerDeadline": text(registerDeadline),
             "triggerConcurrency": triggerConcurrency.map(String.init) ?? "-", "triggerTimeout": text(triggerTimeout),
+            "triggerMaxLag": text(triggerMaxLag),
             "triggerHTTP": triggerHTTP ?? "-", "shard": shard ?? "-", "epoch": epoch.map(String.init) ?? "-",
         ]
     }

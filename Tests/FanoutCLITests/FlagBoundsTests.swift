@@ -110,6 +110,10 @@ struct FlagBoundsTests {
         r += rows("--register-deadline", accept: ["0.001", "86400"], refuse: ["0", "86401"] + absurd, with: register)
         r += rows("--trigger-concurrency", accept: ["1", "100000"], refuse: ["0", "100001"] + absurd, with: register)
         r += rows("--trigger-timeout", accept: ["0.001", "3600"], refuse: ["0", "3601"] + absurd, with: register)
+        r += rows(
+            "--trigger-max-lag", accept: ["0.001", "3600000"], refuse: ["0", "-1", "3600000.5"] + absurd,
+            with: ["--trigger=http://127.0.0.1:1/t"])
+        r.append(Row(arguments: ["--trigger-max-lag=100"] + register, expect: .refused("--trigger-max-lag")))
         return r
     }
 
