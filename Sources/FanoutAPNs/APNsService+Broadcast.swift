@@ -59,6 +59,7 @@ extension APNsService {
     /// Applies the answered broadcasts to their subscribers (in arrival order).
     public func runPendingFanouts(wallMillis: Int64) {
         guard !pending.isEmpty else { return }
+        if deviceClockOrigin != nil { takeDeviceClock(wallMillis) }  // a fan-out from another loop came first
         let wallMillis = wallMillis &+ deviceClockOffsetMillis
         let batch = pending
         pending.removeAll(keepingCapacity: true)

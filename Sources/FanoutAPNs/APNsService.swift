@@ -21,6 +21,9 @@ public final class APNsService {
     /// --epoch S`, S − the start of serving, so the devices live in the same time as `fanout run`'s virtual epoch.
     /// Provider tokens are still judged by the wall clock.
     public var deviceClockOffsetMillis: Int64 = 0
+    /// `fanout serve --epoch-from first-request`: the devices' clock reads the origin's epoch when the first request
+    /// of any loop arrives; until then (nil once this loop has taken the offset) each request asks.
+    public var deviceClockOrigin: DeviceClockOrigin?
     /// This service's slice of the devices (device `d` belongs to worker `d % workers`).
     public let worker: Int
     public let workers: Int
@@ -169,12 +172,20 @@ public final class APNsService {
         _ request: RequestInput, auth state: ProviderAuth.ConnectionState?, wallMillis: Int64,
         becameAuthenticated: inout Bool
     ) -> APNsAnswer {
+        if deviceClockOrigin != nil { takeDeviceClock(wallMillis) }
         let (response, reason) = judge(request, state, wallMillis, &becameAuthenticated)
         stats.answered(response.status, reason)
         if let reason, Self.payloadOrHeaderReasons.contains(reason) {
             stats.note(.rejectedPayload, "\(reason.rawValue): \(Self.describe(request))")
         }
         return response
+    }
+
+    /// The devices' clock offset from the origin (set by this loop's first request or another loop's), once.
+    func takeDeviceClock(_ wallMillis: Int64) {
+        guard let origin = deviceClockOrigin else { return }
+        deviceClockOffsetMillis = origin.offset(firstWallMillis: wallMillis)
+        deviceClockOrigin = nil
     }
 
     /// Where a request is judged when several workers serve: rows 1–5 here (the connection's provider token
@@ -299,4 +310,28 @@ public final class APNsService {
         if case .success(let own) = RequestCheck.messageId(r.headers, broadcast: broadcast) { return own }
         return nil
     }
+}
+
+/// When the devices' clock of every loop reads `epochMillis` (`fanout serve --epoch S --epoch-from first-request`):
+/// the wall clock of the first request any loop handles. Taken once per loop (a lock, then a stored offset).
+public final class DeviceClockOrigin: @unchecked Sendable {
+    // @unchecked: `offset` is touched only under `lock`.
+    private let lock = Lock()
+    private var offset: Int64?
+    public let epochMillis: Int64
+
+    public init(epochMillis: Int64) { self.epochMillis = epochMillis }
+
+    /// epoch − the first caller's wall clock (UNIX milliseconds): the devices' clock offset, the same for every loop.
+    public func offset(firstWallMillis wallMillis: Int64) -> Int64 {
+        lock.withLock {
+            if let offset { return offset }
+            let o = epochMillis &- wallMillis
+            offset = o
+            return o
+        }
+    }
+
+    /// The offset if a request came, else nil.
+    public var takenOffset: Int64? { lock.withLock { offset } }
 }

@@ -90,6 +90,10 @@ public struct TriggerResults: BackendCounted, Sendable {
     /// client and counted in `neverLeft`.
     public var scheduleLagNanos = LatencyHistogram()
     public var neverLeft = 0
+    /// `--trigger-max-lag`: the schedule lag p99 above which fanout, not the backend, held the events up (the run
+    /// is not judged then).
+    public var maxScheduleLagNanos = TriggerResults.defaultMaxScheduleLagNanos
+    public static let defaultMaxScheduleLagNanos: UInt64 = 100_000_000
     /// The events the backend never accepted, by (source, timestamp), and why, in fanout's words: the judge names
     /// them as the reason of their followers' missing pairs (fanout's side first, before "never pushed").
     public var eventFailures: [TriggerEventFailure] = []

@@ -1,11 +1,14 @@
 import FanoutCore
 
 /// A count of work done that one thread adds to and another reads (a long phase's progress line: devices built,
-/// bytes written). Adders batch (every thousand devices, every chunk), so the lock is taken rarely.
+/// bytes written), and the reader's request that the work stop early (an interrupted build: the adder checks
+/// ``stopRequested`` where it adds). Adders batch (every thousand devices, every chunk), so the lock is taken
+/// rarely.
 public final class ProgressCounter: @unchecked Sendable {
-    // @unchecked: `count` is touched only under `lock`.
+    // @unchecked: `count` and `stopping` are touched only under `lock`.
     private let lock = Lock()
     private var count = 0
+    private var stopping = false
 
     public init() {}
 
@@ -19,5 +22,19 @@ public final class ProgressCounter: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return count
+    }
+
+    /// Asks the work counted here to stop early (it may be checked from any thread).
+    public func requestStop() {
+        lock.lock()
+        stopping = true
+        lock.unlock()
+    }
+
+    /// Whether ``requestStop()`` was called.
+    public var stopRequested: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return stopping
     }
 }

@@ -126,8 +126,9 @@ public struct ServeVerdict: Sendable, Equatable {
     /// Why fanout's side held the run up (empty: it did not).
     public var harnessLimits: [String]
 
-    /// The trigger's schedule lag (its p99) above which fanout, not the backend, held the events up.
-    public static let triggerLagBoundNanos: UInt64 = 100_000_000
+    /// The trigger's schedule lag (its p99) above which fanout, not the backend, held the events up, unless
+    /// `--trigger-max-lag` says otherwise (``TriggerResults/maxScheduleLagNanos``).
+    public static let triggerLagBoundNanos = TriggerResults.defaultMaxScheduleLagNanos
 
     public var exitStatus: Int32 {
         switch status {
@@ -159,10 +160,10 @@ public struct ServeVerdict: Sendable, Equatable {
                     "\(t.waitedForSlot) events waited for a free trigger slot (--trigger-concurrency \(t.concurrency))")
             }
             let lag = t.scheduleLagNanos.valueAtPercentile(99)
-            if lag > triggerLagBoundNanos {
+            if lag > t.maxScheduleLagNanos {
                 limits.append(
                     "the trigger's schedule lag p99 \(Units.duration(lag)) is above "
-                        + "\(Units.duration(triggerLagBoundNanos)): fanout sent the events late")
+                        + "\(Units.duration(t.maxScheduleLagNanos)): fanout sent the events late")
             }
         }
         let status: Status =

@@ -31,6 +31,9 @@ public final class APNsServer: H2ServerDelegate {
     /// The open streams of every connection on this loop, against `maxOpenStreamsPerLoop`.
     public let streamBudget: StreamBudget
     private var signals: [SignalWatcher] = []
+    /// `options.signals`: this loop's subscription, a wakeup that begins the shutdown.
+    private var interrupt: Wakeup?
+    private var subscription: Int?
     @exclusivity(unchecked) var connections: [ObjectIdentifier: H2ServerConnection] = [:]
     public internal(set) var connectionStats = ConnectionStats()
     public private(set) var startNanos: UInt64 = 0
@@ -139,11 +142,20 @@ public final class APNsServer: H2ServerDelegate {
     public func run() throws {
         if listener == nil { try listen() }
         startNanos = EventLoop.hrtimeNanos
-        for signal in [SIGINT, SIGTERM] {
-            signals.append(try SignalWatcher(loop: loop, signal: signal) { [unowned self] _, _ in self.beginShutdown() })
+        if let hub = options.signals {
+            // The session's watchers: one that came before this loop started (while the population was built or
+            // registered) wakes it at once, and shuts it down as if it came now.
+            let interrupt = try Wakeup(loop: loop) { [unowned self] _ in self.beginShutdown() }
+            interrupt.isReferenced = false
+            self.interrupt = interrupt
+            let sender = interrupt.sender
+            subscription = hub.subscribe { sender.send() }
+        } else {
+            for signal in [SIGINT, SIGTERM] {
+                signals.append(
+                    try SignalWatcher(loop: loop, signal: signal) { [unowned self] _, _ in self.beginShutdown() })
+            }
         }
-        // One that came before the watchers (after the start line) was noted: shut down as if it came now.
-        if PendingSignals.pending { beginShutdown() }
         try openInbox()
         let sweep = UVLoop.Timer(loop: loop) { [unowned self] _ in self.tick() }
         sweep.start(afterMillis: 1000, repeatMillis: 1000)
@@ -159,6 +171,10 @@ public final class APNsServer: H2ServerDelegate {
             self.deadline = deadline
         }
         loop.run()
+        if let subscription { options.signals?.unsubscribe(subscription) }
+        subscription = nil
+        interrupt?.close()
+        interrupt = nil
         drainDeadline?.close()
         drainDeadline = nil
         endNanos = EventLoop.hrtimeNanos
@@ -183,6 +199,10 @@ public final class APNsServer: H2ServerDelegate {
         deadline?.close()
         deadline = nil
         for s in signals { s.close() }
+        if let subscription { options.signals?.unsubscribe(subscription) }
+        subscription = nil
+        interrupt?.close()
+        interrupt = nil
         stopFaults()  // held answers go now
         for c in Array(connections.values) { c.goAway(reason: "Shutdown") }
         let drain = UVLoop.Timer(loop: loop) { [unowned self] timer in

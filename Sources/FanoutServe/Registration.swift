@@ -47,7 +47,10 @@ public final class Registrar {
     /// First attempts and retries, each released when due (its rate slot or its backoff), to the microsecond.
     private let sender: BackendSender<Pending>
     private var deadline: UVLoop.Timer?
-    private var signals: [SignalWatcher] = []
+    /// The session's signals (nil: none watched) and this registrar's subscription: a wakeup on this loop.
+    private let signals: ServeSignals?
+    private var interrupt: Wakeup?
+    private var subscription: Int?
     /// Failed attempts waiting for their backoff, one FIFO per attempt number (the same backoff each, so each
     /// queue is in due order).
     private var backoff: [[Pending]]
@@ -55,9 +58,10 @@ public final class Registrar {
     /// What only the registrar counts (the sender's counts are added in ``results``).
     private var own = RegisterResults()
 
-    init(loop: EventLoop, lines: LineFile, options: RegisterOptions) throws(HTTPClientError) {
+    init(loop: EventLoop, lines: LineFile, options: RegisterOptions, signals: ServeSignals?) throws(HTTPClientError) {
         self.loop = loop
         self.options = options
+        self.signals = signals
         self.lines = lines
         lineCount = lines.count
         backoff = Array(repeating: [], count: max(options.attempts, 1) + 1)
@@ -76,15 +80,18 @@ public final class Registrar {
         return r
     }
 
-    /// Registers every line of `populationFile` (population.jsonl) on a loop of its own, to the end or the
-    /// deadline; the loop is closed before this returns.
-    public static func run(populationFile: String, options: RegisterOptions) throws -> RegisterResults {
+    /// Registers every line of `populationFile` (population.jsonl) on a loop of its own, to the end, the
+    /// deadline or a signal of `signals` (one that came before this was called included); the loop is closed
+    /// before this returns.
+    public static func run(
+        populationFile: String, options: RegisterOptions, signals: ServeSignals? = nil
+    ) throws -> RegisterResults {
         let lines = try LineFile(path: populationFile)
         defer { lines.close() }
         let loop = try EventLoop()
         let registrar: Registrar
         do {
-            registrar = try Registrar(loop: loop, lines: lines, options: options)
+            registrar = try Registrar(loop: loop, lines: lines, options: options, signals: signals)
         } catch {
             try loop.close()
             throw error
@@ -99,15 +106,16 @@ public final class Registrar {
         let deadline = UVLoop.Timer(loop: loop) { [unowned self] _ in self.deadlinePassed() }
         deadline.start(afterMillis: UInt64((options.deadlineSeconds * 1000).rounded()))
         self.deadline = deadline
-        // Ctrl-C or SIGTERM ends registration as its deadline does (then `fanout serve` ends at once).
-        for signal in [SIGINT, SIGTERM] {
-            if let watcher = try? SignalWatcher(loop: loop, signal: signal, { [unowned self] _, _ in
-                self.own.interrupted = true
-                self.deadlinePassed()
-            }) {
-                watcher.isReferenced = false
-                signals.append(watcher)
-            }
+        // Ctrl-C or SIGTERM ends registration as its deadline does (then `fanout serve` ends at once); one that came
+        // before (while population.jsonl's lines were counted) too: the subscription wakes the loop at once then.
+        if let signals, let interrupt = try? Wakeup(loop: loop, { [unowned self] _ in
+            self.own.interrupted = true
+            self.deadlinePassed()
+        }) {
+            interrupt.isReferenced = false
+            self.interrupt = interrupt
+            let sender = interrupt.sender
+            subscription = signals.subscribe { sender.send() }
         }
         sender.start(
             release: { [unowned self] now in self.release(now) },
@@ -202,15 +210,17 @@ public final class Registrar {
     }
 
     /// Registration has ended (every activity, or the deadline): the next turn of the loop closes the deadline
-    /// timer and the signal watchers (the sender closes its client and timer itself).
+    /// timer and the signals' wakeup (the sender closes its client and timer itself).
     private func finish() {
         finished = true
         own.elapsedSeconds = Double(EventLoop.hrtimeNanos &- startNanos) / 1e9
         BackendSender<Pending>.onNextTurn(loop) { [unowned self] in
             self.deadline?.close()
             self.deadline = nil
-            for watcher in self.signals { watcher.close() }
-            self.signals.removeAll()
+            if let subscription = self.subscription { self.signals?.unsubscribe(subscription) }
+            self.subscription = nil
+            self.interrupt?.close()
+            self.interrupt = nil
             self.own.elapsedSeconds = Double(EventLoop.hrtimeNanos &- self.startNanos) / 1e9
         }
     }

@@ -51,5 +51,8 @@ public struct ServeOptions: Sendable {
     /// `--manage-listen HOST:PORT`: channel management on a listener of its own (nil: one listener for all).
     public var manageHost = "127.0.0.1"
     public var managePort: Int?
+    /// The session's SIGINT and SIGTERM (``ServeSignals``): each loop subscribes a wakeup that begins its shutdown,
+    /// at once if a signal came before it started. nil: each loop watches the signals itself.
+    public var signals: ServeSignals?
     public init() {}
 }

@@ -60,6 +60,12 @@ public enum ServePopulation {
         var description: String
     }
 
+    /// The build was asked to stop (``ProgressCounter/requestStop()`` on `progress.devicesBuilt`: `fanout serve`
+    /// on SIGINT or SIGTERM): nothing is served, population.jsonl and rotated-tokens.jsonl are not written.
+    public struct Interrupted: Error, CustomStringConvertible {
+        public var description: String { "interrupted while building the population" }
+    }
+
     /// Builds `workers` services for `scenario` at UNIX time `nowSeconds`; with a `folder`, writes
     /// population.jsonl and rotated-tokens.jsonl into it (temporary names renamed into place; a failed write
     /// leaves neither and is thrown). Each loop's thread builds its service, counts the bytes of its part of
@@ -92,6 +98,11 @@ public enum ServePopulation {
                 // First what the loops after this one wait for (this part's size; the last part's is not needed),
                 // then the part itself. The token hashes are the calling thread's (it only reads the service).
                 guard let file = shared?.value else { return }
+                let stop = progress.devicesBuilt
+                if stop.stopRequested {  // interrupted: nothing written (the loops after this one wait for a size)
+                    offsets.publish(k, size: 0)
+                    return
+                }
                 let size = k < count - 1 ? made.populationByteCount() : nil
                 if let size { offsets.publish(k, size: size) }
                 let start = offsets.offset(of: k)
@@ -100,6 +111,7 @@ public enum ServePopulation {
                 chunk.reserveCapacity(StreamedFile.chunkBytes + StreamedFile.chunkBytes / 4)
                 do {
                     try made.appendPopulation(to: &chunk, chunkBytes: StreamedFile.chunkBytes) {
+                        if stop.stopRequested { throw Interrupted() }
                         let n = $0.count
                         try file.write(&$0, at: offset)
                         offset += n
@@ -139,6 +151,10 @@ public enum ServePopulation {
         var built = Built(services: services.map { $0.value! })
         for service in built.services { service.foreignTokens = foreign }
         if count > 1 { built.cluster = ServeCluster(count: count, directory: directory) }
+        if progress.devicesBuilt.stopRequested {
+            population?.discard()
+            throw Interrupted()
+        }
         guard let folder, let population else { return built }
         if let error = failures.lazy.compactMap(\.value).first {
             population.discard()

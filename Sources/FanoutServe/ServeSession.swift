@@ -30,12 +30,18 @@ public final class ServeSession {
         public var authName: String
         public var shard: Shard
         public var epoch: Int64?
+        /// `--epoch-from first-request`: the devices' clock reads `epoch` when the first request arrives, not when
+        /// serving starts.
+        public var epochFromFirstRequest = false
         public var expectEvents: Bool
         public var register: RegisterOptions?
         public var channelLimits: APNsService.ChannelLimits
         public var settleSeconds: Double
         /// `--state` (nil: by the number of devices).
         public var state: ServeResults.StateDetail?
+        /// `--state-at`: the devices' clock (UNIX milliseconds) state.jsonl's time rules are read at (nil: when
+        /// serving stops).
+        public var stateAtMillis: Int64?
         /// `--threshold` as given (checked by the caller before the run).
         public var thresholds: [String] = []
         /// The flags that change what the run measures (summary.json `flags`).
@@ -104,11 +110,22 @@ public final class ServeSession {
         self.render = render
     }
 
-    /// Serves the plan to its end and writes its folder.
+    /// Serves the plan to its end and writes its folder. SIGINT and SIGTERM are watched from the first step to the
+    /// last (``ServeSignals``): during the build one ends the session (``ServeSessionError/interruptedExitStatus``,
+    /// nothing written); during registration it ends registration, then serving at once; while serving it begins
+    /// the shutdown; while the folder is written it is noted (the folder is finished). After the session a signal
+    /// is noted too (the caller only prints).
     public func run() throws(ServeSessionError) -> Outcome {
+        let signals: ServeSignals
+        do { signals = try ServeSignals() } catch { throw ServeSessionError("fanout serve: \(error)") }
+        defer {
+            signals.stop()
+            PendingSignals.catchUntilWatched()
+        }
         var options = plan.options
+        options.signals = signals
         let listeners = try bind(&options)
-        let built = try buildPopulation(listeners)
+        let built = try buildPopulation(listeners, signals: signals)
         let services = built.services
         let events = try expectedEvents(services, listeners)
         let registration = try announceAndRegister(services, listeners, &options)
@@ -122,7 +139,13 @@ public final class ServeSession {
         options.eventsT0UnixMillis = Int64((servingSince.timeIntervalSince1970 * 1000).rounded())
         // --epoch: the devices' clock is the epoch at serving's start, then moves with the wall clock.
         let deviceClockOffsetMillis = plan.epoch.map { $0 * 1000 - options.eventsT0UnixMillis } ?? 0
-        for service in services { service.deviceClockOffsetMillis = deviceClockOffsetMillis }
+        // --epoch-from first-request: from the first request on (a client that starts after its own build, as
+        // `fanout push --epoch` does, then applies at its payloads' times however long that build took).
+        let origin = plan.epochFromFirstRequest ? plan.epoch.map { DeviceClockOrigin(epochMillis: $0 * 1000) } : nil
+        for service in services {
+            service.deviceClockOffsetMillis = deviceClockOffsetMillis
+            service.deviceClockOrigin = origin
+        }
         for service in services { service.measure(into: measurements) }
         events?.t0Nanos = options.eventsT0Nanos
         let board = ProgressBoard(count: plan.workers)
@@ -132,10 +155,10 @@ public final class ServeSession {
             services: services, options: options, cluster: built.cluster, sockets: sockets,
             manageSockets: manageSockets.isEmpty ? nil : manageSockets, board: board
         ) { seconds in serving(seconds, board.total()) }
-        // The loops' watchers are gone (libuv restored the default): a second signal must not cut the folder short.
-        PendingSignals.catchUntilWatched()
         output.servingEnded()
         if let failure = results.failure { throw ServeSessionError("fanout serve: \(failure)") }
+        // The last phase: a signal from here on is noted and the folder finished.
+        output.line("fanout serve: serving ended; writing \(plan.folder)")
         if let line = results.trigger?.failureLine { output.line(line) }
         var info = self.info(listeners, servingSince: servingSince, options: options)
         info.trigger = results.trigger
@@ -145,7 +168,9 @@ public final class ServeSession {
             settleNanos: UInt64((plan.settleSeconds * 1e9).rounded()),
             refusals: results.connections.faults.retries.unresent,
             triggerFailures: results.trigger?.eventFailures ?? [], registeredLines: registration?.registeredLines)
-        let endMillis = Int64(Date().timeIntervalSince1970 * 1000) + deviceClockOffsetMillis
+        let endMillis =
+            plan.stateAtMillis
+            ?? Int64(Date().timeIntervalSince1970 * 1000) + (origin?.takenOffset ?? deviceClockOffsetMillis)
         let run = try writeFolder(info, services: services, results: results, endMillis: endMillis)
         return Outcome(
             services: services, results: results, info: info, registration: registration, folder: plan.folder,
@@ -180,6 +205,7 @@ public final class ServeSession {
                 throw ServeSessionError("cannot serve on \(plan.listenText): \(error)")
             }
         }
+        listeners.createdFolder = !FileManager.default.fileExists(atPath: plan.folder)
         do {
             try FileManager.default.createDirectory(atPath: plan.folder, withIntermediateDirectories: true)
         } catch {
@@ -191,9 +217,15 @@ public final class ServeSession {
 
     /// The population, one thread per loop, and the subscribers for the backend to load (population.jsonl,
     /// streamed as it is produced), before the first request can arrive.
-    func buildPopulation(_ listeners: BoundSockets) throws(ServeSessionError) -> ServePopulation.Built {
+    func buildPopulation(_ listeners: BoundSockets, signals: ServeSignals) throws(ServeSessionError)
+        -> ServePopulation.Built
+    {
         listeners.buildStart = EventLoop.hrtimeNanos
         let progress = ServePopulation.Progress()
+        // A signal stops the build's threads where they count their devices and write their chunks.
+        let devicesBuilt = progress.devicesBuilt
+        let subscription = signals.subscribe { devicesBuilt.requestStop() }
+        defer { signals.unsubscribe(subscription) }
         let totalDevices = plan.scenario.population.devices
         let slice = plan.shard
         let finish = output.ticker { seconds in
@@ -219,6 +251,10 @@ public final class ServeSession {
                 scenario: plan.scenario, auth: plan.auth,
                 nowSeconds: plan.epoch ?? Int64(startedAt.timeIntervalSince1970), workers: plan.workers,
                 folder: plan.folder, shard: slice, progress: progress, clock: { EventLoop.hrtimeNanos })
+        } catch let error as ServePopulation.Interrupted {
+            if listeners.createdFolder { rmdir(plan.folder) }  // empty: population.jsonl was not written
+            throw ServeSessionError(
+                "fanout serve: \(error); nothing written", exitStatus: ServeSessionError.interruptedExitStatus)
         } catch {
             throw ServeSessionError("fanout serve: \(error)")
         }
@@ -251,8 +287,6 @@ public final class ServeSession {
         let activities = services.reduce(0) { $0 + $1.pipeline.store.activityCount }
         let devices = services.reduce(0) { $0 + $1.pipeline.store.deviceCount }
         let count = plan.workers
-        // From the start line on, SIGINT and SIGTERM end the run with its folder, even before the loops watch them.
-        PendingSignals.catchUntilWatched()
         output.line(
             "fanout serve: listening on \(shown(listeners)) (\(transport), auth \(plan.authName), \(count) event loop"
                 + (count == 1 ? "" : "s") + "); \(activities) activities on \(devices) devices "
@@ -266,8 +300,8 @@ public final class ServeSession {
                 + String(format: "%g", r.ratePerSecond) + "/s")
         let registration: RegisterResults
         do {
-            registration = try Registrar.run(populationFile: plan.folder + "/population.jsonl", options: r)
-            PendingSignals.catchUntilWatched()  // registration's watchers are gone, the loops' not there yet
+            registration = try Registrar.run(
+                populationFile: plan.folder + "/population.jsonl", options: r, signals: options.signals)
         } catch {
             throw ServeSessionError("fanout serve --register: \(error)")
         }
@@ -358,10 +392,17 @@ public final class ServeSession {
     }
 }
 
-/// Why a serve session ended without its folder (the message says what the folder holds).
+/// Why a serve session ended without its folder (the message says what the folder holds), and the exit status
+/// that says so (1, or ``interruptedExitStatus``).
 public struct ServeSessionError: Error, CustomStringConvertible {
     public var description: String
-    public init(_ description: String) { self.description = description }
+    public var exitStatus: Int32
+    /// SIGINT or SIGTERM while the population was built: nothing served, nothing written (128 + SIGINT).
+    public static let interruptedExitStatus: Int32 = 130
+    public init(_ description: String, exitStatus: Int32 = 1) {
+        self.description = description
+        self.exitStatus = exitStatus
+    }
 }
 
 /// The listening sockets of a session until the loops take them: closed when the session ends before serving
@@ -372,6 +413,8 @@ final class BoundSockets {
     var manageShown: String?
     var port = 0
     var buildStart: UInt64 = 0
+    /// The run folder did not exist before the session (removed again if the session ends with it empty).
+    var createdFolder = false
 
     /// Hands the sockets over (the loops close them).
     func take() -> ([Int32], [Int32]) {

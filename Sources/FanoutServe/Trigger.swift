@@ -10,6 +10,8 @@ public struct TriggerOptions: BackendTargeted, Sendable {
     /// The backend, its protocol and CAs, `--trigger-timeout` and `--trigger-concurrency` (an event due while all
     /// are busy waits for one).
     public var target: BackendTarget
+    /// `--trigger-max-lag`: the schedule lag p99 above which the run is not judged (fanout sent the events late).
+    public var maxScheduleLagNanos = TriggerResults.defaultMaxScheduleLagNanos
     public init(url: String) { target = BackendTarget(url: url) }
 }
 
@@ -60,6 +62,7 @@ public final class TriggerSender {
         r.peakInFlight = sender.peakInFlight
         r.scheduleLagNanos = sender.scheduleLagNanos
         r.neverLeft = sender.neverLeft
+        r.maxScheduleLagNanos = options.maxScheduleLagNanos
         return r
     }
 

@@ -24,8 +24,10 @@ struct Push: ParsableCommand {
             dispatchLag p99, above --max-schedule-lag); 2 when a --threshold was broken (a saturated run is never \
             judged: 3 wins, as numbers from an overloaded client pass or fail no gate; a server-limited run — \
             streamWait p99 above the bound, or requests still queued at the end — is judged); 130 when SIGINT or \
-            SIGTERM ended the run early (its folder is written, no threshold judged); 64 on a bad argument (a --start-at more than 1 s in the past or an unknown \
-            --threshold among them). With --shard K/N only the events whose index is K modulo N are sent \
+            SIGTERM ended the run early (its folder is written, no threshold judged); 64 on a bad argument (a \
+            --start-at more than 1 s in the past, an unknown --threshold, a number outside its range, --team \
+            without --auth-key or the other way round, --ca or --insecure without an https:// target, --ca with \
+            --insecure). With --shard K/N only the events whose index is K modulo N are sent \
             (every event's pushes by exactly one shard); with --start-at every shard's schedule starts at one \
             instant, and `fanout merge` adds the shards' folders into the whole run's. A trace (docs/TRACE.md) in \
             place of the scenario: every push line is sent at its `at` after the start (divided by --rate-scale), \
@@ -49,14 +51,19 @@ struct Push: ParsableCommand {
                 + "{\"trace\": 1, ...}): its push lines are sent.", valueName: "scenario|file|trace"))
     var scenario: String = "smoke"
 
-    @Option(help: "HTTP/2 connections (one loop, one thread).")
+    @Option(help: "HTTP/2 connections (one loop, one thread), 1 to 1024.")
     var connections = 1
 
     @Option(
-        help: "Streams in flight per connection at most (the server's SETTINGS_MAX_CONCURRENT_STREAMS bounds it too).")
+        help: ArgumentHelp(
+            "Streams in flight per connection at most, 1 to 100000 (the server's SETTINGS_MAX_CONCURRENT_STREAMS "
+                + "bounds it too)."))
     var streams = 1000
 
-    @Option(help: "Send only the first S seconds of the schedule (of a trace: its push lines due by then).")
+    @Option(
+        help: ArgumentHelp(
+            "Send only the first S seconds of the schedule, above 0, at most 2592000 (of a trace: its push lines due "
+                + "by then)."))
     var duration: Double?
 
     @Option(
@@ -75,13 +82,14 @@ struct Push: ParsableCommand {
         help: ArgumentHelp(
             "The scenario's clock at the start, UNIX seconds (default: the wall clock): the payloads' timestamps, "
                 + "stale and dismissal dates and apns-expiration count from it. `fanout run` uses 1700000000; give "
-                + "`fanout serve` the same --epoch.", valueName: "SECONDS"))
+                + "`fanout serve` the same --epoch. 0 to 4102444800.", valueName: "SECONDS"))
     var epoch: Int64?
 
-    @Option(help: "PEM file of the CAs the server's certificate must chain to (https://).")
+    @Option(
+        help: "PEM file of the CAs the server's certificate must chain to (an https:// target; not with --insecure).")
     var ca: String?
 
-    @Flag(help: "Do not verify the server's certificate (https://).")
+    @Flag(help: "Do not verify the server's certificate (an https:// target).")
     var insecure = false
 
     @Option(
@@ -89,20 +97,24 @@ struct Push: ParsableCommand {
         help: ArgumentHelp("Sign provider tokens (ES256) with this .p8 key.", valueName: "KEYID=FILE"))
     var authKey: String?
 
-    @Option(help: "The team id of the provider tokens (iss), with --auth-key.")
+    @Option(help: "The team id of the provider tokens (iss); needs --auth-key, which needs it.")
     var team: String?
 
     @Option(
         name: .customLong("max-schedule-lag"),
         help: ArgumentHelp(
             "The dispatchLag p99 above which the generator counts as saturated (exit 3), and the streamWait p99 "
-                + "above which the run is server-limited (reported, thresholds judged).", valueName: "MS"))
+                + "above which the run is server-limited (reported, thresholds judged); above 0, at most 3600000.",
+            valueName: "MS"))
     var maxScheduleLag = 10.0
 
-    @Option(help: "Connections opened during the run in place of ones that end (a GOAWAY, a lost connection), at most.")
+    @Option(
+        help: ArgumentHelp(
+            "Connections opened during the run in place of ones that end (a GOAWAY, a lost connection), at most (0 "
+                + "to 1000000)."))
     var reconnects = 100
 
-    @Option(help: "Seconds to wait for answers after the last event before closing the connections.")
+    @Option(help: "Seconds to wait for answers after the last event before closing the connections (0 to 3600).")
     var drain = 10.0
 
     @Option(
@@ -197,67 +209,26 @@ struct Push: ParsableCommand {
         try judge(results, gates: gates, folder: folder, targets: options.shownTargets)
     }
 
-    /// `--threshold`s, read (a flag error is a usage error).
-    func thresholdGates() throws -> [PushThreshold] {
-        var gates: [PushThreshold] = []
-        for text in thresholds {
-            do {
-                gates.append(try PushThreshold(parsing: text))
-            } catch {
-                throw ValidationError("--threshold: \(error)")
-            }
-        }
-        try ScenarioOverrides.check(rateScale: rateScale)
-        if let duration {
-            guard duration > 0 && duration <= 30 * 86_400 else {
-                throw ValidationError("--duration: expected seconds from 0 to 2592000, got \(duration)")
-            }
-        }
-        return gates
-    }
-
-    /// `PushOptions` from the flags: targets, connections and streams, TLS, provider tokens, shard, start time.
+    /// `PushOptions` from the flags (checked by `validate()`): targets, connections and streams, TLS, provider
+    /// tokens (the key file read here: an unreadable one is exit 1), shard, start time.
     func pushOptions(isTrace: Bool) throws -> PushOptions {
-        guard (1...1024).contains(connections) else {
-            throw ValidationError("--connections: expected 1 to 1024, got \(connections)")
-        }
-        guard (1...100_000).contains(streams) else {
-            throw ValidationError("--streams: expected 1 to 100000, got \(streams)")
-        }
-        guard maxScheduleLag > 0, drain >= 0 else {
-            throw ValidationError("--max-schedule-lag must be above 0 and --drain at least 0")
-        }
-        var options: PushOptions
-        do {
-            // TARGET,TARGET,...: target i is serve shard i/N (fanout serve --shard i/N).
-            let all = try target.split(separator: ",", omittingEmptySubsequences: false).map {
-                try PushTarget.parse(String($0))
-            }
-            guard all.count <= 256 else { throw ValidationError("at most 256 targets") }
-            options = PushOptions(target: all[0])
-            options.moreTargets = Array(all.dropFirst())
-        } catch {
-            throw ValidationError("TARGET: \(error)")
-        }
-        guard !isTrace || options.targets.count == 1 else {
+        let all = try pushTargets()
+        guard !isTrace || all.count == 1 else {
             throw ValidationError(
                 "TARGET: a trace's pushes go to one target (its tokens are the trace's, no serve shard owns them)")
         }
+        var options = PushOptions(target: all[0])
+        options.moreTargets = Array(all.dropFirst())
         options.connections = connections
         options.epochSeconds = epoch
         options.maxStreamsPerConnection = streams
         options.caFile = ca
         options.insecure = insecure
-        options.maxScheduleLagNanos = UInt64(maxScheduleLag * 1e6)
+        options.maxScheduleLagNanos = UInt64((maxScheduleLag * 1e6).rounded())
         options.drainSeconds = drain
         options.stopOnSignals = true
-        guard reconnects >= 0 else { throw ValidationError("--reconnects: expected 0 or more, got \(reconnects)") }
         options.maxReconnects = reconnects
-        if let authKey {
-            guard let team else { throw ValidationError("--auth-key needs --team") }
-            guard let eq = authKey.firstIndex(of: "="), eq != authKey.startIndex else {
-                throw ValidationError("--auth-key: expected KEYID=FILE, got \(authKey)")
-            }
+        if let authKey, let team, let eq = authKey.firstIndex(of: "=") {
             let file = String(authKey[authKey.index(after: eq)...])
             guard let data = FileManager.default.contents(atPath: file) else {
                 throw CommandFailure("--auth-key: cannot read \(file)")
@@ -266,31 +237,8 @@ struct Push: ParsableCommand {
             options.authKeyPEM = Array(data)
             options.team = team
         }
-        var slice = Shard.whole
-        if let shard {
-            do {
-                slice = try Shard(parsing: shard)
-            } catch {
-                throw ValidationError("--shard: \(error)")
-            }
-        }
-        options.shard = slice
-        if let startAt {
-            guard let seconds = Push.parseStartAt(startAt) else {
-                throw ValidationError(
-                    "--start-at: expected an RFC 3339 time (2026-11-26T10:00:00Z) or UNIX seconds, got \(startAt)")
-            }
-            let now = Date().timeIntervalSince1970
-            guard seconds >= now - Push.startAtToleranceSeconds else {
-                throw ValidationError(
-                    "--start-at: \(startAt) is " + String(format: "%.3f", now - seconds)
-                        + " s in the past (at most \(Push.startAtToleranceSeconds) s late is accepted)")
-            }
-            guard seconds <= now + 7 * 86_400 else {
-                throw ValidationError("--start-at: \(startAt) is more than 7 days ahead")
-            }
-            options.startAtUnixNanos = Int64((seconds * 1e9).rounded())
-        }
+        options.shard = try shardOption()
+        options.startAtUnixNanos = try startAtNanos()
         return options
     }
 

@@ -19,6 +19,18 @@ extension Serve {
         if let state, ServeReport.StateDetail(rawValue: state) == nil {
             throw ValidationError("--state: expected full, summary or none, got \(state)")
         }
+        if let epochFrom {
+            guard epochFrom == "serving" || epochFrom == "first-request" else {
+                throw ValidationError("--epoch-from: expected serving or first-request, got \(epochFrom)")
+            }
+            guard epoch != nil else { throw ValidationError("--epoch-from: the devices' clock reads --epoch, missing") }
+        }
+        if let stateAt {
+            guard stateAt >= 0 && stateAt <= 4_102_444_800 else {
+                throw ValidationError("--state-at: expected UNIX seconds from 0 to 4102444800, got \(stateAt)")
+            }
+            if state == "none" { throw ValidationError("--state-at: --state none writes no state.jsonl") }
+        }
         guard auth == "none" || auth == "jwt" else { throw ValidationError("--auth: expected none or jwt, got \(auth)") }
         if auth == "jwt" && (authKeys.isEmpty || team == nil) {
             throw ValidationError("--auth jwt needs --team TEAMID and at least one --auth-key KEYID=FILE")
@@ -30,6 +42,8 @@ extension Serve {
             throw ValidationError("--duration: expected seconds from 0 to 2592000, got \(duration)")
         }
         try ScenarioOverrides.check(devices: devices)
+        try ScenarioOverrides.check(rateScale: rateScale)
+        try ScenarioOverrides.check(epoch: epoch)
         guard (0...256).contains(workers) else { throw ValidationError("--workers: expected 0 to 256, got \(workers)") }
         let cap = ServeOptions.maxConcurrentStreamsCap
         guard (1...cap).contains(maxStreams) else {
@@ -44,8 +58,12 @@ extension Serve {
         guard (1...10_000_000).contains(maxOpenStreams) else {
             throw ValidationError("--max-open-streams: expected 1 to 10000000, got \(maxOpenStreams)")
         }
-        guard prefaceTimeout > 0 else { throw ValidationError("--preface-timeout: expected seconds above 0") }
-        guard idleTimeout > 0 else { throw ValidationError("--idle-timeout: expected seconds above 0") }
+        guard prefaceTimeout > 0 && prefaceTimeout <= 3600 else {
+            throw ValidationError("--preface-timeout: expected seconds above 0, at most 3600, got \(prefaceTimeout)")
+        }
+        guard idleTimeout > 0 && idleTimeout <= 30 * 86_400 else {
+            throw ValidationError("--idle-timeout: expected seconds above 0, at most 2592000, got \(idleTimeout)")
+        }
         guard (0...100_000).contains(maxAPIBundles) else {
             throw ValidationError("--max-api-bundles: expected 0 to 100000")
         }
@@ -80,6 +98,15 @@ extension Serve {
         if let trigger {
             do { _ = try HTTPClient.validate(url: trigger) } catch { throw ValidationError("--trigger: \(error)") }
         }
+        if let triggerMaxLag {
+            guard trigger != nil else {
+                throw ValidationError("--trigger-max-lag: the trigger's bound, needs --trigger URL")
+            }
+            guard triggerMaxLag > 0 && triggerMaxLag <= 3_600_000 else {
+                throw ValidationError(
+                    "--trigger-max-lag: expected milliseconds above 0, at most 3600000, got \(triggerMaxLag)")
+            }
+        }
         var t = TriggerOptions(url: trigger ?? "")
         if let c = triggerConcurrency {
             guard (1...100_000).contains(c) else { throw ValidationError("--trigger-concurrency: expected 1 to 100000, got \(c)") }
@@ -98,6 +125,7 @@ extension Serve {
             guard FileManager.default.isReadableFile(atPath: ca) else { throw ValidationError("--trigger-ca: cannot read \(ca)") }
             t.caFile = ca
         }
+        if let triggerMaxLag { t.maxScheduleLagNanos = UInt64((triggerMaxLag * 1e6).rounded()) }
         return trigger == nil ? nil : t
     }
 

@@ -27,7 +27,10 @@ struct Serve: ParsableCommand {
             The run judges itself (summary.md's first line, the last line on stderr): with --expect-events no \
             missing pair, with --register every activity registered, with --trigger every event answered 2xx, \
             and each --threshold. Exit status: 1 a broken identity or a failure to serve; 3 not judged (fanout's \
-            own trigger fell behind); 2 an objective broken; 0 otherwise; 64 a bad flag.
+            own trigger fell behind); 2 an objective broken; 0 otherwise; 64 a bad flag; 130 SIGINT or SIGTERM \
+            while the population was built (nothing served, nothing written). A signal while registering ends \
+            registration and serving at once (the folder written); while the folder is written, it is noted and \
+            the folder finished.
             """
     )
 
@@ -109,7 +112,7 @@ struct Serve: ParsableCommand {
     @Option(
         name: .customLong("idle-timeout"),
         help: ArgumentHelp("Seconds without an open stream or a new one before a connection gets GOAWAY IdleTimeout "
-            + "(PINGs do not count)."))
+            + "(PINGs do not count); above 0, at most 2592000."))
     var idleTimeout: Double = 3600
 
     @Option(
@@ -119,7 +122,7 @@ struct Serve: ParsableCommand {
 
     @Option(
         name: .customLong("preface-timeout"),
-        help: "Seconds a new connection has to send the HTTP/2 preface before it is closed.")
+        help: "Seconds a new connection has to send the HTTP/2 preface before it is closed (above 0, at most 3600).")
     var prefaceTimeout: Double = 10
 
     @Option(
@@ -157,8 +160,26 @@ struct Serve: ParsableCommand {
             "The devices' clock reads this UNIX time when serving starts (default: the wall clock): the "
                 + "population starts then and pushes are applied at it plus the time since; state.jsonl is as of "
                 + "it at the end. `fanout run` uses 1700000000 (give `fanout push` the same --epoch). Provider "
-                + "tokens are still judged by the wall clock.", valueName: "SECONDS"))
+                + "tokens are still judged by the wall clock. 0 to 4102444800.", valueName: "SECONDS"))
     var epoch: Int64?
+
+    @Option(
+        name: .customLong("epoch-from"),
+        help: ArgumentHelp(
+            "With --epoch: when the devices' clock reads it, serving (when serving starts, the default) or "
+                + "first-request (when the first request arrives, on any event loop): a client that starts later, "
+                + "as `fanout push --epoch` after building its own population, then has its pushes applied at its "
+                + "payloads' times however long its start took.", valueName: "serving|first-request"))
+    var epochFrom: String?
+
+    @Option(
+        name: .customLong("state-at"),
+        help: ArgumentHelp(
+            "state.jsonl as the devices hold it at the end, its time rules (stale dates, ends, dismissals) read at "
+                + "this time of the devices' clock, UNIX seconds (0 to 4102444800; default: when serving stops). "
+                + "With --epoch E, E plus the scenario's seconds makes the dump independent of how long the run "
+                + "took to stop.", valueName: "SECONDS"))
+    var stateAt: Double?
 
     @Option(
         name: .customLong("rate-scale"),
@@ -208,6 +229,13 @@ struct Serve: ParsableCommand {
         name: .customLong("trigger-timeout"),
         help: "Seconds a request to the backend (--trigger, --register) has (connect, send, answer) before it counts as a timeout (default 10).")
     var triggerTimeout: Double?
+
+    @Option(
+        name: .customLong("trigger-max-lag"),
+        help: ArgumentHelp(
+            "With --trigger: the trigger's schedule lag p99 above which the run is not judged (exit 3: fanout sent "
+                + "the events late, not the backend); above 0, at most 3600000. Default 100.", valueName: "MS"))
+    var triggerMaxLag: Double?
 
     @Option(
         name: .customLong("trigger-http"),
@@ -277,6 +305,7 @@ struct Serve: ParsableCommand {
             "register": register == nil ? "-" : "on", "registerRate": text(registerRate),
             "registerAttempts": registerAttempts.map(String.init) ?? "-", "registerDeadline": text(registerDeadline),
             "triggerConcurrency": triggerConcurrency.map(String.init) ?? "-", "triggerTimeout": text(triggerTimeout),
+            "triggerMaxLag": text(triggerMaxLag),
             "triggerHTTP": triggerHTTP ?? "-", "shard": shard ?? "-", "epoch": epoch.map(String.init) ?? "-",
         ]
     }
@@ -312,16 +341,22 @@ struct Serve: ParsableCommand {
         }
         plan.shard = slice
         plan.epoch = epoch
+        plan.epochFromFirstRequest = epochFrom == "first-request"
         plan.expectEvents = expectEvents
         plan.register = try registerOptions()
         plan.channelLimits.apiBundles = maxAPIBundles
         plan.channelLimits.listedChannels = maxListedChannels
         plan.settleSeconds = settle
         plan.state = state.flatMap(ServeReport.StateDetail.init(rawValue:))
+        plan.stateAtMillis = stateAt.map { Int64(($0 * 1000).rounded()) }
         plan.thresholds = objectives.map(\.text)
         plan.flags = measuredFlags(scenario: s, workers: count)
         let outcome: ServeSession.Outcome
         do { outcome = try ServeSession(plan, output: Self.output(), render: ServeReport.files).run() } catch {
+            guard error.exitStatus == 1 else {
+                FileHandle.standardError.write(Data((error.description + "\n").utf8))
+                throw ExitCode(error.exitStatus)
+            }
             throw CommandFailure(error.description)
         }
         try finish(

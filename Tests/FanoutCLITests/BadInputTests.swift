@@ -50,6 +50,34 @@ struct BadInputTests {
             name: "push devices past a scenario's bound (the shared scenario overrides check as serve's did)",
             arguments: ["push", "http://127.0.0.1:9", "smoke", "--devices", "50000001", "--out", "$DIR/out"],
             status: 64, message: "Error: --devices: expected 1 to 50000000, got 50000001"),
+        // push's numbers that passed their check and trapped converting at the end of the schedule (the run lost),
+        // and flags push would have ignored: usage errors before anything starts (FlagBoundsTests has the rest).
+        Case(
+            name: "push drain infinite",
+            arguments: ["push", "http://127.0.0.1:9", "smoke", "--drain", "inf", "--out", "$DIR/out"],
+            status: 64, message: "Error: --drain: expected seconds from 0 to 3600, got inf"),
+        Case(
+            name: "push drain 1e17",
+            arguments: ["push", "http://127.0.0.1:9", "smoke", "--drain", "1e17", "--out", "$DIR/out"],
+            status: 64, message: "Error: --drain: expected seconds from 0 to 3600, got 1e+17"),
+        Case(
+            name: "push max schedule lag 1e30",
+            arguments: ["push", "http://127.0.0.1:9", "smoke", "--max-schedule-lag", "1e30", "--out", "$DIR/out"],
+            status: 64,
+            message: "Error: --max-schedule-lag: expected milliseconds above 0, at most 3600000, got 1e+30"),
+        Case(
+            name: "push team without auth key",
+            arguments: ["push", "http://127.0.0.1:9", "smoke", "--team", "T", "--out", "$DIR/out"],
+            status: 64,
+            message: "Error: --team: the team of provider tokens signed with --auth-key, which is missing"),
+        Case(
+            name: "push ca on an http target",
+            arguments: ["push", "http://127.0.0.1:9", "smoke", "--ca", "/dev/null", "--out", "$DIR/out"],
+            status: 64, message: "Error: --ca: no https:// target (an http:// target has no certificate)"),
+        Case(
+            name: "serve epoch past 2100",
+            arguments: ["serve", "smoke", "--h2c", "--epoch", "9223372036854775807", "--out", "$DIR/out"],
+            status: 64, message: "Error: --epoch: expected UNIX seconds from 0 to 4102444800, got 9223372036854775807"),
         Case(
             name: "serve rate scale zero",
             arguments: ["serve", "smoke", "--h2c", "--rate-scale", "0", "--out", "$DIR/out"],

@@ -11,13 +11,19 @@ struct ExampleBackendTests {
             .deletingLastPathComponent()
     }
 
+    /// fanout serve's flags in these runs: a trigger lag bound a slow build does not reach.
+    static let serveArgs = "--trigger-max-lag 5000"
+
     @Test("registered, triggered, pushed back through aioapns, every push correlated, endToEnd measured")
     func loop() throws {
         let folder = try CLI.temporaryDirectory().appendingPathComponent("run")
         let script = Self.root.appendingPathComponent("scripts/example-backend.sh").path
+        // The trigger's own lateness on a slow build (a sanitizer's: p99 170 ms under AddressSanitizer) is not what
+        // this loop checks; TriggerCommandTests.openLoop judges the not-judged bound itself.
         let result = try CLI.launch(
             URL(fileURLWithPath: "/usr/bin/env"),
-            ["FANOUT_BIN=\(CLI.binary.path)", "bash", script, "6", folder.path, "smoke"])
+            ["FANOUT_BIN=\(CLI.binary.path)", "SERVE_ARGS=\(Self.serveArgs)", "bash", script, "6", folder.path,
+                "smoke"])
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
         let data = try Data(contentsOf: folder.appendingPathComponent("summary.json"))
         let summary = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
@@ -27,9 +33,10 @@ struct ExampleBackendTests {
         let trigger = try #require(summary["trigger"] as? [String: Any])
         let sent = trigger["sent"] as? Int ?? 0
         // A trigger still in flight when serving ends is cancelled and counted (sent = answered + timeouts + errors +
-        // cancelled): every other one was answered 202.
+        // cancelled), never more than were in flight at once: every other one was answered 202.
         let cancelled = trigger["cancelledAtShutdown"] as? Int ?? -1
-        #expect(sent > 0 && (0...2).contains(cancelled), "\(trigger)")
+        let peak = trigger["peakInFlight"] as? Int ?? -1
+        #expect(sent > 0 && cancelled >= 0 && cancelled <= peak, "\(trigger)")
         #expect((trigger["byStatus"] as? [String: Int])?["202"] == sent - cancelled, "\(trigger)")
         #expect(trigger["timeouts"] as? Int == 0 && (trigger["errors"] as? [String: Int])?.isEmpty == true)
         let requests = try #require(summary["requests"] as? [String: Any])
@@ -84,8 +91,8 @@ struct ExampleBackendTests {
         @Sendable func run(_ name: String, backend: String) -> (folder: String, result: Result<CLI.Result, Error>) {
             let folder = directory.appendingPathComponent(name).path
             let arguments = [
-                "FANOUT_BIN=\(binary)", "EXAMPLE_BACKEND_ARGS=\(backend)", "SERVE_ARGS=--settle 3", "bash", script,
-                "5", folder, "smoke",
+                "FANOUT_BIN=\(binary)", "EXAMPLE_BACKEND_ARGS=\(backend)", "SERVE_ARGS=--settle 3 \(Self.serveArgs)",
+                "bash", script, "5", folder, "smoke",
             ]
             return (folder, Result { try CLI.launch(URL(fileURLWithPath: "/usr/bin/env"), arguments) })
         }

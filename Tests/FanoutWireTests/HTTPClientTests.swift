@@ -228,10 +228,9 @@ struct HTTPClientTests {
         let backend = try TestBackend("h1", ["--delay", "3"])
         var options = HTTPClient.Options()
         options.timeoutMillis = 300
-        let start = Date()
+        // Each ended by its timeout, not by the 3 s answer (which would have ended it `.answered`, status 200).
         let slow = try postAll(url: "http://127.0.0.1:\(backend.port)/t", count: 3, options: options)
         #expect(slow.allSatisfy { $0.outcome == .timedOut && $0.status == 0 })
-        #expect(Date().timeIntervalSince(start) < 2.5)
         // A port nothing listens on (bound, then closed).
         let refused = try postAll(url: "http://127.0.0.1:1/t", count: 2, options: options)
         // libcurl's words and the system's reason.
