@@ -163,8 +163,11 @@ public enum PushReport {
         }
         let p99 = r.dispatchLag.valueAtPercentile(99)
         if p99 <= r.maxScheduleLagNanos && r.heldUp && r.loopBusy {
+            let dropped = r.droppedQueueFull > 0
+                ? ", \(r.droppedQueueFull) requests \(PushResults.droppedQueueFullKey) (--max-queued)" : ""
             return "its loop was busy \(busy(r)) of the run while requests waited for streams (streamWait p99 "
-                + "\(millis(r.streamWait.valueAtPercentile(99))) ms): it read the answers and wrote the requests late"
+                + "\(millis(r.streamWait.valueAtPercentile(99))) ms\(dropped)): it read the answers and wrote the "
+                + "requests late"
         }
         return "dispatchLag p99 \(millis(p99)) ms (the generator's own lateness) "
             + (p99 > r.maxScheduleLagNanos ? "is above" : "against") + " the bound \(millis(r.maxScheduleLagNanos)) ms"
@@ -188,6 +191,9 @@ public enum PushReport {
                 + "\(millis(r.maxScheduleLagNanos)) ms")
         }
         if r.queuedAtEnd > 0 { why.append("\(r.queuedAtEnd) requests were still queued for a stream at the end") }
+        if r.droppedQueueFull > 0 {
+            why.append("\(r.droppedQueueFull) requests \(PushResults.droppedQueueFullKey) (--max-queued)")
+        }
         if r.loopBusyShare != nil {
             why.append("the generator's loop busy \(busy(r)) of the run, waiting for the server the rest")
         }

@@ -99,8 +99,55 @@ struct Push: ParsableCommand {
                 + "above which the run is server-limited (reported, thresholds judged).", valueName: "MS"))
     var maxScheduleLag = 10.0
 
-    @Option(help: "Connections opened during the run in place of ones that end (a GOAWAY, a lost connection), at most.")
-    var reconnects = 100
+    @Option(
+        help: ArgumentHelp(
+            "Connections opened during the run in place of ones that end or drain (a GOAWAY, a lost connection, "
+                + "stream ids used up), at most, over the whole run (0: never reconnect).", valueName: "N"))
+    var reconnects = 1000
+
+    @Option(
+        name: .customLong("reconnect-budget"),
+        help: ArgumentHelp(
+            "How long a connection keeps being replaced after it was lost, 0 to 604800: the replacement of a "
+                + "connection that was ready (or drains) is opened at once, each failed attempt is followed by a "
+                + "backoff (50 ms doubling to 5 s, drawn between half and all of it); past the budget, counted from "
+                + "the loss until a replacement is ready, the connection is given up (0: no reconnect). Requests "
+                + "wait for a ready connection meanwhile (at most --max-queued per connection).",
+            valueName: "SECONDS"))
+    var reconnectBudget = 30.0
+
+    @Option(
+        name: .customLong("connect-timeout"),
+        help: ArgumentHelp(
+            "Every connection, reconnects included, must be ready (TCP connect, TLS handshake, the server's "
+                + "SETTINGS) within this, above 0 and at most 600; the first ones or the run fails (exit 1), a "
+                + "reconnect counts as a failed attempt.", valueName: "SECONDS"))
+    var connectTimeout = 10.0
+
+    @Option(
+        name: .customLong("request-timeout"),
+        help: ArgumentHelp(
+            "A request unanswered this long after it was handed to a connection (queued or sent), above 0 and at "
+                + "most 3600, fails as `timeout`: its stream is reset (RST_STREAM CANCEL), its latency recorded "
+                + "censored at the deadline in `latency` (not in `answeredLatency`).", valueName: "SECONDS"))
+    var requestTimeout = 10.0
+
+    @Option(
+        name: .customLong("ping-interval"),
+        help: ArgumentHelp(
+            "A PING on every ready connection this often, 0 (none) or 0.1 to 3600; a connection whose PING is not "
+                + "answered by the next one is closed as lost (a half-open connection): its open requests fail as "
+                + "`connection ended`, its queued ones go to another connection.", valueName: "SECONDS"))
+    var pingInterval = 10.0
+
+    @Option(
+        name: .customLong("max-queued"),
+        help: ArgumentHelp(
+            "Requests waiting for a free stream per connection, and waiting for a ready connection per connection "
+                + "of a target, at most (1 to 10000000); past it a request fails at once as `dropped (queue full)`, "
+                + "which makes the run server-limited (or saturated, when the generator's loop was busy).",
+            valueName: "N"))
+    var maxQueued = 100_000
 
     @Option(help: "Seconds to wait for answers after the last event before closing the connections.")
     var drain = 10.0
@@ -253,6 +300,7 @@ struct Push: ParsableCommand {
         options.stopOnSignals = true
         guard reconnects >= 0 else { throw ValidationError("--reconnects: expected 0 or more, got \(reconnects)") }
         options.maxReconnects = reconnects
+        try applyConnectionFlags(to: &options)
         if let authKey {
             guard let team else { throw ValidationError("--auth-key needs --team") }
             guard let eq = authKey.firstIndex(of: "="), eq != authKey.startIndex else {
