@@ -36,7 +36,8 @@ extension H2ClientConnection {
         var option: OpaquePointer?
         nghttp2_option_new(&option)
         defer { nghttp2_option_del(option) }
-        // A SETTINGS flood ends the connection (GOAWAY), as on the server side; nghttp2's other flood bounds stay.
+        // A SETTINGS frame of more than 64 entries ends the connection (GOAWAY), as on the server side; nghttp2's other
+        // flood bounds stay.
         nghttp2_option_set_max_settings(option, 64)
         var created: OpaquePointer?
         var mem = pool.mem
