@@ -3,13 +3,14 @@ import UVLoop
 
 /// One of the `--connections` places of a target: the connection serving it (or being opened for it), and its
 /// reconnect state. A connection that drains (a GOAWAY, its stream ids) or ends leaves its slot, and a replacement
-/// is opened: at once after a connection that was ready, after a backoff (exponential, with jitter) after a failed
-/// attempt, until the slot has been without a ready connection for the reconnect budget (then it gives up).
+/// is opened: at once after a connection that was answered, after a backoff (exponential, with jitter) after one
+/// that never was (a failed attempt), until the slot has been without a ready connection for the reconnect budget
+/// (then it gives up).
 struct ConnectionSlot {
     var group: Int
     /// The slot's connection, connecting or ready (nil while it waits to reconnect, or gave up).
     var live: H2ClientConnection?
-    /// Attempts that failed (never ready) since the slot last had a ready connection: the backoff's exponent.
+    /// Connections that failed (never answered) since the slot last had one answered: the backoff's exponent.
     var failures = 0
     /// Since when the slot has had no ready connection (0: it has one, or had no outage yet).
     var outageSinceNanos: UInt64 = 0
@@ -38,7 +39,9 @@ extension PushRun {
             return
         }
         guard let k = slotOf[ObjectIdentifier(connection)], slots[k].live === connection else { return }
-        slots[k].failures = 0
+        // The outage is over (the budget's clock stops); the backoff's exponent goes back to 0 only once a
+        // connection was answered (``replaceAfter(_:_:)``): a server that accepts and then closes or goes away at
+        // once is not reconnected to in a loop.
         slots[k].outageSinceNanos = 0
         releaseOrphans()
     }
@@ -51,7 +54,16 @@ extension PushRun {
         }
         slots[k].live = nil
         results.connectionsDrained += 1
-        replace(k, afterFailure: false)
+        replaceAfter(connection, k)
+    }
+
+    /// Slot `k`'s replacement for `connection`, which drains or ended: at once when it was answered (the backoff
+    /// starts again from 0), after the backoff when it never was (it failed to connect, or the server went away
+    /// before answering anything).
+    func replaceAfter(_ connection: H2ClientConnection, _ k: Int) {
+        let answered = connection.responsesReceived > 0
+        if answered { slots[k].failures = 0 }
+        replace(k, afterFailure: !answered)
     }
 
     func connectionClosed(_ connection: H2ClientConnection) {
@@ -72,7 +84,7 @@ extension PushRun {
         connections.remove(at: index)
         if let k = slotOf[ObjectIdentifier(connection)], slots[k].live === connection {
             slots[k].live = nil
-            replace(k, afterFailure: !connection.isReady)
+            replaceAfter(connection, k)
         }
         if lostEveryConnection() { return }
         finishIfDone()

@@ -109,10 +109,11 @@ struct Push: ParsableCommand {
         name: .customLong("reconnect-budget"),
         help: ArgumentHelp(
             "How long a connection keeps being replaced after it was lost, 0 to 604800: the replacement of a "
-                + "connection that was ready (or drains) is opened at once, each failed attempt is followed by a "
-                + "backoff (50 ms doubling to 5 s, drawn between half and all of it); past the budget, counted from "
-                + "the loss until a replacement is ready, the connection is given up (0: no reconnect). Requests "
-                + "wait for a ready connection meanwhile (at most --max-queued per connection).",
+                + "connection that had answers (lost, or draining after a GOAWAY or near its last stream id) opens at "
+                + "once, one after a connection that never answered (a failed attempt) after a backoff (50 ms "
+                + "doubling to 5 s, drawn between half and all of it); past the budget, counted from the loss until "
+                + "a replacement is ready, the connection is given up (0: no reconnect). Requests wait for a ready "
+                + "connection meanwhile (at most --max-queued per connection).",
             valueName: "SECONDS"))
     var reconnectBudget = 30.0
 

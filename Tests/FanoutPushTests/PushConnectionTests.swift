@@ -1,8 +1,9 @@
 import FanoutMetrics
-import FanoutPush
+@testable import FanoutPush
 import FanoutReport
 import FanoutSim
 import Foundation
+import FanoutWire
 import Testing
 
 /// `PushRun` against servers that fail (Python h2, Tests/FanoutCLITests/Resources/h2_hostile.py, on 127.0.0.1): the
@@ -22,6 +23,16 @@ struct PushConnectionTests {
         s.population.devices = devices
         s.durationSeconds = seconds
         return s
+    }
+
+    @Test("a server's strings never become keys without bound: byReason's APNs reasons or other, reset codes capped")
+    func keysCapped() {
+        #expect(PushRun.reasonKey(Array(#"{"reason":"BadDeviceToken"}"#.utf8)) == "BadDeviceToken")
+        #expect(PushRun.reasonKey(Array(#"{"reason":"x-1234"}"#.utf8)) == "other")
+        #expect(PushRun.reasonKey(Array("<html>".utf8)) == "unparsed body")
+        #expect(PushRun.failureKey(.reset(7)) == "reset (7)" && PushRun.failureKey(.reset(13)) == "reset (13)")
+        #expect(PushRun.failureKey(.reset(14)) == "reset (other)" && PushRun.failureKey(.reset(.max)) == "reset (other)")
+        #expect(PushRun.failureKey(.queueFull) == PushResults.droppedQueueFullKey)
     }
 
     @Test("a server that never answers: every request fails as timeout, reset, censored in latency, the run ends")

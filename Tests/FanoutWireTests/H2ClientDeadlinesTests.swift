@@ -1,4 +1,4 @@
-import FanoutWire
+@testable import FanoutWire
 import Foundation
 import Testing
 import UVLoop
@@ -209,6 +209,27 @@ struct H2ClientDeadlinesTests {
             #expect(client.outcomes[1].failure == .reset(8) && client.outcomes[1].unprocessed == nil)
             #expect(client.connection.streamsRefused == 1 && client.drains == 0)
             client.connection.close()
+        }
+        try loop.close()
+    }
+
+    @Test("nghttp2's memory as the server's: freed blocks kept at most memoryCacheBytes; a 65-entry SETTINGS ends it")
+    func nghttp2Bounds() throws {
+        let loop = try EventLoop()
+        do {
+            var settings = H2ClientSettings()
+            settings.memoryCacheBytes = 2048
+            let client = MemoryClient(loop: loop, settings: settings)
+            #expect(client.connection.pool.cacheLimit == 2048)
+            client.receive(ServerFrames.settings())
+            for r in requests(50) { client.connection.submit(r) }
+            for k in 0..<50 { client.receive(ServerFrames.ok(UInt32(2 * k + 1))) }
+            #expect(client.outcomes.count == 50 && client.outcomes.allSatisfy { $0.status == 200 })
+            #expect(client.connection.pool.cachedBytes <= 2048 && client.connection.pool.uncached > 0)
+            // More SETTINGS entries in one frame than a server needs: a protocol error, the connection ends.
+            let flood = ServerFrames.frame(4, [UInt8]((0..<65).flatMap { _ in [0, 3] + ServerFrames.be32(100) }))
+            client.receive(flood)
+            #expect(client.closed == 1, "\(client.connection.endReason ?? "")")
         }
         try loop.close()
     }
