@@ -84,12 +84,12 @@ public struct PushResults: Sendable {
     /// Connections opened during the run in place of ones that ended or drained.
     public var reconnects = 0
     /// Connections that drained during the run (a GOAWAY, their stream ids near the end): each got its replacement
-    /// at once. Reconnect attempts that waited for a backoff (after a failed attempt).
+    /// when the drain started. Reconnect attempts that waited for a backoff (after a connection never answered).
     public var connectionsDrained = 0
     public var reconnectBackoffs = 0
     /// Requests sent again because the server had not processed them: queued when their connection ended or
-    /// drained, refused by a GOAWAY (above its last stream id) or by RST_STREAM REFUSED_STREAM. Each is counted once in `sent`, and its latency runs from its
-    /// intended time to the answer of its last try.
+    /// drained, refused by a GOAWAY (above its last stream id) or by RST_STREAM REFUSED_STREAM. Each is counted
+    /// once in `sent`, and its latency runs from its intended time to the answer of its last try.
     public var retries = 0
     /// Every connection ended, and no more could be opened, before the schedule did: the run stopped there.
     public var connectionsLost = false

@@ -57,7 +57,9 @@ extension H2ClientConnection {
             }
         }
         var expired = 0
-        if d.requestNanos > 0 && now > d.requestNanos { expired = expireRequests(handedBeforeNanos: now - d.requestNanos) }
+        if d.requestNanos > 0 && now > d.requestNanos {
+            expired = expireRequests(handedBeforeNanos: now - d.requestNanos)
+        }
         closeIfDrained()
         return expired > 0 ? .expired(expired) : .none
     }
