@@ -110,7 +110,13 @@ extension H2ClientConnection {
             queue.removeAll(keepingCapacity: queue.capacity <= 4096)
             queueHead = 0
         }
-        if expired > 0 { flush() }
+        if expired > 0 {
+            flush()  // the RST_STREAMs go out and their streams close
+            // The streams freed take queued requests now: a server that never answers sends nothing that would
+            // (the queue is pumped after each read).
+            pump()
+            flush()
+        }
         return expired
     }
 

@@ -78,9 +78,22 @@ struct H2ClientDeadlinesTests {
             #expect(timeouts.filter { $0.submittedNanos > 0 }.count == 2, "the two sent were reset")
             #expect(client.connection.openStreams == 0 && client.connection.queuedRequests == 0)
             #expect(H2ClientFailure.timeout.description == "timeout")
-            // A later answer for the reset stream is ignored: each request ended once.
+            // Streams freed by the deadline take queued requests at once, with no read from the server: two sent
+            // (handed over at t), two queued (handed over 20 s later); at t + 11 s the two sent are reset and the
+            // two queued go out.
+            let t = EventLoop.hrtimeNanos
+            for var r in requests(4) {
+                r.handedNanos = r.tag < 2 ? t : t + 20 * Self.seconds
+                client.connection.submit(r)
+            }
+            #expect(client.connection.openStreams == 2 && client.connection.queuedRequests == 2)
+            #expect(client.connection.sweep(now: t + 5 * Self.seconds, Self.deadlines) == .none)
+            #expect(client.connection.sweep(now: t + 11 * Self.seconds, Self.deadlines) == .expired(2))
+            #expect(client.connection.openStreams == 2 && client.connection.queuedRequests == 0)
+            // A later answer for a reset stream is ignored: each request ended once.
             client.receive(ServerFrames.ok(3))
-            #expect(client.outcomes.count == 5 && Set(client.outcomes.map(\.tag)) == Set(0..<5))
+            #expect(client.outcomes.count == 7)
+            #expect(client.outcomes.map(\.tag).sorted() == [0, 0, 1, 1, 2, 3, 4])
             client.connection.close()
         }
         try loop.close()
