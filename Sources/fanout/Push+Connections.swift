@@ -16,8 +16,8 @@ extension Push {
         return value
     }
 
-    /// `--connect-timeout`, `--request-timeout`, `--ping-interval`, `--max-queued`, `--reconnect-budget` into
-    /// `options`.
+    /// `--connect-timeout`, `--request-timeout`, `--ping-interval`, `--max-queued`, `--reconnect-budget` and the
+    /// hidden `--first-stream-id` into `options`.
     func applyConnectionFlags(to options: inout PushOptions) throws {
         let aboveZero = Double.leastNonzeroMagnitude
         options.connectTimeoutSeconds = try Push.seconds(
@@ -32,5 +32,9 @@ extension Push {
             throw ValidationError("--max-queued: expected 1 to 10000000, got \(maxQueued)")
         }
         options.maxQueued = maxQueued
+        guard (1...Int(Int32.max)).contains(firstStreamId), firstStreamId % 2 == 1 else {
+            throw ValidationError("--first-stream-id: expected an odd id from 1 to 2147483647, got \(firstStreamId)")
+        }
+        options.firstStreamId = Int32(firstStreamId)
     }
 }

@@ -142,6 +142,14 @@ struct Push: ParsableCommand {
     var pingInterval = 10.0
 
     @Option(
+        name: .customLong("first-stream-id"),
+        help: ArgumentHelp(
+            "The first stream id of the run's first connections (odd, 1 to 2147483647; replacements start at 1): a "
+                + "soak or a test starts them near the end of their ids to see them drain and be replaced.",
+            valueName: "ID", visibility: .hidden))
+    var firstStreamId: Int = 1
+
+    @Option(
         name: .customLong("max-queued"),
         help: ArgumentHelp(
             "Requests waiting for a free stream per connection, and waiting for a ready connection per connection "

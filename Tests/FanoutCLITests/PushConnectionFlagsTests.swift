@@ -21,6 +21,11 @@ struct PushConnectionFlagsTests {
         ("--max-queued", "0", "Error: --max-queued: expected 1 to 10000000, got 0"),
         ("--max-queued", "10000001", "Error: --max-queued: expected 1 to 10000000, got 10000001"),
         ("--max-queued", "-5", "Error: --max-queued: expected 1 to 10000000, got -5"),
+        ("--first-stream-id", "2", "Error: --first-stream-id: expected an odd id from 1 to 2147483647, got 2"),
+        (
+            "--first-stream-id", "2147483649",
+            "Error: --first-stream-id: expected an odd id from 1 to 2147483647, got 2147483649"
+        ),
     ]
 
     @Test("absurd and out-of-range values: exit 64, the flag named, nothing written", arguments: refused)
@@ -39,6 +44,22 @@ struct PushConnectionFlagsTests {
             let result = try CLI.run(["push", "http://127.0.0.1:9", "smoke", "\(flag)=\(value)"])
             #expect(result.status == 64, "\(flag) \(value): \(result.stderr)")
         }
+    }
+
+    @Test("--first-stream-id near the end: the first connection drains and is replaced, no request failed, exit 0")
+    func streamIdsDrain() throws {
+        let dir = try CLI.temporaryDirectory()
+        let server = try PushHostileTests.Hostile("apns")
+        let out = dir.appendingPathComponent("out")
+        let result = try PushHostileTests.push(
+            "http://127.0.0.1:\(server.port)", out,
+            ["--first-stream-id", String(Int(Int32.max) - 2 * 10_000 - 20), "--max-schedule-lag", "5000"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let (requests, summary) = try PushHostileTests.requests(out)
+        #expect(requests["failed"] as? Int == 0 && requests["answered"] as? Int == requests["sent"] as? Int)
+        let ends = summary["connectionEnds"] as! [String: Int]
+        #expect(ends["stream ids used up (drained)"] == 1, "\(ends)")
+        #expect(summary["reconnects"] as? Int == 1)
     }
 
     @Test("the boundaries themselves are accepted: the run gets as far as connecting (refused: exit 1)")
