@@ -171,6 +171,18 @@ extension PushRun {
         for case let (request, group)? in waiting { route(request, group: group) }
     }
 
+    /// Connections that ended before this sweep, released (their nghttp2 session, its allocator's cache, their
+    /// spare stream records): none is inside its own callback any more, and a long run that replaces connections
+    /// again and again holds only the live ones.
+    func releaseRetired() {
+        guard !retired.isEmpty else { return }
+        for c in retired {
+            groupOf[ObjectIdentifier(c)] = nil
+            slotOf[ObjectIdentifier(c)] = nil
+        }
+        retired.removeAll()
+    }
+
     // MARK: Deadlines
 
     /// The sweep: every connection's deadlines (``H2ClientConnection/sweep(now:_:)``) and the request deadline of
@@ -186,6 +198,7 @@ extension PushRun {
 
     func sweep() {
         guard !finished else { return }
+        releaseRetired()
         let now = EventLoop.hrtimeNanos
         for c in connections { c.sweep(now: now, deadlines) }
         guard deadlines.requestNanos > 0, now > deadlines.requestNanos else { return }

@@ -34,7 +34,7 @@ public final class PushRun {
     @exclusivity(unchecked) var connections: [H2ClientConnection] = []
     /// The target (`options.targets`) of each connection opened, by identity (all 0 with one target).
     @exclusivity(unchecked) var groupOf: [ObjectIdentifier: Int] = [:]
-    /// Connections that ended, kept until the run is over (one may still be inside its own callback).
+    /// Connections that ended, kept until the next sweep (one may still be inside its own callback).
     var retired: [H2ClientConnection] = []
     @exclusivity(unchecked)
     var connectTo: [(host: String, tls: TLSContext?, settings: H2ClientSettings, authority: String?)] = []

@@ -89,5 +89,6 @@ extension H2ClientConnection {
         onReady = nil
         onClosed = nil
         onDraining = nil
+        spareRecords = []  // not kept by a connection that will send nothing more
     }
 }
