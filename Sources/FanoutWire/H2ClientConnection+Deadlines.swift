@@ -137,10 +137,7 @@ extension H2ClientConnection {
         queue = []
         queueHead = 0
         let failure: H2ClientFailure = goAwayReceived ? .goAway : .streamIdsExhausted
-        for case let request? in waiting {
-            if failure == .streamIdsExhausted { handedBackAtStreamIds += 1 }
-            fail(request, failure, submittedNanos: 0)
-        }
+        for case let request? in waiting { fail(request, failure, submittedNanos: 0) }
     }
 
     /// A connection drained for its stream ids closes (GOAWAY NO_ERROR) once no stream is open; a GOAWAY's

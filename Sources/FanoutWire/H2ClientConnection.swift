@@ -231,7 +231,6 @@ public final class H2ClientConnection {
         // No stream id left (or nghttp2 refuses new streams for another reason): drained, the request handed back.
         if nghttp2_session_check_request_allowed(session) == 0 {
             beginDrainingForStreamIds()
-            handedBackAtStreamIds += 1
             fail(request, .streamIdsExhausted, submittedNanos: 0)
             return
         }
@@ -316,7 +315,7 @@ public final class H2ClientConnection {
         case .responseTooLarge: responsesTooLarge += 1
         case .timeout: requestTimeouts += 1
         case .queueFull: droppedQueueFull += 1
-        case .streamIdsExhausted: break  // counted where handed back (handedBackAtStreamIds)
+        case .streamIdsExhausted: handedBackAtStreamIds += 1
         }
     }
 

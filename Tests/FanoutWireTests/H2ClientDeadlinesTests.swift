@@ -181,6 +181,7 @@ struct H2ClientDeadlinesTests {
             let handedBack = client.failures(.streamIdsExhausted)
             #expect(handedBack.map(\.tag) == Array(4..<10))
             #expect(handedBack.allSatisfy { $0.unprocessed?.tag == $0.tag && $0.submittedNanos == 0 })
+            #expect(client.connection.handedBackAtStreamIds == 6)
             #expect(client.closed == 0, "its open streams still run")
             for k in 0..<4 { client.receive(ServerFrames.ok(UInt32(first) + UInt32(2 * k))) }
             #expect(client.outcomes.filter { $0.status == 200 }.count == 4)
