@@ -273,8 +273,9 @@ public enum PushReport {
             md += "| \(name) | \(h.totalCount) | \(millis(v[0])) | \(millis(v[1])) | \(millis(v[2])) | "
             md += "\(millis(v[3])) | \(millis(h.max)) |\n"
         }
-        md += "\n## Connections\n\n\(r.reconnects) opened during the run in place of ones that ended; \(r.retries) "
-        md += "requests sent again (never processed: queued at a connection's end, or refused by a GOAWAY)"
+        md += "\n## Connections\n\n\(r.reconnects) opened during the run in place of ones that ended or drained; "
+        md += "\(r.retries) requests sent again (never processed: queued at a connection's end or drain, or refused "
+        md += "by a GOAWAY or REFUSED_STREAM)"
         md += r.connectionsLost
             ? "; **every connection ended before the schedule did** (the run stopped).\n\n" : ".\n\n"
         for (reason, n) in r.connectionEnds.sorted(by: { $0.key < $1.key }) { md += "- \(n) × \(reason)\n" }
