@@ -212,7 +212,7 @@ public final class PushRun {
                 + "\(self.options.connectTimeoutSeconds) s"
             self.stop()
         }
-        connectDeadline.start(afterMillis: UInt64(options.connectTimeoutSeconds * 1000))
+        connectDeadline.start(afterMillis: UInt64(min(max(options.connectTimeoutSeconds, 0.001), 86_400) * 1000))
         deadline = connectDeadline
     }
 
