@@ -24,6 +24,8 @@ its HTTP/2 side. Binds 127.0.0.1:0, prints the port. MODE:
   refuse   reset odd-numbered requests (1st, 3rd, ...) with RST_STREAM REFUSED_STREAM (7), answer the others 200
   restart  the first connection: answer 5 requests 200, then close it (no GOAWAY) and stop listening; 1 s later
            listen on the same port again and answer every request 200 (as apns), each connection on its thread
+  mute     the first connection: answer 5 requests 200, then close it (no GOAWAY); every later one is accepted, read
+           and never written to (no SETTINGS: a connection that never becomes ready)
   sink     SETTINGS (1,000 streams, 1 GiB stream windows, a connection window of 2^31 - 1), then read every byte and
            answer nothing but PINGs (an ACK each), by scanning frame headers: a server that never answers, at any
            rate Python can read
@@ -86,6 +88,14 @@ def serve(client):
             client.sendall((0).to_bytes(3, "big") + bytes([4, 0]) + bytes(4))  # SETTINGS, then never a read
             while True:
                 client.sendall(ping * 64)
+        except OSError:
+            pass
+        client.close()
+        return
+    if mode == "mute-later":
+        try:
+            while client.recv(65536):
+                pass
         except OSError:
             pass
         client.close()
@@ -233,10 +243,19 @@ def serve(client):
                         conn.reset_stream(sid, error_code=7)
                     else:
                         conn.send_headers(sid, [(":status", "200")], end_stream=True)
-                elif mode == "restart":
+                elif mode in ("restart", "mute"):
                     conn.send_headers(sid, [(":status", "200")], end_stream=True)
                     if seen == 5:
+                        # FIN after the answers, then read until the client closes: a close with unread requests
+                        # would send RST, and the client could lose the answers with it.
                         client.sendall(conn.data_to_send())
+                        client.shutdown(socket.SHUT_WR)
+                        client.settimeout(5)
+                        try:
+                            while client.recv(65536):
+                                pass
+                        except OSError:
+                            pass
                         client.close()
                         return
                 elif mode == "reset":
@@ -268,6 +287,11 @@ if mode == "restart":
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(("127.0.0.1", port))
     server.listen(8)
+
+if mode == "mute":
+    first, _ = server.accept()
+    serve(first)
+    mode = "mute-later"
 
 # Each connection on its own thread, as a real server accepts the next connection while the last one is still
 # closing (a client reconnecting after our GOAWAY must not wait for its old connection to end).
