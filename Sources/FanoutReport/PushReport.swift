@@ -129,6 +129,7 @@ public enum PushReport {
             "exitCode": Int(gate.exitCode(r)),
             "connectionEnds": r.connectionEnds, "providerTokensIssued": r.tokensIssued, "interrupted": r.interrupted,
             "reconnects": r.reconnects, "retries": r.retries, "connectionsLost": r.connectionsLost,
+            "connectionsDrained": r.connectionsDrained, "reconnectBackoffs": r.reconnectBackoffs,
             "shard": r.shard ?? NSNull(), "shards": r.shards, "configHash": r.configHash,
             "startAt": r.requestedStartSeconds.map { requested -> Any in
                 ["requestedSeconds": requested, "skewNanos": r.startSkewNanos.map { $0 as Any } ?? NSNull()]
@@ -273,7 +274,8 @@ public enum PushReport {
             md += "| \(name) | \(h.totalCount) | \(millis(v[0])) | \(millis(v[1])) | \(millis(v[2])) | "
             md += "\(millis(v[3])) | \(millis(h.max)) |\n"
         }
-        md += "\n## Connections\n\n\(r.reconnects) opened during the run in place of ones that ended or drained; "
+        md += "\n## Connections\n\n\(r.reconnects) opened during the run in place of ones that ended or drained "
+        md += "(\(r.connectionsDrained) drained, \(r.reconnectBackoffs) after a backoff); "
         md += "\(r.retries) requests sent again (never processed: queued at a connection's end or drain, or refused "
         md += "by a GOAWAY or REFUSED_STREAM)"
         md += r.connectionsLost

@@ -59,7 +59,7 @@ struct PushConnectionFlagsTests {
         #expect(requests["failed"] as? Int == 0 && requests["answered"] as? Int == requests["sent"] as? Int)
         let ends = summary["connectionEnds"] as! [String: Int]
         #expect(ends["stream ids used up (drained)"] == 1, "\(ends)")
-        #expect(summary["reconnects"] as? Int == 1)
+        #expect(summary["reconnects"] as? Int == 1 && summary["connectionsDrained"] as? Int == 1)
     }
 
     @Test("the boundaries themselves are accepted: the run gets as far as connecting (refused: exit 1)")
