@@ -43,7 +43,8 @@ total() { callgrind_annotate "$1" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); pr
 cg() { valgrind --tool=callgrind --callgrind-out-file="$1" "${@:2}" > "$1.stdout" 2> "$1.stderr"; }
 for d in 0.1 0.3; do
     cg "$work/push-$d.cg" $bin push "http://127.0.0.1:$port" smoke --devices 1000 --seed 7 --streams 100 \
-        --rate-scale 1000 --duration $d --drain 3000 --out "$work/push-$d" || true
+        --rate-scale 1000 --duration $d --drain 3000 --max-queued 10000000 --request-timeout 3600 \
+        --out "$work/push-$d" || true
     python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['requests']; print(r['answered'])" \
         "$work/push-$d/summary.json" > "$work/push-$d.n"
 done

@@ -151,7 +151,9 @@ def push(binary, port, scale, seconds, folder, bench=False):
     scenario = [BENCH] if bench else [SCENARIO, "--devices", str(DEVICES)]
     command = [binary, "push", f"http://127.0.0.1:{port}"] + scenario + [
         "--seed", str(SEED), "--streams", str(STREAMS), "--rate-scale", str(scale), "--duration", str(seconds),
-        "--drain", "300", "--out", folder]
+        "--drain", "300", "--out", folder,
+        # The whole schedule is queued at once (saturated): no queue bound nor request deadline may cut it short.
+        "--max-queued", "10000000", "--request-timeout", "3600"]
     run = subprocess.run(command, capture_output=True, text=True)
     if run.returncode not in (0, 3):
         sys.exit(f"fanout push exited {run.returncode}: {run.stderr[-2000:]}")

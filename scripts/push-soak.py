@@ -95,15 +95,17 @@ class Serve:
             return json.load(f)
 
 
-def push_command(args, port, scale, seconds, folder, drain):
+def push_command(args, port, scale, seconds, folder, drain, saturated=False):
+    # A saturated run queues the whole schedule at once: no queue bound nor request deadline may cut it short.
+    unbounded = ["--max-queued", "10000000", "--request-timeout", "3600"] if saturated else []
     return [args.binary, "push", f"http://127.0.0.1:{port}", args.scenario, "--devices", str(args.devices), "--seed",
             str(args.seed), "--streams", str(STREAMS), "--rate-scale", f"{scale:g}", "--duration", f"{seconds:g}",
-            "--drain", str(drain), "--max-schedule-lag", f"{args.max_schedule_lag_ms:g}", "--out", folder]
+            "--drain", str(drain), "--max-schedule-lag", f"{args.max_schedule_lag_ms:g}", "--out", folder] + unbounded
 
 
 def saturated_rate(args, serve, folder):
     """A saturated push run (`--rate-scale 1000`): its answered requests/s."""
-    run = subprocess.run(push_command(args, serve.port, 1000, args.saturation_seconds, folder, 300),
+    run = subprocess.run(push_command(args, serve.port, 1000, args.saturation_seconds, folder, 300, saturated=True),
                          capture_output=True, text=True)
     if run.returncode not in (0, 3):
         sys.exit(f"the push run in {folder} exited {run.returncode}: {run.stderr[-2000:]}")

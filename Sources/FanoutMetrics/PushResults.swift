@@ -81,11 +81,15 @@ public struct PushResults: Sendable {
     public var tokensIssued = 0
     /// Ended early by SIGINT or SIGTERM (``PushOptions/stopOnSignals``).
     public var interrupted = false
-    /// Connections opened during the run in place of ones that ended.
+    /// Connections opened during the run in place of ones that ended or drained.
     public var reconnects = 0
-    /// Requests sent again because the server had not processed them: queued when their connection ended, or
-    /// refused by a GOAWAY (above its last stream id). Each is counted once in `sent`, and its latency runs from its
-    /// intended time to the answer of its last try.
+    /// Connections that drained during the run (a GOAWAY, their stream ids near the end): each got its replacement
+    /// when the drain started. Reconnect attempts that waited for a backoff (after a connection never answered).
+    public var connectionsDrained = 0
+    public var reconnectBackoffs = 0
+    /// Requests sent again because the server had not processed them: queued when their connection ended or
+    /// drained, refused by a GOAWAY (above its last stream id) or by RST_STREAM REFUSED_STREAM. Each is counted
+    /// once in `sent`, and its latency runs from its intended time to the answer of its last try.
     public var retries = 0
     /// Every connection ended, and no more could be opened, before the schedule did: the run stopped there.
     public var connectionsLost = false
@@ -131,7 +135,12 @@ public struct PushResults: Sendable {
     /// queued for a stream at the end (an interrupted run's are the interruption's).
     public var heldUp: Bool {
         streamWait.valueAtPercentile(99) > maxScheduleLagNanos || (queuedAtEnd > 0 && !interrupted)
+            || droppedQueueFull > 0
     }
+    /// `failures`' key of requests failed at once because their queue was full (`--max-queued`), a reason the
+    /// schedule was held up (the same text as FanoutWire's `H2ClientFailure.queueFull`).
+    public static let droppedQueueFullKey = "dropped (queue full)"
+    public var droppedQueueFull: Int { failures[PushResults.droppedQueueFullKey] ?? 0 }
     /// The generator's loop was busy (``busyLoopShare`` of the run or more): a wait for streams was its own.
     public var loopBusy: Bool { (loopBusyShare ?? 0) >= PushResults.busyLoopShare }
     /// The server held the schedule up (``heldUp``) while the generator's loop waited for it (not ``loopBusy``).

@@ -46,14 +46,12 @@ extension PushRun {
         }
     }
 
-    /// Whether a connection may still be opened in place of one that ended (work is left).
-    var mayReconnect: Bool { reconnectsLeft > 0 && !ending && !finished && (!scheduleDone || inFlight > 0) }
-
     // MARK: Outcomes
 
     func completed(_ connection: H2ClientConnection, _ response: H2ClientResponse) {
         if let request = response.unprocessed, !ending, !finished {
-            // Not processed by the server: sent again (to another connection, or to the one opened next).
+            // Not processed by the server (never sent, refused by a GOAWAY or REFUSED_STREAM): sent again, to a
+            // ready connection or held for the one opened next.
             results.retries += 1
             route(request, group: groupOf[ObjectIdentifier(connection)] ?? 0)
             return
@@ -72,11 +70,11 @@ extension PushRun {
         let latency = PushRun.span(from: due, to: response.endNanos)
         secondLatency.record(latency)
         if let failure = response.failure {
-            if ending && failure == .connectionEnded {
+            if ending && (failure == .connectionEnded || failure == .streamIdsExhausted) {
                 results.unansweredAtEnd += 1
                 if response.submittedNanos == 0 { results.queuedAtEnd += 1 }
             } else {
-                results.failures[failure.description, default: 0] += 1
+                results.failures[PushRun.failureKey(failure), default: 0] += 1
             }
         } else {
             if response.status >= 0 && response.status < statusCounts.count {
@@ -84,45 +82,8 @@ extension PushRun {
             } else {
                 results.byStatus[response.status, default: 0] += 1
             }
-            if !response.body.isEmpty { results.byReason[PushRun.reason(response.body), default: 0] += 1 }
+            if !response.body.isEmpty { results.byReason[PushRun.reasonKey(response.body), default: 0] += 1 }
             secondAnswered.record(latency)
-        }
-        finishIfDone()
-    }
-
-    func connectionClosed(_ connection: H2ClientConnection) {
-        results.connectionEnds[connection.endReason ?? "closed", default: 0] += 1
-        if !started && !finished {
-            let target = options.targets[groupOf[ObjectIdentifier(connection)] ?? 0]
-            startError = "connection to \(target) failed: \(connection.endReason ?? "closed")"
-            stop()
-            return
-        }
-        guard !finished, !ending, let k = connections.firstIndex(where: { $0 === connection }) else {
-            finishIfDone()
-            return
-        }
-        // A connection ended during the run (a GOAWAY, a reset, a lost server): another one takes its place; what
-        // it had open or queued has failed already (counted), what comes next goes to the others or to it.
-        retired.append(connection)
-        connections.remove(at: k)
-        if mayReconnect {
-            reconnectsLeft -= 1
-            results.reconnects += 1
-            do {
-                connections.append(try openConnection(group: groupOf[ObjectIdentifier(connection)] ?? 0))
-            } catch {
-                results.connectionEnds["reconnect failed: \(error)", default: 0] += 1
-            }
-        }
-        let waiting = orphans
-        orphans = []
-        for (request, group) in waiting { route(request, group: group) }
-        if connections.isEmpty && (!scheduleDone || inFlight > 0) {
-            results.connectionsLost = true
-            ending = true
-            stop()
-            return
         }
         finishIfDone()
     }
@@ -147,9 +108,18 @@ extension PushRun {
         }
         ending = ending || !scheduleDone
         // Waiting for a connection that will not come: unanswered at the end, never sent (censored at the end).
-        let waiting = orphans
+        let waiting = orphans[orphanHead...]
         orphans = []
-        for (request, _) in waiting { endUnrouted(tag: request.tag, handedNanos: request.handedNanos, failure: nil) }
+        orphanHead = 0
+        for case let (request, _)? in waiting {
+            endUnrouted(tag: request.tag, handedNanos: request.handedNanos, failure: nil)
+        }
+        for k in slots.indices {
+            slots[k].retry?.close()
+            slots[k].retry = nil
+        }
+        sweepTimer?.close()
+        sweepTimer = nil
         for c in connections { c.close(reason: ending ? "closed at the end of the run" : "run complete") }
         if started {
             closeSecond(final: true)
@@ -212,7 +182,7 @@ extension PushRun {
         seconds += 1
         progress?(PushProgress(
             seconds: seconds, sent: results.sent, answered: results.answered, inFlight: inFlight,
-            queued: connections.reduce(0) { $0 + $1.queuedRequests },
+            queued: connections.reduce(heldRequests) { $0 + $1.queuedRequests },
             latencyP99Nanos: secondLatency.valueAtPercentile(99), scheduleLagP99Nanos: secondLag.valueAtPercentile(99),
             dispatchLagP99Nanos: secondDispatch.valueAtPercentile(99),
             streamWaitP99Nanos: secondWait.valueAtPercentile(99)))

@@ -34,14 +34,24 @@ public final class PushRun {
     @exclusivity(unchecked) var connections: [H2ClientConnection] = []
     /// The target (`options.targets`) of each connection opened, by identity (all 0 with one target).
     @exclusivity(unchecked) var groupOf: [ObjectIdentifier: Int] = [:]
-    /// Connections that ended, kept until the run is over (one may still be inside its own callback).
+    /// Connections that ended, kept until the next sweep (one may still be inside its own callback).
     var retired: [H2ClientConnection] = []
     @exclusivity(unchecked)
     var connectTo: [(host: String, tls: TLSContext?, settings: H2ClientSettings, authority: String?)] = []
     var reconnectsLeft = 0
-    /// Requests waiting for a connection to their target (none was live when they were due or retried; one is being
-    /// opened).
-    @exclusivity(unchecked) var orphans: [(request: H2ClientRequest, group: Int)] = []
+    /// Requests waiting for a ready connection to their target (none was when they were due or handed back; one is
+    /// being opened), from `orphanHead` on, at most ``heldLimit``.
+    @exclusivity(unchecked) var orphans: [(request: H2ClientRequest, group: Int)?] = []
+    @exclusivity(unchecked) var orphanHead = 0
+    /// The `--connections` places of every target, each with its connection and its reconnect state, and the slot
+    /// of each connection opened (by identity).
+    var slots: [ConnectionSlot] = []
+    var slotOf: [ObjectIdentifier: Int] = [:]
+    /// Connections ready before the start (the schedule starts when all are).
+    var readyAtStart = 0
+    /// Every connection's deadlines (connect, request, PING), swept by `sweepTimer`.
+    var deadlines = ClientDeadlines(connectSeconds: 0, requestSeconds: 0, pingIntervalSeconds: 0)
+    var sweepTimer: UVLoop.Timer?
     var feed: EventFeed?
     private var cursor: FeedCursor?
     /// The schedule's timer, to the microsecond (a `timerfd`): an event is handed over when it is due, not at the
@@ -56,7 +66,7 @@ public final class PushRun {
     /// schedule was (``PushResults/loopBusyShare``).
     var idleAtT0Nanos: UInt64 = 0
     var t0UnixNanos: Int64 = 0
-    private var connected = false
+    var connected = false
     var started = false
     @exclusivity(unchecked) var scheduleDone = false
     @exclusivity(unchecked) var ending = false
@@ -181,18 +191,19 @@ public final class PushRun {
     /// they are not within `connectTimeoutSeconds`.
     private func connect() throws {
         guard let loop else { throw PushError("no loop") }
-        var ready = 0
-        let all = options.connections * connectTo.count
+        deadlines = ClientDeadlines(
+            connectSeconds: options.connectTimeoutSeconds, requestSeconds: options.requestTimeoutSeconds,
+            pingIntervalSeconds: options.pingIntervalSeconds)
         for group in connectTo.indices {
             for _ in 0..<options.connections {
-                let connection = try openConnection(group: group)
-                connection.onReady = { [unowned self] _ in
-                    ready += 1
-                    if ready == all { self.ready() }
-                }
+                slots.append(ConnectionSlot(group: group))
+                let k = slots.count - 1
+                let connection = try openConnection(slot: k, first: true)
+                slots[k].live = connection
                 connections.append(connection)
             }
         }
+        startSweep(loop)
         let connectDeadline = UVLoop.Timer(loop: loop) { [unowned self] timer in
             timer.close()
             self.deadline = nil
@@ -201,12 +212,12 @@ public final class PushRun {
                 + "\(self.options.connectTimeoutSeconds) s"
             self.stop()
         }
-        connectDeadline.start(afterMillis: UInt64(options.connectTimeoutSeconds * 1000))
+        connectDeadline.start(afterMillis: UInt64(min(max(options.connectTimeoutSeconds, 0.001), 86_400) * 1000))
         deadline = connectDeadline
     }
 
     /// Every connection is ready: the schedule starts now, or at `startAtUnixNanos`.
-    private func ready() {
+    func ready() {
         guard !connected, !finished, let loop else { return }
         connected = true
         deadline?.close()

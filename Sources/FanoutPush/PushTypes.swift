@@ -85,15 +85,40 @@ public struct PushOptions: Sendable {
     public var maxScheduleLagNanos: UInt64 = 10_000_000
     /// After the schedule's last event, how long answers are waited for before the connections are closed.
     public var drainSeconds = 10.0
-    /// How long the connections may take to be ready (the server's SETTINGS) before the run gives up.
+    /// How long a connection may take to be ready (TCP connect, TLS handshake, the server's SETTINGS): the first
+    /// ones before the run gives up, and every one opened during the run, reconnects included (one that is not
+    /// ready in time ends, and counts as a failed attempt).
     public var connectTimeoutSeconds = 10.0
+    /// A request unanswered this long after it was handed to a connection (queued or sent) fails as `timeout`: its
+    /// stream is reset (RST_STREAM CANCEL) and its latency recorded censored, at the deadline (`--request-timeout`).
+    public var requestTimeoutSeconds = 10.0
+    /// A PING on every ready connection this often; one whose PING is not answered by the next is closed, as a lost
+    /// connection (0: no PING; `--ping-interval`).
+    public var pingIntervalSeconds = 10.0
+    /// Requests waiting for a stream per connection at most, and waiting for a ready connection per connection of a
+    /// target (`--max-queued`): past it a request fails at once as `dropped (queue full)`.
+    public var maxQueued = 100_000
+    /// How long a connection slot keeps trying to reconnect after losing its connection, with exponential backoff
+    /// and jitter between attempts (`--reconnect-budget`): the clock starts at the loss and stops when a replacement
+    /// is ready; past it the slot gives up (0: no reconnect at all).
+    public var reconnectBudgetSeconds = 30.0
+    /// The backoff between failed attempts of one slot: `reconnectBackoffMinSeconds` after the first failure,
+    /// doubling up to `reconnectBackoffMaxSeconds`, each delay drawn between half of it and all of it (jitter).
+    /// A replacement for a connection that ended after being ready (or that drains: a GOAWAY, its stream ids) is
+    /// opened at once.
+    public var reconnectBackoffMinSeconds = 0.05
+    public var reconnectBackoffMaxSeconds = 5.0
+    /// The first stream id of the connections opened at the start (not of replacements): a test starts them near
+    /// the end of their stream ids to see them drain and be replaced (1: the normal start).
+    public var firstStreamId: Int32 = 1
     /// Streams per connection at most (also bounded by the server's SETTINGS_MAX_CONCURRENT_STREAMS).
     public var maxStreamsPerConnection = 1000
     /// SIGINT and SIGTERM end the run early (what is open or queued is unanswered at the end) instead of the
     /// process: the run folder is still written (the command line sets this).
     public var stopOnSignals = false
-    /// Connections opened in place of ones that ended during the run (a GOAWAY, a lost connection), at most.
-    public var maxReconnects = 100
+    /// Connections opened in place of ones that ended or drain during the run (a GOAWAY, a lost connection, stream
+    /// ids used up), at most, over the whole run (`--reconnects`; 0: none).
+    public var maxReconnects = 1000
     /// The scenario's clock at t0 (UNIX seconds; `fanout push --epoch`): the payloads' timestamps and dates and the
     /// `apns-expiration` count from it, as `fanout run`'s do from its virtual epoch. nil: the wall clock at start.
     /// Provider tokens are signed at the wall clock either way.
@@ -148,6 +173,20 @@ extension PushRun {
             let reason = object["reason"] as? String
         else { return "unparsed body" }
         return reason
+    }
+
+    /// `byReason`'s key for an error body: its `reason` when it is one APNs documents (``APNsReason``, docs/INGEST.md
+    /// §3), "unparsed body", or "other": a server's strings never become keys without bound.
+    static func reasonKey(_ body: [UInt8]) -> String {
+        let reason = reason(body)
+        return reason == "unparsed body" || APNsReason(rawValue: reason) != nil ? reason : "other"
+    }
+
+    /// `failures`' key for a failure: its description, with a reset's error code kept only when RFC 9113 defines it
+    /// (0–13; "reset (other)" else), so that a server's codes never become keys without bound.
+    static func failureKey(_ failure: H2ClientFailure) -> String {
+        if case .reset(let code) = failure, code > 13 { return "reset (other)" }
+        return failure.description
     }
 
     /// A UUID's text (8-4-4-4-12 lowercase hex) from the seed, the event's index and the push's number within the

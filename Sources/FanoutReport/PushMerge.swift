@@ -85,6 +85,9 @@ public enum PushFolder {
         r.interrupted = try field(root, "interrupted", "", as: Bool.self)
         r.reconnects = try field(root, "reconnects", "", as: Int.self)
         r.retries = try field(root, "retries", "", as: Int.self)
+        // Written since issue 30 (absent from older folders: none counted then).
+        r.connectionsDrained = root["connectionsDrained"] as? Int ?? 0
+        r.reconnectBackoffs = root["reconnectBackoffs"] as? Int ?? 0
         r.connectionsLost = try field(root, "connectionsLost", "", as: Bool.self)
         r.shard = root["shard"] as? String
         r.shards = root["shards"] as? Int ?? 1
@@ -228,6 +231,8 @@ public enum PushMerge {
             m.tokensIssued += r.tokensIssued
             m.reconnects += r.reconnects
             m.retries += r.retries
+            m.connectionsDrained += r.connectionsDrained
+            m.reconnectBackoffs += r.reconnectBackoffs
             m.interrupted = m.interrupted || r.interrupted
             m.connectionsLost = m.connectionsLost || r.connectionsLost
             m.latency.add(r.latency)

@@ -234,7 +234,9 @@ public enum PushHTML {
             ("authentication", r.authenticated ? "ES256 (\(r.tokensIssued) provider tokens issued)" : "none"),
             ("schedule", r.shard.map { "shard \(e($0)): the events whose index is K modulo N" }
                 ?? (r.shards > 1 ? "merged from \(r.shards) shards" : "whole")),
-            ("reconnects", "\(Units.grouped(r.reconnects)) (connections opened in place of ones that ended)"),
+            ("reconnects", "\(Units.grouped(r.reconnects)) (connections opened in place of ones that ended or "
+                + "drained; \(Units.grouped(r.connectionsDrained)) drained — a GOAWAY, their stream ids' end —, "
+                + "\(Units.grouped(r.reconnectBackoffs)) attempts after a backoff)"),
             ("retries", "\(Units.grouped(r.retries)) requests sent again (never processed by the server)"),
             ("scenario events", "\(Units.grouped(r.events)): \(Units.grouped(r.tokenPushes)) token pushes, "
                 + "\(Units.grouped(r.broadcasts)) broadcasts"),

@@ -129,6 +129,7 @@ public enum PushReport {
             "exitCode": Int(gate.exitCode(r)),
             "connectionEnds": r.connectionEnds, "providerTokensIssued": r.tokensIssued, "interrupted": r.interrupted,
             "reconnects": r.reconnects, "retries": r.retries, "connectionsLost": r.connectionsLost,
+            "connectionsDrained": r.connectionsDrained, "reconnectBackoffs": r.reconnectBackoffs,
             "shard": r.shard ?? NSNull(), "shards": r.shards, "configHash": r.configHash,
             "startAt": r.requestedStartSeconds.map { requested -> Any in
                 ["requestedSeconds": requested, "skewNanos": r.startSkewNanos.map { $0 as Any } ?? NSNull()]
@@ -163,8 +164,11 @@ public enum PushReport {
         }
         let p99 = r.dispatchLag.valueAtPercentile(99)
         if p99 <= r.maxScheduleLagNanos && r.heldUp && r.loopBusy {
+            let dropped = r.droppedQueueFull > 0
+                ? ", \(r.droppedQueueFull) requests \(PushResults.droppedQueueFullKey) (--max-queued)" : ""
             return "its loop was busy \(busy(r)) of the run while requests waited for streams (streamWait p99 "
-                + "\(millis(r.streamWait.valueAtPercentile(99))) ms): it read the answers and wrote the requests late"
+                + "\(millis(r.streamWait.valueAtPercentile(99))) ms\(dropped)): it read the answers and wrote the "
+                + "requests late"
         }
         return "dispatchLag p99 \(millis(p99)) ms (the generator's own lateness) "
             + (p99 > r.maxScheduleLagNanos ? "is above" : "against") + " the bound \(millis(r.maxScheduleLagNanos)) ms"
@@ -188,6 +192,9 @@ public enum PushReport {
                 + "\(millis(r.maxScheduleLagNanos)) ms")
         }
         if r.queuedAtEnd > 0 { why.append("\(r.queuedAtEnd) requests were still queued for a stream at the end") }
+        if r.droppedQueueFull > 0 {
+            why.append("\(r.droppedQueueFull) requests \(PushResults.droppedQueueFullKey) (--max-queued)")
+        }
         if r.loopBusyShare != nil {
             why.append("the generator's loop busy \(busy(r)) of the run, waiting for the server the rest")
         }
@@ -267,8 +274,10 @@ public enum PushReport {
             md += "| \(name) | \(h.totalCount) | \(millis(v[0])) | \(millis(v[1])) | \(millis(v[2])) | "
             md += "\(millis(v[3])) | \(millis(h.max)) |\n"
         }
-        md += "\n## Connections\n\n\(r.reconnects) opened during the run in place of ones that ended; \(r.retries) "
-        md += "requests sent again (never processed: queued at a connection's end, or refused by a GOAWAY)"
+        md += "\n## Connections\n\n\(r.reconnects) opened during the run in place of ones that ended or drained "
+        md += "(\(r.connectionsDrained) drained, \(r.reconnectBackoffs) after a backoff); "
+        md += "\(r.retries) requests sent again (never processed: queued at a connection's end or drain, or refused "
+        md += "by a GOAWAY or REFUSED_STREAM)"
         md += r.connectionsLost
             ? "; **every connection ended before the schedule did** (the run stopped).\n\n" : ".\n\n"
         for (reason, n) in r.connectionEnds.sorted(by: { $0.key < $1.key }) { md += "- \(n) × \(reason)\n" }

@@ -23,8 +23,11 @@ import UVLoop
 //   server ends the connection (a server that sends and never reads). Requests alone stay far below it: at most
 //   `maxConcurrentStreams` open, each a few kilobytes.
 // - Streams open: at most `maxConcurrentStreams` and the server's SETTINGS_MAX_CONCURRENT_STREAMS; the requests
-//   beyond wait in the queue (bounded by what the caller submits; `fanout push` counts them queued at the end).
-// - A server that never answers holds streams until the caller closes the connection (`fanout push --drain`).
+//   beyond wait in the queue, at most `maxQueued` (past it a request fails at once: `queueFull`).
+// - A server that never answers holds a stream until the request deadline resets it (`timeout`), and a half-open
+//   connection is found by its PING (H2ClientConnection+Deadlines.swift; the owner's sweep decides both).
+// - nghttp2's own memory: its allocator keeps at most `memoryCacheBytes` of freed blocks; a SETTINGS frame of more
+//   than 64 entries ends the connection.
 
 /// One stream's answer so far, against the connection's bounds (see the comment above).
 struct ResponseBounds {

@@ -33,12 +33,21 @@ extension H2ClientConnection {
             H2ClientConnection.with(user) { $0.streamClosed(session, streamId, code) }
         }
         H2ClientConnection.watchErrors(callbacks)
+        var option: OpaquePointer?
+        nghttp2_option_new(&option)
+        defer { nghttp2_option_del(option) }
+        // A SETTINGS frame of more than 64 entries ends the connection (GOAWAY), as on the server side; nghttp2's other
+        // flood bounds stay.
+        nghttp2_option_set_max_settings(option, 64)
         var created: OpaquePointer?
         var mem = pool.mem
         let status = nghttp2_session_client_new3(
-            &created, callbacks, Unmanaged.passUnretained(self).toOpaque(), nil, &mem)
+            &created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option, &mem)
         precondition(status == 0 && created != nil, "nghttp2_session_client_new3 failed: \(status)")
         session = created
+        if settings.firstStreamId > 1 {
+            nghttp2_session_set_next_stream_id(created, settings.firstStreamId | 1)
+        }
         var entries = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
             nghttp2_settings_entry(
@@ -122,8 +131,15 @@ extension H2ClientConnection {
                 onReady?(self)
             }
         } else if type == NGHTTP2_GOAWAY.rawValue {
+            let first = !isDraining
             goAwayReceived = true
             endReason = endReason ?? "GOAWAY from the server (error \(frame.pointee.goaway.error_code))"
+            if first { onDraining?(self) }
+        } else if type == NGHTTP2_PING.rawValue && frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 {
+            if pingSentNanos != 0 {
+                pingSentNanos = 0
+                pingsAnswered += 1
+            }
         } else if type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue,
             frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0,
             let record = record(session, frame.pointee.hd.stream_id)
@@ -145,8 +161,14 @@ extension H2ClientConnection {
         openStreams -= 1
         if record.endNanos != 0 && record.status != 0 {
             finishStream(record, failure: nil)
+        } else if record.timedOut {
+            finishStream(record, failure: .timeout)
         } else if goAwayReceived && code == NGHTTP2_REFUSED_STREAM.rawValue {
             finishStream(record, failure: .goAway)
+        } else if code == NGHTTP2_REFUSED_STREAM.rawValue {
+            // Not processed (RFC 9113 §8.7): handed back for another try.
+            streamsRefused += 1
+            finishStream(record, failure: .reset(code))
         } else {
             finishStream(record, failure: code == 0 ? .connectionEnded : .reset(code))
         }
@@ -158,10 +180,17 @@ extension H2ClientConnection {
         count(failure)
         deliver(H2ClientResponse(
             tag: record.request!.tag, status: failure == nil ? record.status : 0, apnsId: record.apnsId,
-            body: record.response, failure: failure, unprocessed: failure == .goAway ? record.request! : nil,
+            body: record.response, failure: failure, unprocessed: H2ClientConnection.unprocessed(failure)
+                ? record.request! : nil,
             handedNanos: record.request!.handedNanos, submittedNanos: record.submittedNanos,
             endNanos: failure == nil ? record.endNanos : EventLoop.hrtimeNanos))
         recycle(record)
+    }
+
+    /// Whether a sent request that failed so was not processed by the server: refused by a GOAWAY (above its last
+    /// stream id) or by RST_STREAM REFUSED_STREAM (RFC 9113 §8.7).
+    static func unprocessed(_ failure: H2ClientFailure?) -> Bool {
+        failure == .goAway || failure == .reset(UInt32(NGHTTP2_REFUSED_STREAM.rawValue))
     }
 
     /// The body of the request whose record is `source` (retained by its stream until the stream closes; `end()`

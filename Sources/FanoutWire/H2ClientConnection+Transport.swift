@@ -36,8 +36,12 @@ extension H2ClientConnection {
     func received(_ bytes: UnsafeRawBufferPointer) {
         guard !finished else { return }
         if let reason = transport.receive(bytes, into: session) { return end(reason) }
+        // A GOAWAY or the stream ids' end met inside the receive: the queue goes back to the owner now (to the
+        // replacement), not when this connection ends.
+        handBackQueued()
         pump()
         flush()
+        closeIfDrained()
     }
 
     /// Sends what nghttp2 has queued (through TLS when on), in one write; ends the connection once neither side
@@ -76,12 +80,15 @@ extension H2ClientConnection {
         let waiting = queue[queueHead...]
         queue = []
         queueHead = 0
-        let failure: H2ClientFailure = goAwayReceived ? .goAway : .connectionEnded
+        let failure: H2ClientFailure =
+            goAwayReceived ? .goAway : streamIdsExhausted ? .streamIdsExhausted : .connectionEnded
         for case let request? in waiting { fail(request, failure, submittedNanos: 0) }
         onClosed?(self)
         // onResponse stays: a request submitted after the end still fails in it (it was dropped unanswered, found
         // by the push fuzz target); the owner's closure must not hold the connection strongly.
         onReady = nil
         onClosed = nil
+        onDraining = nil
+        spareRecords = []  // not kept by a connection that will send nothing more
     }
 }

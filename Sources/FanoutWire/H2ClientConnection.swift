@@ -6,170 +6,12 @@ import UVLoop
 import Glibc
 #endif
 
-/// What the requests of one batch share — their regular headers (lowercase names) and body — in one object: a
-/// request holds one reference to it, so a move of the request retains one object, not four arrays. The body is
-/// retained, not copied, until every stream is done with it.
-public final class H2RequestContent: @unchecked Sendable {  // immutable once made
-    public let headers: HeaderList
-    public let body: [UInt8]
-    /// `content-length` (the body's length) and the headers, as nghttp2 pairs in memory of this object's own
-    /// (nghttp2 does not copy them per request: a stream's record holds its content until the stream closes).
-    let shared: NVBlock
-
-    public init(headers: HeaderList, body: [UInt8]) {
-        self.headers = headers
-        self.body = body
-        shared = NVBlock(first: "content-length", Array(String(body.count).utf8), headers)
-    }
-
-    deinit { shared.deallocate() }
-}
-
-/// A header of one request alone whose value is a UUID's text (8-4-4-4-12 lowercase hex digits) of two 64-bit
-/// words (`apns-id`, `apns-request-id`): formatted at send time into a stack buffer, no array per request.
-public struct H2UUIDHeader: Sendable {
-    /// Lowercase (it is sent as it is, not copied and lower-cased by nghttp2).
-    public var name: StaticString
-    public var high: UInt64
-    public var low: UInt64
-
-    public init(name: StaticString, high: UInt64, low: UInt64) {
-        self.name = name
-        self.high = high
-        self.low = low
-    }
-
-    /// The value's length: 32 digits and 4 dashes.
-    public static let valueCount = UUIDText.count
-
-    /// Writes the value's 36 bytes at `out` (FanoutCore's ``UUIDText``, the one UUID formatter).
-    @inline(__always)
-    public func format(into out: UnsafeMutablePointer<UInt8>) {
-        UUIDText.format(high: high, low: low, into: UnsafeMutableRawPointer(out))
-    }
-
-    /// The value, as an array.
-    public var value: [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: H2UUIDHeader.valueCount) { buffer, count in
-            format(into: buffer.baseAddress!)
-            count = H2UUIDHeader.valueCount
-        }
-    }
-}
-
-/// One request for ``H2ClientConnection/submit(_:)``: its path, its batch's headers and body, and optionally one
-/// header of its own.
-public struct H2ClientRequest: Sendable {
-    public var method: StaticString
-    public var path: [UInt8]
-    public var content: H2RequestContent
-    /// One more header of this request alone (e.g. its `apns-id`), so that `content` can be shared by many requests.
-    public var uniqueHeader: H2UUIDHeader?
-    /// The caller's handle for the request, handed back with its response.
-    public var tag: Int
-    /// When the caller handed the request over (its own clock, `EventLoop.hrtimeNanos`; 0: not said), handed back
-    /// with its response: `submittedNanos − handedNanos` is the request's wait for a stream (the server's
-    /// SETTINGS_MAX_CONCURRENT_STREAMS) or a connection. A request sent again keeps its first.
-    public var handedNanos: UInt64 = 0
-
-    public var headers: HeaderList { content.headers }
-    public var body: [UInt8] { content.body }
-
-    public init(
-        method: StaticString = "POST", path: [UInt8], content: H2RequestContent, uniqueHeader: H2UUIDHeader? = nil,
-        tag: Int
-    ) {
-        self.method = method
-        self.path = path
-        self.content = content
-        self.uniqueHeader = uniqueHeader
-        self.tag = tag
-    }
-
-    /// A request with headers and a body of its own.
-    public init(method: StaticString = "POST", path: [UInt8], headers: HeaderList, body: [UInt8], tag: Int) {
-        self.init(method: method, path: path, content: H2RequestContent(headers: headers, body: body), tag: tag)
-    }
-}
-
-/// Why a request got no complete answer.
-public enum H2ClientFailure: Sendable, Equatable, CustomStringConvertible {
-    /// The server reset the stream (RST_STREAM with this error code; REFUSED_STREAM is 7).
-    case reset(UInt32)
-    /// The server sent GOAWAY before the request was sent or above its last stream id.
-    case goAway
-    /// The connection ended (closed, failed, or closed by the owner) before the answer ended.
-    case connectionEnded
-    /// nghttp2 refused the submission (this library error code).
-    case notSubmitted(Int32)
-    /// The answer went past one of the client's bounds (``H2ClientSettings``): its header block ("headers") or its
-    /// body ("body"); the stream was reset.
-    case responseTooLarge(String)
-
-    public var description: String {
-        switch self {
-        case .reset(let code): "reset (\(code))"
-        case .goAway: "GOAWAY"
-        case .connectionEnded: "connection ended"
-        case .notSubmitted(let code): "not submitted (\(code))"
-        case .responseTooLarge(let part): "response too large (\(part))"
-        }
-    }
-}
-
-/// A request's outcome: an answer (status, `apns-id`, body) or a failure.
-public struct H2ClientResponse {
-    public var tag: Int
-    /// The `:status`, 0 without an answer.
-    public var status: Int
-    /// The `apns-id` header's bytes (empty when absent, or not kept: ``H2ClientSettings/keepsApnsId``).
-    public var apnsId: [UInt8]
-    /// The body, up to ``H2ClientSettings/bodyLimit`` bytes (APNs's JSON reason).
-    public var body: [UInt8]
-    public var failure: H2ClientFailure?
-    /// The request, when it failed without the server having processed it — never sent (queued at a GOAWAY or at
-    /// the connection's end), or above a GOAWAY's last stream id — so that it may be sent again elsewhere.
-    public var unprocessed: H2ClientRequest?
-    /// The request's ``H2ClientRequest/handedNanos``.
-    public var handedNanos: UInt64
-    /// When the request was handed to nghttp2 (0 if it never was), and when its answer ended (END_STREAM) or it
-    /// failed, on the loop's clock (`EventLoop.hrtimeNanos`).
-    public var submittedNanos: UInt64
-    public var endNanos: UInt64
-}
-
-/// Settings of a client connection.
-public struct H2ClientSettings: Sendable {
-    /// At most this many streams open at once, below the server's SETTINGS_MAX_CONCURRENT_STREAMS.
-    public var maxConcurrentStreams = 1000
-    /// Response body bytes kept per stream (the rest is dropped).
-    public var bodyLimit = 4096
-    /// The receive windows advertised (stream and connection).
-    public var windowBytes: UInt32 = 1 << 20
-    /// Bounds on what a server can make the client hold (see H2ClientConnection+Bounds.swift).
-    public var maxResponseHeaderBytes = 16 * 1024
-    public var maxResponseHeaderFields = 100
-    public var maxResponseBodyBytes = 64 * 1024
-    public var maxUnsentBytes = 64 << 20
-    /// Requests written at most per write when many go out at once (streams freed by one read): the server starts
-    /// on the first while the client makes the next. With all 100 of a read in one write, client and server took
-    /// turns (strace: `fanout serve` read 100 requests per read, answered them in one write, then waited while the
-    /// client made the next 100); h2load writes at most 16 KiB at a time (~45 requests of 360 bytes). Against
-    /// `fanout serve` (push-bench.json, 100 streams; runs of 14 rounds alternating with h2load, medians): 8 a
-    /// write gave 96–106% of h2load's rate, 16 gave 92–94%, 32 gave 89–93% (in the same runs).
-    public var requestsPerWrite = 8
-    /// Whether an answer's `apns-id` is kept (``H2ClientResponse/apnsId``): an array per answer, for a caller
-    /// that reads it.
-    public var keepsApnsId = true
-
-    public init() {}
-}
-
 /// The client side of one HTTP/2 connection: nghttp2's client session through its memory interface, on a
 /// ``TCPStream`` connected with `uv_tcp_connect`, optionally TLS over memory BIOs (ALPN `h2` required). Requests
-/// beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS (and before its first SETTINGS) wait in a queue here; each
-/// ends in ``onResponse`` exactly once, answered or failed (reset, GOAWAY, the connection's end). Confined to its
-/// loop's thread.
+/// beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS (and before its first SETTINGS) wait in a queue here (at most
+/// ``H2ClientSettings/maxQueued``); each ends in ``onResponse`` exactly once, answered or failed (reset, GOAWAY, the
+/// connection's end, a deadline, the queue's bound, the stream ids' end). Its deadlines are the owner's sweep's
+/// (H2ClientConnection+Deadlines.swift). Confined to its loop's thread.
 public final class H2ClientConnection {
     public let loop: EventLoop
     public let settings: H2ClientSettings
@@ -180,6 +22,11 @@ public final class H2ClientConnection {
     public var onReady: ((H2ClientConnection) -> Void)?
     /// Called once when the connection ended (``endReason`` says why); every request has been answered or failed.
     public var onClosed: ((H2ClientConnection) -> Void)?
+    /// Called once when the connection takes no more requests while it still runs: the server's GOAWAY, or its
+    /// stream ids near their end (``H2ClientSettings/streamIdMargin``). Its queued requests are handed back
+    /// (``H2ClientResponse/unprocessed``); the owner opens a replacement now, not when this one closes. May be
+    /// called from inside nghttp2's callbacks.
+    public var onDraining: ((H2ClientConnection) -> Void)?
 
     /// `:scheme` and `:authority` as nghttp2 pairs (freed in deinit, after the session).
     let target: NVBlock
@@ -187,7 +34,7 @@ public final class H2ClientConnection {
     /// input and output (shared with the server side).
     let transport: H2Transport
     /// nghttp2's allocator (free lists per size class); outlives the session (deleted in deinit, before it).
-    let pool = NGHTTP2Pool()
+    let pool: NGHTTP2Pool
     // The hot fields are `@exclusivity(unchecked)`: the connection is confined to its loop's thread and no access
     // overlaps another (callgrind: the dynamic checks were ~10% of a request's instructions).
     @exclusivity(unchecked) var session: OpaquePointer?
@@ -208,6 +55,20 @@ public final class H2ClientConnection {
     @exclusivity(unchecked) public internal(set) var isReady = false
     /// The server sent GOAWAY (no request is sent on this connection any more).
     @exclusivity(unchecked) public internal(set) var goAwayReceived = false
+    /// The stream ids came near their end (``H2ClientSettings/streamIdMargin``): nothing more is sent on it.
+    @exclusivity(unchecked) public internal(set) var streamIdsExhausted = false
+    /// The connection takes no more requests (GOAWAY received, or its stream ids near their end).
+    public var isDraining: Bool { goAwayReceived || streamIdsExhausted }
+    /// The connection is ready, not draining and not ended: requests routed to it go out.
+    public var isUsable: Bool { isReady && !goAwayReceived && !streamIdsExhausted && !finished && endReason == nil }
+    /// When the connection was opened (`EventLoop.hrtimeNanos`): its connect deadline counts from here.
+    public let openedNanos: UInt64
+    /// The PING in flight (sent at this time, 0: none), and when the last one was sent.
+    @exclusivity(unchecked) var pingSentNanos: UInt64 = 0
+    @exclusivity(unchecked) var lastPingNanos: UInt64 = 0
+    /// PINGs sent, and acknowledged.
+    public internal(set) var pingsSent = 0
+    public internal(set) var pingsAnswered = 0
     public internal(set) var endReason: String? {
         get { transport.endReason }
         set { transport.endReason = newValue }
@@ -225,6 +86,12 @@ public final class H2ClientConnection {
     public internal(set) var failedByConnectionEnd = 0
     public internal(set) var failedSubmissions = 0
     public internal(set) var responsesTooLarge = 0
+    public internal(set) var requestTimeouts = 0
+    public internal(set) var droppedQueueFull = 0
+    /// Requests handed back unsent when the stream ids ran out, and streams the server refused (REFUSED_STREAM,
+    /// handed back).
+    public internal(set) var handedBackAtStreamIds = 0
+    public internal(set) var streamsRefused = 0
     /// Writes of nghttp2's output (to the socket, through TLS, or to an in-memory connection's `output`).
     public var writes: Int { transport.writes }
     /// The most requests that waited in the queue at once.
@@ -244,6 +111,8 @@ public final class H2ClientConnection {
     ) throws {
         self.loop = loop
         self.settings = settings
+        pool = NGHTTP2Pool(cacheLimit: settings.memoryCacheBytes)
+        openedNanos = EventLoop.hrtimeNanos
         target = H2ClientConnection.target(
             scheme: context == nil ? "http" : "https",
             authority: authority ?? (host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"))
@@ -262,6 +131,8 @@ public final class H2ClientConnection {
     public init(loop: EventLoop, output: @escaping (UnsafeRawBufferPointer) -> Void, settings: H2ClientSettings) {
         self.loop = loop
         self.settings = settings
+        pool = NGHTTP2Pool(cacheLimit: settings.memoryCacheBytes)
+        openedNanos = EventLoop.hrtimeNanos
         transport = H2Transport(stream: nil, output: output, tls: nil, watermark: .max)
         target = H2ClientConnection.target(scheme: "http", authority: "in-memory")
         startSession()
@@ -280,11 +151,17 @@ public final class H2ClientConnection {
 
     // MARK: Requests
 
-    /// Sends `request` now if a stream is free and the server's SETTINGS arrived, else queues it. After the
-    /// connection ended, or after the server's GOAWAY, it fails at once (in ``onResponse``).
+    /// Sends `request` now if a stream is free and the server's SETTINGS arrived, else queues it (at most
+    /// ``H2ClientSettings/maxQueued``: past it, it fails at once as ``H2ClientFailure/queueFull``). After the
+    /// connection ended, after the server's GOAWAY or once its stream ids ran out, it fails at once (in
+    /// ``onResponse``), handed back unsent. A request not stamped (``H2ClientRequest/handedNanos`` 0) is stamped
+    /// now: the request deadline counts from it.
     public func submit(_ request: consuming H2ClientRequest) {
-        if finished || goAwayReceived {
-            fail(request, finished ? .connectionEnded : .goAway, submittedNanos: 0)
+        if request.handedNanos == 0 { request.handedNanos = EventLoop.hrtimeNanos }
+        if finished || goAwayReceived || streamIdsExhausted {
+            fail(
+                request, finished ? .connectionEnded : goAwayReceived ? .goAway : .streamIdsExhausted,
+                submittedNanos: 0)
             return
         }
         if isReady && endReason == nil && queuedRequests == 0 && openStreams < streamLimit {
@@ -295,6 +172,10 @@ public final class H2ClientConnection {
                 heldRequests = 0
             }
             if !transport.inReceive { flush() }
+            return
+        }
+        if queuedRequests >= settings.maxQueued {
+            fail(request, .queueFull, submittedNanos: 0, handBack: false)
             return
         }
         queue.append(request)
@@ -326,7 +207,7 @@ public final class H2ClientConnection {
         guard isReady, !finished, !goAwayReceived, endReason == nil else { return }
         let limit = streamLimit
         var unwritten = 0
-        while !finished && queueHead < queue.count && openStreams < limit {
+        while !finished && !streamIdsExhausted && queueHead < queue.count && openStreams < limit {
             let request = queue[queueHead].take()!
             queueHead += 1
             send(request)
@@ -348,6 +229,12 @@ public final class H2ClientConnection {
 
     func send(_ request: consuming H2ClientRequest) {
         guard let session else { return }
+        // No stream id left (or nghttp2 refuses new streams for another reason): drained, the request handed back.
+        if nghttp2_session_check_request_allowed(session) == 0 {
+            beginDrainingForStreamIds()
+            fail(request, .streamIdsExhausted, submittedNanos: 0)
+            return
+        }
         // The request moves into its record (no copy); what follows reads it there.
         let record = makeRecord(request, submittedNanos: EventLoop.hrtimeNanos)
         let user = Unmanaged.passRetained(record).toOpaque()
@@ -408,7 +295,14 @@ public final class H2ClientConnection {
         openStreams += 1
         link(record, id)
         requestsSubmitted += 1
+        if !streamIdsExhausted && Int(nghttp2_session_get_next_stream_id(session)) > streamIdDrainPoint {
+            beginDrainingForStreamIds()
+        }
     }
+
+    /// The next stream id past which the connection drains: ``H2ClientSettings/streamIdMargin`` requests before
+    /// the last odd id (2^31 − 1).
+    var streamIdDrainPoint: Int { Int(Int32.max) - 2 * max(0, settings.streamIdMargin) }
 
     /// A request's outcome in the connection's counts: an answer, or its failure by kind.
     @inline(__always)
@@ -420,14 +314,19 @@ public final class H2ClientConnection {
         case .reset: streamsReset += 1
         case .notSubmitted: failedSubmissions += 1
         case .responseTooLarge: responsesTooLarge += 1
+        case .timeout: requestTimeouts += 1
+        case .queueFull: droppedQueueFull += 1
+        case .streamIdsExhausted: handedBackAtStreamIds += 1
         }
     }
 
-    func fail(_ request: H2ClientRequest, _ failure: H2ClientFailure, submittedNanos: UInt64) {
+    /// `request`'s failure; one never submitted (`submittedNanos` 0) is handed back for another try unless
+    /// `handBack` is false (a deadline or the queue's bound: the request itself is over).
+    func fail(_ request: H2ClientRequest, _ failure: H2ClientFailure, submittedNanos: UInt64, handBack: Bool = true) {
         count(failure)
         deliver(H2ClientResponse(
             tag: request.tag, status: 0, apnsId: [], body: [], failure: failure,
-            unprocessed: submittedNanos == 0 ? request : nil, handedNanos: request.handedNanos,
+            unprocessed: submittedNanos == 0 && handBack ? request : nil, handedNanos: request.handedNanos,
             submittedNanos: submittedNanos, endNanos: EventLoop.hrtimeNanos))
     }
 
@@ -449,8 +348,9 @@ public final class H2ClientConnection {
 
     /// The streams open now, newest first, linked through their records (to fail them at the end; nghttp2 offers
     /// no iteration). Each record is retained by its stream's user data while it is in the list; a list, not a set
-    /// of ids: no hashing per request.
+    /// of ids: no hashing per request. `oldestOpen` is its other end (the request deadline reads from there).
     @exclusivity(unchecked) var openList: Unmanaged<ClientStream>?
+    @exclusivity(unchecked) var oldestOpen: Unmanaged<ClientStream>?
     /// The record last looked up, by stream id (0: none): a response's callbacks (its header fields, frames, body
     /// chunks) come one stream at a time, so one nghttp2 lookup serves them all. Cleared when its stream closes.
     @exclusivity(unchecked) var lastRecordId: Int32 = 0
@@ -461,7 +361,11 @@ public final class H2ClientConnection {
     func link(_ record: ClientStream, _ id: Int32) {
         record.streamId = id
         record.older = openList
-        if let head = openList { head.takeUnretainedValue().newer = Unmanaged.passUnretained(record) }
+        if let head = openList {
+            head.takeUnretainedValue().newer = Unmanaged.passUnretained(record)
+        } else {
+            oldestOpen = Unmanaged.passUnretained(record)
+        }
         openList = Unmanaged.passUnretained(record)
     }
 
@@ -471,7 +375,11 @@ public final class H2ClientConnection {
         } else {
             openList = record.older
         }
-        if let older = record.older { older.takeUnretainedValue().newer = record.newer }
+        if let older = record.older {
+            older.takeUnretainedValue().newer = record.newer
+        } else {
+            oldestOpen = record.newer
+        }
         record.newer = nil
         record.older = nil
     }

@@ -12,6 +12,8 @@ final class ClientStream {
     @exclusivity(unchecked) var apnsId: [UInt8] = []
     @exclusivity(unchecked) var response: [UInt8] = []
     @exclusivity(unchecked) var endNanos: UInt64 = 0
+    /// Reset by the request deadline (RST_STREAM CANCEL submitted): it fails as ``H2ClientFailure/timeout``.
+    @exclusivity(unchecked) var timedOut = false
     let bodyLimit: Int
     /// The answer's header fields and body bytes so far, against the connection's bounds.
     @exclusivity(unchecked) var bounds: ResponseBounds
@@ -37,6 +39,7 @@ final class ClientStream {
         if !apnsId.isEmpty { apnsId = [] }
         if !response.isEmpty { response = [] }
         endNanos = 0
+        timedOut = false
         bounds = ResponseBounds(settings)
         streamId = 0
         newer = nil

@@ -110,9 +110,62 @@ struct Push: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Connections opened during the run in place of ones that end (a GOAWAY, a lost connection), at most (0 "
-                + "to 1000000)."))
-    var reconnects = 100
+            "Connections opened during the run in place of ones that end or drain (a GOAWAY, a lost connection, "
+                + "stream ids used up), at most, over the whole run (0: never reconnect; at most 1000000).", valueName: "N"))
+    var reconnects = 1000
+
+    @Option(
+        name: .customLong("reconnect-budget"),
+        help: ArgumentHelp(
+            "How long a connection keeps being replaced after it was lost, 0 to 604800: the replacement of a "
+                + "connection that had answers (lost, or draining after a GOAWAY or near its last stream id) opens at "
+                + "once, one after a connection that never answered (a failed attempt) after a backoff (50 ms "
+                + "doubling to 5 s, drawn between half and all of it); past the budget, counted from the loss until "
+                + "a replacement is ready, the connection is given up (0: no reconnect). Requests wait for a ready "
+                + "connection meanwhile (at most --max-queued per connection).",
+            valueName: "SECONDS"))
+    var reconnectBudget = 30.0
+
+    @Option(
+        name: .customLong("connect-timeout"),
+        help: ArgumentHelp(
+            "Every connection, reconnects included, must be ready (TCP connect, TLS handshake, the server's "
+                + "SETTINGS) within this, above 0 and at most 600; the first ones or the run fails (exit 1), a "
+                + "reconnect counts as a failed attempt.", valueName: "SECONDS"))
+    var connectTimeout = 10.0
+
+    @Option(
+        name: .customLong("request-timeout"),
+        help: ArgumentHelp(
+            "A request unanswered this long after it was handed to a connection (queued or sent), above 0 and at "
+                + "most 3600, fails as `timeout`: its stream is reset (RST_STREAM CANCEL), its latency recorded "
+                + "censored at the deadline in `latency` (not in `answeredLatency`).", valueName: "SECONDS"))
+    var requestTimeout = 10.0
+
+    @Option(
+        name: .customLong("ping-interval"),
+        help: ArgumentHelp(
+            "A PING on every ready connection this often, 0 (none) or 0.1 to 3600; a connection whose PING is not "
+                + "answered by the next one is closed as lost (a half-open connection): its open requests fail as "
+                + "`connection ended`, its queued ones go to another connection.", valueName: "SECONDS"))
+    var pingInterval = 10.0
+
+    @Option(
+        name: .customLong("first-stream-id"),
+        help: ArgumentHelp(
+            "The first stream id of the run's first connections (odd, 1 to 2147483647; replacements start at 1): a "
+                + "soak or a test starts them near the end of their ids to see them drain and be replaced.",
+            valueName: "ID", visibility: .hidden))
+    var firstStreamId: Int = 1
+
+    @Option(
+        name: .customLong("max-queued"),
+        help: ArgumentHelp(
+            "Requests waiting for a free stream per connection, and waiting for a ready connection per connection "
+                + "of a target, at most (1 to 10000000); past it a request fails at once as `dropped (queue full)`, "
+                + "which makes the run server-limited (or saturated, when the generator's loop was busy).",
+            valueName: "N"))
+    var maxQueued = 100_000
 
     @Option(help: "Seconds to wait for answers after the last event before closing the connections (0 to 3600).")
     var drain = 10.0
@@ -228,6 +281,7 @@ struct Push: ParsableCommand {
         options.drainSeconds = drain
         options.stopOnSignals = true
         options.maxReconnects = reconnects
+        try applyConnectionFlags(to: &options)
         if let authKey, let team, let eq = authKey.firstIndex(of: "=") {
             let file = String(authKey[authKey.index(after: eq)...])
             guard let data = FileManager.default.contents(atPath: file) else {

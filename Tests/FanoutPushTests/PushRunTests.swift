@@ -100,6 +100,8 @@ struct PushRunTests {
         #expect(r.reconnects + 1 == (r.sent + 4) / 5, "5 answers per connection")
         #expect(r.retries > 0)
         #expect(r.connectionEnds.keys.contains { $0.contains("GOAWAY") })
+        // Each replacement was opened when its predecessor's GOAWAY arrived (it drained), not when it closed.
+        #expect(r.connectionsDrained == r.reconnects, "\(r.connectionsDrained) drained, \(r.reconnects) reconnects")
 
         // With one reconnect allowed, the second GOAWAY leaves no connection: the run stops there, and says so.
         options.maxReconnects = 1

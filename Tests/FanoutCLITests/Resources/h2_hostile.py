@@ -21,6 +21,14 @@ its HTTP/2 side. Binds 127.0.0.1:0, prints the port. MODE:
   garbage  not HTTP/2: every connection is answered with an HTTP/1.1 error and kept open
   pings    a server that never reads: PING after PING, in batches of 64, until the connection breaks
   deaf     SETTINGS (1,000 streams, 1 GiB stream windows) and a connection window of 2^31 - 1, then never reads
+  refuse   reset odd-numbered requests (1st, 3rd, ...) with RST_STREAM REFUSED_STREAM (7), answer the others 200
+  restart  the first connection: answer 5 requests 200, then close it (no GOAWAY) and stop listening; 1 s later
+           listen on the same port again and answer every request 200 (as apns), each connection on its thread
+  mute     the first connection: answer 5 requests 200, then close it (no GOAWAY); every later one is accepted, read
+           and never written to (no SETTINGS: a connection that never becomes ready)
+  sink     SETTINGS (1,000 streams, 1 GiB stream windows, a connection window of 2^31 - 1), then read every byte and
+           answer nothing but PINGs (an ACK each), by scanning frame headers: a server that never answers, at any
+           rate Python can read
 """
 import socket
 import struct
@@ -80,6 +88,55 @@ def serve(client):
             client.sendall((0).to_bytes(3, "big") + bytes([4, 0]) + bytes(4))  # SETTINGS, then never a read
             while True:
                 client.sendall(ping * 64)
+        except OSError:
+            pass
+        client.close()
+        return
+    if mode == "mute-later":
+        try:
+            while client.recv(65536):
+                pass
+        except OSError:
+            pass
+        client.close()
+        return
+    if mode == "sink":
+        settings = struct.pack(">HIHI", 3, 1000, 4, 1 << 30)
+        window = struct.pack(">I", (1 << 31) - 1 - 65535)
+        client.sendall(struct.pack(">I", len(settings))[1:] + bytes([4, 0]) + bytes(4) + settings
+                       + struct.pack(">I", 4)[1:] + bytes([8, 0]) + bytes(4) + window)
+        pending = b""
+        skip = 24  # the client preface
+        try:
+            while True:
+                data = client.recv(1 << 20)
+                if not data:
+                    break
+                pending += data
+                at = 0
+                out = b""
+                while True:
+                    if skip:
+                        n = min(skip, len(pending) - at)
+                        at += n
+                        skip -= n
+                        if skip:
+                            break
+                    if len(pending) - at < 9:
+                        break
+                    length = int.from_bytes(pending[at:at + 3], "big")
+                    kind, flags = pending[at + 3], pending[at + 4]
+                    if kind == 6 and len(pending) - at < 9 + length:
+                        break  # a PING not read whole yet
+                    if kind == 6 and not flags & 1 and len(pending) - at >= 9 + length:
+                        out += pending[at:at + 3] + bytes([6, 1]) + pending[at + 5:at + 9 + length]
+                    elif kind == 4 and not flags & 1:
+                        out += bytes([0, 0, 0, 4, 1, 0, 0, 0, 0])  # SETTINGS ACK
+                    at += 9
+                    skip = length
+                pending = pending[at:]
+                if out:
+                    client.sendall(out)
         except OSError:
             pass
         client.close()
@@ -181,6 +238,26 @@ def serve(client):
                 elif mode == "slow":
                     time.sleep(0.005)
                     conn.send_headers(sid, [(":status", "200")], end_stream=True)
+                elif mode == "refuse":
+                    if seen % 2 == 1:
+                        conn.reset_stream(sid, error_code=7)
+                    else:
+                        conn.send_headers(sid, [(":status", "200")], end_stream=True)
+                elif mode in ("restart", "mute"):
+                    conn.send_headers(sid, [(":status", "200")], end_stream=True)
+                    if seen == 5:
+                        # FIN after the answers, then read until the client closes: a close with unread requests
+                        # would send RST, and the client could lose the answers with it.
+                        client.sendall(conn.data_to_send())
+                        client.shutdown(socket.SHUT_WR)
+                        client.settimeout(5)
+                        try:
+                            while client.recv(65536):
+                                pass
+                        except OSError:
+                            pass
+                        client.close()
+                        return
                 elif mode == "reset":
                     if seen % 2 == 1:
                         conn.send_headers(sid, [(":status", "200")], end_stream=True)
@@ -198,6 +275,23 @@ def serve(client):
             client.sendall(out)
     client.close()
 
+
+if mode == "restart":
+    first, _ = server.accept()
+    serve(first)
+    port = server.getsockname()[1]
+    server.close()
+    time.sleep(1)
+    mode = "apns"
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", port))
+    server.listen(8)
+
+if mode == "mute":
+    first, _ = server.accept()
+    serve(first)
+    mode = "mute-later"
 
 # Each connection on its own thread, as a real server accepts the next connection while the last one is still
 # closing (a client reconnecting after our GOAWAY must not wait for its old connection to end).
