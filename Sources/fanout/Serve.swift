@@ -307,6 +307,7 @@ struct Serve: ParsableCommand {
             "triggerConcurrency": triggerConcurrency.map(String.init) ?? "-", "triggerTimeout": text(triggerTimeout),
             "triggerMaxLag": text(triggerMaxLag),
             "triggerHTTP": triggerHTTP ?? "-", "shard": shard ?? "-", "epoch": epoch.map(String.init) ?? "-",
+            "epochFrom": epochFrom ?? "-",
         ]
     }
 

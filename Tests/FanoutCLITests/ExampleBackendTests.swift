@@ -115,7 +115,9 @@ struct ExampleBackendTests {
         let faultyResult = try third.result.get()
         #expect(faultyResult.status == 2, "\(third.folder): \(faultyResult.stdout)\n\(faultyResult.stderr)")
         let (baseline, healthy, faulty) = (first.folder, second.folder, third.folder)
-        let gate = ["*.p50=off", "*.p90=off", "*.p99=off", "*.p99.9=off", "events.reordered=off"]
+        // Real time on both sides: a backend that falls behind (a slow build's fanout: 85 skipped under
+        // AddressSanitizer) skips superseded events as it reorders them; the dropped subscribers are what is gated.
+        let gate = ["*.p50=off", "*.p90=off", "*.p99=off", "*.p99.9=off", "events.reordered=off", "events.skipped=off"]
             .flatMap { ["--threshold", $0] }
         let same = try CLI.run(["compare", baseline, healthy] + gate)
         #expect(same.status == 0, "\(same.stdout)\n\(same.stderr)")
