@@ -102,6 +102,9 @@ public struct PushResults: Sendable {
     /// folder: the largest of its shards', by magnitude).
     public var requestedStartSeconds: Double?
     public var startSkewNanos: Int64?
+    /// `--start-at` missed by more than `--max-start-skew` (the build and the connections took too long): the run
+    /// refused to start, nothing was sent; why. For a merged folder: the shards that refused, with their reasons.
+    public var startRefused: String?
     /// The share of the run (t0 → its end) the generator's loop spent working, not waiting for events (nil: not
     /// measured, e.g. a merged folder). Requests that waited for streams while the loop was this busy waited for the
     /// generator itself (it read the answers and wrote the requests late), not for the server.

@@ -224,6 +224,14 @@ public final class PushRun {
         deadline = nil
         guard let startAt = options.startAtUnixNanos else { return start() }
         let waitNanos = startAt - Int64(Date().timeIntervalSince1970 * 1e9)
+        if -waitNanos > options.maxStartSkewNanos {
+            // Ready too late to start with the others: nothing is sent (a barrier, not a deadline).
+            results.startSkewNanos = -waitNanos
+            results.startRefused =
+                "ready " + String(format: "%.3f", Double(-waitNanos) / 1e9) + " s after --start-at, more than "
+                + "--max-start-skew " + String(format: "%g", Double(options.maxStartSkewNanos) / 1e9) + " s"
+            return stop()
+        }
         guard waitNanos > 0 else { return start() }
         // The loop's timer (whole milliseconds, and late by up to a loop turn) until less than 3 ms are left, then a
         // sleep for the rest: the skew is the sleep's overshoot, not the timer's resolution.

@@ -129,6 +129,9 @@ public struct PushOptions: Sendable {
     /// The schedule's t0, in UNIX nanoseconds (`--start-at`): the first event is due at this instant (nil: as soon
     /// as every connection is ready). The connections are opened `connectLeadSeconds` before it (at once if nearer).
     public var startAtUnixNanos: Int64?
+    /// With `startAtUnixNanos`: a run whose connections were ready more than this after it refuses to start (its
+    /// shards would not start together): `PushResults.startRefused`.
+    public var maxStartSkewNanos: Int64 = 100_000_000
     /// With a `startAtUnixNanos` further ahead than this, the connections are opened this long before it.
     public var connectLeadSeconds = 5.0
 

@@ -95,6 +95,7 @@ public enum PushFolder {
         if let start = root["startAt"] as? [String: Any] {
             r.requestedStartSeconds = (start["requestedSeconds"] as? NSNumber)?.doubleValue
             r.startSkewNanos = (start["skewNanos"] as? Int).map(Int64.init)
+            r.startRefused = start["refused"] as? String
         }
         guard r.identityHolds else {
             throw ReportReadError(file: file, "the identity sent = answered + failed + unansweredAtEnd is broken")
@@ -213,6 +214,9 @@ public enum PushMerge {
             // Each shard's own verdict (as its summary.json states it), ORed.
             if r.saturated { m.saturatedShards!.append(r.shard ?? "?") }
             if r.serverLimited { m.serverLimitedShards!.append(r.shard ?? "?") }
+            if let refused = r.startRefused {
+                m.startRefused = (m.startRefused.map { $0 + "; " } ?? "") + "shard \(r.shard ?? "?") \(refused)"
+            }
             m.connections += r.connections
             m.streams = max(m.streams, r.streams)
             m.events += r.events

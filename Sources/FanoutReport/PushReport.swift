@@ -10,6 +10,8 @@ public enum PushReport {
     public static let saturatedExitCode: Int32 = 3
     /// The exit status of a run ended early by SIGINT or SIGTERM (its folder written), as shells count SIGINT.
     public static let interruptedExitCode: Int32 = 130
+    /// `--start-at` missed by more than `--max-start-skew`: the run refused to start (`PushResults.startRefused`).
+    public static let startRefusedExitCode: Int32 = 7
 
     /// Every file of the folder but latency.hlog; `thresholds` (`--threshold`) judged on `r` in summary.json,
     /// summary.md and report.html.
@@ -132,7 +134,10 @@ public enum PushReport {
             "connectionsDrained": r.connectionsDrained, "reconnectBackoffs": r.reconnectBackoffs,
             "shard": r.shard ?? NSNull(), "shards": r.shards, "configHash": r.configHash,
             "startAt": r.requestedStartSeconds.map { requested -> Any in
-                ["requestedSeconds": requested, "skewNanos": r.startSkewNanos.map { $0 as Any } ?? NSNull()]
+                [
+                    "requestedSeconds": requested, "skewNanos": r.startSkewNanos.map { $0 as Any } ?? NSNull(),
+                    "refused": r.startRefused.map { $0 as Any } ?? NSNull(),
+                ]
             } ?? NSNull(),
         ]
         let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
@@ -154,7 +159,7 @@ public enum PushReport {
     /// summary.json's `verdict`: `saturated` (the generator fell behind: exit 3), `server-limited` (the server held
     /// the schedule up: judged) or `held` (the schedule was held).
     static func verdict(_ r: PushResults) -> String {
-        r.saturated ? "saturated" : r.serverLimited ? "server-limited" : "held"
+        r.startRefused != nil ? "not started" : r.saturated ? "saturated" : r.serverLimited ? "server-limited" : "held"
     }
 
     /// Why the generator was saturated: its dispatchLag p99 against the bound, or (merged) the shards that were.
@@ -207,6 +212,10 @@ public enum PushReport {
             md += "**Interrupted** (SIGINT or SIGTERM) after \(String(format: "%.1f", r.elapsedSeconds)) s: what "
             md += "was in flight or queued then is counted unanswered at the end "
             md += "(exit status \(interruptedExitCode)).\n\n"
+        }
+        if let refused = r.startRefused {
+            md += "**Refused to start**: \(refused); nothing was sent, so that the shards start together or not at "
+            md += "all (exit status \(startRefusedExitCode)).\n\n"
         }
         if r.saturated {
             md += "**Generator saturated**: " + saturationCause(r)

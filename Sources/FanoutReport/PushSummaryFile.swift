@@ -75,6 +75,10 @@ public struct PushSummaryFile: Sendable {
             if queued > 0 && dispatch == nil { why.append("\(queued) requests still queued at the end") }
             s.saturation = why.isEmpty ? "saturated" : why.joined(separator: "; ")
         }
+        // A run that refused to start (`--max-start-skew`) sent nothing: its numbers judge nothing either.
+        if let refused = ((object["startAt"] as? [String: Any])?["refused"]) as? String {
+            s.saturation = "it refused to start: " + refused
+        }
         return s
     }
 }

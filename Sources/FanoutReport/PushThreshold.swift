@@ -160,6 +160,7 @@ public struct PushGate: Sendable {
     public func exitCode(_ r: PushResults) -> Int32 {
         if !r.identityHolds || r.connectionsLost { return 1 }
         if r.interrupted { return PushReport.interruptedExitCode }
+        if r.startRefused != nil { return PushReport.startRefusedExitCode }
         if r.saturated { return PushReport.saturatedExitCode }
         return broken.isEmpty ? 0 : Self.brokenExitCode
     }

@@ -291,5 +291,9 @@ struct Merge: ParsableCommand {
             FileHandle.standardError.write(Data(
                 ("fanout merge: server-limited: " + PushReport.serverLimitCause(merged) + "\n").utf8))
         }
+        if let refused = merged.startRefused {
+            FileHandle.standardError.write(Data(("fanout merge: not started together: \(refused)\n").utf8))
+            throw ExitCode(PushReport.startRefusedExitCode)
+        }
     }
 }

@@ -18,6 +18,7 @@ extension Push {
         static let maxScheduleLagMillis = 3_600_000.0
         static let reconnects = 0...1_000_000
         static let drainSeconds = 3600.0
+        static let maxStartSkewSeconds = 0.001...3600.0
         static let targets = 256
     }
 
@@ -46,6 +47,12 @@ extension Push {
         try checkTLSAndAuth(targets)
         _ = try shardOption()
         _ = try startAtNanos()
+        if let maxStartSkew {
+            guard startAt != nil else { throw ValidationError("--max-start-skew: only with --start-at") }
+            guard Bounds.maxStartSkewSeconds.contains(maxStartSkew) else {
+                throw ValidationError("--max-start-skew: expected seconds from 0.001 to 3600, got \(maxStartSkew)")
+            }
+        }
     }
 
     /// `--threshold`s, read (a flag error is a usage error); `--rate-scale` and `--duration` in their ranges.

@@ -180,10 +180,19 @@ struct Push: ParsableCommand {
     @Option(
         name: .customLong("start-at"),
         help: ArgumentHelp(
-            "Start the schedule (its t0) at this instant: RFC 3339 (2026-11-26T10:00:00Z) or UNIX seconds. The "
-                + "connections are opened at once; the summary records the start skew (actual t0 − requested).",
+            "Start the schedule (its t0) at this instant: RFC 3339 (2026-11-26T10:00:00Z) or UNIX seconds, once "
+                + "the population is built and every connection is ready; the summary records the start skew "
+                + "(actual t0 − requested). Ready later than --max-start-skew after it, the run refuses to start "
+                + "(exit 7, a folder saying so): shards start together or not at all.",
             valueName: "TIME"))
     var startAt: String?
+
+    @Option(
+        name: .customLong("max-start-skew"),
+        help: ArgumentHelp(
+            "With --start-at: how late after it the run may still start, 0.001 to 3600 (default 0.1).",
+            valueName: "SECONDS"))
+    var maxStartSkew: Double?
 
     @Option(
         name: .customLong("threshold"),
@@ -293,6 +302,7 @@ struct Push: ParsableCommand {
         }
         options.shard = try shardOption()
         options.startAtUnixNanos = try startAtNanos()
+        if let maxStartSkew { options.maxStartSkewNanos = Int64((maxStartSkew * 1e9).rounded()) }
         return options
     }
 
@@ -314,6 +324,10 @@ struct Push: ParsableCommand {
                     + "(\(results.reconnects) reconnects)")
         }
         if results.interrupted { throw ExitCode(PushReport.interruptedExitCode) }
+        if let refused = results.startRefused {
+            FileHandle.standardError.write(Data(("fanout push: refused to start: \(refused); nothing sent\n").utf8))
+            throw ExitCode(PushReport.startRefusedExitCode)
+        }
         let gate = PushGate(gates, results)
         if results.saturated {
             let note = gates.isEmpty ? "" : ", thresholds not judged"

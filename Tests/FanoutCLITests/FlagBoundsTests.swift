@@ -54,6 +54,10 @@ struct FlagBoundsTests {
             "--start-at", accept: [inSeconds(60), inSeconds(6 * 86_400)],
             refuse: ["0", "-5", inSeconds(-60), inSeconds(8 * 86_400), "nan", "inf", "1e300", "yesterday"])
         r += rows(
+            "--max-start-skew", accept: ["0.001", "3600"], refuse: ["0", "-1", "3600.5"] + absurd,
+            with: ["--start-at=\(inSeconds(60))"])
+        r.append(Row(arguments: ["--max-start-skew=0.1"], expect: .refused("--max-start-skew")))
+        r += rows(
             "--threshold", accept: ["latency.p99=50ms", "failures=0", "non200=100%"],
             refuse: ["latency.p99=1e300ms", "latency.p99=infms", "latency.p99=nanms", "failures=-1", "non200=101%",
                 "x"])

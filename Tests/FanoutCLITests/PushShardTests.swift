@@ -150,4 +150,56 @@ struct PushShardTests {
         let shard = try CLI.run(["push", "http://127.0.0.1:9", "smoke", "--shard", "4/4"])
         #expect(shard.status == 64 && shard.stderr.contains("K must be from 0 to 3"), "\(shard.stderr)")
     }
+
+    @Test("a shard ready after --start-at + --max-start-skew refuses to start (exit 7, a folder saying so); merged: named")
+    func lateShardRefuses() throws {
+        let dir = try CLI.temporaryDirectory()
+        let serve = try ServeProcess(["--h2c"])
+        let target = "http://127.0.0.1:\(serve.port)"
+        // Shard 0 starts on time (3 s ahead); shard 1 is launched once the start has passed (as a pod scheduled
+        // late would be): within --start-at's 1 s tolerance, but ready after it by more than --max-start-skew.
+        let startSeconds = Date().timeIntervalSince1970 + 3
+        let start = String(format: "%.3f", startSeconds)
+        let folders = (0..<2).map { dir.appendingPathComponent("shard-\($0)-of-2") }
+        let results = Results()
+        let done = DispatchGroup()
+        done.enter()
+        Thread {
+            do {
+                results.set(0, try CLI.run(
+                    ["push", target] + Self.pushFlags
+                        + ["--shard", "0/2", "--start-at", start, "--out", folders[0].path]))
+            } catch {
+                results.fail("shard 0: \(error)")
+            }
+            done.leave()
+        }.start()
+        let wait = startSeconds + 0.2 - Date().timeIntervalSince1970
+        if wait > 0 { Thread.sleep(forTimeInterval: wait) }
+        let late = try CLI.run(
+            ["push", target] + Self.pushFlags
+                + ["--shard", "1/2", "--start-at", start, "--max-start-skew", "0.05", "--out", folders[1].path])
+        done.wait()
+        #expect(serve.stop() == 0)
+        #expect(results.failures.isEmpty, "\(results.failures)")
+        for (_, result) in results.all { #expect(result.status == 0, "shard 0: \(result.stderr)") }
+        #expect(late.status == 7, "\(late.stderr)")
+        #expect(late.stderr.contains("refused to start: ready"), "\(late.stderr)")
+        let summary = try PushCommandTests.summary(folders[1])
+        let startAt = try #require(summary["startAt"] as? [String: Any])
+        #expect((startAt["refused"] as? String)?.contains("more than --max-start-skew 0.05 s") == true, "\(startAt)")
+        #expect((summary["requests"] as? [String: Any])?["sent"] as? Int == 0 && summary["exitCode"] as? Int == 7)
+        let md = try String(contentsOf: folders[1].appendingPathComponent("summary.md"), encoding: .utf8)
+        #expect(md.contains("**Refused to start**"))
+        // The merge says which shard did not start with the others, and fails.
+        let merged = dir.appendingPathComponent("merged")
+        let merge = try CLI.run(["merge"] + folders.map(\.path) + ["--out", merged.path])
+        #expect(merge.status == 7, "\(merge.stderr)")
+        #expect(merge.stderr.contains("not started together: shard 1/2 ready"), "\(merge.stderr)")
+        let mergedStart = try #require(try PushCommandTests.summary(merged)["startAt"] as? [String: Any])
+        #expect((mergedStart["refused"] as? String)?.hasPrefix("shard 1/2 ") == true)
+        // compare judges nothing of a run that sent nothing.
+        let compare = try CLI.run(["compare", folders[0].path, folders[1].path])
+        #expect(compare.status == 3, "\(compare.stderr)")
+    }
 }
