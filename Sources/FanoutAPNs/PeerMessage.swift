@@ -27,14 +27,8 @@ public struct TokenDirectory: Sendable {
         bytes.withUnsafeBytes { hash($0) }
     }
 
-    static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in bytes {
-            h ^= UInt64(b)
-            h = h &* 0x100_0000_01b3
-        }
-        return h
-    }
+    @inline(__always)
+    static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 { FNV1a.hash(bytes) }
 
     public func owner(_ token: ArraySlice<UInt8>) -> Int? {
         owners[TokenDirectory.hash(token)].map(Int.init)

@@ -12,6 +12,12 @@ public enum FNV1a {
         return h
     }
 
+    /// A hash as 16 lowercase hex digits (the configuration, flags and trace hashes reports show).
+    public static func hex(_ h: UInt64) -> String {
+        let digits = String(h, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+
     /// The hash of a collection of bytes, continuing from `h`.
     @inlinable @inline(__always)
     public static func hash(_ bytes: some Collection<UInt8>, from h: UInt64 = offsetBasis) -> UInt64 {

@@ -77,15 +77,11 @@ public struct ServeResults: Sendable {
 
         /// FNV-1a of the flags' sorted `name=value` lines, as hex.
         public var flagsHash: String {
-            var h: UInt64 = 0xcbf2_9ce4_8422_2325
+            var h = FNV1a.offsetBasis
             for line in flags.sorted(by: { $0.key < $1.key }).map({ "\($0.key)=\($0.value)\n" }) {
-                for b in line.utf8 {
-                    h ^= UInt64(b)
-                    h &*= 0x100_0000_01b3
-                }
+                h = FNV1a.hash(line.utf8, from: h)
             }
-            let hex = String(h, radix: 16)
-            return String(repeating: "0", count: 16 - hex.count) + hex
+            return FNV1a.hex(h)
         }
         public init(scenario: String, seed: UInt64, listen: String, transport: String, auth: String,
                     startedAt: String, gitRevision: String) {

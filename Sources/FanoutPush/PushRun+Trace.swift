@@ -33,9 +33,8 @@ public final class PushTrace {
         while let chunk = try file.read(upToCount: 1 << 20), !chunk.isEmpty {
             fnv = chunk.withUnsafeBytes { FNV1a.hash($0, from: fnv) }
         }
-        let hex = String(fnv, radix: 16)
         info = PushTraceInfo(
-            path: path, lines: pushes.lineCount, hash: String(repeating: "0", count: 16 - hex.count) + hex,
+            path: path, lines: pushes.lineCount, hash: FNV1a.hex(fnv),
             pushLines: pushes.pushes.count, notSent: pushes.otherOps)
         self.rateScale = rateScale
         self.durationSeconds = durationSeconds
@@ -58,9 +57,7 @@ public final class PushTrace {
     /// The configuration of the run (the trace's bytes, the time scale, the duration): shards of one run share it.
     var configHash: String {
         let text = "trace \(info.hash) rateScale \(rateScale) duration \(durationSeconds.map { "\($0)" } ?? "all")"
-        let fnv = Array(text.utf8).withUnsafeBytes { Shard.fnv1a($0) }
-        let hex = String(fnv, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
+        return FNV1a.hex(FNV1a.hash(text.utf8))
     }
 }
 

@@ -1,3 +1,4 @@
+import FanoutCore
 import FanoutMetrics
 
 extension Scenario {
@@ -107,12 +108,6 @@ extension Scenario {
 
     /// FNV-1a 64 of the canonical text, in hex: equal hashes mean equal configurations.
     public var configHash: String {
-        var h: UInt64 = 0xCBF2_9CE4_8422_2325
-        for byte in canonicalText.utf8 {
-            h ^= UInt64(byte)
-            h = h &* 0x100_0000_01B3
-        }
-        let hex = String(h, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
+        FNV1a.hex(FNV1a.hash(canonicalText.utf8))
     }
 }
