@@ -23,8 +23,9 @@ struct HTTPClientFailureTests {
         var first: HTTPClient.Response?
         var second: HTTPClient.Response?
         try client.post(url: "http://127.0.0.1:\(slow.port)/a", body: Array("{}".utf8)) { first = $0 }
-        // The first request's socket is watched (its connection made, its request on its way).
-        Self.run(loop) { client.watchedSockets > 0 && (try? slow.requests().count) == 1 }
+        // The first request's socket is watched (its connection on its way); reading the backend's log here, over and
+        // over, leaked in Foundation's String(contentsOf:) under LeakSanitizer.
+        Self.run(loop) { client.watchedSockets > 0 }
         #expect(client.watchedSockets == 1)
         // From now on, no new socket can be watched.
         let watched = Set(client.watchedSocketNumbers)
