@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Seeds for the push fuzz target (the client side): a setup byte (bits 0-2: requests submitted - 1; bit 3: the
 target sends a valid server preface first; bit 4: small bounds; bit 5: the client's stream limit 2; bit 6: requests
-submitted from the callbacks; bit 7: one more request between the two reads; see Sources/FuzzPush/FuzzPush.swift),
-then what a server sends: frames built here with the `hpack` library's encoder (the client's streams are 1, 3, 5...).
+submitted from the callbacks; bit 7: one more request between the two reads), a bounds byte (bit 0: --max-queued 2;
+bit 1: stream ids 12 short of their end; bit 2: the request deadline swept; bit 3: PINGs swept; bit 4: the connect
+deadline swept; see Sources/FuzzPush/FuzzPush.swift), then what a server sends: frames built here with the `hpack`
+library's encoder (the client's streams are 1, 3, 5..., or from 2147483635 with bit 1).
 
     python3 Fuzz/make-push-corpus.py   # writes Fuzz/corpus/push/*.bin
 
@@ -116,6 +118,22 @@ def seeds():
     s = Server()
     yield "priority-and-small-frames", 0x20 | 7, settings(max_frame_size=16384, header_table_size=0) + frame(
         PRIORITY, 0, 1, struct.pack(">IB", 0, 16)) + b"".join(s.answer(k) for k in range(1, 17, 2))
+    # The bounds byte (a third field): the queue bound, the stream ids' end, the deadlines.
+    # (The target's preface first, bit 3: the requests go out before the input answers them.)
+    s = Server()
+    yield "queue-bound", 8 | 0x20 | 7, s.answer(1) + s.answer(3) + s.answer(5), 1
+    s = Server()
+    last = 2147483647 - 12
+    yield "stream-ids-end", 8 | 7, b"".join(s.answer(last + 2 * k) for k in range(4)), 2
+    s = Server()
+    yield "stream-ids-end-chained", 8 | 0x40 | 3, s.answer(last) + s.answer(last + 2) + s.answer(last + 4), 2
+    s = Server()
+    yield "request-timeout", 8 | 3, s.answer(1) + frame(PING, 0, 0, b"12345678") + s.answer(3), 4
+    yield "ping-unanswered", 8 | 1, frame(PING, 0, 0, b"12345678"), 8
+    s = Server()
+    yield "connect-deadline", 3, preface + s.answer(1), 16
+    s = Server()
+    yield "all-deadlines", 0x20 | 0x80 | 5, preface + s.answer(1) + frame(GOAWAY, 0, 0, struct.pack(">II", 1, 0)), 31
 
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -124,9 +142,9 @@ os.makedirs(out, exist_ok=True)
 for old in os.listdir(out):
     os.remove(os.path.join(out, old))
 count = 0
-for name, setup, data in seeds():
-    assert len(data) + 1 <= 32768, name
+for name, setup, data, *bounds in seeds():
+    assert len(data) + 2 <= 32768, name
     with open(os.path.join(out, name + ".bin"), "wb") as f:
-        f.write(bytes([setup]) + data)
+        f.write(bytes([setup, bounds[0] if bounds else 0]) + data)
     count += 1
 print(f"wrote {count} seeds to {out}")

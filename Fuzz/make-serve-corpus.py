@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Seeds for the serve fuzz target: a setup byte (bit 0: provider tokens checked, bit 1: two workers, bit 2: the
-connection on worker 1, bit 3: faults, latency and the events judged), then what a client sends after the 24-byte HTTP/2 preface (the target adds the preface),
+connection on worker 1, bit 3: faults, latency and the events judged, bits 4-5: --manage-listen's push or management
+listener, bit 6: TLS, bit 7: a TLS client's handshake first), then what a client sends after the 24-byte HTTP/2
+preface (the target adds the preface),
 made with the `h2` library: SETTINGS and requests of every kind the endpoint serves, with a valid provider token
 where tokens are checked (and a few bad ones).
 
@@ -66,7 +68,11 @@ REQUESTS = {
 }
 # Setups (the first byte): one worker, two workers (the connection on worker 0, on worker 1); tokens or none; APNs
 # on a bad day (faults, latency) with the events judged.
-SETUPS = {"1w": 0, "2w": 2, "2w-on1": 6, "1w-bad": 8, "2w-on1-bad": 14}
+# --manage-listen: the connection on the push listener (bit 4) or on the management one (bit 5). TLS (bit 6) with
+# fanout's own client making the handshake and encrypting the input (bit 7), or the input as raw records.
+SETUPS = {"1w": 0, "2w": 2, "2w-on1": 6, "1w-bad": 8, "2w-on1-bad": 14, "1w-split-push": 16, "2w-split-manage": 34,
+          "2w-on1-split-push-bad": 30, "1w-tls": 192, "2w-on1-tls": 198, "2w-tls-split-manage": 226,
+          "1w-tls-raw": 64}
 # Provider tokens other than the good one, on a push (two workers, tokens checked).
 BAD_TOKENS = {
     "token-expired": token(iat=NOW - 7200),

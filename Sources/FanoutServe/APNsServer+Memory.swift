@@ -40,19 +40,23 @@ extension APNsServer {
     /// `connectionSettings`) as an accepted one is served: this server is its delegate, it gets its own
     /// provider-token state, it is counted, and it is started (its SETTINGS go to its output). Feed it with
     /// `receive` on this server's loop thread; it leaves when it ends (`abort`, GOAWAY, a protocol error).
-    public func adopt(_ connection: H2ServerConnection) throws {
+    /// `role`: the listener it arrived on, with `--manage-listen` (`.push` or `.manage`; `.all` without).
+    public func adopt(_ connection: H2ServerConnection, serving role: ServeListener.Role = .all) throws {
         try openInbox()
-        try register(connection)
+        try register(connection, serving: role)
     }
 
     /// Makes this server the connection's delegate, puts it on the loop's open-stream and unsent-bytes budget,
-    /// gives it its provider-token state, counts it and starts it.
-    func register(_ connection: H2ServerConnection) throws {
+    /// gives it its provider-token state and the listener it arrived on, counts it and starts it.
+    func register(_ connection: H2ServerConnection, serving role: ServeListener.Role) throws {
         connection.delegate = self
         connection.budget = streamBudget
         connections[ObjectIdentifier(connection)] = connection
-        connection.context = ProviderAuth.ConnectionState()
+        let state = ProviderAuth.ConnectionState()
+        state.serves = role
+        connection.context = state
         connectionStats[.accepted] += 1
+        if connection.isTLS { connectionStats[.tlsConnections] += 1 }
         connectionStats[.peakOpen] = max(connectionStats[.peakOpen], connections.count)
         try connection.start()
     }

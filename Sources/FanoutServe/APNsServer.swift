@@ -325,9 +325,7 @@ public final class APNsServer: H2ServerDelegate {
         }
         do {
             let connection = try H2ServerConnection(stream: stream, tls: tls, settings: connectionSettings)
-            if tls != nil { connectionStats[.tlsConnections] += 1 }
-            try register(connection)
-            if role != .all { unsafeDowncast(connection.context!, to: ProviderAuth.ConnectionState.self).serves = role }
+            try register(connection, serving: role)
         } catch {
             connectionStats.endReasons["\(error)", default: 0] += 1
             stream.close()

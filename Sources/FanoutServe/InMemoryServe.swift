@@ -37,10 +37,20 @@ public final class InMemoryServe {
     }
 
     /// A client's connection to worker `worker`, served by it (its SETTINGS already written to `output`).
-    public func open(on worker: Int, output: @escaping (UnsafeRawBufferPointer) -> Void) throws -> H2ServerConnection {
+    /// Over TLS with `tls` (a server's context: `receive` takes ciphertext, `output` gets records); arrived on
+    /// `role`'s listener (with `--manage-listen` in the options).
+    public func open(
+        on worker: Int, tls: TLSContext? = nil, serving role: ServeListener.Role = .all,
+        output: @escaping (UnsafeRawBufferPointer) -> Void
+    ) throws -> H2ServerConnection {
         let server = servers[worker]
-        let connection = H2ServerConnection(output: output, settings: server.connectionSettings)
-        try server.adopt(connection)
+        let connection =
+            if let tls {
+                try H2ServerConnection(output: output, tls: tls, settings: server.connectionSettings)
+            } else {
+                H2ServerConnection(output: output, settings: server.connectionSettings)
+            }
+        try server.adopt(connection, serving: role)
         return connection
     }
 

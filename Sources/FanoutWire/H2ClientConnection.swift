@@ -229,10 +229,16 @@ public final class H2ClientConnection {
 
     func send(_ request: consuming H2ClientRequest) {
         guard let session else { return }
-        // No stream id left (or nghttp2 refuses new streams for another reason): drained, the request handed back.
+        // nghttp2 takes no new stream: the ids' end (drained, the request handed back for the replacement), or the
+        // session is ending (nghttp2 answered a protocol error in the last read with GOAWAY): handed back, as at any
+        // end, and not counted as the ids' end.
         if nghttp2_session_check_request_allowed(session) == 0 {
-            beginDrainingForStreamIds()
-            fail(request, .streamIdsExhausted, submittedNanos: 0)
+            if Int(nghttp2_session_get_next_stream_id(session)) > streamIdDrainPoint {
+                beginDrainingForStreamIds()
+                fail(request, .streamIdsExhausted, submittedNanos: 0)
+            } else {
+                fail(request, .connectionEnded, submittedNanos: 0)
+            }
             return
         }
         // The request moves into its record (no copy); what follows reads it there.

@@ -177,6 +177,20 @@ public final class H2ServerConnection {
         openedNanos = EventLoop.hrtimeNanos
     }
 
+    /// An in-memory connection over TLS (`context`, a server's): ``receive(_:)`` takes ciphertext and `output`
+    /// gets TLS records, as a socket's would (the serve fuzz target's TLS inputs).
+    public init(
+        output: @escaping (UnsafeRawBufferPointer) -> Void, tls context: TLSContext, settings: H2ServerSettings
+    ) throws(TLSError) {
+        transport = H2Transport(stream: nil, output: output, tls: try TLSSession(context: context), watermark: .max)
+        self.settings = settings
+        memory = NGHTTP2Pool(cacheLimit: settings.memoryCacheBytes)
+        openedNanos = EventLoop.hrtimeNanos
+    }
+
+    /// Whether the connection is over TLS.
+    public var isTLS: Bool { transport.tls != nil }
+
     /// Bytes read and written over the connection's life (socket connections).
     public var bytesRead: Int { stream?.bytesRead ?? 0 }
     public var bytesWritten: Int { (stream?.bytesWritten ?? 0) + (stream?.pendingWriteBytes ?? 0) }

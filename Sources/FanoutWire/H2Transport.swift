@@ -98,6 +98,7 @@ final class H2Transport {
                 sent.skipped = true
                 return sent
             }
+            if let tls { return sendEncrypted(session, tls, pending: 0, sent) }
             var wrote = false
             while let chunk = next(session, queued: 0, &sent) {
                 output(chunk)
@@ -120,6 +121,13 @@ final class H2Transport {
             })
             return sent
         }
+        return sendEncrypted(session, tls, pending: pending, sent)
+    }
+
+    /// Under TLS (a socket's, or an in-memory connection's): nghttp2's frames encrypted in one piece, then the
+    /// records written (`writeCiphertext`); during the handshake only its records.
+    private func sendEncrypted(_ session: OpaquePointer, _ tls: TLSSession, pending: Int, _ sent: Sent) -> Sent {
+        var sent = sent
         guard tls.handshakeDone else {
             writeCiphertext()
             sent.skipped = true

@@ -76,14 +76,15 @@ public final class TLSContext {
 
 /// One connection's TLS state over memory BIOs: ciphertext from the socket goes in with `feed`, plaintext
 /// comes out of `readPlaintext`; plaintext to send goes in with `writePlaintext` and ciphertext to put on
-/// the socket comes out of `takeCiphertext`. No socket is touched here: the event loop owns I/O.
-final class TLSSession {
+/// the socket comes out of `takeCiphertext`. No socket is touched here: the event loop owns I/O. Public so that an
+/// in-memory peer (the serve fuzz target's client, tests) speaks real TLS to an in-memory connection.
+public final class TLSSession {
     private let ssl: OpaquePointer
     private let incoming: OpaquePointer
     private let outgoing: OpaquePointer
-    private(set) var handshakeDone = false
+    public private(set) var handshakeDone = false
 
-    init(context: TLSContext) throws(TLSError) {
+    public init(context: TLSContext) throws(TLSError) {
         guard let ssl = SSL_new(context.context) else { throw TLSError("SSL_new") }
         guard let incoming = BIO_new(BIO_s_mem()), let outgoing = BIO_new(BIO_s_mem()) else {
             SSL_free(ssl)
@@ -99,7 +100,7 @@ final class TLSSession {
     /// A client's session for `serverName` (a DNS name or an IP literal): SNI for a name (none for an address, as
     /// RFC 6066 says), the certificate checked against the name or address when the context verifies, and `h2`
     /// required from ALPN once the handshake is done. ``startHandshake()`` writes the ClientHello.
-    init(clientContext context: TLSContext, serverName: String) throws(TLSError) {
+    public init(clientContext context: TLSContext, serverName: String) throws(TLSError) {
         precondition(context.isClient, "a client session needs a client context")
         guard let ssl = SSL_new(context.context) else { throw TLSError("SSL_new") }
         guard let incoming = BIO_new(BIO_s_mem()), let outgoing = BIO_new(BIO_s_mem()) else {
@@ -131,7 +132,7 @@ final class TLSSession {
     private var requiresH2 = false
 
     /// A client's first flight (the ClientHello), waiting in ``takeCiphertext(_:)`` afterwards.
-    func startHandshake() throws(TLSError) {
+    public func startHandshake() throws(TLSError) {
         let status = SSL_do_handshake(ssl)
         if status == 1 { return }
         let error = SSL_get_error(ssl, status)
@@ -142,7 +143,7 @@ final class TLSSession {
     deinit { SSL_free(ssl) }
 
     /// Hands ciphertext from the socket to OpenSSL.
-    func feed(_ bytes: UnsafeRawBufferPointer) throws(TLSError) {
+    public func feed(_ bytes: UnsafeRawBufferPointer) throws(TLSError) {
         var offset = 0
         while offset < bytes.count {
             let n = BIO_write(incoming, bytes.baseAddress! + offset, Int32(bytes.count - offset))
@@ -153,7 +154,7 @@ final class TLSSession {
 
     /// Advances the handshake and decrypts what is available into `sink`. Throws on a TLS failure (the
     /// alert, if any, is waiting in `takeCiphertext`).
-    func readPlaintext(into sink: (UnsafeRawBufferPointer) -> Void) throws(TLSError) {
+    public func readPlaintext(into sink: (UnsafeRawBufferPointer) -> Void) throws(TLSError) {
         if !handshakeDone {
             let status = SSL_do_handshake(ssl)
             if status != 1 {
@@ -192,7 +193,7 @@ final class TLSSession {
     }
 
     /// Encrypts plaintext to send (after the handshake).
-    func writePlaintext(_ bytes: UnsafeRawBufferPointer) throws(TLSError) {
+    public func writePlaintext(_ bytes: UnsafeRawBufferPointer) throws(TLSError) {
         var offset = 0
         while offset < bytes.count {
             let n = SSL_write(ssl, bytes.baseAddress! + offset, Int32(bytes.count - offset))
@@ -202,10 +203,10 @@ final class TLSSession {
     }
 
     /// Some ciphertext waits for the socket.
-    var hasCiphertext: Bool { COpenSSL_BIO_pending(outgoing) > 0 }
+    public var hasCiphertext: Bool { COpenSSL_BIO_pending(outgoing) > 0 }
 
     /// Ciphertext waiting for the socket (handshake records, alerts, encrypted frames).
-    func takeCiphertext(_ sink: (UnsafeRawBufferPointer) -> Void) {
+    public func takeCiphertext(_ sink: (UnsafeRawBufferPointer) -> Void) {
         while COpenSSL_BIO_pending(outgoing) > 0 {
             withUnsafeTemporaryAllocation(byteCount: 16 * 1024, alignment: 16) { buffer in
                 let n = BIO_read(outgoing, buffer.baseAddress, Int32(buffer.count))

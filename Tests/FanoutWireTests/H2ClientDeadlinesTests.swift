@@ -212,6 +212,24 @@ struct H2ClientDeadlinesTests {
         try loop.close()
     }
 
+    @Test("a protocol error in the read that made the connection ready: its queue handed back as the end, not the ids'")
+    func protocolErrorIsNotTheIdsEnd() throws {
+        let loop = try EventLoop()
+        do {
+            let client = MemoryClient(loop: loop)
+            for r in requests(3) { client.connection.submit(r) }
+            #expect(client.connection.queuedRequests == 3)
+            // SETTINGS, then an answer on a stream never opened (the requests wait for the read's end): nghttp2 ends
+            // the session with GOAWAY PROTOCOL_ERROR and takes no new stream, its ids far from their end.
+            client.receive(ServerFrames.settings() + ServerFrames.ok(1))
+            #expect(client.connection.handedBackAtStreamIds == 0 && client.drains == 0)
+            #expect(client.outcomes.count == 3)
+            #expect(client.outcomes.allSatisfy { $0.failure == .connectionEnded && $0.unprocessed != nil })
+            client.connection.close()
+        }
+        try loop.close()
+    }
+
     @Test("REFUSED_STREAM without GOAWAY: handed back for another try (RFC 9113 §8.7); CANCEL is not")
     func refusedStream() throws {
         let loop = try EventLoop()

@@ -13,6 +13,15 @@ import UVLoop
 ///   bit 6: each request that ends (the first 8) submits another from inside the callback, and one handed back
 ///          unprocessed is submitted again once;
 ///   bit 7: one more request is submitted between the two reads.
+/// The second byte picks push's bounds and deadlines (`fanout push`'s owner sweeps them: here on a made-up clock):
+///   bit 0: `--max-queued 2` (requests past the client's stream limit and two queued fail as `dropped (queue full)`);
+///   bit 1: the stream ids start 12 short of their end with a margin of 4 (`--first-stream-id`): the connection
+///          drains, hands back what it did not send, and fails nothing for it;
+///   bit 2: `--request-timeout 10` swept 20 s after the requests were handed over, between the two reads (open
+///          streams reset with CANCEL, queued ones failed, as `timeout`);
+///   bit 3: `--ping-interval 10` swept at once (a PING goes out) and 30 s later after the second read (unless the
+///          input answered it, a half-open connection: ended);
+///   bit 4: `--connect-timeout 10` swept 11 s after the opening, before the input (not ready by then: ended).
 /// Then the connection is closed by the client.
 /// Invariants: no crash, leak (AddressSanitizer) or hang; every submitted request ends exactly once, and none after
 /// the connection said it closed unless submitted after that; the connection's counts add up to the requests; an answer has a status and no
@@ -76,11 +85,36 @@ func check(_ response: H2ClientResponse, _ settings: H2ClientSettings) {
     }
 }
 
+/// The owner's sweep at `now`; what it says it did must be what the connection did.
+func sweep(_ connection: H2ClientConnection, at now: UInt64, _ deadlines: ClientDeadlines) {
+    let closedBefore = closedCalls
+    let timeoutsBefore = connection.requestTimeouts
+    switch connection.sweep(now: now, deadlines) {
+    case .none:
+        if connection.requestTimeouts != timeoutsBefore { fatalError("fuzz invariant: requests expired unsaid") }
+    case .ended:
+        if closedCalls != closedBefore + 1 { fatalError("fuzz invariant: a sweep ended the connection unclosed") }
+    case .expired(let n):
+        if n <= 0 || connection.requestTimeouts != timeoutsBefore + n {
+            fatalError("fuzz invariant: \(n) expired, \(connection.requestTimeouts - timeoutsBefore) counted")
+        }
+    }
+}
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzPush(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
-    guard size > 0, let data else { return 0 }
+    guard size > 1, let data else { return 0 }
     let setup = data[0]
+    let bounds = data[1]
     var settings = H2ClientSettings()
+    if bounds & 1 != 0 { settings.maxQueued = 2 }
+    if bounds & 2 != 0 {
+        settings.streamIdMargin = 4
+        settings.firstStreamId = Int32.max - 12
+    }
+    let deadlines = ClientDeadlines(
+        connectSeconds: bounds & 16 != 0 ? 10 : 0, requestSeconds: bounds & 4 != 0 ? 10 : 0,
+        pingIntervalSeconds: bounds & 8 != 0 ? 10 : 0)
     if setup & 16 != 0 {
         settings.maxResponseHeaderBytes = 512
         settings.maxResponseHeaderFields = 8
@@ -96,7 +130,7 @@ public func fuzzPush(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     late = []
     var chained = 0
     var resubmitted = Set<Int>()
-    let input = UnsafeRawBufferPointer(start: data + 1, count: size - 1)
+    let input = UnsafeRawBufferPointer(start: data + 2, count: size - 2)
     do {
         let connection = H2ClientConnection(loop: loop, output: { written += $0.count }, settings: settings)
         connection.onResponse = { c, response in
@@ -112,12 +146,17 @@ public func fuzzPush(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
             }
         }
         connection.onClosed = { _ in closedCalls += 1 }
+        let opened = connection.openedNanos
         for tag in 0...Int(setup & 7) { submit(connection, request(tag)) }
+        if bounds & 16 != 0 { sweep(connection, at: opened + 11_000_000_000, deadlines) }
         if setup & 8 != 0 { serverPreface.withUnsafeBytes { connection.receive($0) } }
+        if bounds & 8 != 0 { sweep(connection, at: opened + 1, deadlines) }
         let half = input.count / 2
         connection.receive(UnsafeRawBufferPointer(rebasing: input[..<half]))
+        if bounds & 4 != 0 { sweep(connection, at: EventLoop.hrtimeNanos + 20_000_000_000, deadlines) }
         if setup & 128 != 0 { submit(connection, request(99)) }
         connection.receive(UnsafeRawBufferPointer(rebasing: input[half...]))
+        if bounds & 8 != 0 { sweep(connection, at: opened + 30_000_000_000, deadlines) }
         connection.close(reason: "end of the fuzz input")
         if closedCalls != 1 { fatalError("fuzz invariant: onClosed called \(closedCalls) times") }
         if connection.openStreams != 0 || connection.queuedRequests != 0 {
@@ -126,6 +165,13 @@ public func fuzzPush(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         let counted = connection.responsesReceived + connection.streamsReset + connection.failedByGoAway
             + connection.failedByConnectionEnd + connection.failedSubmissions + connection.responsesTooLarge
             + connection.requestTimeouts + connection.droppedQueueFull + connection.handedBackAtStreamIds
+        // Only a connection whose ids were started near their end drains for them (a session nghttp2 ends after a
+        // protocol error is not one).
+        if connection.handedBackAtStreamIds > 0 && bounds & 2 == 0 {
+            fatalError("fuzz invariant: \(connection.handedBackAtStreamIds) handed back at the ids' end, ids far from it")
+        }
+        if connection.droppedQueueFull > 0 && bounds & 1 == 0 { fatalError("fuzz invariant: a queue drop unbounded") }
+        if connection.requestTimeouts > 0 && bounds & 4 == 0 { fatalError("fuzz invariant: a timeout with no deadline") }
         if counted != submitted {
             fatalError("fuzz invariant: \(submitted) requests submitted, \(counted) counted by the connection")
         }
