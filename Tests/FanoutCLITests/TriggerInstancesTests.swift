@@ -104,6 +104,23 @@ struct TriggerInstancesTests {
         #expect(refused > 0 && failing["successes"] as? Int == 0 && failing["failures"] as? Int == refused)
         #expect((trigger["byStatus"] as! [String: Int])["500"] == refused)
         #expect(serve.stderr.contains("by URL: \(a.url) none; \(b.url) \(refused) answered 500"), "\(serve.stderr)")
+        // fanout compare shows each URL's counts and judges none (the totals are gated): against a baseline whose
+        // failing instance refused nothing (its row edited, the totals left as they are) it exits 0.
+        var edited = try serve.summary()
+        var section = edited["trigger"] as! [String: Any]
+        var editedRows = section["byURL"] as! [[String: Any]]
+        editedRows[1]["failures"] = 0
+        section["byURL"] = editedRows
+        edited["trigger"] = section
+        let baseline = serve.directory.appendingPathComponent("baseline.json")
+        try JSONSerialization.data(withJSONObject: edited).write(to: baseline)
+        let compared = try CLI.run(["compare", baseline.path, serve.folder.path, "--format", "json"])
+        #expect(compared.status == 0, "\(compared.stdout)\n\(compared.stderr)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(compared.stdout.utf8)) as? [String: Any])
+        let shown = (json["counts"] as! [[String: Any]]).filter { ($0["name"] as! String).hasPrefix("trigger.byURL.") }
+        #expect(shown.count == 6 && shown.allSatisfy { $0["verdict"] as? String == "info" }, "\(shown)")
+        let row = shown.first { $0["name"] as? String == "trigger.byURL.\(b.url).failures" }
+        #expect(row?["baseline"] as? Int == 0 && row?["current"] as? Int == refused, "\(shown)")
     }
 
     @Test("a hanging instance fills only its own --trigger-concurrency slots: the other's events never wait")
