@@ -128,13 +128,14 @@ struct TriggerInstancesTests {
         let hanging = try TriggerBackend("h1", ["--delay", "30"])
         let healthy = try TriggerBackend("h1")
         // Not judged (exit 3): events waited for a slot, the hanging instance's.
-        let (_, trigger) = try triggerRun(
+        let (serve, trigger) = try triggerRun(
             ["--trigger", hanging.url + "," + healthy.url, "--trigger-concurrency", "2", "--trigger-spread",
              "round-robin"], status: 3)
         let rows = try byURL(trigger)
         rowsAddUp(rows, trigger, sent: "sent", pairs: Self.triggerPairs)
         #expect(rows[0]["peakInFlight"] as? Int == 2 && (rows[0]["waitedForSlot"] as! Int) > 0, "\(rows[0])")
         #expect(rows[1]["waitedForSlot"] as? Int == 0 && rows[1]["unsentAtShutdown"] as? Int == 0, "\(rows[1])")
+        #expect(serve.stderr.contains("per URL; \(hanging.url): \(rows[0]["waitedForSlot"] as! Int))"), "\(serve.stderr)")
         let answered = rows[1]["successes"] as! Int
         #expect(answered > 5 && answered + (rows[1]["cancelledAtShutdown"] as! Int) == rows[1]["sent"] as! Int)
     }
