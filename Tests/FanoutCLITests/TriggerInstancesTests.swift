@@ -91,6 +91,22 @@ struct TriggerInstancesTests {
         #expect(instances.values.contains { $0.count == 2 })
     }
 
+    @Test("HTTP/2 (--trigger-http 2): two h2c instances on one libcurl multi handle, each over its own connections")
+    func http2() throws {
+        let a = try TriggerBackend("h2c")
+        let b = try TriggerBackend("h2c")
+        let (_, trigger) = try triggerRun(["--trigger", a.url + "," + b.url, "--trigger-http", "2"], seconds: 2)
+        let rows = try byURL(trigger)
+        rowsAddUp(rows, trigger, sent: "sent", pairs: Self.triggerPairs)
+        for (k, backend) in [a, b].enumerated() {
+            let seen = try backend.requests()
+            #expect(!seen.isEmpty && seen.allSatisfy { $0["version"] as? String == "2" }, "instance \(k)")
+            #expect(arrivedAsSent(seen.count, rows[k]), "\(seen.count) seen, \(rows[k])")
+            let cancelled = rows[k]["cancelledAtShutdown"] as! Int
+            #expect((rows[k]["byStatus"] as! [String: Int]) == ["200": (rows[k]["sent"] as! Int) - cancelled])
+        }
+    }
+
     @Test("one instance answers 500: its failures counted under its URL only, the run fails on trigger.failures")
     func oneInstanceFails() throws {
         let a = try TriggerBackend("h1")
