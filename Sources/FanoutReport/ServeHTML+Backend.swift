@@ -63,7 +63,8 @@ extension ServeHTML {
                     ? "The backend accepted every event it answered: \(Units.grouped(t.successes)) of "
                         + "\(Units.grouped(t.sent)) triggers answered 2xx; "
                     : "<b class=\"bad\">The backend accepted \(Units.grouped(t.successes)) of \(Units.grouped(t.sent)) "
-                        + "events</b> (" + parts.joined(separator: ", ") + "); ") + inFlight + lag + ".")
+                        + "events</b> (" + parts.joined(separator: ", ") + byURLText(t.byURL) + "); ") + inFlight + lag
+                    + ".")
         }
         if let g = info.registration {
             lines.append(g.registered == g.activities
@@ -74,6 +75,12 @@ extension ServeHTML {
         }
         return "<section>\n<h2>Through your backend</h2>\n<ul>\n"
             + lines.map { "<li>\($0)</li>\n" }.joined() + "</ul>\n</section>\n"
+    }
+
+    /// Several instances with failures: "; by URL: http://a/t none; http://b/t 38 answered 500" ("" otherwise).
+    static func byURLText(_ rows: [BackendURLResults]) -> String {
+        guard rows.count > 1, rows.contains(where: { $0.failures > 0 }) else { return "" }
+        return e("; by URL: " + BackendURLResults.failureText(rows))
     }
 
     /// When the backend falls behind, endToEnd grows while the run goes on: the median of the per-second endToEnd

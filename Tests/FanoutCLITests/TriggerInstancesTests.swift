@@ -120,6 +120,8 @@ struct TriggerInstancesTests {
         #expect(refused > 0 && failing["successes"] as? Int == 0 && failing["failures"] as? Int == refused)
         #expect((trigger["byStatus"] as! [String: Int])["500"] == refused)
         #expect(serve.stderr.contains("by URL: \(a.url) none; \(b.url) \(refused) answered 500"), "\(serve.stderr)")
+        let html = CLI.text(of: serve.folder.appendingPathComponent("report.html"))
+        #expect(html.contains("by URL: \(a.url) none; \(b.url) \(refused) answered 500"))
         // fanout compare shows each URL's counts and judges none (the totals are gated): against a baseline whose
         // failing instance refused nothing (its row edited, the totals left as they are) it exits 0.
         var edited = try serve.summary()
