@@ -58,8 +58,9 @@ public final class TriggerSender {
         sender = try BackendSender(loop: loop, target: options.target)
         let n = options.urls.count
         if n > 1 && options.spread == .hash {
+            var name: [UInt8] = []
             laneOfSource = world.sourceApp.indices.map { source in
-                var name: [UInt8] = []
+                name.removeAll(keepingCapacity: true)
                 world.appendChannelId(source: source, to: &name)
                 return Int32(TriggerSender.lane(sourceId: name, urls: n))
             }
