@@ -141,6 +141,22 @@ struct TriggerInstancesTests {
         #expect(row?["baseline"] as? Int == 0 && row?["current"] as? Int == refused, "\(shown)")
     }
 
+    @Test("an instance nothing listens on: its connection errors (and never-left requests) under its URL only")
+    func refusedInstance() throws {
+        let a = try TriggerBackend("h1")
+        let refused = "http://127.0.0.1:\(try closedPort())/t"
+        let (_, trigger) = try triggerRun(["--trigger", refused + "," + a.url], seconds: 2, status: 2)
+        let rows = try byURL(trigger)
+        rowsAddUp(rows, trigger, sent: "sent", pairs: Self.triggerPairs)
+        let errors = (rows[0]["errors"] as! [String: Int]).values.reduce(0, +)
+        #expect(errors > 0 && (rows[0]["byStatus"] as! [String: Int]).isEmpty, "\(rows[0])")
+        #expect(errors + (rows[0]["cancelledAtShutdown"] as! Int) == rows[0]["sent"] as! Int)
+        #expect((rows[0]["errors"] as! [String: Int]).keys.allSatisfy { $0.contains("connect") }, "\(rows[0])")
+        #expect((rows[0]["neverLeft"] as! Int) >= errors, "a refused request never left")
+        #expect((rows[1]["errors"] as! [String: Int]).isEmpty && rows[1]["failures"] as? Int == 0, "\(rows[1])")
+        #expect((rows[1]["successes"] as! Int) > 0)
+    }
+
     @Test("a hanging instance fills only its own --trigger-concurrency slots: the other's events never wait")
     func boundPerURL() throws {
         let hanging = try TriggerBackend("h1", ["--delay", "30"])
