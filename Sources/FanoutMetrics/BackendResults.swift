@@ -70,6 +70,7 @@ public struct TriggerResults: BackendCounted, Sendable {
     public var spread = BackendSpread.hash
     /// Each URL's share, in the order given (one row with one URL; empty in results built without a sender).
     public var byURL: [BackendURLResults] = []
+    /// `--trigger-concurrency`: requests in flight at most, to each URL.
     public var concurrency = 0
     /// Events POSTed.
     public var sent = 0
@@ -82,7 +83,7 @@ public struct TriggerResults: BackendCounted, Sendable {
     public var unsentAtShutdown = 0
     /// Events that found every slot busy at their intended time and waited (their wait is in `scheduleLagNanos`).
     public var waitedForSlot = 0
-    /// The most requests in flight at once (at most `concurrency`).
+    /// The most requests in flight at once (at most `concurrency` × the URLs: the bound is per URL).
     public var peakInFlight = 0
     /// Every event of the schedule was sent and answered (or timed out, or failed) before serving stopped.
     public var completed = false

@@ -22,9 +22,9 @@ public struct RegisterOptions: BackendTargeted, Sendable {
 }
 
 /// Registers every activity of population.jsonl with a backend before the scenario's events start: each line (the
-/// §5 object) POSTed as it is, first attempts at `ratePerSecond` (open loop), at most `concurrency` in flight, a
-/// failure retried with backoff up to `attempts`, until every activity has ended or the deadline. Runs on a loop
-/// of its own (``run(populationFile:options:)``), before serving starts.
+/// §5 object) POSTed as it is, first attempts at `ratePerSecond` (open loop), at most `concurrency` in flight (per
+/// URL), a failure retried with backoff up to `attempts`, until every activity has ended or the deadline. Runs on a
+/// loop of its own (``run(populationFile:options:)``), before serving starts.
 ///
 /// Several URLs (`--register A,B`, instances of one backend sharing their store): round robin by line, line k's
 /// first attempt to URL k mod N and each retry to the next URL, so that an instance that fails hands its activities
