@@ -196,7 +196,7 @@ struct Serve: ParsableCommand {
     @Option(
         help: ArgumentHelp(
             "POST each source event of the scenario to URL at its intended time (docs/INGEST.md §5: source, app, "
-                + "event, timestamp, content-state, …, intendedAt), from the first event loop, counted from when "
+                + "event, timestamp, content-state, …, intendedAt), from a loop of its own, counted from when "
                 + "serving starts; answers, timeouts and response times go to the run folder. Several instances of "
                 + "one backend: URL,URL,... (at most 64; --trigger-spread), counted per URL.",
             valueName: "URL[,URL...]"))
