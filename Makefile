@@ -238,6 +238,14 @@ trigger-bench: build
 	python3 scripts/trigger-bench.py --binary $(BIN) --runs $(TRIGGER_BENCH_RUNS) --push-load $(TRIGGER_BENCH_PUSH_LOAD) \
 	  --out reports/benchmarks/trigger-bench-$(BENCH_DATE).md
 
+## The trigger against several instances (scripts/trigger-instances-bench.py): the same 2,000 events/s to one URL
+## and to two (--trigger A,B, spread by a hash of the source) in turn, twice: schedule lag, response, each URL's
+## events, whether the per-URL counts add up (fails when they do not);
+## reports/benchmarks/trigger-instances-<date>.md. About 2 minutes.
+.PHONY: trigger-instances-bench
+trigger-instances-bench: build
+	python3 scripts/trigger-instances-bench.py --binary $(BIN) --out reports/benchmarks/trigger-instances-$(BENCH_DATE).md
+
 ## Hostile clients against fanout serve default on 2 loops, all at once (scripts/serve-attack.py): resets with
 ## pipelined requests, non-reading clients, 10,000 connections, 60 s of channel churn, future and extreme iat,
 ## 5,000 stalled streams, and a valid push every 200 ms. Fails if the server dies, its peak RSS passes 512 MiB,

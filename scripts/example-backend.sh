@@ -10,7 +10,8 @@
 # EXAMPLE_BACKEND_ARGS is passed on to backend.py, split at spaces: EXAMPLE_BACKEND_ARGS="--drop-every 10" runs it
 # with its deliberate fault (docs/BACKEND.md, *A gate for your backend's CI*); SERVE_ARGS likewise to fanout serve
 # (SERVE_ARGS="--settle 3", SERVE_ARGS="--faults 503=5% --seed 7", SERVE_ARGS="--latency p50=20ms,p99=80ms",
-# SERVE_ARGS="--rate-scale 2").
+# SERVE_ARGS="--rate-scale 2"). EXAMPLE_BACKEND_INSTANCES=2 runs two instances of it, sharing one SQLite file,
+# behind --register A,B and --trigger A,B (the per-URL counts are printed too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
@@ -27,11 +28,11 @@ echo "example-backend: fanout serve $scenario for $seconds s: registers the acti
     "($BACKEND_URL), sends it the scenario's events, judges the pushes it makes. Quiet until it ends (its stderr" \
     "goes to $WORK/serve.err, removed at exit); then its last 3 lines and the headline. Run folder: $out"
 status=0
-"$bin" serve "$scenario" "${SERVE_FLAGS[@]}" --workers 2 --register "$BACKEND_URL/register" --register-rate 5000 \
-    --trigger "$BACKEND_URL/trigger" --expect-events --duration "$seconds" --out "$out" \
+"$bin" serve "$scenario" "${SERVE_FLAGS[@]}" --workers 2 --register "$REGISTER_URLS" --register-rate 5000 \
+    --trigger "$TRIGGER_URLS" --expect-events --duration "$seconds" --out "$out" \
     ${serve_args[@]+"${serve_args[@]}"} 2> "$WORK/serve.err" > "$WORK/serve.out" || status=$?
 tail -3 "$WORK/serve.err"
-echo "backend: $(curl -s "$BACKEND_URL/stats")"
+for url in ${TRIGGER_URLS//,/ }; do echo "backend ${url%/trigger}: $(curl -s "${url%/trigger}/stats")"; done
 # The pushes --drop-push-every dropped, for checking fanout's skipped against them (kept beside the run folder).
 [ -d "$out" ] && curl -s "$BACKEND_URL/stats?dropped=1" > "$out/backend-dropped.json" || true
 # 2 (an objective broken) and 3 (not judged) come with a run folder: its figures are shown, then the status.
@@ -42,6 +43,11 @@ s = json.load(open(sys.argv[1]))
 r, t, e = s["registration"], s["trigger"], s["events"]
 print(f"registration: {r['registered']} of {r['activities']} activities registered, {r['failed']} failed")
 print(f"trigger: {t['sent']} events sent, by status {t['byStatus']}, {t['timeouts']} timeouts, {t['errors']} errors")
+for section, name in ((r, "registration"), (t, "trigger")):
+    rows = section.get("byURL", [])
+    if len(rows) > 1:
+        print(f"{name} by URL ({'add up' if section['byURLAddsUp'] else 'do NOT add up'} to the totals): "
+              + "; ".join(f"{u['url']} {u['sent']} sent, {u['successes']} 2xx, {u['failures']} failed" for u in rows))
 print(f"pushes: {s['requests']['acceptedPushes']} token pushes and {s['requests']['acceptedBroadcasts']} broadcasts "
       f"accepted of {s['requests']['total']} requests")
 e2e = e["endToEnd"]

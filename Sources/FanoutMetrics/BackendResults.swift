@@ -64,7 +64,13 @@ public enum BackendFailures {
 /// trigger-schedule-lag.hgrm). Every event sent ends in exactly one of: an answer (by status), a timeout, an
 /// error (by libcurl's message), or cancelled by the shutdown.
 public struct TriggerResults: BackendCounted, Sendable {
+    /// The URL, or the comma-separated URLs of several instances (`--trigger A,B`), as given.
     public var url = ""
+    /// How the events were spread over several URLs (one URL: every event to it).
+    public var spread = BackendSpread.hash
+    /// Each URL's share, in the order given (one row with one URL; empty in results built without a sender).
+    public var byURL: [BackendURLResults] = []
+    /// `--trigger-concurrency`: requests in flight at most, to each URL.
     public var concurrency = 0
     /// Events POSTed.
     public var sent = 0
@@ -77,7 +83,7 @@ public struct TriggerResults: BackendCounted, Sendable {
     public var unsentAtShutdown = 0
     /// Events that found every slot busy at their intended time and waited (their wait is in `scheduleLagNanos`).
     public var waitedForSlot = 0
-    /// The most requests in flight at once (at most `concurrency`).
+    /// The most requests in flight at once (at most `concurrency` × the URLs: the bound is per URL).
     public var peakInFlight = 0
     /// Every event of the schedule was sent and answered (or timed out, or failed) before serving stopped.
     public var completed = false
@@ -117,13 +123,18 @@ public struct TriggerResults: BackendCounted, Sendable {
         return "fanout serve: trigger \(url): \(successes) of \(sent) events answered 2xx"
             + (cancelledAtShutdown > 0 ? ", \(cancelledAtShutdown) cancelled at shutdown" : "")
             + "; failures: " + counts.failureText
+            + (byURL.count > 1 ? "; by URL: " + BackendURLResults.failureText(byURL) : "")
     }
 }
 
 /// What registration did (summary.json `registration`, summary.md): every activity ends registered (a 2xx),
 /// failed (every attempt refused, timed out or errored), or unregistered at the deadline.
 public struct RegisterResults: BackendCounted, Sendable {
+    /// The URL, or the comma-separated URLs of several instances (`--register A,B`), as given.
     public var url = ""
+    /// Each URL's share of the requests (line k's first attempt to URL k mod N, each retry to the next URL), in the
+    /// order given.
+    public var byURL: [BackendURLResults] = []
     public var activities = 0
     public var registered = 0
     public var failed = 0
@@ -154,7 +165,10 @@ public struct RegisterResults: BackendCounted, Sendable {
         var text = "fanout serve: registered \(registered) of \(activities) activities (\(failed) failed, "
             + "\(unregisteredAtDeadline) unregistered at the deadline, \(retries) retries) "
             + String(format: "in %.2f s", elapsedSeconds)
-        if counts.failures > 0 { text += "; failed attempts: " + counts.failureText }
+        if counts.failures > 0 {
+            text += "; failed attempts: " + counts.failureText
+            if byURL.count > 1 { text += "; by URL: " + BackendURLResults.failureText(byURL) }
+        }
         if interrupted { text += "; interrupted: serving ends at once" }
         return text
     }

@@ -241,7 +241,8 @@ extension Step {
     static func drainArguments(_ arguments: [String]) -> [String] {
         let dropped: Set<String> = [
             "--register-rate", "--register-attempts", "--register-deadline", "--trigger-concurrency",
-            "--trigger-timeout", "--trigger-http", "--trigger-ca", "--latency", "--faults", "--rate-scale",
+            "--trigger-timeout", "--trigger-http", "--trigger-ca", "--trigger-spread", "--trigger-max-lag", "--latency",
+            "--faults", "--rate-scale",
         ]
         var out: [String] = []
         var k = 0

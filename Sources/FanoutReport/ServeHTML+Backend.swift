@@ -63,7 +63,8 @@ extension ServeHTML {
                     ? "The backend accepted every event it answered: \(Units.grouped(t.successes)) of "
                         + "\(Units.grouped(t.sent)) triggers answered 2xx; "
                     : "<b class=\"bad\">The backend accepted \(Units.grouped(t.successes)) of \(Units.grouped(t.sent)) "
-                        + "events</b> (" + parts.joined(separator: ", ") + "); ") + inFlight + lag + ".")
+                        + "events</b> (" + parts.joined(separator: ", ") + byURLText(t.byURL) + "); ") + inFlight + lag
+                    + ".")
         }
         if let g = info.registration {
             lines.append(g.registered == g.activities
@@ -74,6 +75,12 @@ extension ServeHTML {
         }
         return "<section>\n<h2>Through your backend</h2>\n<ul>\n"
             + lines.map { "<li>\($0)</li>\n" }.joined() + "</ul>\n</section>\n"
+    }
+
+    /// Several instances with failures: "; by URL: http://a/t none; http://b/t 38 answered 500" ("" otherwise).
+    static func byURLText(_ rows: [BackendURLResults]) -> String {
+        guard rows.count > 1, rows.contains(where: { $0.failures > 0 }) else { return "" }
+        return e("; by URL: " + BackendURLResults.failureText(rows))
     }
 
     /// When the backend falls behind, endToEnd grows while the run goes on: the median of the per-second endToEnd
@@ -100,14 +107,18 @@ extension ServeHTML {
     /// The *Trigger* section (`--trigger`): counts, answers, errors, the response and schedule-lag spectra.
     static func trigger(_ info: ServeReport.Info) -> String {
         guard let t = info.trigger else { return "" }
-        var out = "<section>\n<h2>Trigger</h2>\n<p>POST \(e(t.url)), at most \(t.concurrency) in flight (peak "
-        out += "\(t.peakInFlight)): \(Units.grouped(t.sent)) events sent, \(Units.grouped(t.successes)) answered 2xx, "
+        var out = "<section>\n<h2>Trigger</h2>\n<p>POST \(e(t.url)), at most \(t.concurrency) in flight"
+        out += t.byURL.count > 1
+            ? " to each URL (events spread by \(t.spread.rawValue); peak \(t.peakInFlight) in all)"
+            : " (peak \(t.peakInFlight))"
+        out += ": \(Units.grouped(t.sent)) events sent, \(Units.grouped(t.successes)) answered 2xx, "
         out += "\(Units.grouped(t.timeouts)) timed out, \(Units.grouped(t.errors.values.reduce(0, +))) failed, "
         out += "\(Units.grouped(t.cancelledAtShutdown)) cancelled at shutdown, \(Units.grouped(t.unsentAtShutdown)) "
         out += "due but unsent at shutdown, \(Units.grouped(t.waitedForSlot)) waited for a free slot. sent = answered "
         out += "+ timeouts + errors + cancelled: \(t.identityHolds ? "holds" : "BROKEN").</p>\n"
         out += countTable("answer", t.byStatus.sorted { $0.key < $1.key }.map { (String($0.key), $0.value) })
         out += countTable("error", t.errors.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+        out += byURLTable(t.byURL, addsUp: t.byURLAddsUp, cancelled: "cancelled at shutdown", unsent: "unsent at shutdown")
         out += HTMLReport.spectrum(
             title: "Trigger percentile spectrum (from each event's intended time)",
             series: [("response", "#0072B2", t.responseNanos), ("scheduleLag", "#E69F00", t.scheduleLagNanos)])
@@ -128,6 +139,8 @@ extension ServeHTML {
         out += "\(g.identityHolds ? "holds" : "BROKEN").</p>\n"
         out += countTable("answer", g.byStatus.sorted { $0.key < $1.key }.map { (String($0.key), $0.value) })
         out += countTable("error", g.errors.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+        out += byURLTable(
+            g.byURL, addsUp: g.byURLAddsUp, cancelled: "cancelled at the deadline", unsent: "unsent at the deadline")
         return out + "</section>\n"
     }
 

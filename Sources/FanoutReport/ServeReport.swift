@@ -213,7 +213,9 @@ public enum ServeReport {
             "cancelledAtShutdown": t.cancelledAtShutdown, "unsentAtShutdown": t.unsentAtShutdown,
             "waitedForSlot": t.waitedForSlot, "peakInFlight": t.peakInFlight, "completed": t.completed,
             "identityHolds": t.identityHolds, "response": percentiles(t.responseNanos),
-            "scheduleLag": percentiles(t.scheduleLagNanos), "neverLeft": t.neverLeft,
+            "scheduleLag": percentiles(t.scheduleLagNanos), "neverLeft": t.neverLeft, "spread": t.spread.rawValue,
+            "byURL": byURLJSON(t.byURL, cancelled: "cancelledAtShutdown", unsent: "unsentAtShutdown"),
+            "byURLAddsUp": t.byURLAddsUp,
         ]
     }
 
@@ -227,7 +229,9 @@ public enum ServeReport {
             "byStatus": statuses, "timeouts": g.timeouts, "errors": g.errors,
             "elapsedSeconds": (g.elapsedSeconds * 1000).rounded() / 1000, "identityHolds": g.identityHolds,
             "interrupted": g.interrupted,
-            "response": percentiles(g.responseNanos),
+            "response": percentiles(g.responseNanos), "spread": BackendSpread.roundRobin.rawValue,
+            "byURL": byURLJSON(g.byURL, cancelled: "cancelledAtDeadline", unsent: "unsentAtDeadline"),
+            "byURLAddsUp": g.byURLAddsUp,
         ]
     }
 
@@ -243,6 +247,8 @@ public enum ServeReport {
         md += "activities = registered + failed + unregistered: " + (g.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n")
         md += MarkdownTable.counts("answer", "count", g.byStatus)
         md += MarkdownTable.counts("error", "attempts", g.errors)
+        md += byURLMarkdown(
+            g.byURL, addsUp: g.byURLAddsUp, cancelled: "cancelled at the deadline", unsent: "unsent at the deadline")
         return md
     }
 
@@ -250,7 +256,11 @@ public enum ServeReport {
     static func triggerMarkdown(_ info: Info) -> String {
         guard let t = info.trigger else { return "" }
         var md = "## Trigger\n\n"
-        md += "POST \(t.url), at most \(t.concurrency) in flight (peak \(t.peakInFlight)): \(t.sent) events sent, "
+        md += "POST \(t.url), at most \(t.concurrency) in flight"
+        md += t.byURL.count > 1
+            ? " to each URL (events spread by \(t.spread.rawValue); peak \(t.peakInFlight) in all)"
+            : " (peak \(t.peakInFlight))"
+        md += ": \(t.sent) events sent, "
         md += "\(t.successes) answered 2xx, \(t.timeouts) timed out, \(t.errors.values.reduce(0, +)) failed, "
         md += "\(t.cancelledAtShutdown) cancelled at shutdown; \(t.unsentAtShutdown) due but unsent at shutdown; "
         md += "\(t.waitedForSlot) waited for a free slot; \(t.neverLeft) never left (no connection). "
@@ -258,6 +268,8 @@ public enum ServeReport {
         md += "sent = answered + timeouts + errors + cancelled: " + (t.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n")
         md += MarkdownTable.counts("answer", "count", t.byStatus)
         md += MarkdownTable.counts("error", "count", t.errors)
+        md += byURLMarkdown(
+            t.byURL, addsUp: t.byURLAddsUp, cancelled: "cancelled at shutdown", unsent: "unsent at shutdown")
         md += "| µs from the intended time | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
         for (name, h) in [("response (answered)", t.responseNanos), ("schedule lag (request left)", t.scheduleLagNanos)] {
             let v = h.values(atPercentiles: [50, 90, 99, 99.9])

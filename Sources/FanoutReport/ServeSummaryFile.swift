@@ -99,6 +99,18 @@ public struct ServeSummaryFile: Sendable {
                 for (k, n) in try o.counts(key) { s.counts["\(section).\(key).\(k)"] = n }
             }
         }
+        // Several instances (`--trigger A,B`): each URL's requests, 2xx and failures, shown, never judged (the totals
+        // are; instances are named by their URLs, which may differ between two runs). One URL: no rows.
+        for section in ["trigger", "registration"] {
+            let o = (root.value as? [String: Any])?[section] as? [String: Any]
+            guard let rows = o?["byURL"] as? [[String: Any]], rows.count > 1 else { continue }
+            for row in rows {
+                guard let url = row["url"] as? String else { continue }
+                for key in ["sent", "successes", "failures"] {
+                    if let n = row[key] as? Int { s.counts["\(section).byURL.\(url).\(key)"] = n }
+                }
+            }
+        }
         if let t = try root.optionalObject("trigger") {
             s.counts["trigger.failures"] =
                 try t.int("sent") - (try t.int("successes")) - (try t.int("cancelledAtShutdown"))

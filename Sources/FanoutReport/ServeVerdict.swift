@@ -156,8 +156,14 @@ public struct ServeVerdict: Sendable, Equatable {
                 limits.append("the trigger left \(t.unsentAtShutdown) due events unsent (waiting for a free slot)")
             }
             if t.waitedForSlot > 0 {
+                // Several instances: the bound is per URL; which URLs' events waited.
+                let waited = t.byURL.count > 1
+                    ? " per URL; " + t.byURL.filter { $0.waitedForSlot > 0 }.map { "\($0.url): \($0.waitedForSlot)" }
+                        .joined(separator: ", ")
+                    : ""
                 limits.append(
-                    "\(t.waitedForSlot) events waited for a free trigger slot (--trigger-concurrency \(t.concurrency))")
+                    "\(t.waitedForSlot) events waited for a free trigger slot (--trigger-concurrency \(t.concurrency)"
+                        + waited + ")")
             }
             let lag = t.scheduleLagNanos.valueAtPercentile(99)
             if lag > t.maxScheduleLagNanos {

@@ -18,12 +18,17 @@ public struct RegisterOptions: BackendTargeted, Sendable {
     /// Registration stops here (`--register-deadline`): what is not registered then is counted, and serving starts.
     public var deadlineSeconds = 600.0
     public init(url: String) { target = BackendTarget(url: url) }
+    public init(urls: [String]) { target = BackendTarget(urls: urls) }
 }
 
 /// Registers every activity of population.jsonl with a backend before the scenario's events start: each line (the
-/// §5 object) POSTed as it is, first attempts at `ratePerSecond` (open loop), at most `concurrency` in flight, a
-/// failure retried with backoff up to `attempts`, until every activity has ended or the deadline. Runs on a loop
-/// of its own (``run(populationFile:options:)``), before serving starts.
+/// §5 object) POSTed as it is, first attempts at `ratePerSecond` (open loop), at most `concurrency` in flight (per
+/// URL), a failure retried with backoff up to `attempts`, until every activity has ended or the deadline. Runs on a
+/// loop of its own (``run(populationFile:options:)``), before serving starts.
+///
+/// Several URLs (`--register A,B`, instances of one backend sharing their store): round robin by line, line k's
+/// first attempt to URL k mod N and each retry to the next URL, so that an instance that fails hands its activities
+/// to the others; by line, not by the order requests happen to leave, so a run repeats.
 ///
 /// Tokens: `fanout serve` rotates the scenario's share of update tokens once, at start, before population.jsonl
 /// is written, so each line already carries the token in force; no token rotates while serving, so nothing is
@@ -77,6 +82,7 @@ public final class Registrar {
         var r = own
         r.requests = sender.sent
         r.counts = sender.counts
+        r.byURL = sender.byURL
         return r
     }
 
@@ -138,17 +144,24 @@ public final class Registrar {
         while nextLine < lineCount, firstDue(nextLine) <= now {
             let due = firstDue(nextLine)
             let pending = Pending(index: Int32(nextLine), line: lines.next() ?? [], attempt: 1, dueNanos: due)
-            sender.enqueue(pending, dueNanos: due)
+            sender.enqueue(pending, dueNanos: due, lane: lane(of: pending))
             nextLine += 1
         }
         for a in backoff.indices {
             var taken = 0
             while taken < backoff[a].count, backoff[a][taken].dueNanos <= now {
-                sender.enqueue(backoff[a][taken], dueNanos: backoff[a][taken].dueNanos)
+                let retry = backoff[a][taken]
+                sender.enqueue(retry, dueNanos: retry.dueNanos, lane: lane(of: retry))
                 taken += 1
             }
             if taken > 0 { backoff[a].removeFirst(taken) }
         }
+    }
+
+    /// An attempt's URL: line k's attempt a (from 1) goes to URL (k + a − 1) mod N.
+    private func lane(of p: Pending) -> Int {
+        let n = options.urls.count
+        return n > 1 ? (Int(p.index) + p.attempt - 1) % n : 0
     }
 
     /// The next first attempt or retry due; nil when every line is out and no retry waits.

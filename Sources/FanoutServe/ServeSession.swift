@@ -293,11 +293,15 @@ public final class ServeSession {
                 + String(format: "built in %.2f s", buildSeconds) + "; population: \(plan.folder)/population.jsonl"
                 + (listeners.manageShown.map { "; channel management on \($0)" } ?? "")
                 + options.faults.startLineText
-                + (options.trigger.map { "; triggering \($0.url) (the scenario's events from now)" } ?? ""))
+                + (options.trigger.map {
+                    "; triggering \($0.url) (the scenario's events from now"
+                        + ($0.urls.count > 1 ? ", spread by \($0.spread.rawValue) over \($0.urls.count) URLs)" : ")")
+                } ?? ""))
         guard let r = plan.register else { return nil }
         output.line(
             "fanout serve: registering \(activities) activities with \(r.url) at "
-                + String(format: "%g", r.ratePerSecond) + "/s")
+                + String(format: "%g", r.ratePerSecond) + "/s"
+                + (r.urls.count > 1 ? " (round robin over \(r.urls.count) URLs)" : ""))
         let registration: RegisterResults
         do {
             registration = try Registrar.run(

@@ -12,7 +12,10 @@ public struct TriggerOptions: BackendTargeted, Sendable {
     public var target: BackendTarget
     /// `--trigger-max-lag`: the schedule lag p99 above which the run is not judged (fanout sent the events late).
     public var maxScheduleLagNanos = TriggerResults.defaultMaxScheduleLagNanos
+    /// `--trigger-spread`: how the events are spread over several URLs (default: a hash of the source).
+    public var spread = BackendSpread.hash
     public init(url: String) { target = BackendTarget(url: url) }
+    public init(urls: [String]) { target = BackendTarget(urls: urls) }
 }
 
 /// Sends the scenario's source events to a backend on one event loop (its own, beside `fanout serve`'s), each at its
@@ -36,6 +39,10 @@ public final class TriggerSender {
     /// events due 0.3 ms from now wait up to a millisecond: at 2,000 events/s that was most of them).
     private let sender: BackendSender<SourceEvent>
     private var content: [UInt8] = []
+    /// `--trigger A,B` spread by hash: each source's URL (empty with one URL, or round robin).
+    private let laneOfSource: [Int32]
+    /// Round robin: the events released so far (the next one's URL is this modulo the URLs).
+    private var released = 0
     /// What only the trigger counts (the sender's counts are added in ``results``).
     private var own = TriggerResults()
 
@@ -49,8 +56,27 @@ public final class TriggerSender {
         self.t0UnixMillis = t0UnixMillis
         schedule = EventSchedule(scenario: world.scenario, world: world)
         sender = try BackendSender(loop: loop, target: options.target)
+        let n = options.urls.count
+        if n > 1 && options.spread == .hash {
+            var name: [UInt8] = []
+            laneOfSource = world.sourceApp.indices.map { source in
+                name.removeAll(keepingCapacity: true)
+                world.appendChannelId(source: source, to: &name)
+                return Int32(TriggerSender.lane(sourceId: name, urls: n))
+            }
+        } else {
+            laneOfSource = []
+        }
         own.url = options.url
+        own.spread = options.spread
         own.concurrency = options.concurrency
+    }
+
+    /// `--trigger-spread hash`: the URL (an index of the list) of a source's events, FNV-1a (64-bit) of its id as the
+    /// body's `source` carries it (`source-00042`) modulo the URLs: a function of the id alone, so that a run repeats
+    /// and a backend's operator can compute it too.
+    public static func lane(sourceId: [UInt8], urls: Int) -> Int {
+        Int(FNV1a.hash(sourceId) % UInt64(max(urls, 1)))
     }
 
     /// What the trigger did and measured so far.
@@ -62,6 +88,7 @@ public final class TriggerSender {
         r.peakInFlight = sender.peakInFlight
         r.scheduleLagNanos = sender.scheduleLagNanos
         r.neverLeft = sender.neverLeft
+        r.byURL = sender.byURL
         r.maxScheduleLagNanos = options.maxScheduleLagNanos
         return r
     }
@@ -94,8 +121,18 @@ public final class TriggerSender {
         while let event = schedule.peek(), event.intendedNanos <= elapsed {
             _ = schedule.next()
             guard world.sendsPush(event) else { continue }
-            sender.enqueue(event, dueNanos: t0Nanos &+ event.intendedNanos)
+            sender.enqueue(event, dueNanos: t0Nanos &+ event.intendedNanos, lane: lane(of: event))
         }
+    }
+
+    /// The URL an event goes to: its source's (hash), or the next in turn (round robin; events in the schedule's
+    /// order, so a run repeats).
+    private func lane(of event: SourceEvent) -> Int {
+        let n = options.urls.count
+        guard n > 1 else { return 0 }
+        if !laneOfSource.isEmpty { return Int(laneOfSource[event.source]) }
+        defer { released += 1 }
+        return released % n
     }
 
     /// An answered event's time from its intended one; a cancelled one counted (the rest is in the sender's counts).

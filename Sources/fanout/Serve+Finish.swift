@@ -50,8 +50,16 @@ extension Serve {
         if info.trigger.map({ !$0.identityHolds }) == true {
             throw CommandFailure("the trigger's identity is broken: sent ≠ answered + timeouts + errors + cancelled")
         }
+        if info.trigger.map({ !$0.byURLAddsUp }) == true {
+            throw CommandFailure(
+                "the trigger's per-URL counts do not add up to its totals (summary.json trigger.byURL)")
+        }
         if registration.map({ !$0.identityHolds }) == true {
             throw CommandFailure("registration's identity is broken: activities ≠ registered + failed + unregistered")
+        }
+        if registration.map({ !$0.byURLAddsUp }) == true {
+            throw CommandFailure(
+                "registration's per-URL counts do not add up to its totals (summary.json registration.byURL)")
         }
     }
 }

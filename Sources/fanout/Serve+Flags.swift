@@ -95,8 +95,16 @@ extension Serve {
         if register == nil && (registerRate != nil || registerAttempts != nil || registerDeadline != nil) {
             throw ValidationError("--register-rate, --register-attempts and --register-deadline need --register URL")
         }
-        if let trigger {
-            do { _ = try HTTPClient.validate(url: trigger) } catch { throw ValidationError("--trigger: \(error)") }
+        let urls = try trigger.map { try Self.urlList($0, flag: "--trigger") } ?? []
+        var spread = BackendSpread.hash
+        if let triggerSpread {
+            guard trigger != nil else {
+                throw ValidationError("--trigger-spread: how --trigger's URLs share the events, needs --trigger URL,URL")
+            }
+            guard let s = BackendSpread(rawValue: triggerSpread) else {
+                throw ValidationError("--trigger-spread: expected hash or round-robin, got \(triggerSpread)")
+            }
+            spread = s
         }
         if let triggerMaxLag {
             guard trigger != nil else {
@@ -107,7 +115,8 @@ extension Serve {
                     "--trigger-max-lag: expected milliseconds above 0, at most 3600000, got \(triggerMaxLag)")
             }
         }
-        var t = TriggerOptions(url: trigger ?? "")
+        var t = TriggerOptions(urls: urls)
+        t.spread = spread
         if let c = triggerConcurrency {
             guard (1...100_000).contains(c) else { throw ValidationError("--trigger-concurrency: expected 1 to 100000, got \(c)") }
             t.concurrency = c
@@ -132,8 +141,7 @@ extension Serve {
     /// `--register` and its settings (nil: no registration); the backend's HTTP settings are the trigger's flags.
     func registerOptions() throws -> RegisterOptions? {
         guard let register else { return nil }
-        do { _ = try HTTPClient.validate(url: register) } catch { throw ValidationError("--register: \(error)") }
-        var r = RegisterOptions(url: register)
+        var r = RegisterOptions(urls: try Self.urlList(register, flag: "--register"))
         if let rate = registerRate {
             guard rate > 0 && rate <= 1_000_000 else { throw ValidationError("--register-rate: expected 0 < rate <= 1000000, got \(rate)") }
             r.ratePerSecond = rate
@@ -151,6 +159,38 @@ extension Serve {
         if triggerHTTP == "2" { r.version = .http2 }
         r.caFile = triggerCA
         return r
+    }
+
+    /// `--trigger A,B,...` or `--register A,B,...`: the comma-separated URLs, each checked as one (a scheme, a host),
+    /// none empty, none twice, at most ``BackendTarget/maxURLs``.
+    static func urlList(_ text: String, flag: String) throws -> [String] {
+        let urls = text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        guard urls.count <= BackendTarget.maxURLs else {
+            throw ValidationError("\(flag): at most \(BackendTarget.maxURLs) URLs, got \(urls.count)")
+        }
+        var seen = Set<String>()
+        for (i, url) in urls.enumerated() {
+            guard !url.trimmingCharacters(in: .whitespaces).isEmpty else {
+                throw ValidationError(
+                    "\(flag): URL \(i + 1) of \(urls.count) is empty (expected URL or URL,URL,..., got \(text))")
+            }
+            do { _ = try HTTPClient.validate(url: url) } catch {
+                let which = urls.count > 1 ? " (URL \(i + 1) of \(urls.count))" : ""
+                throw ValidationError("\(flag)\(which): \(error)")
+            }
+            guard seen.insert(url).inserted else {
+                throw ValidationError("\(flag): \(url) given twice (each instance once)")
+            }
+        }
+        return urls
+    }
+
+    /// summary.json `flags`' `trigger` and `register`: "-" without the flag, "on" with one URL (as before several
+    /// were taken), "2 URLs, hash" with several (a run against two instances is another configuration).
+    func backendFlag(_ value: String?, spread: String) -> String {
+        guard let value else { return "-" }
+        let count = value.split(separator: ",", omittingEmptySubsequences: false).count
+        return count > 1 ? "\(count) URLs, \(spread)" : "on"
     }
 
     /// `--latency` and `--faults`, read (a flag error is a usage error: exit 64, nothing written).

@@ -196,15 +196,26 @@ struct Serve: ParsableCommand {
     @Option(
         help: ArgumentHelp(
             "POST each source event of the scenario to URL at its intended time (docs/INGEST.md §5: source, app, "
-                + "event, timestamp, content-state, …, intendedAt), from the first event loop, counted from when "
-                + "serving starts; answers, timeouts and response times go to the run folder.", valueName: "URL"))
+                + "event, timestamp, content-state, …, intendedAt), from a loop of its own, counted from when "
+                + "serving starts; answers, timeouts and response times go to the run folder. Several instances of "
+                + "one backend: URL,URL,... (at most 64; --trigger-spread), counted per URL.",
+            valueName: "URL[,URL...]"))
     var trigger: String?
+
+    @Option(
+        name: .customLong("trigger-spread"),
+        help: ArgumentHelp(
+            "With --trigger A,B,...: hash (default; FNV-1a of the source id modulo the URLs: a source's events always "
+                + "go to one instance, in their order) or round-robin (event k of the schedule to URL k mod N).",
+            valueName: "hash|round-robin"))
+    var triggerSpread: String?
 
     @Option(
         help: ArgumentHelp(
             "Before the events start, POST each activity's registration to URL (docs/INGEST.md §5: the lines of "
                 + "population.jsonl) at --register-rate, retrying failures with backoff; serving (and t0) starts "
-                + "when every activity has ended or --register-deadline passed.", valueName: "URL"))
+                + "when every activity has ended or --register-deadline passed. Several instances: URL,URL,... (round "
+                + "robin by activity, a retry to the next URL), counted per URL.", valueName: "URL[,URL...]"))
     var register: String?
 
     @Option(name: .customLong("register-rate"), help: "Registrations started per second (first attempts; open loop; default 1000).")
@@ -221,8 +232,8 @@ struct Serve: ParsableCommand {
     @Option(
         name: .customLong("trigger-concurrency"),
         help: ArgumentHelp(
-            "Requests to the backend (--trigger, --register) in flight at most; an event due while all are busy "
-                + "waits for a free slot (counted). Default 256."))
+            "Requests to the backend (--trigger, --register) in flight at most, to each of its URLs; an event due "
+                + "while all of its URL's are busy waits for a free slot (counted). Default 256."))
     var triggerConcurrency: Int?
 
     @Option(
@@ -301,8 +312,8 @@ struct Serve: ParsableCommand {
             "expectEvents": String(expectEvents), "maxStreams": String(maxStreams),
             "maxConnections": String(maxConnections), "maxOpenStreams": String(maxOpenStreams),
             "maxUnsentBytes": String(maxUnsentBytes), "requestTimeout": String(requestTimeout),
-            "idleTimeout": String(idleTimeout), "trigger": trigger == nil ? "-" : "on",
-            "register": register == nil ? "-" : "on", "registerRate": text(registerRate),
+            "idleTimeout": String(idleTimeout), "trigger": backendFlag(trigger, spread: triggerSpread ?? "hash"),
+            "register": backendFlag(register, spread: "round-robin"), "registerRate": text(registerRate),
             "registerAttempts": registerAttempts.map(String.init) ?? "-", "registerDeadline": text(registerDeadline),
             "triggerConcurrency": triggerConcurrency.map(String.init) ?? "-", "triggerTimeout": text(triggerTimeout),
             "triggerMaxLag": text(triggerMaxLag),

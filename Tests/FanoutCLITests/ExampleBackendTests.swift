@@ -49,6 +49,31 @@ struct ExampleBackendTests {
         #expect(result.stdout.contains("endToEnd (event's intended time → applied on the device"))
     }
 
+    @Test("two instances of the example backend sharing one SQLite file behind --register A,B and --trigger A,B")
+    func twoInstances() throws {
+        let folder = try CLI.temporaryDirectory().appendingPathComponent("run")
+        let script = Self.root.appendingPathComponent("scripts/example-backend.sh").path
+        let result = try CLI.launch(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            ["FANOUT_BIN=\(CLI.binary.path)", "SERVE_ARGS=\(Self.serveArgs)", "EXAMPLE_BACKEND_INSTANCES=2", "bash",
+                script, "6", folder.path, "smoke"])
+        #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+        let data = try Data(contentsOf: folder.appendingPathComponent("summary.json"))
+        let summary = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let registration = try #require(summary["registration"] as? [String: Any])
+        let trigger = try #require(summary["trigger"] as? [String: Any])
+        // Both instances registered activities and took events; what one registered, the other pushed.
+        for section in [registration, trigger] {
+            let rows = try byURL(section)
+            #expect(rows.count == 2 && rows.allSatisfy { ($0["successes"] as? Int ?? 0) > 0 }, "\(rows)")
+            #expect(section["byURLAddsUp"] as? Bool == true)
+        }
+        #expect(registration["registered"] as? Int == registration["activities"] as? Int)
+        let events = try #require(summary["events"] as? [String: Any])
+        #expect(events["missing"] as? Int == 0 && (events["delivered"] as? Int ?? 0) > 0, "\(events)")
+        #expect(result.stdout.contains("trigger by URL (add up to the totals)"), "\(result.stdout)")
+    }
+
     @Test("fanout plan --trigger of the example backend: every step passes at its scenario's rate, a knee (lower bound)")
     func plan() throws {
         let folder = try CLI.temporaryDirectory().appendingPathComponent("plan")

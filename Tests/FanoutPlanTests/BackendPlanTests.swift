@@ -143,4 +143,13 @@ struct BackendPlanTests {
                 "fanout serve exited 1: Error: accounting identities are broken", "the events' identities are broken",
             ])
     }
+
+    @Test("the drain after a step has no trigger: its flags (--trigger-spread, --trigger-max-lag) are left out")
+    func drainArguments() {
+        let step = [
+            "--workers", "2", "--trigger-spread", "round-robin", "--trigger-max-lag=500", "--trigger-concurrency", "8",
+            "--h2c",
+        ]
+        #expect(Step.drainArguments(step) == ["--workers", "2", "--h2c"])
+    }
 }

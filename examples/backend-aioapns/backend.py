@@ -40,7 +40,12 @@ class Backend:
         self.apns_port = int(port)
         self.key_id, key_file = args.auth_key.split("=", 1)
         self.key = open(key_file).read()
-        self.db = sqlite3.connect(args.db)
+        # Autocommit: each registration is visible at once to another instance sharing the file (--db), which may
+        # get the source's events (fanout serve --register A,B --trigger A,B); WAL so that readers never wait.
+        self.db = sqlite3.connect(args.db, isolation_level=None, timeout=30)
+        if args.db != ":memory:":
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=OFF")
         self.db.execute("CREATE TABLE IF NOT EXISTS activity (activity TEXT PRIMARY KEY, device TEXT, app TEXT, "
                         "source TEXT, token TEXT, start_token TEXT, channel TEXT)")
         self.db.execute("CREATE INDEX IF NOT EXISTS by_source ON activity (source, app)")
@@ -189,7 +194,8 @@ def main():
     p.add_argument("--ca", required=True, help="the CA (or self-signed certificate) the endpoint's TLS chains to")
     p.add_argument("--auth-key", required=True, help="KEYID=FILE: the .p8 (PEM) signing key")
     p.add_argument("--team", required=True, help="the team id (the provider token's iss)")
-    p.add_argument("--db", default=":memory:", help="SQLite file for registrations")
+    p.add_argument("--db", default=":memory:",
+                   help="SQLite file for registrations (several instances may share one file)")
     p.add_argument("--concurrency", type=int, default=256, help="pushes in flight at most")
     # aioapns 4.0 keeps 2 streams per connection: it misses the raise of SETTINGS_MAX_CONCURRENT_STREAMS from 1 to
     # 1000 that APNs (and fanout serve) sends once the first provider token is accepted. More connections, more
