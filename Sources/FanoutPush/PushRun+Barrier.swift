@@ -16,6 +16,14 @@ extension PushRun {
 
     static var wallNanos: Int64 { Int64(Date().timeIntervalSince1970 * 1e9) }
 
+    /// gethostname(2) (the pod's name on Kubernetes), for the reader of a barrier file; not Foundation's `hostName`,
+    /// which may wait for a DNS lookup.
+    static var hostName: String {
+        var name = [CChar](repeating: 0, count: 256)
+        guard gethostname(&name, name.count - 1) == 0 else { return "" }
+        return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// Ready: writes this shard's file and starts looking for the others'.
     func meetBarrier() {
         guard let loop, let directory = options.barrierDirectory else { return }
@@ -49,7 +57,7 @@ extension PushRun {
         }
         let object: [String: Any] = [
             "shard": options.shard.description, "readyUnixNanos": readyUnixNanos, "configHash": results.configHash,
-            "host": ProcessInfo.processInfo.hostName, "pid": Int(getpid()),
+            "host": PushRun.hostName, "pid": Int(getpid()),
         ]
         let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
         let temporary = (directory as NSString).appendingPathComponent(".ready-\(k).\(getpid()).tmp")

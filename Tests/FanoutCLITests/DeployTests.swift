@@ -23,10 +23,10 @@ struct DeployTests {
     /// The packages an `apt-get install` line of one Dockerfile stage names, each with its pinned version (`NAME=V`;
     /// "" when not pinned).
     static func dockerPins(stage: Int) throws -> [String: String] {
-        // What precedes the first FROM is comments.
+        // What precedes the first FROM is comments and the ARGs of the base images.
         let stages = Array(try text("deploy/Dockerfile").components(separatedBy: "\nFROM ").dropFirst())
         #expect(stages.count == 2, "the Dockerfile has a build and a runtime stage")
-        guard stage < stages.count else { return [] }
+        guard stage < stages.count else { return [:] }
         // Continuation lines joined, then the words after `install` up to the next `&&`.
         let joined = stages[stage].replacingOccurrences(of: "\\\n", with: " ")
         var packages: [String: String] = [:]
@@ -71,7 +71,8 @@ struct DeployTests {
             #expect(runtime[library] != nil && runtime[library] == build[headers], "\(library) and \(headers)")
         }
         // The Swift packages: the committed Package.resolved, and nothing else.
-        #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("Package.resolved").path))
+        let resolved = DeployTests.root.appendingPathComponent("Package.resolved")
+        #expect(FileManager.default.fileExists(atPath: resolved.path))
         #expect(dockerfile.contains("COPY Package.swift Package.resolved ./"))
         #expect(dockerfile.contains("--force-resolved-versions"))
     }

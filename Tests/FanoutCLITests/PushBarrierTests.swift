@@ -145,7 +145,7 @@ struct PushBarrierTests {
             (["--barrier-timeout", "5"], "--barrier-timeout: only with --barrier"),
             (["--barrier-margin", "1"], "--barrier-margin: only with --barrier"),
             (["--shard", "0/2", "--barrier", "/tmp/b", "--barrier-timeout", "0"], "--barrier-timeout: expected"),
-            (["--shard", "0/2", "--barrier", "/tmp/b", "--barrier-margin", "-1"], "--barrier-margin: expected"),
+            (["--shard", "0/2", "--barrier", "/tmp/b", "--barrier-margin=-1"], "--barrier-margin: expected"),
             (["--max-start-skew", "0.5"], "--max-start-skew: only with --start-at or --barrier"),
         ]
         for (arguments, message) in cases {
