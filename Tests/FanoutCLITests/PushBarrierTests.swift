@@ -61,7 +61,7 @@ struct PushBarrierTests {
             #expect(b["timedOut"] is NSNull && b["shards"] as? Int == 2, "\(b)")
             #expect(b["ownReadyUnixNanos"] as? Int == ready[0][k], "shard \(k): its own file holds its instant")
             let met = try #require(b["metUnixNanos"] as? Int)
-            #expect(met >= ready[0].max()! && met < start, "shard \(k) saw the last file before the start")
+            #expect(met >= ready[0].max()!, "shard \(k) saw the last file after it was written")
         }
         for (k, summary) in summaries.enumerated() {
             let startAt = try #require(summary["startAt"] as? [String: Any])
