@@ -254,7 +254,8 @@ public enum PushMerge {
             m.answeredLatency.add(r.answeredLatency)
             m.dispatchLag.add(r.dispatchLag)
             m.streamWait.add(r.streamWait)
-            m.startedAtSeconds = min(m.startedAtSeconds, r.startedAtSeconds)
+            // A shard that never started (refused, its barrier not met) has no start to count (0).
+            if r.startedAtSeconds > 0 { m.startedAtSeconds = min(m.startedAtSeconds, r.startedAtSeconds) }
             m.scheduleSeconds = max(m.scheduleSeconds, r.scheduleSeconds)
             m.elapsedSeconds = max(m.elapsedSeconds, r.elapsedSeconds)
             m.maxScheduleLagNanos = max(m.maxScheduleLagNanos, r.maxScheduleLagNanos)
