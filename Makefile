@@ -70,9 +70,10 @@ check-architecture:
 	python3 scripts/check-architecture --self-test
 	python3 scripts/check-architecture
 
-## deploy/kubernetes/push-shards.yaml's own command run here as its Indexed Job's K8S_SHARDS pods would (env as
-## written, JOB_COMPLETION_INDEX=K; /results, the serve targets, START, SCENARIO and DURATION replaced, each printed),
-## push-merge.yaml's command after them, and the merged counts compared with one unsharded run: exact, or exit 1.
+## deploy/kubernetes/serve.yaml's own command run here as its Indexed Job's 2 pods, and push-shards.yaml's as its
+## K8S_SHARDS pods, which meet at the barrier on the local /results (env as written, JOB_COMPLETION_INDEX=K; /results,
+## serve's listen address and the push targets, SCENARIO and DURATION replaced, each printed), push-merge.yaml's
+## command after them, and the merged counts compared with one unsharded push: exact, or exit 1.
 K8S_SHARDS ?= 4
 K8S_SCENARIO ?= smoke
 K8S_DURATION ?= 10

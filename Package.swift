@@ -20,8 +20,10 @@ let package = Package(
         .library(name: "FanoutWire", targets: ["FanoutWire"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        // Exact versions: a build (deploy/Dockerfile's image included) resolves these and nothing newer;
+        // Package.resolved stays out of git.
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", exact: "0.2.0"),
     ],
     targets: [
         // The hot path: pure Swift, no Foundation, no per-update allocation.

@@ -105,6 +105,14 @@ public struct PushResults: Sendable {
     /// `--start-at` missed by more than `--max-start-skew` (the build and the connections took too long): the run
     /// refused to start, nothing was sent; why. For a merged folder: the shards that refused, with their reasons.
     public var startRefused: String?
+    /// `--max-start-skew` as the run used it (nil: no --start-at nor --barrier), and the run's actual t0 (UNIX
+    /// nanoseconds; nil: it never started).
+    public var maxStartSkewNanos: Int64?
+    public var startedUnixNanos: Int64?
+    /// `--barrier DIR`: how the shards met (nil: no barrier). A merged folder keeps the first shard's.
+    public var barrier: PushBarrierRecord?
+    /// A merged folder: each shard's start and their spread (nil: not merged).
+    public var shardStarts: PushShardStarts?
     /// The share of the run (t0 → its end) the generator's loop spent working, not waiting for events (nil: not
     /// measured, e.g. a merged folder). Requests that waited for streams while the loop was this busy waited for the
     /// generator itself (it read the answers and wrote the requests late), not for the server.

@@ -132,6 +132,8 @@ extension PushRun {
         secondTimer = nil
         deadline?.close()
         deadline = nil
+        barrierTimer?.close()
+        barrierTimer = nil
         for s in signals { s.close() }
         signals = []
         feed?.cancel()

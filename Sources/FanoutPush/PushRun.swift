@@ -83,6 +83,10 @@ public final class PushRun {
     /// Seconds closed so far: second k is t0 + k s … t0 + (k + 1) s.
     var seconds = 0
     var startError: String?
+    /// The schedule's t0 (UNIX nanoseconds): `--start-at`, or the instant the barrier fixes (PushRun+Barrier.swift).
+    lazy var startAtUnixNanos: Int64? = options.startAtUnixNanos
+    /// `--barrier`: the directory's poll timer (what was read of it is `results.barrier`).
+    var barrierTimer: UVLoop.Timer?
     /// The interval spool could not be written: the run stops, and fails with this.
     var spoolError: (any Error)?
     var progress: ((PushProgress) -> Void)?
@@ -141,6 +145,9 @@ public final class PushRun {
         try loop.countIdleTime()
         try resolveTargets(loop)
         reconnectsLeft = options.maxReconnects
+        if options.startAtUnixNanos != nil || options.barrierDirectory != nil {
+            results.maxStartSkewNanos = options.maxStartSkewNanos
+        }
         let leadNanos = Int64(options.connectLeadSeconds * 1e9)
         let nowNanos = Int64(Date().timeIntervalSince1970 * 1e9)
         if let startAt = options.startAtUnixNanos, startAt - nowNanos > leadNanos {
@@ -216,19 +223,27 @@ public final class PushRun {
         deadline = connectDeadline
     }
 
-    /// Every connection is ready: the schedule starts now, or at `startAtUnixNanos`.
+    /// Every connection is ready: the schedule starts now, or at `startAtUnixNanos`, or once the barrier is met.
     func ready() {
-        guard !connected, !finished, let loop else { return }
+        guard !connected, !finished, loop != nil else { return }
         connected = true
         deadline?.close()
         deadline = nil
-        guard let startAt = options.startAtUnixNanos else { return start() }
+        if options.barrierDirectory != nil { return meetBarrier() }
+        startAtOrRefuse()
+    }
+
+    /// The schedule starts now, or at `startAtUnixNanos`; or, ready too late for it, refuses to.
+    func startAtOrRefuse() {
+        guard !finished, let loop else { return }
+        guard let startAt = startAtUnixNanos else { return start() }
         let waitNanos = startAt - Int64(Date().timeIntervalSince1970 * 1e9)
         if -waitNanos > options.maxStartSkewNanos {
             // Ready too late to start with the others: nothing is sent (a barrier, not a deadline).
             results.startSkewNanos = -waitNanos
+            let what = options.barrierDirectory == nil ? "--start-at" : "the start the barrier fixed"
             results.startRefused =
-                "ready " + String(format: "%.3f", Double(-waitNanos) / 1e9) + " s after --start-at, more than "
+                "ready " + String(format: "%.3f", Double(-waitNanos) / 1e9) + " s after \(what), more than "
                 + "--max-start-skew " + String(format: "%g", Double(options.maxStartSkewNanos) / 1e9) + " s"
             return stop()
         }
@@ -258,7 +273,8 @@ public final class PushRun {
         let wall = Date().timeIntervalSince1970
         t0UnixNanos = Int64(wall * 1e9)
         results.startedAtSeconds = wall
-        if let startAt = options.startAtUnixNanos { results.startSkewNanos = t0UnixNanos - startAt }
+        results.startedUnixNanos = t0UnixNanos
+        if let startAt = startAtUnixNanos { results.startSkewNanos = t0UnixNanos - startAt }
         feed = world.map { EventFeed(world: $0, consumers: 1, hrtime: { EventLoop.hrtimeNanos }) }
         cursor = feed.map { FeedCursor(feed: $0) }
         timer = DeadlineTimer(loop: loop) { [unowned self] _ in self.tick() }

@@ -134,6 +134,15 @@ public struct PushOptions: Sendable {
     public var maxStartSkewNanos: Int64 = 100_000_000
     /// With a `startAtUnixNanos` further ahead than this, the connections are opened this long before it.
     public var connectLeadSeconds = 5.0
+    /// `--barrier DIR` (with a shard K/N): once ready, the run writes `DIR/ready-K` and waits until all N shards'
+    /// files are there; its start is then the latest ready instant + `barrierMarginSeconds` (PushRun+Barrier.swift).
+    /// Not with `startAtUnixNanos`.
+    public var barrierDirectory: String?
+    /// How long the run waits for its peers at the barrier before it gives up (nothing sent, its folder saying so).
+    public var barrierTimeoutSeconds = 120.0
+    public var barrierMarginSeconds = 0.5
+    /// How often the barrier's directory is looked at.
+    public var barrierPollMillis: UInt64 = 5
 
     public init(target: PushTarget) { self.target = target }
 }

@@ -92,11 +92,7 @@ public enum PushFolder {
         r.shard = root["shard"] as? String
         r.shards = root["shards"] as? Int ?? 1
         r.configHash = root["configHash"] as? String ?? ""
-        if let start = root["startAt"] as? [String: Any] {
-            r.requestedStartSeconds = (start["requestedSeconds"] as? NSNumber)?.doubleValue
-            r.startSkewNanos = (start["skewNanos"] as? Int).map(Int64.init)
-            r.startRefused = start["refused"] as? String
-        }
+        PushReport.readStart(root, into: &r)
         guard r.identityHolds else {
             throw ReportReadError(file: file, "the identity sent = answered + failed + unansweredAtEnd is broken")
         }
@@ -178,7 +174,9 @@ public enum PushMerge {
         }
         try shards.checkWhole()
         let n = shards.count
-        // One t0 and one clock: shards started apart, or counting from other epochs, are not one run.
+        // One t0 and one clock: shards started apart, or counting from other epochs, are not one run. A shard whose
+        // barrier was not met has no t0 (it sent nothing, and is named below).
+        let (startFolder, startReference) = parts.first { $0.results.barrier?.timedOut == nil } ?? parts[0]
         for (folder, r) in parts {
             func differs(_ what: String, _ a: String, _ b: String) -> ReportReadError {
                 ReportReadError(
@@ -186,8 +184,12 @@ public enum PushMerge {
                     refusal: .notOneRun)
             }
             func shown(_ v: Double?) -> String { v.map { String(format: "%.3f", $0) } ?? "none" }
-            if r.requestedStartSeconds != first.requestedStartSeconds {
-                throw differs("--start-at", shown(first.requestedStartSeconds), shown(r.requestedStartSeconds))
+            if r.barrier?.timedOut == nil && r.requestedStartSeconds != startReference.requestedStartSeconds {
+                throw ReportReadError(
+                    file: folder,
+                    "--start-at \(shown(r.requestedStartSeconds)) differs from \(startFolder)'s "
+                        + "\(shown(startReference.requestedStartSeconds)): not shards of one push run",
+                    refusal: .notOneRun)
             }
             if r.epochSeconds != first.epochSeconds {
                 throw differs(
@@ -206,7 +208,9 @@ public enum PushMerge {
         m.startedAtSeconds = .infinity
         // Each second k of every shard (t0 + k s), per tag, added.
         var seconds: [String: [Int: (length: Double, histogram: LatencyHistogram)]] = [:]
-        m.requestedStartSeconds = first.requestedStartSeconds
+        m.requestedStartSeconds = startReference.requestedStartSeconds
+        m.barrier = startReference.barrier
+        var starts = PushShardStarts()
         m.epochSeconds = first.epochSeconds
         m.saturatedShards = []
         m.serverLimitedShards = []
@@ -217,6 +221,12 @@ public enum PushMerge {
             if let refused = r.startRefused {
                 m.startRefused = (m.startRefused.map { $0 + "; " } ?? "") + "shard \(r.shard ?? "?") \(refused)"
             }
+            if let started = r.startedUnixNanos {
+                starts.startedUnixNanos[r.shard ?? "?"] = started
+            } else if r.startRefused != nil {
+                starts.notStarted.append(r.shard ?? "?")
+            }
+            if let skew = r.maxStartSkewNanos { starts.maxStartSkewNanos = max(starts.maxStartSkewNanos ?? 0, skew) }
             m.connections += r.connections
             m.streams = max(m.streams, r.streams)
             m.events += r.events
@@ -244,7 +254,8 @@ public enum PushMerge {
             m.answeredLatency.add(r.answeredLatency)
             m.dispatchLag.add(r.dispatchLag)
             m.streamWait.add(r.streamWait)
-            m.startedAtSeconds = min(m.startedAtSeconds, r.startedAtSeconds)
+            // A shard that never started (refused, its barrier not met) has no start to count (0).
+            if r.startedAtSeconds > 0 { m.startedAtSeconds = min(m.startedAtSeconds, r.startedAtSeconds) }
             m.scheduleSeconds = max(m.scheduleSeconds, r.scheduleSeconds)
             m.elapsedSeconds = max(m.elapsedSeconds, r.elapsedSeconds)
             m.maxScheduleLagNanos = max(m.maxScheduleLagNanos, r.maxScheduleLagNanos)
@@ -285,6 +296,12 @@ public enum PushMerge {
             }
         }
         if m.startedAtSeconds == .infinity { m.startedAtSeconds = 0 }
+        // Each shard's start and their spread (folders from before the start was recorded have none).
+        if !starts.startedUnixNanos.isEmpty || !starts.notStarted.isEmpty {
+            starts.notStarted.sort()
+            m.shardStarts = starts
+            m.maxStartSkewNanos = starts.maxStartSkewNanos
+        }
         return m
     }
 }

@@ -96,9 +96,11 @@ public enum PushHTML {
         }
         if let requested = r.requestedStartSeconds {
             let skew = r.startSkewNanos.map { String(format: "%.3f ms", Double($0) / 1e6) } ?? "unknown"
+            let spread = r.shardStarts?.spreadNanos.map { String(format: "%.3f ms", Double($0) / 1e6) }
             items.append(
-                "start at \(String(format: "%.3f", requested)) (--start-at): start skew \(skew)"
-                    + (r.shards > 1 ? ", the largest of the shards'" : ""))
+                "start at \(String(format: "%.3f", requested)) ("
+                    + (r.barrier == nil ? "--start-at" : "fixed by --barrier") + "): start skew \(skew)" + (r.shards > 1 ? ", the largest of the shards'" : "")
+                    + (spread.map { "; shard starts spread \($0)" } ?? ""))
         }
         if r.interrupted { items.append("<b class=\"bad\">interrupted</b> by SIGINT or SIGTERM") }
         if r.connectionsLost { items.append("<b class=\"bad\">every connection ended before the schedule did</b>") }

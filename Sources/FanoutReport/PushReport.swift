@@ -133,12 +133,7 @@ public enum PushReport {
             "reconnects": r.reconnects, "retries": r.retries, "connectionsLost": r.connectionsLost,
             "connectionsDrained": r.connectionsDrained, "reconnectBackoffs": r.reconnectBackoffs,
             "shard": r.shard ?? NSNull(), "shards": r.shards, "configHash": r.configHash,
-            "startAt": r.requestedStartSeconds.map { requested -> Any in
-                [
-                    "requestedSeconds": requested, "skewNanos": r.startSkewNanos.map { $0 as Any } ?? NSNull(),
-                    "refused": r.startRefused.map { $0 as Any } ?? NSNull(),
-                ]
-            } ?? NSNull(),
+            "startAt": startJSON(r), "barrier": barrierJSON(r),
         ]
         let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
         return String(decoding: data, as: UTF8.self) + "\n"
@@ -214,8 +209,9 @@ public enum PushReport {
             md += "(exit status \(interruptedExitCode)).\n\n"
         }
         if let refused = r.startRefused {
+            let code = r.barrier?.timedOut == nil ? startRefusedExitCode : barrierTimedOutExitCode
             md += "**Refused to start**: \(refused); nothing was sent, so that the shards start together or not at "
-            md += "all (exit status \(startRefusedExitCode)).\n\n"
+            md += "all (exit status \(code)).\n\n"
         }
         if r.saturated {
             md += "**Generator saturated**: " + saturationCause(r)
@@ -239,11 +235,7 @@ public enum PushReport {
         } else if r.shards > 1 {
             md += "Merged from \(r.shards) shards (`fanout merge`): counts and histograms added.\n\n"
         }
-        if let requested = r.requestedStartSeconds {
-            md += "Start at \(String(format: "%.3f", requested)) (UNIX seconds, `--start-at`); start skew (actual t0 − "
-            md += "requested) \(r.startSkewNanos.map { String(format: "%.3f ms", Double($0) / 1e6) } ?? "unknown")"
-            md += r.shards > 1 ? ", the largest of the shards'.\n\n" : ".\n\n"
-        }
+        md += startMarkdown(r)
         if let t = r.trace {
             md += "Trace `\(t.path)` (\(t.lines) lines, FNV-1a 64 \(t.hash)): \(r.events) of its \(t.pushLines) push "
             md += "lines sent: \(r.tokenPushes) token pushes, \(r.pushToStarts) push-to-start, \(r.broadcasts) "

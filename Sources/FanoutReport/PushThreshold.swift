@@ -156,10 +156,11 @@ public struct PushGate: Sendable {
     public static let brokenExitCode: Int32 = 2
 
     /// The run's exit status, in this order: 1 a broken identity or every connection lost, 130 interrupted,
-    /// 3 saturated, 2 a threshold broken, 0.
+    /// 8 a barrier not met, 7 refused to start, 3 saturated, 2 a threshold broken, 0.
     public func exitCode(_ r: PushResults) -> Int32 {
         if !r.identityHolds || r.connectionsLost { return 1 }
         if r.interrupted { return PushReport.interruptedExitCode }
+        if r.barrier?.timedOut != nil { return PushReport.barrierTimedOutExitCode }
         if r.startRefused != nil { return PushReport.startRefusedExitCode }
         if r.saturated { return PushReport.saturatedExitCode }
         return broken.isEmpty ? 0 : Self.brokenExitCode

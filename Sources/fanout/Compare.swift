@@ -291,6 +291,13 @@ struct Merge: ParsableCommand {
             FileHandle.standardError.write(Data(
                 ("fanout merge: server-limited: " + PushReport.serverLimitCause(merged) + "\n").utf8))
         }
+        if let starts = merged.shardStarts {
+            let spread = starts.spreadNanos.map { String(format: "%.3f ms", Double($0) / 1e6) } ?? "none"
+            let verdict = starts.withinSkew.map {
+                $0 ? ", every shard within --max-start-skew" : ", NOT all within --max-start-skew"
+            } ?? ""
+            print("fanout merge: shard starts spread \(spread) (latest − earliest)\(verdict)")
+        }
         if let refused = merged.startRefused {
             FileHandle.standardError.write(Data(("fanout merge: not started together: \(refused)\n").utf8))
             throw ExitCode(PushReport.startRefusedExitCode)

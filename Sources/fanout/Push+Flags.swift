@@ -19,6 +19,8 @@ extension Push {
         static let reconnects = 0...1_000_000
         static let drainSeconds = 3600.0
         static let maxStartSkewSeconds = 0.001...3600.0
+        static let barrierTimeoutSeconds = 0.001...86_400.0
+        static let barrierMarginSeconds = 0.0...3600.0
         static let targets = 256
     }
 
@@ -48,9 +50,39 @@ extension Push {
         _ = try shardOption()
         _ = try startAtNanos()
         if let maxStartSkew {
-            guard startAt != nil else { throw ValidationError("--max-start-skew: only with --start-at") }
+            guard startAt != nil || barrier != nil else {
+                throw ValidationError("--max-start-skew: only with --start-at or --barrier")
+            }
             guard Bounds.maxStartSkewSeconds.contains(maxStartSkew) else {
                 throw ValidationError("--max-start-skew: expected seconds from 0.001 to 3600, got \(maxStartSkew)")
+            }
+        }
+        try checkBarrier()
+    }
+
+    /// `--barrier DIR` with `--shard K/N` and not with `--start-at` (the barrier fixes the start); its timeout and
+    /// margin only with it, each in its range (written so that NaN fails too).
+    func checkBarrier() throws {
+        guard let barrier else {
+            if barrierTimeout != nil { throw ValidationError("--barrier-timeout: only with --barrier") }
+            if barrierMargin != nil { throw ValidationError("--barrier-margin: only with --barrier") }
+            return
+        }
+        guard !barrier.isEmpty else { throw ValidationError("--barrier: expected a directory, got an empty string") }
+        guard startAt == nil else {
+            throw ValidationError("--barrier and --start-at exclude each other (the barrier fixes the start)")
+        }
+        guard shard != nil else { throw ValidationError("--barrier: needs --shard K/N (the N shards it waits for)") }
+        if let barrierTimeout {
+            guard barrierTimeout >= Bounds.barrierTimeoutSeconds.lowerBound
+                && barrierTimeout <= Bounds.barrierTimeoutSeconds.upperBound
+            else {
+                throw ValidationError("--barrier-timeout: expected seconds from 0.001 to 86400, got \(barrierTimeout)")
+            }
+        }
+        if let barrierMargin {
+            guard barrierMargin >= 0 && barrierMargin <= Bounds.barrierMarginSeconds.upperBound else {
+                throw ValidationError("--barrier-margin: expected seconds from 0 to 3600, got \(barrierMargin)")
             }
         }
     }

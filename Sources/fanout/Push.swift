@@ -25,11 +25,13 @@ struct Push: ParsableCommand {
             judged: 3 wins, as numbers from an overloaded client pass or fail no gate; a server-limited run — \
             streamWait p99 above the bound, or requests still queued at the end — is judged); 130 when SIGINT or \
             SIGTERM ended the run early (its folder is written, no threshold judged); 64 on a bad argument (a \
-            --start-at more than 1 s in the past, an unknown --threshold, a number outside its range, --team \
-            without --auth-key or the other way round, --ca or --insecure without an https:// target, --ca with \
-            --insecure). With --shard K/N only the events whose index is K modulo N are sent \
-            (every event's pushes by exactly one shard); with --start-at every shard's schedule starts at one \
-            instant, and `fanout merge` adds the shards' folders into the whole run's. A trace (docs/TRACE.md) in \
+            --start-at more than 1 s in the past, --start-at with --barrier, an unknown --threshold, a number \
+            outside its range, --team without --auth-key or the other way round, --ca or --insecure without an \
+            https:// target, --ca with --insecure). With --shard K/N only the events whose index is K modulo N are \
+            sent (every event's pushes by exactly one shard); with --start-at every shard's schedule starts at one \
+            instant, or with --barrier DIR at the one their ready files in DIR fix (exit 7 for a shard too late for \
+            it, 8 when its peers are not all there within --barrier-timeout), and `fanout merge` adds the shards' \
+            folders into the whole run's. A trace (docs/TRACE.md) in \
             place of the scenario: every push line is sent at its `at` after the start (divided by --rate-scale), \
             token pushes to /3/device/TOKEN, push-to-start to /3/device/STARTTOKEN, channel pushes to \
             /4/broadcasts/apps/BUNDLE with apns-channel-id, with the line's own headers and exact payload bytes; the \
@@ -190,9 +192,36 @@ struct Push: ParsableCommand {
     @Option(
         name: .customLong("max-start-skew"),
         help: ArgumentHelp(
-            "With --start-at: how late after it the run may still start, 0.001 to 3600 (default 0.1).",
+            "With --start-at or --barrier: how late after the start the run may still start, 0.001 to 3600 "
+                + "(default 0.1).",
             valueName: "SECONDS"))
     var maxStartSkew: Double?
+
+    @Option(
+        help: ArgumentHelp(
+            "With --shard K/N, a start barrier in a directory every shard sees (a shared volume): once the population "
+                + "is built and every connection is ready, write DIR/ready-K (its ready instant) and wait until all N "
+                + "shards' files are there; the start is the latest ready instant + --barrier-margin, the same for "
+                + "every shard, then --max-start-skew applies as with --start-at. Peers missing after "
+                + "--barrier-timeout: nothing sent, exit 8, a folder saying so. Not with --start-at; one directory "
+                + "per run.",
+            valueName: "DIR"))
+    var barrier: String?
+
+    @Option(
+        name: .customLong("barrier-timeout"),
+        help: ArgumentHelp(
+            "With --barrier: how long to wait for the other shards after this one is ready, 0.001 to 86400 "
+                + "(default 120).", valueName: "SECONDS"))
+    var barrierTimeout: Double?
+
+    @Option(
+        name: .customLong("barrier-margin"),
+        help: ArgumentHelp(
+            "With --barrier: the start is this long after the last shard was ready, 0 to 3600 (default 0.5): time "
+                + "for every shard to see the last file (raise it on a network filesystem that caches directories).",
+            valueName: "SECONDS"))
+    var barrierMargin: Double?
 
     @Option(
         name: .customLong("threshold"),
@@ -247,7 +276,7 @@ struct Push: ParsableCommand {
         let banner =
             "fanout push \(name)\(slice.isWhole ? "" : " shard \(slice)") → \(options.shownTargets): \(what), "
             + "\(connections) connection" + (connections == 1 ? "" : "s") + (startAt.map { ", start at \($0)" } ?? "")
-            + "\n"
+            + (barrier.map { ", barrier \($0)" } ?? "") + "\n"
         FileHandle.standardError.write(Data(banner.utf8))
         var results: PushResults
         do {
@@ -303,6 +332,9 @@ struct Push: ParsableCommand {
         options.shard = try shardOption()
         options.startAtUnixNanos = try startAtNanos()
         if let maxStartSkew { options.maxStartSkewNanos = Int64((maxStartSkew * 1e9).rounded()) }
+        options.barrierDirectory = barrier
+        if let barrierTimeout { options.barrierTimeoutSeconds = barrierTimeout }
+        if let barrierMargin { options.barrierMarginSeconds = barrierMargin }
         return options
     }
 
@@ -324,6 +356,10 @@ struct Push: ParsableCommand {
                     + "(\(results.reconnects) reconnects)")
         }
         if results.interrupted { throw ExitCode(PushReport.interruptedExitCode) }
+        if let timedOut = results.barrier?.timedOut {
+            FileHandle.standardError.write(Data(("fanout push: barrier not met: \(timedOut); nothing sent\n").utf8))
+            throw ExitCode(PushReport.barrierTimedOutExitCode)
+        }
         if let refused = results.startRefused {
             FileHandle.standardError.write(Data(("fanout push: refused to start: \(refused); nothing sent\n").utf8))
             throw ExitCode(PushReport.startRefusedExitCode)

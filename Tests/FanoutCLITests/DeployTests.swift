@@ -14,20 +14,70 @@ struct DeployTests {
         try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
     }
 
-    /// The packages an `apt-get install` line of one Dockerfile stage names (`stage` 0: build, 1: runtime).
+    /// The packages an `apt-get install` line of one Dockerfile stage names (`stage` 0: build, 1: runtime), without
+    /// their pinned versions.
     static func dockerPackages(stage: Int) throws -> Set<String> {
-        // What precedes the first FROM is comments.
+        Set(try dockerPins(stage: stage).keys)
+    }
+
+    /// The packages an `apt-get install` line of one Dockerfile stage names, each with its pinned version (`NAME=V`;
+    /// "" when not pinned).
+    static func dockerPins(stage: Int) throws -> [String: String] {
+        // What precedes the first FROM is comments and the ARGs of the base images.
         let stages = Array(try text("deploy/Dockerfile").components(separatedBy: "\nFROM ").dropFirst())
         #expect(stages.count == 2, "the Dockerfile has a build and a runtime stage")
-        guard stage < stages.count else { return [] }
+        guard stage < stages.count else { return [:] }
         // Continuation lines joined, then the words after `install` up to the next `&&`.
         let joined = stages[stage].replacingOccurrences(of: "\\\n", with: " ")
-        var packages: Set<String> = []
+        var packages: [String: String] = [:]
         for line in joined.split(separator: "\n") where line.contains("apt-get install") {
             let tail = line.components(separatedBy: "apt-get install").last!.components(separatedBy: "&&")[0]
-            for word in tail.split(separator: " ") where !word.hasPrefix("-") { packages.insert(String(word)) }
+            for word in tail.split(separator: " ") where !word.hasPrefix("-") {
+                let parts = word.split(separator: "=", maxSplits: 1)
+                packages[String(parts[0])] = parts.count == 2 ? String(parts[1]) : ""
+            }
         }
         return packages
+    }
+
+    @Test("the image builds the same twice: base images by exact tag, Debian packages by version from a snapshot")
+    func pinned() throws {
+        let dockerfile = try DeployTests.text("deploy/Dockerfile")
+        // The base images: the toolchain the tests build with, on bookworm; Debian's dated slim image.
+        let swift = try CLI.launch(URL(fileURLWithPath: "/usr/bin/env"), ["swift", "--version"])
+        let version = try #require(
+            swift.stdout.range(of: #"Swift version [0-9]+\.[0-9]+\.[0-9]+"#, options: .regularExpression).map {
+                String(swift.stdout[$0].dropFirst("Swift version ".count))
+            }, "\(swift.stdout)")
+        #expect(dockerfile.contains("\nARG SWIFT_IMAGE=swift:\(version)-bookworm\n"), "not the toolchain's \(version)")
+        #expect(
+            dockerfile.range(of: #"\nARG RUNTIME_IMAGE=debian:bookworm-[0-9]{8}-slim\n"#, options: .regularExpression)
+                != nil)
+        #expect(dockerfile.contains("FROM ${SWIFT_IMAGE} AS build") && dockerfile.contains("FROM ${RUNTIME_IMAGE}\n"))
+        // apt: snapshot.debian.org at one instant, in both stages; every package at a version.
+        #expect(
+            dockerfile.range(of: #"\nARG DEBIAN_SNAPSHOT=[0-9]{8}T[0-9]{6}Z\n"#, options: .regularExpression) != nil)
+        #expect(dockerfile.components(separatedBy: "snapshot.debian.org/archive/").count == 3)
+        let build = try DeployTests.dockerPins(stage: 0)
+        let runtime = try DeployTests.dockerPins(stage: 1)
+        for (name, pinned) in build.merging(runtime, uniquingKeysWith: { a, _ in a }) {
+            #expect(!pinned.isEmpty, "\(name) is not pinned to a version")
+        }
+        // A library and its headers from one source package, at one version.
+        for (library, headers) in [
+            ("libuv1", "libuv1-dev"), ("zlib1g", "zlib1g-dev"), ("libnghttp2-14", "libnghttp2-dev"),
+            ("libssl3", "libssl-dev"), ("libcurl4", "libcurl4-openssl-dev"),
+        ] {
+            #expect(runtime[library] != nil && runtime[library] == build[headers], "\(library) and \(headers)")
+        }
+        // The Swift packages: every one at an exact version in Package.swift (Package.resolved stays out of git).
+        let manifest = try DeployTests.text("Package.swift")
+        let dependencies = manifest.components(separatedBy: ".package(url:").dropFirst()
+        #expect(!dependencies.isEmpty)
+        for dependency in dependencies {
+            #expect(dependency.prefix(while: { $0 != ")" }).contains("exact:"), "not pinned: \(dependency.prefix(80))")
+        }
+        #expect(dockerfile.contains("COPY Package.swift ./"))
     }
 
     /// The apt providers of Package.swift's system libraries: `.apt(["libuv1-dev"])`.

@@ -57,6 +57,22 @@ struct FlagBoundsTests {
             "--max-start-skew", accept: ["0.001", "3600"], refuse: ["0", "-1", "3600.5"] + absurd,
             with: ["--start-at=\(inSeconds(60))"])
         r.append(Row(arguments: ["--max-start-skew=0.1"], expect: .refused("--max-start-skew")))
+        let barrier = ["--barrier=/nonexistent/barrier", "--shard=0/2"]
+        r += rows(
+            "--barrier-timeout", accept: ["0.001", "120", "86400"], refuse: ["0", "-1", "86400.5"] + absurd,
+            with: barrier)
+        r += rows(
+            "--barrier-margin", accept: ["0", "0.5", "3600"], refuse: ["-0.001", "-1", "3600.5"] + absurd,
+            with: barrier)
+        r += [
+            Row(arguments: barrier, expect: .accepted),
+            Row(arguments: barrier + ["--max-start-skew=0.2"], expect: .accepted),
+            Row(arguments: ["--barrier=/b"], expect: .refused("--barrier")),
+            Row(arguments: ["--barrier=", "--shard=0/2"], expect: .refused("--barrier")),
+            Row(arguments: barrier + ["--start-at=\(inSeconds(60))"], expect: .refused("--barrier")),
+            Row(arguments: ["--barrier-timeout=5"], expect: .refused("--barrier-timeout")),
+            Row(arguments: ["--barrier-margin=1"], expect: .refused("--barrier-margin")),
+        ]
         r += rows(
             "--threshold", accept: ["latency.p99=50ms", "failures=0", "non200=100%"],
             refuse: ["latency.p99=1e300ms", "latency.p99=infms", "latency.p99=nanms", "failures=-1", "non200=101%",

@@ -171,6 +171,18 @@ struct KubernetesDeployTests {
         #expect(Self.args(push).contains("/results/${RUN_ID}/push-shard-${JOB_COMPLETION_INDEX}"))
         #expect(Self.args(merge).contains("/results/${RUN_ID}/push-shard-* --out /results/${RUN_ID}/push-merged"))
         #expect(Self.args(serve).contains("/results/${RUN_ID}/push-shard-*/summary.json"))
+        // The start: a barrier on the shared volume, one directory per RUN_ID (no START to set by hand).
+        #expect(Self.args(push).contains("--barrier \"/results/${RUN_ID}/barrier\""), "\(Self.args(push))")
+        #expect(!Self.args(push).contains("--start-at") && pushEnv["BARRIER_MARGIN"] != nil)
+        // Spread over the nodes where there are nodes, never left Pending where there are not (ScheduleAnyway).
+        for (job, name) in [(push, "fanout-push-shards"), (serve, "fanout-serve")] {
+            let spread = Self.podSpec(job)["topologySpreadConstraints"] as? [[String: Any]] ?? []
+            #expect(spread.count == 1, "\(name)")
+            #expect(spread.first?["whenUnsatisfiable"] as? String == "ScheduleAnyway", "\(name)")
+            #expect(spread.first?["topologyKey"] as? String == "kubernetes.io/hostname", "\(name)")
+            let labels = (spread.first?["labelSelector"] as? [String: Any])?["matchLabels"] as? [String: String]
+            #expect(labels == ["batch.kubernetes.io/job-name": name], "\(name)")
+        }
         // One volume claim, declared alike where it is declared.
         let claims = docs.values.flatMap { $0 }.filter { $0["kind"] as? String == "PersistentVolumeClaim" }
         #expect(claims.count == 2 && NSDictionary(dictionary: claims[0]).isEqual(to: claims[1]))
@@ -181,7 +193,7 @@ struct KubernetesDeployTests {
         }
     }
 
-    @Test("push-shards.yaml's command run as 2 pods here, merged by push-merge.yaml's, equals one unsharded run")
+    @Test("push-shards.yaml's command as 2 pods against serve.yaml's as 2, merged, equals one unsharded run")
     func jobCommandLocally() throws {
         let dir = try CLI.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -194,6 +206,10 @@ struct KubernetesDeployTests {
         #expect(r.stdout.contains("k8s-local: 2 shards merged equal one unsharded run"), "\(r.stdout)")
         // What the pods were given is said, not hidden.
         #expect(r.stdout.contains("REPLACED mountPath /results -> \(dir.path)/results"), "\(r.stdout)")
+        // serve.yaml's own command ran as its 2 pods, which ended by themselves once the push folders were there; the
+        // shards met at the barrier (their starts' spread is printed; how wide it is is the machine's business).
+        #expect(r.stdout.contains("serve pods: exit 0, each ended by itself"), "\(r.stdout)")
+        #expect(r.stdout.contains("barrier start") && r.stdout.contains("shard starts spread"), "\(r.stdout)")
         // Each pod wrote its own folder under the local /results, and the merge Job's folder is there.
         let runID = try #require(Self.env(try Self.job(try Self.documents(), "push-shards.yaml"))["RUN_ID"])
         let run = dir.appendingPathComponent("results").appendingPathComponent(runID)

@@ -196,8 +196,13 @@ struct PushShardTests {
         let merge = try CLI.run(["merge"] + folders.map(\.path) + ["--out", merged.path])
         #expect(merge.status == 7, "\(merge.stderr)")
         #expect(merge.stderr.contains("not started together: shard 1/2 ready"), "\(merge.stderr)")
-        let mergedStart = try #require(try PushCommandTests.summary(merged)["startAt"] as? [String: Any])
+        let mergedSummary = try PushCommandTests.summary(merged)
+        let mergedStart = try #require(mergedSummary["startAt"] as? [String: Any])
         #expect((mergedStart["refused"] as? String)?.hasPrefix("shard 1/2 ") == true)
+        // The shard that started is the merged run's start (the refused one has none), and the one that did not is
+        // named among the starts.
+        #expect((mergedSummary["startedAtSeconds"] as? Double ?? 0) > startSeconds - 1, "\(mergedSummary)")
+        #expect(mergedStart["notStarted"] as? [String] == ["1/2"] && mergedStart["withinSkew"] as? Bool == false)
         // compare judges nothing of a run that sent nothing.
         let compare = try CLI.run(["compare", folders[0].path, folders[1].path])
         #expect(compare.status == 3, "\(compare.stderr)")
