@@ -94,7 +94,7 @@ extension H2ClientConnection {
             let record = link.takeUnretainedValue()
             cursor = record.newer
             if record.timedOut { continue }
-            guard record.request.handedNanos < cutoff else { break }
+            guard let handed = record.request?.handedNanos, handed < cutoff else { break }
             record.timedOut = true
             nghttp2_submit_rst_stream(
                 session, UInt8(NGHTTP2_FLAG_NONE.rawValue), record.streamId, NGHTTP2_CANCEL.rawValue)

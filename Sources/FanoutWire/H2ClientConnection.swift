@@ -244,8 +244,8 @@ public final class H2ClientConnection {
         // The request moves into its record (no copy); what follows reads it there.
         let record = makeRecord(request, submittedNanos: EventLoop.hrtimeNanos)
         let user = Unmanaged.passRetained(record).toOpaque()
-        let content = record.request.content
-        let unique = record.request.uniqueHeader
+        let content = record.request!.content
+        let unique = record.request!.uniqueHeader
         let shared = content.shared.pairs
         let count = 4 + shared.count + (unique == nil ? 0 : 1)
         let noCopy = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
@@ -262,7 +262,7 @@ public final class H2ClientConnection {
                         value: UnsafeMutablePointer(mutating: value), namelen: name.utf8CodeUnitCount,
                         valuelen: valueCount, flags: flags)
                 }
-                let method = record.request.method
+                let method = record.request!.method
                 pairs[0] = nv(":method", method.utf8Start, method.utf8CodeUnitCount, flags: noCopy)
                 pairs[1] = target.pairs[0]
                 pairs[2] = target.pairs[1]
@@ -275,7 +275,7 @@ public final class H2ClientConnection {
                         namelen: unique.name.utf8CodeUnitCount, valuelen: H2UUIDHeader.valueCount,
                         flags: UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue | NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue))
                 }
-                return record.request.path.withUnsafeBufferPointer { path in
+                return record.request!.path.withUnsafeBufferPointer { path in
                     let copied = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue)  // the value is copied
                     pairs[3] = nv(":path", path.baseAddress, path.count, flags: copied)
                     if content.body.isEmpty {
@@ -293,8 +293,8 @@ public final class H2ClientConnection {
             Unmanaged<ClientStream>.fromOpaque(user).release()
             failedSubmissions += 1
             deliver(H2ClientResponse(
-                tag: record.request.tag, status: 0, apnsId: [], body: [], failure: .notSubmitted(id),
-                unprocessed: nil, handedNanos: record.request.handedNanos,
+                tag: record.request!.tag, status: 0, apnsId: [], body: [], failure: .notSubmitted(id),
+                unprocessed: nil, handedNanos: record.request!.handedNanos,
                 submittedNanos: 0, endNanos: EventLoop.hrtimeNanos))
             return
         }

@@ -3,11 +3,9 @@
 /// deallocation per request.
 final class ClientStream {
     /// Kept whole (its path and content retained, not copied): a stream refused by a GOAWAY hands it back for
-    /// another try. ``H2ClientRequest/placeholder`` while the record waits for reuse. Not an Optional: a field read
-    /// through `request!` copied the whole request (its arrays and content retained and released) at each read, four
-    /// to six times a request (callgrind-push: `H2ClientRequestVwcp`).
+    /// another try. nil while the record waits for reuse.
     // `@exclusivity(unchecked)`: a record is touched only on its connection's loop thread, one callback at a time.
-    @exclusivity(unchecked) var request: H2ClientRequest
+    @exclusivity(unchecked) var request: H2ClientRequest?
     @exclusivity(unchecked) var bodyOffset = 0
     @exclusivity(unchecked) var submittedNanos: UInt64
     @exclusivity(unchecked) var status = 0
@@ -35,7 +33,7 @@ final class ClientStream {
     /// Back to a new record's state, the request dropped (its arrays released now, not at the record's reuse).
     /// Every field `init` sets or defaults is set here again: a new field belongs in both.
     func clear(_ settings: H2ClientSettings) {
-        request = H2ClientRequest.placeholder
+        request = nil
         bodyOffset = 0
         status = 0
         if !apnsId.isEmpty { apnsId = [] }

@@ -72,10 +72,6 @@ public struct H2ClientRequest: Sendable {
     public var headers: HeaderList { content.headers }
     public var body: [UInt8] { content.body }
 
-    /// What a stream's record holds while it waits for reuse (nothing of a real request kept alive).
-    static let placeholder = H2ClientRequest(
-        method: "GET", path: [], content: H2RequestContent(headers: HeaderList(), body: []), tag: -1)
-
     public init(
         method: StaticString = "POST", path: [UInt8], content: H2RequestContent, uniqueHeader: H2UUIDHeader? = nil,
         tag: Int
