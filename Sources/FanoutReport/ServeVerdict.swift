@@ -172,6 +172,13 @@ public struct ServeVerdict: Sendable, Equatable {
                         + "\(Units.duration(t.maxScheduleLagNanos)): fanout sent the events late")
             }
         }
+        // --settle reaching back to (or before) the events' t0: no event was due by time, so nothing could be
+        // missing, and a backend that sent nothing would pass. Not judged, never passed.
+        if let events = info.events, events.events > 0, events.horizonNanos == 0 {
+            limits.append(
+                "no event was due by time: --settle (\(Units.duration(events.settleNanos))) reached back to when the "
+                    + "events started (serve longer than --settle, or a shorter --settle)")
+        }
         let status: Status =
             results.isEmpty ? .none : !limits.isEmpty ? .notJudged : results.allSatisfy(\.met) ? .passed : .failed
         return ServeVerdict(status: status, results: results, harnessLimits: limits)
@@ -255,7 +262,7 @@ public struct ServeVerdict: Sendable, Equatable {
         case .none:
             return "no objectives (give --expect-events, --register, --trigger or --threshold to judge the run)"
         case .notJudged:
-            return "NOT JUDGED: fanout held the run up — " + harnessLimits.joined(separator: "; ")
+            return "NOT JUDGED: fanout held the run up or could not judge it — " + harnessLimits.joined(separator: "; ")
         case .failed:
             return "FAILED: " + broken.map { "\($0.objective) broken (measured \($0.measured), limit \($0.limit))" }
                 .joined(separator: "; ")

@@ -77,6 +77,11 @@ extension Serve {
             throw ValidationError("--drain-timeout: expected seconds from 0 to 3600")
         }
         guard settle >= 0 && settle <= 3600 else { throw ValidationError("--settle: expected seconds from 0 to 3600") }
+        if expectEvents, let duration, settle >= duration {
+            throw ValidationError(
+                "--settle \(settle) with --duration \(duration): no event would be due by time, nothing judged "
+                    + "(a --settle shorter than the time served)")
+        }
         _ = try Self.parseListen(listen)
         if let manageListen { _ = try Self.parseListen(manageListen, flag: "--manage-listen") }
         _ = try faultOptions(seed: 1)

@@ -122,6 +122,9 @@ struct FlagBoundsTests {
         r += rows("--preface-timeout", accept: ["0.001", "3600"], refuse: ["0", "3601"] + absurd)
         r += rows("--drain-timeout", accept: ["0", "3600"], refuse: ["-1", "3601"] + absurd)
         r += rows("--settle", accept: ["0", "3600"], refuse: ["-1", "3601"] + absurd)
+        // A --settle as long as the time served: nothing would be due, nothing judged (a gate that passes anything).
+        r.append(Row(arguments: ["--expect-events", "--duration=5", "--settle=5"], expect: .refused("--settle")))
+        r.append(Row(arguments: ["--expect-events", "--duration=5", "--settle=4.9"], expect: .accepted))
         r += rows("--max-api-bundles", accept: ["0", "100000"], refuse: ["-1", "100001"] + absurd)
         r += rows("--max-listed-channels", accept: ["1", "10000"], refuse: ["0", "10001"] + absurd)
         let register = ["--register=http://127.0.0.1:1/r"]

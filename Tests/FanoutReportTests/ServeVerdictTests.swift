@@ -101,7 +101,22 @@ import Testing
         info.trigger = t
         let v = ServeVerdict.judge(info, latency: Self.latency, thresholds: [])
         #expect(v.status == .notJudged && v.exitStatus == 3)
-        #expect(v.line.hasPrefix("NOT JUDGED: fanout held the run up — the trigger left 4 due events unsent"))
+        #expect(v.line.hasPrefix("NOT JUDGED: fanout held the run up or could not judge it — the trigger left 4 due events unsent"))
+    }
+
+    @Test("--settle reaching back to the events' start: nothing was due, so the run is not judged, never passed")
+    func nothingDue() {
+        var info = Self.info()
+        var events = Self.events(expected: 10, missing: 0)
+        events.events = 40
+        events.settleNanos = 8_000_000_000
+        info.events = events  // horizonNanos 0: --settle 8 on a 5-second serve (a backend sending nothing passed)
+        let v = ServeVerdict.judge(info, latency: Self.latency, thresholds: [])
+        #expect(v.status == .notJudged && v.exitStatus == 3, "\(v.line)")
+        #expect(v.line.contains("no event was due by time: --settle (8.00 s)"), "\(v.line)")
+        events.horizonNanos = 1
+        info.events = events
+        #expect(ServeVerdict.judge(info, latency: Self.latency, thresholds: []).status == .passed)
     }
 
     @Test("objectives the run does not measure fail closed; bad ones are refused with the known names")
