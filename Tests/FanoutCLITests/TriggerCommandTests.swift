@@ -349,9 +349,12 @@ struct TriggerCommandTests {
     @Test("--rate-scale 2: about twice the events in events.jsonl, over the same span")
     func rateScale() throws {
         func events(_ extra: [String]) throws -> [Int] {
-            let serve = try ServeProcess(["--h2c", "--duration", "0.5", "--expect-events"] + extra)
+            // --settle 0: a half-second serve with the default 2 s would have nothing due (refused, exit 64). No
+            // backend pushes: the events due are missing, and the verdict says so (exit 2).
+            let serve = try ServeProcess(["--h2c", "--duration", "0.5", "--expect-events", "--settle", "0"] + extra)
             serve.process.waitUntilExit()
-            #expect(serve.process.terminationStatus == 0, "\(serve.stderr)")
+            #expect(serve.process.terminationStatus == 2, "\(serve.stderr)")
+            #expect(serve.stderr.contains("verdict: FAILED: missing=0 broken"), "\(serve.stderr)")
             return CLI.text(of: serve.folder.appendingPathComponent("events.jsonl")).split(separator: "\n").map {
                 let o = try! JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any]
                 return o["offsetNanos"] as! Int
