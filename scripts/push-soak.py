@@ -22,24 +22,50 @@ p99 915 ms, push exit 3). `--scenario smoke` still runs it.
    that rate-scale for --duration seconds (600). Every --interval (10) seconds both processes' VmRSS
    (/proc/PID/status) and the 1-minute load go to a TSV (--tsv; default in the work folder), from the schedule's
    start (push's first progress line; its population build before that is not sampled).
-3. The checks (all must hold for PASS; exit 0, else 1):
+   - `--wrap-at S`: push's first connection starts near the end of its stream ids (push's hidden `--first-stream-id`,
+     `nghttp2_session_set_next_stream_id`): a request takes 2 ids, the last is 2^31 − 1 and a connection drains
+     when fewer than 10,000 requests' ids are left, so at the aimed rate it drains and is replaced about S seconds
+     into the schedule (`wrap_stream_id`). Once a run: replacements start at id 1 (a billion requests away).
+   - `--restart-at S`: S seconds into the schedule serve is stopped (`--restart-signal`, KILL by default: a crash,
+     an OOM kill, a lost node — nothing drained, no GOAWAY, its folder never written, the harsh case push must
+     survive; TERM is the graceful deploy, GOAWAY and drain, which push's GOAWAY tests already cover) and, once it
+     exited, a fresh serve starts on the same port --restart-gap (1) s later. Push, meanwhile, holds what the
+     schedule hands it (the outage, then the backlog's catch-up: `--max-queued` 10 s of the soak's requests, so
+     that nothing need be dropped) and reconnects with backoff. --wrap-at must come before --restart-at: the
+     restart replaces the connection started near the end of its ids.
+   `make push-soak PUSH_SOAK_ARGS="--duration 1800 --wrap-at 450 --restart-at 900"` is issue 30's endurance run.
+3. The checks (all must hold for PASS; exit 0, else 1; `judge`, which --self-test runs on synthetic summaries):
    - push exits 0: not saturated (its scheduleLag p99 ≤ --max-schedule-lag-ms, 100, and nothing queued at the end;
      exit 3 otherwise), no error. Not push's default of 10 ms: an event's pushes are sent at one instant, so the
      last of them wait a round trip or more on 100 streams, and on this shared 2-core machine a loop turn can take
      tens of ms (smoke's per-second p99 passed 10 ms in most seconds at 40% of the saturation rate);
-   - no failure: push's requests.failed is 0 and every request sent was answered;
+   - no failure: push's requests.failed is 0 and every request sent was answered. With --restart-at, the failures
+     are bounded by what was open on the wire at the kill: at most push's connections × --streams (1 × 100), all of
+     them `connection ended` (any other kind, e.g. `dropped (queue full)` or `timeout`, fails the soak), every
+     other request answered (answered + failed = sent, 0 unanswered at the end); requests queued in push are sent
+     again, not failed (summary.json's `retries`);
+   - push did not end "every connection lost" (connectionsLost false; push's exit 1 too);
+   - with --wrap-at: push's summary.json `drainedForStreamIds` equals its connections (each first
+     connection drained for its ids and was replaced); with --restart-at: push reconnected (reconnects ≥
+     connections + the wrap's) and at least once after a backoff (the port refused during the gap);
    - the identities hold: push's (sent = answered + failed + unansweredAtEnd) and every identity in serve's
-     summary.json (each key named …holds / …Holds / …AddUp / addsUp with a boolean value);
+     summary.json (each key named …holds / …Holds / …AddUp / addsUp with a boolean value). After a SIGKILL the
+     first serve wrote no folder: the fresh serve's summary is judged (with TERM, both);
    - RSS flat, per process (`rss_flat`): the largest sample of the last third of the run ≤ the largest of the first
      third × 1.1 + --slack-mib (4) MiB. The first third holds the warm-up (population, histograms, buffers grown to
      their working size). At the soak's ~40,000 requests/s, a leak of 1 byte per request grows ~15 MiB between the
      two thirds' ends, past the ~7.5 MiB the rule allows a ~35 MiB process; `--self-test` checks the rule on
      synthetic samples (make test runs it). A growth of a few KiB a second stays within it over 600 s (push's
      per-second intervals held in memory until e184ded, 7 KiB/s: +2.7 MiB between the thirds' ends, it passed at
-     40%): FanoutPushTests' PushIntervalsTests is what catches that one.
+     40%): FanoutPushTests' PushIntervalsTests is what catches that one. With --restart-at each process is judged
+     on two windows, before the restart and after it, each on its own samples (`rss_windows`): the fresh serve's
+     start and push's backlog of the outage (held requests, ~0.5 KiB each, up to --max-queued; the allocator
+     keeps what they took) are the second window's warm-up, and a wrap at a quarter of the run falls in the middle
+     of the first. Push's whole-run thirds are printed, not judged.
 
     scripts/push-soak.py [--binary .build/release/fanout] [--scenario FILE|NAME] [--duration 600]
-                         [--rate N | --fraction 0.8] [--tsv FILE]
+                         [--rate N | --fraction 0.8] [--tsv FILE] [--wrap-at S]
+                         [--restart-at S [--restart-signal KILL|TERM] [--restart-gap 1]]
     scripts/push-soak.py --self-test
 """
 import argparse
@@ -229,14 +255,14 @@ def judge(code, pushed, serves, rss, restart=None, wrap=False, slack_mib=4):
         checks.append((f"push identity ({pushed['identity']['rule']})", pushed["identity"]["holds"]))
         checks.append((f"not \"every connection lost\": connectionsLost {pushed['connectionsLost']}",
                        pushed["connectionsLost"] is False))
-        drained_for_ids = pushed.get("connectionsDrainedForStreamIds")
+        drained_for_ids = pushed.get("drainedForStreamIds")
         if wrap:
             if drained_for_ids is None:
-                checks.append(("stream-id wrap: push's summary.json has no connectionsDrainedForStreamIds", False))
+                checks.append(("stream-id wrap: push's summary.json has no drainedForStreamIds", False))
             else:
                 checks.append((f"stream-id wrap: {drained_for_ids} of the {pushed['connections']} first "
                                f"connection(s) drained for their stream ids and replaced "
-                               f"(connectionsDrainedForStreamIds; {pushed['connectionsDrained']} drained in all)",
+                               f"(drainedForStreamIds; {pushed['connectionsDrained']} drained in all)",
                                drained_for_ids == pushed["connections"]))
         if restart is not None:
             needed = pushed["connections"] + (drained_for_ids or 0)
@@ -270,7 +296,7 @@ def synthetic_push(**changes):
                            "unansweredAtEnd": 0},
               "identity": {"rule": "sent = answered + failed + unansweredAtEnd", "holds": True},
               "connections": 1, "streams": STREAMS, "connectionsLost": False, "connectionsDrained": 0,
-              "connectionsDrainedForStreamIds": 0, "reconnects": 0, "reconnectBackoffs": 0}
+              "drainedForStreamIds": 0, "reconnects": 0, "reconnectBackoffs": 0}
     pushed["requests"].update(changes.pop("requests", {}))
     pushed.update(changes)
     return pushed
@@ -333,19 +359,19 @@ def self_test():
     served = {"requests": {"identitiesHold": True}}
     killed = [("serve before the restart", None, "killed with SIGKILL: no summary.json"),
               ("serve after the restart", served, None)]
-    restarted = dict(connectionsDrained=1, connectionsDrainedForStreamIds=1, reconnects=5, reconnectBackoffs=3)
+    restarted = dict(connectionsDrained=1, drainedForStreamIds=1, reconnects=5, reconnectBackoffs=3)
     at_kill = {"failed": 37, "answered": 999_963, "failures": {"connection ended": 37}}
     verdicts = [
         ("a clean soak", judge(0, synthetic_push(), [("serve", served, None)], flat), True),
         ("a failure without a restart", judge(0, synthetic_push(requests=at_kill), [("serve", served, None)], flat),
          False),
         ("a wrap: its connection drained for its ids and replaced",
-         judge(0, synthetic_push(connectionsDrained=1, connectionsDrainedForStreamIds=1, reconnects=1),
+         judge(0, synthetic_push(connectionsDrained=1, drainedForStreamIds=1, reconnects=1),
                [("serve", served, None)], flat, wrap=True), True),
         ("a wrap that did not happen (the ids lasted)", judge(0, synthetic_push(), [("serve", served, None)], flat,
                                                               wrap=True), False),
-        ("a wrap judged on an older push (no connectionsDrainedForStreamIds)",
-         judge(0, {k: v for k, v in synthetic_push().items() if k != "connectionsDrainedForStreamIds"},
+        ("a wrap judged on an older push (no drainedForStreamIds)",
+         judge(0, {k: v for k, v in synthetic_push().items() if k != "drainedForStreamIds"},
                [("serve", served, None)], flat, wrap=True), False),
         ("a wrap and a restart: 37 failed as connection ended, reconnected with backoff",
          judge(0, synthetic_push(requests=at_kill, **restarted), killed, flat, restart="SIGKILL", wrap=True), True),
@@ -500,7 +526,7 @@ def main():
               f"{ms('scheduleLag', 'p99Nanos')} ms, max {ms('scheduleLag', 'maxNanos')}; peak queued "
               f"{pushed['requests']['peakQueued']:,}; server-limited {pushed['saturation']['serverLimited']}; "
               f"reconnects {pushed['reconnects']} (drained {pushed['connectionsDrained']}, for stream ids "
-              f"{pushed.get('connectionsDrainedForStreamIds')}, after a backoff {pushed['reconnectBackoffs']}); "
+              f"{pushed.get('drainedForStreamIds')}, after a backoff {pushed['reconnectBackoffs']}); "
               f"retries {pushed['retries']:,}; connection ends {json.dumps(pushed['connectionEnds'])}")
     for text, ok in checks:
         print(f"  {'ok  ' if ok else '--  ' if ok is None else 'FAIL'} {text}")

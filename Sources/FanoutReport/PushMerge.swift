@@ -89,7 +89,7 @@ public enum PushFolder {
         r.connectionsDrained = root["connectionsDrained"] as? Int ?? 0
         r.reconnectBackoffs = root["reconnectBackoffs"] as? Int ?? 0
         // Written since push-soak's stream-id wrap (absent from older folders: read as 0).
-        r.connectionsDrainedForStreamIds = root["connectionsDrainedForStreamIds"] as? Int ?? 0
+        r.drainedForStreamIds = root["drainedForStreamIds"] as? Int ?? 0
         r.connectionsLost = try field(root, "connectionsLost", "", as: Bool.self)
         r.shard = root["shard"] as? String
         r.shards = root["shards"] as? Int ?? 1
@@ -238,7 +238,7 @@ public enum PushMerge {
             m.reconnects += r.reconnects
             m.retries += r.retries
             m.connectionsDrained += r.connectionsDrained
-            m.connectionsDrainedForStreamIds += r.connectionsDrainedForStreamIds
+            m.drainedForStreamIds += r.drainedForStreamIds
             m.reconnectBackoffs += r.reconnectBackoffs
             m.interrupted = m.interrupted || r.interrupted
             m.connectionsLost = m.connectionsLost || r.connectionsLost

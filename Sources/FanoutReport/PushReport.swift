@@ -132,7 +132,7 @@ public enum PushReport {
             "connectionEnds": r.connectionEnds, "providerTokensIssued": r.tokensIssued, "interrupted": r.interrupted,
             "reconnects": r.reconnects, "retries": r.retries, "connectionsLost": r.connectionsLost,
             "connectionsDrained": r.connectionsDrained, "reconnectBackoffs": r.reconnectBackoffs,
-            "connectionsDrainedForStreamIds": r.connectionsDrainedForStreamIds,
+            "drainedForStreamIds": r.drainedForStreamIds,
             "shard": r.shard ?? NSNull(), "shards": r.shards, "configHash": r.configHash,
             "startAt": r.requestedStartSeconds.map { requested -> Any in
                 [
@@ -285,7 +285,7 @@ public enum PushReport {
             md += "\(millis(v[3])) | \(millis(h.max)) |\n"
         }
         md += "\n## Connections\n\n\(r.reconnects) opened during the run in place of ones that ended or drained "
-        md += "(\(r.connectionsDrained) drained, \(r.connectionsDrainedForStreamIds) of them for their stream ids, "
+        md += "(\(r.connectionsDrained) drained, \(r.drainedForStreamIds) of them for their stream ids, "
         md += "\(r.reconnectBackoffs) after a backoff); "
         md += "\(r.retries) requests sent again (never processed: queued at a connection's end or drain, or refused "
         md += "by a GOAWAY or REFUSED_STREAM)"
