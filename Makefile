@@ -203,7 +203,11 @@ push-bench: build
 ## fanout push against `fanout serve scripts/push-soak.json --workers 1 --h2c` (a steady schedule) at 80% of a
 ## saturation it measures first with that scenario (or PUSH_SOAK_ARGS="--rate N"), for 600 s (--duration S), both
 ## processes' RSS sampled every 10 s into a TSV; fails unless push exits 0 with no failure, both summaries'
-## identities hold and RSS stays flat (scripts/push-soak.py; --scenario smoke for the bursty one).
+## identities hold and RSS stays flat (scripts/push-soak.py; --scenario smoke for the bursty one). Issue 30's
+## endurance run: PUSH_SOAK_ARGS="--duration 1800 --wrap-at 450 --restart-at 900" — push's connection drains for
+## its stream ids at ~450 s and is replaced (summary.json drainedForStreamIds), serve is SIGKILLed at 900 s and a
+## fresh one started on its port 1 s later; then at most the 100 requests open at the kill may fail (`connection
+## ended`), push must reconnect with backoff, and RSS is judged before and after the restart.
 .PHONY: push-soak
 push-soak: build
 	python3 scripts/push-soak.py --binary $(BIN) $(PUSH_SOAK_ARGS)

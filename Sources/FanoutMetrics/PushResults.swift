@@ -86,6 +86,8 @@ public struct PushResults: Sendable {
     /// Connections that drained during the run (a GOAWAY, their stream ids near the end): each got its replacement
     /// when the drain started. Reconnect attempts that waited for a backoff (after a connection never answered).
     public var connectionsDrained = 0
+    /// Of `connectionsDrained`, the ones drained because their stream ids neared the end (not a GOAWAY).
+    public var drainedForStreamIds = 0
     public var reconnectBackoffs = 0
     /// Requests sent again because the server had not processed them: queued when their connection ended or
     /// drained, refused by a GOAWAY (above its last stream id) or by RST_STREAM REFUSED_STREAM. Each is counted

@@ -54,6 +54,7 @@ extension PushRun {
         }
         slots[k].live = nil
         results.connectionsDrained += 1
+        if connection.streamIdsExhausted { results.drainedForStreamIds += 1 }
         replaceAfter(connection, k)
     }
 

@@ -88,6 +88,8 @@ public enum PushFolder {
         // Written since issue 30 (absent from older folders: none counted then).
         r.connectionsDrained = root["connectionsDrained"] as? Int ?? 0
         r.reconnectBackoffs = root["reconnectBackoffs"] as? Int ?? 0
+        // Written since push-soak's stream-id wrap (absent from older folders: read as 0).
+        r.drainedForStreamIds = root["drainedForStreamIds"] as? Int ?? 0
         r.connectionsLost = try field(root, "connectionsLost", "", as: Bool.self)
         r.shard = root["shard"] as? String
         r.shards = root["shards"] as? Int ?? 1
@@ -246,6 +248,7 @@ public enum PushMerge {
             m.reconnects += r.reconnects
             m.retries += r.retries
             m.connectionsDrained += r.connectionsDrained
+            m.drainedForStreamIds += r.drainedForStreamIds
             m.reconnectBackoffs += r.reconnectBackoffs
             m.interrupted = m.interrupted || r.interrupted
             m.connectionsLost = m.connectionsLost || r.connectionsLost

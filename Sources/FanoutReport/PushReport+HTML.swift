@@ -238,6 +238,7 @@ public enum PushHTML {
                 ?? (r.shards > 1 ? "merged from \(r.shards) shards" : "whole")),
             ("reconnects", "\(Units.grouped(r.reconnects)) (connections opened in place of ones that ended or "
                 + "drained; \(Units.grouped(r.connectionsDrained)) drained — a GOAWAY, their stream ids' end —, "
+                + "\(Units.grouped(r.drainedForStreamIds)) of them for their stream ids, "
                 + "\(Units.grouped(r.reconnectBackoffs)) attempts after a backoff)"),
             ("retries", "\(Units.grouped(r.retries)) requests sent again (never processed by the server)"),
             ("scenario events", "\(Units.grouped(r.events)): \(Units.grouped(r.tokenPushes)) token pushes, "

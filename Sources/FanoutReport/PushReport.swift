@@ -132,6 +132,7 @@ public enum PushReport {
             "connectionEnds": r.connectionEnds, "providerTokensIssued": r.tokensIssued, "interrupted": r.interrupted,
             "reconnects": r.reconnects, "retries": r.retries, "connectionsLost": r.connectionsLost,
             "connectionsDrained": r.connectionsDrained, "reconnectBackoffs": r.reconnectBackoffs,
+            "drainedForStreamIds": r.drainedForStreamIds,
             "shard": r.shard ?? NSNull(), "shards": r.shards, "configHash": r.configHash,
             "startAt": startJSON(r), "barrier": barrierJSON(r),
         ]
@@ -276,7 +277,8 @@ public enum PushReport {
             md += "\(millis(v[3])) | \(millis(h.max)) |\n"
         }
         md += "\n## Connections\n\n\(r.reconnects) opened during the run in place of ones that ended or drained "
-        md += "(\(r.connectionsDrained) drained, \(r.reconnectBackoffs) after a backoff); "
+        md += "(\(r.connectionsDrained) drained, \(r.drainedForStreamIds) of them for their stream ids, "
+        md += "\(r.reconnectBackoffs) after a backoff); "
         md += "\(r.retries) requests sent again (never processed: queued at a connection's end or drain, or refused "
         md += "by a GOAWAY or REFUSED_STREAM)"
         md += r.connectionsLost

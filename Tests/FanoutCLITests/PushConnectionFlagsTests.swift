@@ -60,6 +60,7 @@ struct PushConnectionFlagsTests {
         let ends = summary["connectionEnds"] as! [String: Int]
         #expect(ends["stream ids used up (drained)"] == 1, "\(ends)")
         #expect(summary["reconnects"] as? Int == 1 && summary["connectionsDrained"] as? Int == 1)
+        #expect(summary["drainedForStreamIds"] as? Int == 1, "the replacement counted as the ids'")
     }
 
     @Test("the boundaries themselves are accepted: the run gets as far as connecting (refused: exit 1)")

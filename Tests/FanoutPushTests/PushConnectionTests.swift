@@ -76,6 +76,7 @@ struct PushConnectionTests {
         #expect(r.sent > 6 && r.identityHolds)
         #expect(r.failed == 0 && r.byStatus == [200: r.sent], "\(r.failures) \(r.byStatus)")
         #expect(r.connectionsDrained == 1 && r.reconnects == 1 && !r.connectionsLost)
+        #expect(r.drainedForStreamIds == 1, "the drain is counted as the stream ids'")
         #expect(r.connectionEnds["stream ids used up (drained)"] == 1, "\(r.connectionEnds)")
     }
 

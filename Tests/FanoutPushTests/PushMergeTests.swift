@@ -35,9 +35,14 @@ struct PushMergeTests {
 
     @Test("two shards: counts summed, histograms added, second k of each shard in second k")
     func sums() throws {
-        let a = Self.shard(0, of: 2, latencies: [1_000_000, 2_000_000])
-        let b = Self.shard(1, of: 2, latencies: [3_000_000, 4_000_000, 5_000_000])
+        var a = Self.shard(0, of: 2, latencies: [1_000_000, 2_000_000])
+        var b = Self.shard(1, of: 2, latencies: [3_000_000, 4_000_000, 5_000_000])
+        a.connectionsDrained = 2
+        a.drainedForStreamIds = 1
+        b.connectionsDrained = 1
+        b.drainedForStreamIds = 1
         let m = try PushMerge.merge([("a", a), ("b", b)])
+        #expect(m.connectionsDrained == 3 && m.drainedForStreamIds == 2)
         #expect(m.sent == 7 && m.answered == 5 && m.failed == 2 && m.identityHolds)
         #expect(m.byStatus == [200: 3, 400: 2] && m.byReason == ["BadRequestPayload": 2])
         #expect(m.shards == 2 && m.shard == nil)

@@ -104,6 +104,7 @@ struct PushRunTests {
         #expect(r.connectionEnds.keys.contains { $0.contains("GOAWAY") })
         // Each replacement was opened when its predecessor's GOAWAY arrived (it drained), not when it closed.
         #expect(r.connectionsDrained == r.reconnects, "\(r.connectionsDrained) drained, \(r.reconnects) reconnects")
+        #expect(r.drainedForStreamIds == 0, "a GOAWAY's drain is not the stream ids'")
 
         // With one reconnect allowed, the second GOAWAY leaves no connection: the run stops there, and says so.
         options.maxReconnects = 1
