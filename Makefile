@@ -169,6 +169,19 @@ engine-callgrind-check: deps deps-valgrind
 engine-callgrind-update: deps deps-valgrind
 	python3 scripts/callgrind-engine.py update
 
+## fanout push's and fanout serve's instructions per request under callgrind (scripts/callgrind-push.sh against
+## nghttpd, scripts/callgrind-serve.sh driven by h2load; each prints its C peer's figure beside it) within ±2% of
+## Benchmarks/Thresholds/callgrind.push.txt and callgrind.serve.txt (scripts/callgrind-wire.py).
+.PHONY: wire-callgrind wire-callgrind-check wire-callgrind-update
+wire-callgrind: deps deps-valgrind
+	python3 scripts/callgrind-wire.py show
+
+wire-callgrind-check: deps deps-valgrind
+	python3 scripts/callgrind-wire.py check
+
+wire-callgrind-update: deps deps-valgrind
+	python3 scripts/callgrind-wire.py update
+
 ## `million` in virtual time on 2 workers (12 simulated hours, 575,706,132 deliveries at seed 1; about two
 ## minutes on the 2-core reference machine, not in CI): deliveries/s and peak RSS.
 scale-million: build

@@ -154,8 +154,9 @@ public struct LatencyHistogram: Sendable, Equatable {
     public mutating func record(_ value: UInt64, count: UInt64 = 1) {
         guard count > 0 else { return }
         let index = HdrLayout.index(of: Swift.min(value, HdrLayout.highestTrackableValue))
-        cover(index, index)
-        counts[index - first] &+= count
+        // Within the span already held (nearly always): no call (`fanout push` records five samples a request).
+        if _slowPath(index < first || index >= first &+ counts.count) { cover(index, index) }
+        counts[index &- first] &+= count
         totalCount &+= count
         low = Swift.min(low, index)
         high = Swift.max(high, index)

@@ -145,9 +145,10 @@ extension PushRun {
         if let authorization { headers.append(name: PushRun.authorizationName, value: authorization) }
         // The line's own id as written (a trace may hold any text), else one from the seed; after the other
         // headers, as a scenario push's id goes.
-        let idName: StaticString = p.target == .channel ? "apns-request-id" : "apns-id"
+        let idHeader: H2UUIDHeader.Name = p.target == .channel ? .apnsRequestId : .apnsId
+        let idName = idHeader.text
         let id = p.apnsId.map { Array(bytes[$0]) }
-            ?? PushRun.requestId(idName, seed: trace.seed, event: p.line, push: 0).value
+            ?? PushRun.requestId(idHeader, seed: trace.seed, event: p.line, push: 0).value
         headers.append(name: Array(UnsafeRawBufferPointer(start: idName.utf8Start, count: idName.utf8CodeUnitCount)),
             value: id)
         switch p.target {

@@ -375,14 +375,14 @@ public final class PushRun {
                 send(H2ClientRequest(
                     path: Array("/4/broadcasts/apps/".utf8) + bundles[app], content: content,
                     uniqueHeader: PushRun.requestId(
-                        "apns-request-id", seed: scenario.seed, event: event.index, push: 0),
+                        .apnsRequestId, seed: scenario.seed, event: event.index, push: 0),
                     tag: tag), group: group)
             }
             return
         }
         for (n, path) in targets[source].enumerated() {
             results.tokenPushes += 1
-            let id = PushRun.requestId("apns-id", seed: scenario.seed, event: event.index, push: n)
+            let id = PushRun.requestId(.apnsId, seed: scenario.seed, event: event.index, push: n)
             send(
                 H2ClientRequest(path: path, content: content, uniqueHeader: id, tag: tag),
                 group: Int(owners[source][n]))

@@ -205,7 +205,7 @@ extension PushRun {
     /// event: unique per request, the same each run, and the same whether the run is sharded or not (shards never
     /// send two requests under one id).
     /// The header `name` with that UUID (formatted when the request is sent, into a stack buffer).
-    static func requestId(_ name: StaticString, seed: UInt64, event: Int, push: Int) -> H2UUIDHeader {
+    static func requestId(_ name: H2UUIDHeader.Name, seed: UInt64, event: Int, push: Int) -> H2UUIDHeader {
         H2UUIDHeader(
             name: name, high: Mix.hash(seed, 0xA1D, UInt64(event), UInt64(push)),
             low: Mix.hash(seed, 0xA1E, UInt64(event), UInt64(push)))

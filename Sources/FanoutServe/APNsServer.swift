@@ -54,6 +54,12 @@ public final class APNsServer: H2ServerDelegate {
     var inbox: Wakeup?
     private let socket: Int32?
     @exclusivity(unchecked) var forwarded: [Int: (connection: H2ServerConnection, request: H2Request)] = [:]
+    /// Several workers: the messages for each worker gathered during one read or one inbox drain, handed over at its
+    /// end in one batch per worker (one lock, one wakeup; `flushOutbox`), not one at a time.
+    @exclusivity(unchecked) var outbox: [[ClusterMessage]] = []
+    /// The connections whose answers to forwarded requests are being written during an inbox drain: their output is
+    /// held and flushed once at its end (one write for the batch, not one per answer).
+    @exclusivity(unchecked) private var answering: [H2ServerConnection] = []
     @exclusivity(unchecked) private var nextForward = 0
     private var drainedReported = false
     /// Every worker has drained: this one closes up once no broadcast waits for its fan-out here and no part of one
@@ -267,11 +273,15 @@ public final class APNsServer: H2ServerDelegate {
                 let response = service.handle(
                     input, auth: nil, wallMillis: wallMillis, becameAuthenticated: &became)
                 sendOutgoing()  // channel changes reach the peers before the answer does
-                cluster.send(.response(id: id, response: response), to: origin)
+                post(.response(id: id, response: response), to: origin)
             case .response(let id, let response):
                 guard let (connection, request) = forwarded.removeValue(forKey: id) else {
                     connectionStats[.answersDropped] += 1  // its connection closed while the answer was on its way
                     continue
+                }
+                if !connection.holdsOutput {
+                    connection.holdOutput()
+                    answering.append(connection)
                 }
                 answer(connection, request, response)
             case .peer(let peer):
@@ -287,6 +297,9 @@ public final class APNsServer: H2ServerDelegate {
         }
         if service.pendingFanouts > 0 { service.runPendingFanouts(wallMillis: wallMillis) }
         sendOutgoing()
+        for connection in answering { connection.releaseOutput() }
+        answering.removeAll(keepingCapacity: true)
+        flushOutbox()
         if allDrainedSeen && service.pendingFanouts == 0 && service.outstanding.isEmpty { closeUp() }
     }
 
@@ -295,14 +308,27 @@ public final class APNsServer: H2ServerDelegate {
         for message in service.takeOutgoing() {
             switch message {
             case .fanoutPart(let origin, _, _):
-                cluster.send(.peer(message), to: origin)
+                post(.peer(message), to: origin)
             default:
-                for k in 0..<cluster.count where k != index { cluster.send(.peer(message), to: k) }
+                for k in 0..<cluster.count where k != index { post(.peer(message), to: k) }
             }
         }
     }
 
+    /// Gathers a message for worker `k` (handed over by `flushOutbox`, at the end of the read or drain).
+    private func post(_ message: ClusterMessage, to k: Int) {
+        if outbox.isEmpty, let cluster { outbox = Array(repeating: [], count: cluster.count) }
+        outbox[k].append(message)
+    }
+
+    /// Hands each worker the messages gathered for it, in the order they were made, in one batch.
+    func flushOutbox() {
+        guard let cluster else { return }
+        for k in outbox.indices where !outbox[k].isEmpty { cluster.send(&outbox[k], to: k) }
+    }
+
     private func tick() {
+        flushOutbox()  // every path that posts flushes at its end: nothing is expected here
         service.closeInterval()
         let now = EventLoop.hrtimeNanos
         for c in Array(connections.values) { c.sweep(now: now, deadlines) }
@@ -386,7 +412,7 @@ public final class APNsServer: H2ServerDelegate {
                 nextForward += 1
                 request.retained = true
                 forwarded[nextForward] = (connection, request)
-                cluster.send(.request(id: nextForward, origin: index, input: input), to: k)
+                post(.request(id: nextForward, origin: index, input: input), to: k)
                 return
             }
         }
@@ -413,6 +439,7 @@ public final class APNsServer: H2ServerDelegate {
             service.runPendingFanouts(wallMillis: wallMillis)
         }
         sendOutgoing()
+        flushOutbox()  // the read's forwarded requests and peer messages, one batch per worker
     }
 
     public func connectionClosed(_ connection: H2ServerConnection) {

@@ -50,6 +50,17 @@ public final class ServeCluster: @unchecked Sendable {
         sender?.send()
     }
 
+    /// Appends a batch of messages to `worker`'s inbox under one lock and wakes it once; `batch` is emptied (its
+    /// capacity kept for the sender's next batch).
+    func send(_ batch: inout [ClusterMessage], to worker: Int) {
+        lock.lock()
+        inboxes[worker].append(contentsOf: batch)
+        let sender = senders[worker]
+        lock.unlock()
+        batch.removeAll(keepingCapacity: true)
+        sender?.send()
+    }
+
     /// After every worker has stopped: answers still waiting in an inbox. A worker closes up once every worker has
     /// drained (`.allDrained`), and a peer may answer a request forwarded before that after it: the answer arrives
     /// behind `.allDrained` and is never read. Its connection had closed (a worker drains when it has none), so it

@@ -178,11 +178,15 @@ extension H2ClientConnection {
     func finishStream(_ record: ClientStream, failure: H2ClientFailure?) {
         let failure = record.bounds.exceeded.map { H2ClientFailure.responseTooLarge($0) } ?? failure
         count(failure)
+        // The answer's arrays move out of the record (no retain here, no release at its clear).
+        var apnsId: [UInt8] = [], body: [UInt8] = []
+        swap(&apnsId, &record.apnsId)
+        swap(&body, &record.response)
         deliver(H2ClientResponse(
-            tag: record.request!.tag, status: failure == nil ? record.status : 0, apnsId: record.apnsId,
-            body: record.response, failure: failure, unprocessed: H2ClientConnection.unprocessed(failure)
-                ? record.request! : nil,
-            handedNanos: record.request!.handedNanos, submittedNanos: record.submittedNanos,
+            tag: record.request.tag, status: failure == nil ? record.status : 0, apnsId: apnsId,
+            body: body, failure: failure, unprocessed: H2ClientConnection.unprocessed(failure)
+                ? record.request : nil,
+            handedNanos: record.request.handedNanos, submittedNanos: record.submittedNanos,
             endNanos: failure == nil ? record.endNanos : EventLoop.hrtimeNanos))
         recycle(record)
     }
@@ -202,7 +206,7 @@ extension H2ClientConnection {
     ) -> Int {
         guard let source else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
         let record = Unmanaged<ClientStream>.fromOpaque(source).takeUnretainedValue()
-        let body = record.request!.content.body
+        let body = record.request.content.body
         let n = min(length, body.count - record.bodyOffset)
         body.withUnsafeBytes { bytes in
             UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + record.bodyOffset, byteCount: n)

@@ -94,21 +94,15 @@ extension H2ClientConnection {
             let record = link.takeUnretainedValue()
             cursor = record.newer
             if record.timedOut { continue }
-            guard let handed = record.request?.handedNanos, handed < cutoff else { break }
+            guard record.holdsRequest, record.request.handedNanos < cutoff else { break }
             record.timedOut = true
             nghttp2_submit_rst_stream(
                 session, UInt8(NGHTTP2_FLAG_NONE.rawValue), record.streamId, NGHTTP2_CANCEL.rawValue)
             expired += 1
         }
-        while queueHead < queue.count, let handed = queue[queueHead]?.handedNanos, handed < cutoff {
-            let request = queue[queueHead].take()!
-            queueHead += 1
-            fail(request, .timeout, submittedNanos: 0, handBack: false)
+        while let handed = queue.firstHandedNanos, handed < cutoff {
+            fail(queue.removeFirst(), .timeout, submittedNanos: 0, handBack: false)
             expired += 1
-        }
-        if queueHead == queue.count {
-            queue.removeAll(keepingCapacity: queue.capacity <= 4096)
-            queueHead = 0
         }
         if expired > 0 {
             flush()  // the RST_STREAMs go out and their streams close
@@ -132,12 +126,9 @@ extension H2ClientConnection {
 
     /// A draining connection's queued requests, handed back unsent (``H2ClientResponse/unprocessed``).
     func handBackQueued() {
-        guard isDraining, queueHead < queue.count else { return }
-        let waiting = queue[queueHead...]
-        queue = []
-        queueHead = 0
+        guard isDraining, !queue.isEmpty else { return }
         let failure: H2ClientFailure = goAwayReceived ? .goAway : .streamIdsExhausted
-        for case let request? in waiting { fail(request, failure, submittedNanos: 0) }
+        handBackAll(failure)
     }
 
     /// A connection drained for its stream ids closes (GOAWAY NO_ERROR) once no stream is open; a GOAWAY's

@@ -77,12 +77,7 @@ extension H2ClientConnection {
                 finishStream(record, failure: failure)
             }
         }
-        let waiting = queue[queueHead...]
-        queue = []
-        queueHead = 0
-        let failure: H2ClientFailure =
-            goAwayReceived ? .goAway : streamIdsExhausted ? .streamIdsExhausted : .connectionEnded
-        for case let request? in waiting { fail(request, failure, submittedNanos: 0) }
+        handBackAll(goAwayReceived ? .goAway : streamIdsExhausted ? .streamIdsExhausted : .connectionEnded)
         onClosed?(self)
         // onResponse stays: a request submitted after the end still fails in it (it was dropped unanswered, found
         // by the push fuzz target); the owner's closure must not hold the connection strongly.

@@ -42,10 +42,8 @@ public final class H2ClientConnection {
         get { transport.stream }
         set { transport.stream = newValue }
     }
-    /// Requests waiting for a stream, from `queueHead` on; a slot is emptied (nil) when its request leaves (moved
-    /// out, not copied: no retain of its arrays).
-    @exclusivity(unchecked) var queue: [H2ClientRequest?] = []
-    @exclusivity(unchecked) var queueHead = 0
+    /// Requests waiting for a stream (moved in and out, not copied: no retain of their arrays).
+    @exclusivity(unchecked) var queue = RequestQueue()
     var finished: Bool {
         get { transport.finished }
         set { transport.finished = newValue }
@@ -77,7 +75,7 @@ public final class H2ClientConnection {
     var protocolError: String?
     /// Streams open now, and requests waiting for a free stream.
     @exclusivity(unchecked) public internal(set) var openStreams = 0
-    public var queuedRequests: Int { queue.count - queueHead }
+    public var queuedRequests: Int { queue.count }
     /// Requests handed to nghttp2, answers that ended, and requests failed (by kind).
     @exclusivity(unchecked) public internal(set) var requestsSubmitted = 0
     @exclusivity(unchecked) public internal(set) var responsesReceived = 0
@@ -165,7 +163,7 @@ public final class H2ClientConnection {
             return
         }
         if isReady && endReason == nil && queuedRequests == 0 && openStreams < streamLimit {
-            send(request)
+            send(consume request)
             if holdsWrites {
                 heldRequests += 1
                 if heldRequests < settings.requestsPerWrite { return }
@@ -178,7 +176,7 @@ public final class H2ClientConnection {
             fail(request, .queueFull, submittedNanos: 0, handBack: false)
             return
         }
-        queue.append(request)
+        queue.append(consume request)
         maxQueued = max(maxQueued, queuedRequests)
     }
 
@@ -200,6 +198,16 @@ public final class H2ClientConnection {
         if !transport.inReceive { flush() }
     }
 
+    /// Every queued request fails with `failure` and is handed back (``H2ClientResponse/unprocessed``): all are taken
+    /// out first, so that one the owner submits again meanwhile (to another connection) is not among them.
+    func handBackAll(_ failure: H2ClientFailure) {
+        guard !queue.isEmpty else { return }
+        var waiting: [H2ClientRequest] = []
+        waiting.reserveCapacity(queue.count)
+        queue.removeAll { waiting.append($0) }
+        for request in waiting { fail(request, failure, submittedNanos: 0) }
+    }
+
     /// Sends queued requests while streams are free.
     func pump() {
         // Not into a session that is ending (a protocol error, a flood): nghttp2 would refuse the streams as if the
@@ -207,23 +215,14 @@ public final class H2ClientConnection {
         guard isReady, !finished, !goAwayReceived, endReason == nil else { return }
         let limit = streamLimit
         var unwritten = 0
-        while !finished && !streamIdsExhausted && queueHead < queue.count && openStreams < limit {
-            let request = queue[queueHead].take()!
-            queueHead += 1
-            send(request)
+        while !finished && !streamIdsExhausted && !queue.isEmpty && openStreams < limit {
+            send(queue.removeFirst())
             unwritten += 1
             // Written in pieces: the server starts on the first requests while the next are made.
             if unwritten == settings.requestsPerWrite {
                 flush()
                 unwritten = 0
             }
-        }
-        if queueHead == queue.count {
-            queue.removeAll(keepingCapacity: queue.capacity <= 4096)
-            queueHead = 0
-        } else if queueHead > 4096 && queueHead * 2 > queue.count {
-            queue.removeFirst(queueHead)
-            queueHead = 0
         }
     }
 
@@ -244,8 +243,8 @@ public final class H2ClientConnection {
         // The request moves into its record (no copy); what follows reads it there.
         let record = makeRecord(request, submittedNanos: EventLoop.hrtimeNanos)
         let user = Unmanaged.passRetained(record).toOpaque()
-        let content = record.request!.content
-        let unique = record.request!.uniqueHeader
+        let content = record.request.content
+        let unique = record.request.uniqueHeader
         let shared = content.shared.pairs
         let count = 4 + shared.count + (unique == nil ? 0 : 1)
         let noCopy = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
@@ -262,7 +261,7 @@ public final class H2ClientConnection {
                         value: UnsafeMutablePointer(mutating: value), namelen: name.utf8CodeUnitCount,
                         valuelen: valueCount, flags: flags)
                 }
-                let method = record.request!.method
+                let method = record.request.method.text
                 pairs[0] = nv(":method", method.utf8Start, method.utf8CodeUnitCount, flags: noCopy)
                 pairs[1] = target.pairs[0]
                 pairs[2] = target.pairs[1]
@@ -271,11 +270,11 @@ public final class H2ClientConnection {
                     unique.format(into: value.baseAddress!)
                     // Never indexed (HPACK): a value sent once would only churn the table.
                     pairs[count - 1] = nghttp2_nv(
-                        name: UnsafeMutablePointer(mutating: unique.name.utf8Start), value: value.baseAddress,
-                        namelen: unique.name.utf8CodeUnitCount, valuelen: H2UUIDHeader.valueCount,
+                        name: UnsafeMutablePointer(mutating: unique.name.text.utf8Start), value: value.baseAddress,
+                        namelen: unique.name.text.utf8CodeUnitCount, valuelen: H2UUIDHeader.valueCount,
                         flags: UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue | NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue))
                 }
-                return record.request!.path.withUnsafeBufferPointer { path in
+                return record.request.path.withUnsafeBufferPointer { path in
                     let copied = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue)  // the value is copied
                     pairs[3] = nv(":path", path.baseAddress, path.count, flags: copied)
                     if content.body.isEmpty {
@@ -293,8 +292,8 @@ public final class H2ClientConnection {
             Unmanaged<ClientStream>.fromOpaque(user).release()
             failedSubmissions += 1
             deliver(H2ClientResponse(
-                tag: record.request!.tag, status: 0, apnsId: [], body: [], failure: .notSubmitted(id),
-                unprocessed: nil, handedNanos: record.request!.handedNanos,
+                tag: record.request.tag, status: 0, apnsId: [], body: [], failure: .notSubmitted(id),
+                unprocessed: nil, handedNanos: record.request.handedNanos,
                 submittedNanos: 0, endNanos: EventLoop.hrtimeNanos))
             return
         }

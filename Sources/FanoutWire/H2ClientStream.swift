@@ -2,10 +2,16 @@
 /// records of closed streams for the next requests (``H2ClientConnection/recycle(_:)``): no allocation and
 /// deallocation per request.
 final class ClientStream {
-    /// Kept whole (its path and content retained, not copied): a stream refused by a GOAWAY hands it back for
-    /// another try. nil while the record waits for reuse.
+    /// The request, kept whole (its path and content retained, not copied): a stream refused by a GOAWAY hands it
+    /// back for another try. Held in a slot of the record's own and moved in and out through it (`hold`, `clear`):
+    /// an `H2ClientRequest?` here was destroyed through the runtime's generic value witnesses at every `nil`.
+    /// Read only while `holdsRequest`.
+    private let slot = UnsafeMutablePointer<H2ClientRequest>.allocate(capacity: 1)
     // `@exclusivity(unchecked)`: a record is touched only on its connection's loop thread, one callback at a time.
-    @exclusivity(unchecked) var request: H2ClientRequest?
+    @exclusivity(unchecked) private(set) var holdsRequest = false
+    var request: H2ClientRequest {
+        unsafeAddress { UnsafePointer(slot) }
+    }
     @exclusivity(unchecked) var bodyOffset = 0
     @exclusivity(unchecked) var submittedNanos: UInt64
     @exclusivity(unchecked) var status = 0
@@ -26,14 +32,29 @@ final class ClientStream {
     init(request: consuming H2ClientRequest, submittedNanos: UInt64, settings: H2ClientSettings) {
         bodyLimit = settings.bodyLimit
         bounds = ResponseBounds(settings)
-        self.request = request
         self.submittedNanos = submittedNanos
+        hold(request)
+    }
+
+    deinit {
+        if holdsRequest { slot.deinitialize(count: 1) }
+        slot.deallocate()
+    }
+
+    /// Takes `request` into the slot (empty: a new record's, or one cleared for reuse).
+    func hold(_ request: consuming H2ClientRequest) {
+        precondition(!holdsRequest, "a record holds one request at a time")
+        slot.initialize(to: request)
+        holdsRequest = true
     }
 
     /// Back to a new record's state, the request dropped (its arrays released now, not at the record's reuse).
     /// Every field `init` sets or defaults is set here again: a new field belongs in both.
     func clear(_ settings: H2ClientSettings) {
-        request = nil
+        if holdsRequest {
+            slot.deinitialize(count: 1)
+            holdsRequest = false
+        }
         bodyOffset = 0
         status = 0
         if !apnsId.isEmpty { apnsId = [] }
@@ -54,7 +75,7 @@ extension H2ClientConnection {
         guard let record = spareRecords.popLast() else {
             return ClientStream(request: request, submittedNanos: submittedNanos, settings: settings)
         }
-        record.request = request
+        record.hold(request)
         record.submittedNanos = submittedNanos
         return record
     }

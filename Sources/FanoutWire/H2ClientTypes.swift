@@ -25,12 +25,26 @@ public final class H2RequestContent: @unchecked Sendable {  // immutable once ma
 /// A header of one request alone whose value is a UUID's text (8-4-4-4-12 lowercase hex digits) of two 64-bit
 /// words (`apns-id`, `apns-request-id`): formatted at send time into a stack buffer, no array per request.
 public struct H2UUIDHeader: Sendable {
-    /// Lowercase (it is sent as it is, not copied and lower-cased by nghttp2).
-    public var name: StaticString
+    /// The header's name: one of a few, a byte in the request (a `StaticString` would add three words to every
+    /// request moved through the queues).
+    public enum Name: UInt8, Sendable {
+        case apnsId = 1
+        case apnsRequestId = 2
+
+        /// Lowercase (it is sent as it is, not copied and lower-cased by nghttp2).
+        public var text: StaticString {
+            switch self {
+            case .apnsId: "apns-id"
+            case .apnsRequestId: "apns-request-id"
+            }
+        }
+    }
+
+    public var name: Name
     public var high: UInt64
     public var low: UInt64
 
-    public init(name: StaticString, high: UInt64, low: UInt64) {
+    public init(name: Name, high: UInt64, low: UInt64) {
         self.name = name
         self.high = high
         self.low = low
@@ -54,14 +68,35 @@ public struct H2UUIDHeader: Sendable {
     }
 }
 
+/// A request's method (HTTP/2 `:method`), a byte in the request.
+public enum H2Method: UInt8, Sendable {
+    case post, get, put, delete
+
+    public var text: StaticString {
+        switch self {
+        case .post: "POST"
+        case .get: "GET"
+        case .put: "PUT"
+        case .delete: "DELETE"
+        }
+    }
+}
+
 /// One request for ``H2ClientConnection/submit(_:)``: its path, its batch's headers and body, and optionally one
 /// header of its own.
+///
+/// Kept small and flat — two references and plain words, no `StaticString` and no Optional inside — because every
+/// request is moved into a connection's queue, out to its stream's record and back: with a `StaticString` method
+/// and an optional `H2UUIDHeader` (of a `StaticString` name) each move and each `nil` of an optional request went
+/// through the runtime's generic value witnesses (`scripts/callgrind-push.sh`: ~900 instructions a request).
 public struct H2ClientRequest: Sendable {
-    public var method: StaticString
+    public var method: H2Method
     public var path: [UInt8]
     public var content: H2RequestContent
-    /// One more header of this request alone (e.g. its `apns-id`), so that `content` can be shared by many requests.
-    public var uniqueHeader: H2UUIDHeader?
+    /// The unique header's name (0: none) and value's words, stored flat (``uniqueHeader``).
+    var uniqueName: UInt8
+    var uniqueHigh: UInt64
+    var uniqueLow: UInt64
     /// The caller's handle for the request, handed back with its response.
     public var tag: Int
     /// When the caller handed the request over (its own clock, `EventLoop.hrtimeNanos`; 0: not said), handed back
@@ -72,19 +107,31 @@ public struct H2ClientRequest: Sendable {
     public var headers: HeaderList { content.headers }
     public var body: [UInt8] { content.body }
 
+    /// One more header of this request alone (e.g. its `apns-id`), so that `content` can be shared by many requests.
+    public var uniqueHeader: H2UUIDHeader? {
+        get { H2UUIDHeader.Name(rawValue: uniqueName).map { H2UUIDHeader(name: $0, high: uniqueHigh, low: uniqueLow) } }
+        set {
+            uniqueName = newValue?.name.rawValue ?? 0
+            uniqueHigh = newValue?.high ?? 0
+            uniqueLow = newValue?.low ?? 0
+        }
+    }
+
     public init(
-        method: StaticString = "POST", path: [UInt8], content: H2RequestContent, uniqueHeader: H2UUIDHeader? = nil,
+        method: H2Method = .post, path: [UInt8], content: H2RequestContent, uniqueHeader: H2UUIDHeader? = nil,
         tag: Int
     ) {
         self.method = method
         self.path = path
         self.content = content
-        self.uniqueHeader = uniqueHeader
+        uniqueName = uniqueHeader?.name.rawValue ?? 0
+        uniqueHigh = uniqueHeader?.high ?? 0
+        uniqueLow = uniqueHeader?.low ?? 0
         self.tag = tag
     }
 
     /// A request with headers and a body of its own.
-    public init(method: StaticString = "POST", path: [UInt8], headers: HeaderList, body: [UInt8], tag: Int) {
+    public init(method: H2Method = .post, path: [UInt8], headers: HeaderList, body: [UInt8], tag: Int) {
         self.init(method: method, path: path, content: H2RequestContent(headers: headers, body: body), tag: tag)
     }
 }

@@ -139,6 +139,18 @@ extension H2ServerConnection {
 
     // MARK: Output
 
+    /// Holds the output: answers submitted until ``releaseOutput()`` are written together then, not one write each
+    /// (the owner answering a batch of requests outside a read, e.g. answers handed back by another loop).
+    public func holdOutput() { transport.held = true }
+
+    public var holdsOutput: Bool { transport.held }
+
+    /// Ends ``holdOutput()`` and sends what was submitted meanwhile.
+    public func releaseOutput() {
+        transport.held = false
+        flush()
+    }
+
     /// Sends what nghttp2 has queued (through TLS when on), up to the output watermark; closes once neither side
     /// has more to say.
     ///

@@ -34,8 +34,11 @@ final class H2Transport {
         self.watermark = watermark
     }
 
-    /// Inside a receive or a send: a submission waits for the flush that follows.
-    var busy: Bool { inFlush || inReceive }
+    /// The owner holds the output (``H2ServerConnection/holdOutput()``): answers submitted meanwhile go out together.
+    @exclusivity(unchecked) var held = false
+
+    /// Inside a receive or a send, or held: a submission waits for the flush that follows.
+    var busy: Bool { inFlush || inReceive || held }
 
     // MARK: Input
 

@@ -10,7 +10,7 @@ struct H2UUIDHeaderTests {
         let pairs = [(UInt64(0), UInt64(0)), (UInt64.max, UInt64.max), (0x0123_4567_89AB_CDEF, 0xFEDC_BA98_7654_3210)]
             + (0..<1000).map { _ in (generator.next() as UInt64, generator.next() as UInt64) }
         for (high, low) in pairs {
-            let header = H2UUIDHeader(name: "apns-id", high: high, low: low)
+            let header = H2UUIDHeader(name: .apnsId, high: high, low: low)
             var bytes = [UInt8](repeating: 0, count: 16)
             for i in 0..<8 {
                 bytes[i] = UInt8(truncatingIfNeeded: high >> UInt64(56 - 8 * i))

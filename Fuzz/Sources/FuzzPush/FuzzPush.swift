@@ -59,7 +59,7 @@ func request(_ tag: Int) -> H2ClientRequest {
         body: Array("{\"aps\":{\"n\":\(tag)}}".utf8))
     return H2ClientRequest(
         path: Array("/3/device/\(String(repeating: "ab", count: 32))".utf8), content: content,
-        uniqueHeader: H2UUIDHeader(name: "apns-id", high: 0, low: UInt64(tag)), tag: tag)
+        uniqueHeader: H2UUIDHeader(name: .apnsId, high: 0, low: UInt64(tag)), tag: tag)
 }
 
 func check(_ response: H2ClientResponse, _ settings: H2ClientSettings) {
