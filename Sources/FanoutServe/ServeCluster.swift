@@ -26,6 +26,10 @@ public final class ServeCluster: @unchecked Sendable {
     private var inboxes: [[ClusterMessage]]
     private var senders: [Wakeup.Sender?]
     private var drained = Set<Int>()
+    /// Batches handed over (`send(_:to:)` of a batch): a worker's messages for one peer from one read or one inbox
+    /// drain go as one batch, one wakeup.
+    private var batches = 0
+    public var batchesHanded: Int { lock.withLock { batches } }
 
     public init(count: Int, directory: TokenDirectory) {
         self.count = count
@@ -55,6 +59,7 @@ public final class ServeCluster: @unchecked Sendable {
     func send(_ batch: inout [ClusterMessage], to worker: Int) {
         lock.lock()
         inboxes[worker].append(contentsOf: batch)
+        batches += 1
         let sender = senders[worker]
         lock.unlock()
         batch.removeAll(keepingCapacity: true)

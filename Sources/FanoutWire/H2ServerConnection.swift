@@ -193,6 +193,8 @@ public final class H2ServerConnection {
 
     /// Bytes read and written over the connection's life (socket connections).
     public var bytesRead: Int { stream?.bytesRead ?? 0 }
+    /// Flushes that wrote some of nghttp2's output (a socket write, or in memory one flush's chunks).
+    public var writes: Int { transport.writes }
     public var bytesWritten: Int { (stream?.bytesWritten ?? 0) + (stream?.pendingWriteBytes ?? 0) }
 
     /// Input for an in-memory connection, as if read from a socket.
