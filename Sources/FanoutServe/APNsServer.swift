@@ -57,6 +57,8 @@ public final class APNsServer: H2ServerDelegate {
     /// Several workers: the messages for each worker gathered during one read or one inbox drain, handed over at its
     /// end in one batch per worker (one lock, one wakeup; `flushOutbox`), not one at a time.
     @exclusivity(unchecked) var outbox: [[ClusterMessage]] = []
+    /// The inbox's messages being handled (swapped out of the cluster; emptied, its storage kept, after each drain).
+    @exclusivity(unchecked) private var inboxMessages: [ClusterMessage] = []
     /// The connections whose answers to forwarded requests are being written during an inbox drain: their output is
     /// held and flushed once at its end (one write for the batch, not one per answer).
     @exclusivity(unchecked) private var answering: [H2ServerConnection] = []
@@ -266,7 +268,9 @@ public final class APNsServer: H2ServerDelegate {
 
     func drainInbox() {
         guard let cluster else { return }
-        for message in cluster.take(index) {
+        cluster.take(index, into: &inboxMessages)
+        defer { inboxMessages.removeAll(keepingCapacity: true) }
+        for message in inboxMessages {
             switch message {
             case .request(let id, let origin, let input):
                 var became = false

@@ -58,7 +58,11 @@ public final class ServeCluster: @unchecked Sendable {
     /// capacity kept for the sender's next batch).
     func send(_ batch: inout [ClusterMessage], to worker: Int) {
         lock.lock()
-        inboxes[worker].append(contentsOf: batch)
+        if inboxes[worker].isEmpty {
+            swap(&inboxes[worker], &batch)  // the batch becomes the inbox: no message copied
+        } else {
+            inboxes[worker].append(contentsOf: batch)
+        }
         batches += 1
         let sender = senders[worker]
         lock.unlock()
@@ -81,12 +85,12 @@ public final class ServeCluster: @unchecked Sendable {
         return n
     }
 
-    func take(_ worker: Int) -> [ClusterMessage] {
+    /// Swaps `worker`'s inbox with `spare` (empty): the messages waiting come out in `spare` without a copy, and the
+    /// inbox goes on in the spare's storage.
+    func take(_ worker: Int, into spare: inout [ClusterMessage]) {
         lock.lock()
-        defer { lock.unlock() }
-        let messages = inboxes[worker]
-        inboxes[worker].removeAll(keepingCapacity: true)
-        return messages
+        swap(&inboxes[worker], &spare)
+        lock.unlock()
     }
 
     /// No message waits in any inbox (the in-memory harness steps its loops until then).
