@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from callgrind_common import ROOT, annotate, committed, git, run, versions  # noqa: E402
+from callgrind_common import ROOT, annotate, judge_figure, run, write_figure  # noqa: E402
 
 FIGURE = os.path.join(ROOT, "Benchmarks", "Thresholds", "callgrind.engine.smoke.txt")
 OUT_DIR = os.path.join(ROOT, ".build", "callgrind-engine")
@@ -90,30 +90,13 @@ def main():
         print(f"\nTop functions (self instructions per delivery, from the {D2}-s run):")
         for cost, function in annotate(out2, inclusive=False)[:15]:
             print(f"  {cost / d2:9,.1f}  {function[:150]}")
+    targets = ("engine-callgrind-check", "engine-callgrind-update")
     if args.command == "update":
-        valgrind, swift = versions()
-        with open(FIGURE + ".tmp", "w", encoding="utf-8") as f:
-            f.write(f"{per_delivery:.1f} instructions per delivery of `fanout run smoke --workers 1`\n")
-            f.write(f"# callgrind ({valgrind}), --duration {D1} and {D2} (virtual time); fixed cost "
-                    f"{fixed / 1e9:.3f} G; report writing {r1:,} and {r2:,} instructions;\n")
-            f.write(f"# recorded at {git('rev-parse', '--short', 'HEAD')} with {swift}.\n")
-            f.write(f"# `make engine-callgrind-check` fails beyond ±{TOLERANCE_PERCENT:g}%; "
-                    "`make engine-callgrind-update` re-records it.\n")
-        os.replace(FIGURE + ".tmp", FIGURE)
-        print(f"\nwrote {os.path.relpath(FIGURE, ROOT)}")
+        write_figure(FIGURE, f"{per_delivery:.1f} instructions per delivery of `fanout run smoke --workers 1`",
+                     [f"--duration {D1} and {D2} (virtual time); fixed cost {fixed / 1e9:.3f} G; report writing "
+                      f"{r1:,} and {r2:,} instructions"], targets, TOLERANCE_PERCENT)
     if args.command == "check":
-        failed = False
-        reference = committed(FIGURE, "callgrind-engine", "engine-callgrind-update")
-        change = (per_delivery - reference) / reference * 100
-        verdict = f"{per_delivery:,.1f} vs committed {reference:,.1f} ({change:+.2f}%, allowed ±{TOLERANCE_PERCENT:g}%)"
-        if abs(change) > TOLERANCE_PERCENT:
-            direction = "more" if change > 0 else "fewer"
-            print(f"engine-callgrind-check FAILED: the engine takes {direction} instructions per delivery: {verdict}.")
-            print("If the change is intended, re-record with `make engine-callgrind-update` and commit "
-                  "Benchmarks/Thresholds/callgrind.engine.smoke.txt.")
-            failed = True
-        else:
-            print(f"engine-callgrind-check passed: {verdict}")
+        failed = not judge_figure(per_delivery, FIGURE, "the engine", "delivery", targets, TOLERANCE_PERCENT)
         if growth > REPORT_GROWTH_PERCENT:
             print(f"engine-callgrind-check FAILED: writing the run folder grew {growth:+.2f}% with "
                   f"{s2 / s1:.1f}× the samples (allowed +{REPORT_GROWTH_PERCENT:g}%): a report must cost the same "

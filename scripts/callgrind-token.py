@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from callgrind_common import ROOT, annotate, committed, git, run, versions  # noqa: E402
+from callgrind_common import ROOT, annotate, judge_figure, run, write_figure  # noqa: E402
 
 BENCH = os.path.join(ROOT, "Benchmarks")
 FIGURE = os.path.join(BENCH, "Thresholds", "callgrind.pipeline.token.txt")
@@ -73,28 +73,13 @@ def main():
         print(f"\nTop functions (self instructions per update, from the {N2:,}-update run):")
         for cost, function in top_functions(out2):
             print(f"  {cost / N2:9,.0f}  {function[:150]}")
+    targets = ("callgrind-check", "callgrind-update")
     if args.command == "update":
-        valgrind, swift = versions()
-        with open(FIGURE + ".tmp", "w", encoding="utf-8") as f:
-            f.write(f"{per_update:.1f} instructions per pipeline.token update\n")
-            f.write(f"# callgrind ({valgrind}), callgrind-token {N1} and {N2}, collected in runUpdates only;\n")
-            f.write(f"# recorded at {git('rev-parse', '--short', 'HEAD')} with {swift}.\n")
-            f.write(f"# `make callgrind-check` fails beyond ±{TOLERANCE_PERCENT:g}%; `make callgrind-update` "
-                    "re-records it.\n")
-        os.replace(FIGURE + ".tmp", FIGURE)
-        print(f"\nwrote {os.path.relpath(FIGURE, ROOT)}")
-    if args.command == "check":
-        reference = committed(FIGURE, "callgrind-token", "callgrind-update")
-        change = (per_update - reference) / reference * 100
-        verdict = f"{per_update:,.1f} vs committed {reference:,.1f} ({change:+.2f}%, allowed ±{TOLERANCE_PERCENT:g}%)"
-        if abs(change) > TOLERANCE_PERCENT:
-            direction = "more" if change > 0 else "fewer"
-            print(f"callgrind-check FAILED: pipeline.token takes {direction} instructions per update: {verdict}.")
-            print("If the change is intended (an optimisation, a new rule), re-record the figure with "
-                  "`make callgrind-update` and commit Benchmarks/Thresholds/callgrind.pipeline.token.txt.")
-            sys.exit(1)
-        print(f"callgrind-check passed: {verdict}")
-
+        write_figure(FIGURE, f"{per_update:.1f} instructions per pipeline.token update",
+                     [f"callgrind-token {N1} and {N2}, collected in runUpdates only"], targets, TOLERANCE_PERCENT)
+    if args.command == "check" and not judge_figure(per_update, FIGURE, "pipeline.token", "update", targets,
+                                                    TOLERANCE_PERCENT):
+        sys.exit(1)
 
 if __name__ == "__main__":
     main()

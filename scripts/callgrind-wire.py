@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from callgrind_common import ROOT, committed, git, run, versions  # noqa: E402
+from callgrind_common import ROOT, judge_figure, run, write_figure  # noqa: E402
 
 OUT_DIR = os.path.join(ROOT, ".build", "callgrind-wire")
 TOLERANCE_PERCENT = 2.0
@@ -77,29 +77,14 @@ def main():
         ours, peer, peer_name, out = measure()
         print(f"{name}: {ours:,.0f} instructions per request; {peer_name} {peer:,.0f} in the same script "
               f"({ours / peer:.2f}×); profile in {os.path.relpath(out, ROOT)}")
-        figure = FIGURES[name]
+        targets = ("wire-callgrind-check", "wire-callgrind-update")
         if args.command == "update":
-            valgrind, swift = versions()
-            with open(figure + ".tmp", "w", encoding="utf-8") as f:
-                f.write(f"{ours:.0f} instructions per request of fanout {name} (scripts/callgrind-{name}.sh)\n")
-                f.write(f"# {peer_name}: {peer:.0f} in the same run; callgrind ({valgrind}); recorded at "
-                        f"{git('rev-parse', '--short', 'HEAD')} with {swift}.\n")
-                f.write(f"# `make wire-callgrind-check` fails beyond ±{TOLERANCE_PERCENT:g}%; "
-                        "`make wire-callgrind-update` re-records it.\n")
-            os.replace(figure + ".tmp", figure)
-            print(f"wrote {os.path.relpath(figure, ROOT)}")
-        if args.command == "check":
-            reference = committed(figure, "callgrind-wire", "wire-callgrind-update")
-            change = (ours - reference) / reference * 100
-            verdict = f"{ours:,.0f} vs committed {reference:,.0f} ({change:+.2f}%, allowed ±{TOLERANCE_PERCENT:g}%)"
-            if abs(change) > TOLERANCE_PERCENT:
-                direction = "more" if change > 0 else "fewer"
-                print(f"wire-callgrind-check FAILED: fanout {name} takes {direction} instructions per request: "
-                      f"{verdict}. If intended, re-record with `make wire-callgrind-update` and commit "
-                      f"{os.path.relpath(figure, ROOT)}.")
-                failed = True
-            else:
-                print(f"wire-callgrind-check passed for {name}: {verdict}")
+            write_figure(FIGURES[name], f"{ours:.0f} instructions per request of fanout {name} "
+                         f"(scripts/callgrind-{name}.sh)", [f"{peer_name}: {peer:.0f} in the same run"], targets,
+                         TOLERANCE_PERCENT)
+        if args.command == "check" and not judge_figure(ours, FIGURES[name], f"fanout {name}", "request", targets,
+                                                        TOLERANCE_PERCENT):
+            failed = True
     sys.exit(1 if failed else 0)
 
 

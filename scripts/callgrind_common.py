@@ -1,5 +1,6 @@
-"""What the callgrind gates share (scripts/callgrind-token.py, scripts/callgrind-engine.py): running
-commands, reading callgrind_annotate's table with Swift names demangled, the committed figure, git."""
+"""What the callgrind gates share (scripts/callgrind-token.py, scripts/callgrind-engine.py,
+scripts/callgrind-wire.py): running commands, reading callgrind_annotate's table with Swift names demangled, the
+committed figure (written, read, judged), git."""
 import os
 import re
 import subprocess
@@ -55,3 +56,32 @@ def versions():
     swift = run([os.environ.get("SWIFT", "swift"), "--version"], stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT).stdout.splitlines()[0]
     return valgrind, swift
+
+
+def write_figure(figure, first_line, comments, targets, tolerance):
+    """Writes a committed figure file: `first_line` (its number first), `comments`, then how it was recorded and
+    which make targets check and re-record it (`targets`: (check, update))."""
+    valgrind, swift = versions()
+    with open(figure + ".tmp", "w", encoding="utf-8") as f:
+        f.write(first_line + "\n")
+        for comment in comments:
+            f.write(f"# {comment}\n")
+        f.write(f"# callgrind ({valgrind}); recorded at {git('rev-parse', '--short', 'HEAD')} with {swift}.\n")
+        f.write(f"# `make {targets[0]}` fails beyond ±{tolerance:g}%; `make {targets[1]}` re-records it.\n")
+    os.replace(figure + ".tmp", figure)
+    print(f"wrote {os.path.relpath(figure, ROOT)}")
+
+
+def judge_figure(value, figure, what, unit, targets, tolerance):
+    """Prints whether `value` is within `tolerance` percent of the committed figure; returns False if not."""
+    reference = committed(figure, targets[0], targets[1])
+    change = (value - reference) / reference * 100
+    verdict = f"{value:,.1f} vs committed {reference:,.1f} ({change:+.2f}%, allowed ±{tolerance:g}%)"
+    if abs(change) <= tolerance:
+        print(f"{targets[0]} passed: {what}: {verdict}")
+        return True
+    direction = "more" if change > 0 else "fewer"
+    print(f"{targets[0]} FAILED: {what} takes {direction} instructions per {unit}: {verdict}.")
+    print(f"If the change is intended, re-record with `make {targets[1]}` and commit "
+          f"{os.path.relpath(figure, ROOT)}.")
+    return False
