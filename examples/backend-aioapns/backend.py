@@ -1,20 +1,24 @@
 #!/usr/bin/env python3
 """A small Live Activity backend, the kind `fanout serve` is built to test (docs/INGEST.md §5).
 
-It does what a real one does, in about 160 lines:
+It does what a real one does, in about 250 lines:
   POST /register  an app registers an activity's tokens (update token, push-to-start token, channel, source);
                   kept in SQLite (the standard library's sqlite3).
   POST /trigger   an event happened (a goal): one push per registered activity following the event's source,
                   through aioapns (HTTP/2, TLS, ES256 provider token); or, when the event carries a channel, one
                   broadcast to that channel (aioapns has no broadcast call, so httpx with HTTP/2 sends it).
-The trigger is answered 202 at once and the fan-out runs in the background, at most --concurrency pushes in flight.
-`aps.timestamp` is the event's `timestamp`, unchanged: that is how fanout matches a push to its event.
+The trigger is answered 202 once the event is in a bounded queue (--queue; full: 503, so the sender can tell) that
+--workers tasks take events from; at most --concurrency pushes in flight. `aps.timestamp` is the event's
+`timestamp`, unchanged: that is how fanout matches a push to its event. As APNs asks of a provider: a push or
+broadcast refused 429, 500 or 503 (or lost with its connection) is sent again with the same `apns-id` after 100 ms,
+200 ms, … (at most 5 s, --retries times); a token answered 410 Unregistered is deleted (pruned), so nothing is
+sent to it again.
 
 --drop-every N is a deliberate bug, there to show `fanout compare` failing a CI gate: each token fan-out skips its
 N-th, 2N-th, … subscriber (the same ones every time, by registration order). Broadcasts are left alone: APNs fans
 a broadcast out, the backend has no subscriber list to skip from. --drop-push-every N, --send-every N and
 --wrong-content-every N plant other bugs (a lost push, a coalescing backend, a garbled content-state), each for a
-count of fanout's judge to catch (skipped, freshness, wrongContent).
+count of fanout's judge to catch (skipped, freshness, wrongContent). --never-prune keeps tokens APNs answered 410.
 
     python3 backend.py --listen 127.0.0.1:8080 --apns localhost:2197 --ca cert.pem \
         --auth-key KEYID=key.p8 --team TEAMID
@@ -53,7 +57,10 @@ class Backend:
         self.slots = asyncio.Semaphore(args.concurrency)
         self.http = httpx.AsyncClient(http2=True, verify=ssl.create_default_context(cafile=args.ca), timeout=30)
         self.counts = {"registered": 0, "triggers": 0, "pushes": 0, "broadcasts": 0, "failed": 0, "dropped": 0,
-                       "coalesced": 0, "garbled": 0}
+                       "coalesced": 0, "garbled": 0, "retries": 0, "pruned": 0, "queueFull": 0}
+        # Events waiting for a worker (bounded: a backend that takes more than it can send says so with a 503).
+        self.queue = asyncio.Queue(maxsize=args.queue)
+        self.workers = [asyncio.get_running_loop().create_task(self.work()) for _ in range(args.workers)]
         self.dropped = []  # (source, timestamp, token) of each push --drop-push-every dropped
         self.failures = []  # (token or channel, timestamp) of each push or broadcast APNs did not accept
         self.fanned = 0  # token pushes a fan-out meant to send, in order (--drop-push-every counts them)
@@ -103,8 +110,48 @@ class Backend:
                 return web.Response(status=202)
         if self.args.wrong_content_every and self.counts["triggers"] % self.args.wrong_content_every == 0:
             self.garble(event)
-        asyncio.get_running_loop().create_task(self.fan_out(event))
+        try:
+            self.queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.counts["queueFull"] += 1
+            return web.Response(status=503, text="queue full")
         return web.Response(status=202)
+
+    async def work(self):
+        """One worker: takes events from the queue and fans each out (a failure is counted, the worker goes on)."""
+        while True:
+            event = await self.queue.get()
+            try:
+                await self.fan_out(event)
+            except Exception as error:  # noqa: BLE001 - one bad event must not stop the worker
+                self.counts["failed"] += 1
+                print(f"backend: fan-out of {event.get('source')} failed: {error!r}", flush=True)
+            finally:
+                self.queue.task_done()
+
+    async def attempts(self, send, target, payload):
+        """Sends with `send()` (an awaitable giving the HTTP status as text, or None when the connection failed)
+        until it is accepted, refused for good, or --retries retries of 429/500/503/no answer are spent; the
+        outcome is counted. A token answered 410 is pruned (--never-prune: kept)."""
+        for attempt in range(self.args.retries + 1):
+            async with self.slots:
+                try:
+                    status = await send()
+                except Exception:  # noqa: BLE001 - a connection that failed: retried like a 503
+                    status = None
+            if status == "200":
+                return True
+            if status == "410" and not self.args.never_prune:
+                self.db.execute("DELETE FROM activity WHERE token = ?", (target,))
+                self.counts["pruned"] += 1
+                break
+            if status in (None, "429", "500", "503") and attempt < self.args.retries:
+                self.counts["retries"] += 1
+                await asyncio.sleep(min(5.0, 0.1 * 2 ** attempt))
+                continue
+            break
+        self.failed(target, payload)
+        return False
 
     def garble(self, event):
         """The bug --wrong-content-every plants: the content-state's first field changed (a number + 1, a boolean
@@ -154,32 +201,28 @@ class Backend:
         self.failures.append((target, payload["aps"]["timestamp"]))
 
     async def push(self, app, token, payload):
-        async with self.slots:
-            try:
-                result = await self.apns(app).send_notification(NotificationRequest(
-                    device_token=token, message=payload, push_type=PushType.LIVEACTIVITY, priority=self.args.priority))
-                ok = result.is_successful
-            except Exception:  # a connection that failed: counted, the fan-out goes on
-                ok = False
-        if ok:
+        # One request object for every attempt: a retry carries the same apns-id.
+        request = NotificationRequest(device_token=token, message=payload, push_type=PushType.LIVEACTIVITY,
+                                      priority=self.args.priority)
+
+        async def send():
+            return (await self.apns(app).send_notification(request)).status
+
+        if await self.attempts(send, token, payload):
             self.counts["pushes"] += 1
-        else:
-            self.failed(token, payload)
 
     async def broadcast(self, app, channel, payload):
-        headers = {"authorization": f"bearer {self.bearer()}", "apns-channel-id": channel,
-                   "apns-push-type": "LiveActivity", "apns-priority": str(self.args.priority), "apns-expiration": "0"}
         url = f"https://{self.args.apns}/4/broadcasts/apps/{app}"
-        async with self.slots:
-            try:
-                response = await self.http.post(url, headers=headers, content=json.dumps(payload))
-                ok = response.status_code == 200
-            except httpx.HTTPError:
-                ok = False
-        if ok:
+        body = json.dumps(payload)
+
+        async def send():
+            headers = {"authorization": f"bearer {self.bearer()}", "apns-channel-id": channel,
+                       "apns-push-type": "LiveActivity", "apns-priority": str(self.args.priority),
+                       "apns-expiration": "0"}
+            return str((await self.http.post(url, headers=headers, content=body)).status_code)
+
+        if await self.attempts(send, channel, payload):
             self.counts["broadcasts"] += 1
-        else:
-            self.failed(channel, payload)
 
     async def stats(self, request):
         if request.query.get("dropped"):  # /stats?dropped=1: the (source, timestamp, token) of each dropped push
@@ -197,6 +240,15 @@ def main():
     p.add_argument("--db", default=":memory:",
                    help="SQLite file for registrations (several instances may share one file)")
     p.add_argument("--concurrency", type=int, default=256, help="pushes in flight at most")
+    p.add_argument("--workers", type=int, default=32, help="tasks fanning events out (each one event at a time)")
+    p.add_argument("--queue", type=int, default=10000,
+                   help="events waiting for a worker at most; past it a trigger is answered 503")
+    p.add_argument("--retries", type=int, default=3,
+                   help="retries of a push or broadcast refused 429/500/503 or lost with its connection (same "
+                        "apns-id; after 100 ms, 200 ms, … at most 5 s); 0: none")
+    p.add_argument("--never-prune", action="store_true",
+                   help="a deliberate fault: keep pushing to tokens APNs answered 410 Unregistered (fanout counts "
+                        "those pushes sentToUnregistered)")
     # aioapns 4.0 keeps 2 streams per connection: it misses the raise of SETTINGS_MAX_CONCURRENT_STREAMS from 1 to
     # 1000 that APNs (and fanout serve) sends once the first provider token is accepted. More connections, more
     # streams (reports/benchmarks/faults-latency-2026-11-26.md in the fanout repository).
@@ -218,9 +270,11 @@ def main():
                    help="a garbling backend: change the first content-state field of every N-th event triggered "
                         "(counted garbled in /stats); fanout counts those deliveries wrongContent")
     args = p.parse_args()
-    if min(args.drop_every, args.drop_push_every, args.send_every, args.wrong_content_every) < 0:
-        p.error("--drop-every, --drop-push-every, --send-every, --wrong-content-every: expected 0 (off) or a "
-                "positive N")
+    if min(args.drop_every, args.drop_push_every, args.send_every, args.wrong_content_every, args.retries) < 0:
+        p.error("--drop-every, --drop-push-every, --send-every, --wrong-content-every, --retries: expected 0 (off) "
+                "or a positive N")
+    if args.workers < 1 or args.queue < 1:
+        p.error("--workers and --queue: expected a positive N")
 
     async def start():
         backend = Backend(args)
