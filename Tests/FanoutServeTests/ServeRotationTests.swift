@@ -37,12 +37,16 @@ struct ServeRotationTests {
 
     /// A token push arriving at `at` (the service's clock reads it too).
     static func push(
-        _ service: APNsService, _ clock: E.Clock, token: String, at: UInt64, _ body: [UInt8] = T.payload(now)
+        _ service: APNsService, _ clock: E.Clock, token: String, at: UInt64, _ body: [UInt8] = T.payload(now),
+        app: String = "com.example.scores"
     ) -> (status: Int, body: String) {
         clock.nanos = at
         var became = false
+        let headers = [
+            ("apns-push-type", "liveactivity"), ("apns-topic", "\(app).push-type.liveactivity"), ("apns-priority", "5"),
+        ]
         let r = service.handle(
-            RequestInput(method: "POST", path: "/3/device/\(token)", headers: E.headers, body: body, arrivalNanos: at),
+            RequestInput(method: "POST", path: "/3/device/\(token)", headers: headers, body: body, arrivalNanos: at),
             auth: ProviderAuth.ConnectionState(), wallMillis: now * 1000 + 5000, becameAuthenticated: &became)
         return (r.status, String(decoding: r.body, as: UTF8.self))
     }
@@ -76,7 +80,10 @@ struct ServeRotationTests {
     func grace() throws {
         let (service, _, clock) = Self.setup()
         let rows = T.population(service)
-        let r = try #require(service.rotations.list.first)
+        // The first rotation of an activity of the scores app (the payload is a score's).
+        let store = service.pipeline.store
+        let r = try #require(
+            service.rotations.list.first { store.appIds.string(store.app[Int($0.activity)]) == "com.example.scores" })
         let old = String(decoding: r.old, as: UTF8.self)
         let new = String(decoding: r.new, as: UTF8.self)
         let id = service.pipeline.store.activityIds.string(r.activity)
