@@ -294,7 +294,8 @@ extension Comparison {
         }
         if baseline.eventsIdentitiesHold != nil && current.eventsIdentitiesHold != nil {
             countsNote += "; events judged in both: more missing, stale at the end, uncorrelated, duplicate, "
-                + "reordered, skipped or wrong (kind, content) deliveries than the baseline is a regression"
+                + "reordered, skipped or wrong (kind, content) deliveries, or pushes sent to unregistered tokens, "
+                + "than the baseline is a regression"
             if !ungated.isEmpty { countsNote += " (not judged, as asked: \(ungated.sorted().joined(separator: ", ")))" }
         }
     }
