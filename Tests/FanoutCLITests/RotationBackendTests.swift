@@ -84,6 +84,24 @@ struct RotationBackendTests {
         #expect(same.status == 0, "\(same.stdout)\n\(same.stderr)")
     }
 
+    @Test("a backend refusing the new tokens' registrations: failed, counted, and its missing pairs named for it")
+    func refusedRegistration() throws {
+        let directory = try CLI.temporaryDirectory()
+        let (serve, _) = try Self.run("refuse-new", directory)
+        #expect(serve.stop() == 2, "\(serve.stderr)")
+        let events = try #require(try serve.summary()["events"] as? [String: Any])
+        let rotations = try #require(events["rotations"] as? [String: Any])
+        let registration = try #require(rotations["registration"] as? [String: Any])
+        // Every attempt answered 500 (--register-attempts 3 each), so each rotation due in time failed.
+        #expect((registration["failed"] as? Int ?? 0) > 0 && registration["registered"] as? Int == 0, "\(registration)")
+        #expect((registration["byStatus"] as? [String: Int])?["500"] == registration["requests"] as? Int)
+        #expect(rotations["identityHolds"] as? Bool == true)
+        let reasons = try #require(events["missingByReason"] as? [String: Int])
+        #expect((reasons["new token not registered (rotation while serving)"] ?? 0) > 0, "\(reasons)")
+        #expect(reasons["never pushed"] == nil, "\(reasons)")
+        #expect(serve.stderr.contains("missing=0 broken"), "\(serve.stderr)")
+    }
+
     @Test("rotation while serving without --register: a usage error (exit 64), nothing served")
     func needsRegister() throws {
         let directory = try CLI.temporaryDirectory()

@@ -3,7 +3,8 @@
     python3 lifecycle_backend.py MODE PORTFILE LOG APNSPORTFILE
 
 MODE: healthy (keeps one token per activity: a registration of an activity replaces its token; a token answered
-410 Unregistered is dropped) or hoarder (keeps every token ever registered for a source and never drops one, as a
+410 Unregistered is dropped), refuse-new (healthy, but answers 500 to a second registration of an activity: the new
+token of a rotation is never learnt) or hoarder (keeps every token ever registered for a source and never drops one, as a
 backend that does not prune dead tokens). Serves /register and /trigger over HTTP/1.1 on 127.0.0.1:0 (the port
 written to PORTFILE); each trigger is answered 200 at once and pushed by one worker thread, over HTTP/2 with prior
 knowledge (httpx), to fanout serve on 127.0.0.1 at the port the test writes to APNSPORTFILE: one token push per
@@ -38,9 +39,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+        status = 200
         if self.path.startswith("/register"):
             with lock:
-                if mode == "healthy":
+                if mode == "refuse-new" and body["activity"] in token_of:
+                    status = 500
+                elif mode != "hoarder":
                     token_of[body["activity"]] = body["token"]
                     followers.setdefault(body["source"], set()).add(body["activity"])
                 else:
@@ -49,7 +53,7 @@ class Handler(BaseHTTPRequestHandler):
                         tokens.append(body["token"])
         else:
             work.put(body)
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("Content-Length", "2")
         self.end_headers()
         self.wfile.write(b"{}")
@@ -84,7 +88,7 @@ def pusher():
                                  "apns-priority": "5", "apns-expiration": "0"})
             continue
         with lock:
-            if mode == "healthy":
+            if mode != "hoarder":
                 tokens = [token_of[a] for a in sorted(followers.get(event["source"], ()))]
                 tokens = [t for t in tokens if t not in dead]
             else:
@@ -96,7 +100,7 @@ def pusher():
             if r.status_code != 200:
                 reason = r.json().get("reason", "")
             log.write(json.dumps({"token": token, "status": r.status_code, "reason": reason}) + "\n")
-            if r.status_code == 410 and mode == "healthy":
+            if r.status_code == 410 and mode != "hoarder":
                 with lock:
                     dead.add(token)
 
