@@ -38,6 +38,7 @@ extension APNsService {
                 startApp = store.app[i]
             }
             let source = sources[i] >= 0 ? Int(sources[i]) : world.source(device: d, slot: k)
+            let lineStart = out.count
             JSONWriter.append(PopulationLine.device, to: &out)
             store.deviceIds.withBytes(store.device[i]) { JSONWriter.appendString($0, to: &out) }
             JSONWriter.append(PopulationLine.app, to: &out)
@@ -49,7 +50,9 @@ extension APNsService {
             token.removeAll(keepingCapacity: true)
             tokens.withBytes(store.token[i]) { WorkerEngine.appendTokenText($0, to: &token) }
             JSONWriter.append(PopulationLine.token, to: &out)
+            let tokenStart = out.count
             token.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
+            let tokenEnd = out.count
             JSONWriter.append(PopulationLine.startToken, to: &out)
             if store.app[i] == startApp {
                 token.removeAll(keepingCapacity: true)
@@ -72,6 +75,7 @@ extension APNsService {
             JSONWriter.append(PopulationLine.source, to: &out)
             name.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
             JSONWriter.append(PopulationLine.end, to: &out)
+            keepRotationLine(a, out, lineStart: lineStart, token: tokenStart..<tokenEnd)
             if out.count >= chunkBytes { try flush(&out) }
         }
     }
@@ -179,6 +183,8 @@ extension APNsService {
             }
         }
         for (token, _) in retiredList { out.append(token.withUnsafeBytes { TokenDirectory.hash($0) }) }
+        // Tokens a rotation while serving will mint (drawn at build): they route here from the start.
+        for r in rotations.list { out.append(r.new.withUnsafeBytes { TokenDirectory.hash($0) }) }
         return out
     }
 }

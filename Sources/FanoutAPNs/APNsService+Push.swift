@@ -13,11 +13,18 @@ extension APNsService {
         token: ArraySlice<UInt8>, _ h: CheckedHeaders, messageId idHeader: UniqueHeader, _ r: RequestInput, _ wallMillis: Int64
     ) -> (APNsAnswer, APNsReason?) {
         let wallMillis = wallMillis &+ deviceClockOffsetMillis
+        // Rotations while serving that fell due before this push arrived (one comparison when none did).
+        if r.arrivalNanos >= rotations.nextNanos { stepRotations(r.arrivalNanos) }
         // 16–18: who holds the token.
         var kind = TargetKind.token
         // The token is looked up once: this flight carries the resolution to validate, route and deliver.
-        let tokenFlight = token.withUnsafeBytes { pipeline.begin(kind: .token, target: $0) }
+        var tokenFlight = token.withUnsafeBytes { pipeline.begin(kind: .token, target: $0) }
         var resolution = tokenFlight.resolution
+        // An old token in its grace period after a rotation while serving still reaches its activity.
+        if case .unknownToken = resolution, let a = graceActivity(token) {
+            tokenFlight = Pipeline.InFlight(kind: .token, resolution: .activity(a))
+            resolution = tokenFlight.resolution
+        }
         if case .unknownToken = resolution {
             let start = token.withUnsafeBytes { pipeline.begin(kind: .startToken, target: $0).resolution }
             if case .startToken = start {
@@ -31,6 +38,7 @@ extension APNsService {
         case .startToken(_, let app): bundle = app
         default:
             if let at = retired[Array(token)] {
+                noteRetiredPush(token, body: r.body)
                 stats.note(.rotatedToken, "token \(String(decoding: token.prefix(16), as: UTF8.self))… apns-id \(idHeader.value)")
                 return failure(.unregistered, id: idHeader, timestamp: at)
             }

@@ -38,6 +38,8 @@ public final class APNsService {
     var retired: [[UInt8]: Int64] = [:]
     /// The same, in rotation order, with their activities (rotated-tokens.jsonl).
     var retiredList: [(token: [UInt8], activity: Int32)] = []
+    /// `faults.rotationWhileServing`: the rotations while serving (APNsService+Rotation.swift).
+    @exclusivity(unchecked) public internal(set) var rotations = ServingRotations()
     // The channel registry (the functions: APNsService+Channels.swift). Only live channels are kept: a
     // deleted one leaves the registry, the per-bundle list and the router, here and on every worker.
     /// Live broadcast channels by raw id: their app's bundle, storage policy, and registration number.
@@ -149,6 +151,7 @@ public final class APNsService {
                 retiredList.append((old, a))
             }
         }
+        planServingRotations(scenario)
     }
 
     /// The correlation of deliveries with the scenario's events (`--expect-events`; nil: none, serve as without it).

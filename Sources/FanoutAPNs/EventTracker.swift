@@ -198,12 +198,18 @@ public struct EventTracker {
     /// A token push to local activity `a` the service rejected (`reason`): noted for its event, if its body's
     /// `aps.timestamp` names one of the activity's source's.
     mutating func noteRejected(_ a: Int32, body: [UInt8], reason: String) {
+        notePushed(a, body: body, "pushed, rejected by the service (\(reason))")
+    }
+
+    /// A token push for local activity `a` that did not reach it (`why`: a missing pair's reason), noted for its
+    /// event, if its body's `aps.timestamp` names one of the activity's source's.
+    mutating func notePushed(_ a: Int32, body: [UInt8], _ why: String) {
         let i = Int(a)
         let s = i < sourceOf.count ? Int(sourceOf[i]) : -1
         guard s >= 0, let stamp = apsTimestamp(body, tape: &tape) else { return }
         let e = Int(events.find(source: s, timestamp: stamp))
         guard e >= 0 else { return }
-        note(i, e, "pushed, rejected by the service (\(reason))")
+        note(i, e, why)
     }
 
     /// Keeps an example of an uncorrelated push (the first few).

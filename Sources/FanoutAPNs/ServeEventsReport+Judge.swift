@@ -13,10 +13,13 @@ extension ServeEventsReport {
     /// `refusals`: the pushes and broadcasts `--faults` refused that never came back, every loop's
     /// (`RetryCounts.unresent`), each the reason of the missing pairs it carried. `triggerFailures` (`--trigger`'s
     /// events not answered 2xx, or never sent) and `registeredLines` (`--register`: which lines of population.jsonl,
-    /// loop by loop, were registered) name fanout's side of a missing pair before "never pushed".
+    /// loop by loop, were registered) name fanout's side of a missing pair before "never pushed". `rotationRegistered`
+    /// (rotations while serving, `--register`): per loop, per rotation of its `rotations.list`, whether the new token
+    /// was registered; `rotationRegistration` counts those registrations.
     public static func judge(
         services: [APNsService], nowNanos: UInt64, settleNanos: UInt64 = 0, refusals: [UnresentRefusal] = [],
-        triggerFailures: [TriggerEventFailure] = [], registeredLines: [Bool]? = nil
+        triggerFailures: [TriggerEventFailure] = [], registeredLines: [Bool]? = nil,
+        rotationRegistered: [[Bool]]? = nil, rotationRegistration: RegisterResults? = nil
     ) -> ServeEventsReport? {
         guard let events = services.first?.tracker?.events else { return nil }
         var r = ServeEventsReport()
@@ -46,6 +49,7 @@ extension ServeEventsReport {
             }
         }
         let refused = refusedPairs(services: services, events: events, refusals: refusals, report: &r)
+        r.rotations = rotationCounts(services, rotationRegistration)
         // fanout's side: the event the trigger never got to the backend, the activity never registered with it.
         var eventFailure: [Int: String] = [:]
         for f in triggerFailures {
@@ -102,7 +106,16 @@ extension ServeEventsReport {
                         + "(intended at +\(events.offsetNanos[e] / 1_000_000) ms): "
                         + "never pushed, covered by a newer event")
             }
-            let plain = refused.isEmpty && t.pairNotes.isEmpty && eventFailure.isEmpty && !unregisteredAny
+            // Rotations while serving whose new token was never registered: the instant the old token stopped working.
+            var unregisteredRotation: [Int: UInt64] = [:]
+            if let flags = rotationRegistered, k < flags.count {
+                for (j, ok) in flags[k].enumerated() where !ok && j < service.rotations.list.count {
+                    unregisteredRotation[Int(service.rotations.list[j].activity)] = service.rotations.retiredAtNanos(j)
+                }
+            }
+            let plain =
+                refused.isEmpty && t.pairNotes.isEmpty && eventFailure.isEmpty && !unregisteredAny
+                && unregisteredRotation.isEmpty
             let base0 = lineBase
             lineBase += activityCounts[k]
             for (i, src) in t.sourceOf.enumerated() where src >= 0 {
@@ -129,10 +142,15 @@ extension ServeEventsReport {
                     r.freshnessCensored += 1
                     // Never pushed (the common case, and the only one without faults, rejections or refusals) is
                     // counted without a lookup; its per-event count is missing − the other reasons'.
+                    // A rotation's new token never registered, the event intended after the old one stopped working.
+                    let rotationUnknown: String? =
+                        (unregisteredRotation[i].map { events.offsetNanos[e] >= $0 } ?? false)
+                        ? rotationNotRegistered : nil
                     let named =
                         plain
                         ? nil
                         : refused[PairKey(k, i, e)].map { refusedReason(kind: $0.kind, broadcast: $0.broadcast) }
+                            ?? rotationUnknown
                             ?? t.pairNotes[UInt64(i) << 32 | UInt64(e)] ?? eventFailure[e]
                             ?? (registered?[base0 + i] == false ? notRegistered : nil)
                     if let named {
@@ -225,6 +243,35 @@ extension ServeEventsReport {
 }
 
 extension ServeEventsReport {
+    /// Every loop's rotations while serving added up, with their registrations (nil: none drawn).
+    static func rotationCounts(_ services: [APNsService], _ registration: RegisterResults?) -> Rotations? {
+        guard let scenario = services.first?.engine.world.scenario,
+            let setting = scenario.faults.rotationWhileServing, scenario.faults.rotationShare > 0
+        else { return nil }
+        var c = Rotations()
+        c.graceSeconds = setting.graceSeconds
+        for s in services {
+            c.scheduled += s.rotations.list.count
+            c.rotated += s.rotations.rotated
+            c.retired += s.rotations.retired
+            c.pushedInGrace += s.rotations.pushedInGrace
+            c.answeredUnregistered += s.rotations.answeredUnregistered
+            c.sentToUnregistered += s.rotations.sentToUnregistered
+        }
+        if let g = registration {
+            c.registered = g.registered
+            c.registrationFailed = g.failed
+            c.unregisteredAtShutdown = g.unregisteredAtDeadline
+            c.registrationRequests = g.requests
+            c.registrationByStatus = g.counts.byStatus
+            c.registrationTimeouts = g.counts.timeouts
+            c.registrationErrors = g.counts.errors
+        } else {
+            c.unregisteredAtShutdown = c.scheduled
+        }
+        return c
+    }
+
     /// A (loop, local activity, event) pair.
     struct PairKey: Hashable {
         var service: Int32

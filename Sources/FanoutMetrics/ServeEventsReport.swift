@@ -79,6 +79,43 @@ public struct ServeEventsReport: Sendable {
     public var missingReasonExamples: [String: [String]] = [:]
     /// What became of the (event, follower) pairs whose push a fault refused and the backend never resent.
     public var refusals = Refusals()
+    /// `faults.rotationWhileServing` (nil: the scenario's tokens do not rotate while serving, and summary.json has no
+    /// `rotations` nor `sentToUnregistered`, as before).
+    public var rotations: Rotations?
+    /// Token pushes to an old token after its 410 Unregistered was answered (a backend that does not prune the tokens
+    /// APNs told it are dead); 0 without rotations while serving.
+    public var sentToUnregistered: Int { rotations?.sentToUnregistered ?? 0 }
+
+    /// The update tokens rotated while serving (every loop), what the backend did with the old ones, and the new
+    /// tokens' registrations (`--register`, while serving): scheduled = registered + registrationFailed +
+    /// unregisteredAtShutdown (a rotation's line is sent when it rotates; one not due yet when serving stopped is
+    /// unregistered at shutdown), and scheduled ≥ rotated ≥ retired (the state when serving stopped).
+    public struct Rotations: Sendable, Equatable {
+        public var scheduled = 0
+        public var rotated = 0
+        public var retired = 0
+        public var graceSeconds = 0.0
+        /// Token pushes to an old token within its grace (delivered), first 410s answered (one per old token at
+        /// most), and pushes to an old token after its 410 (`sentToUnregistered`).
+        public var pushedInGrace = 0
+        public var answeredUnregistered = 0
+        public var sentToUnregistered = 0
+        /// The new tokens' registrations: 2xx, failed (every attempt), still pending when serving stopped; the
+        /// requests (every attempt) by status.
+        public var registered = 0
+        public var registrationFailed = 0
+        public var unregisteredAtShutdown = 0
+        public var registrationRequests = 0
+        public var registrationByStatus: [Int: Int] = [:]
+        public var registrationTimeouts = 0
+        public var registrationErrors: [String: Int] = [:]
+        public init() {}
+        /// Every rotation drawn was registered, failed, or not registered when serving stopped.
+        public var addsUp: Bool {
+            scheduled == registered + registrationFailed + unregisteredAtShutdown && scheduled >= rotated
+                && rotated >= retired
+        }
+    }
 
     /// The token pushes and broadcasts refused by `--faults` that never came back (`RetryCounts.unresent`), and the
     /// (event, follower) pairs they carried: pairs = missing + superseded + delivered + notDue. A pair is delivered
@@ -107,6 +144,11 @@ public struct ServeEventsReport: Sendable {
     public static let neverPushed = "never pushed"
     /// `--register`: the activity's registration never succeeded (fanout's side, or the backend refusing it).
     public static let notRegistered = "activity not registered"
+    /// Rotation while serving: the backend pushed the pair to the activity's old token after its grace (410).
+    public static let pushedToRetired = "pushed to a retired token (410 Unregistered)"
+    /// Rotation while serving: the new token's registration never succeeded (the event was due after the old token
+    /// stopped working), so the backend could not know it.
+    public static let rotationNotRegistered = "new token not registered (rotation while serving)"
 
     public struct PerEvent: Sendable, Equatable {
         public var due: [Bool] = []
@@ -163,5 +205,6 @@ public struct ServeEventsReport: Sendable {
     public var reasonsAddUp: Bool { missing == missingByReason.values.reduce(0, +) }
     public var identitiesHold: Bool {
         pairsAddUp && deliveriesAddUp && perEventAddsUp && reasonsAddUp && refusals.addsUp && freshnessAddsUp
+            && (rotations?.addsUp ?? true)
     }
 }

@@ -178,6 +178,7 @@ public enum ServeHTML {
         out += "\(r.pairsAddUp ? "holds" : "BROKEN"); correlated = delivered + wrong + duplicate + reordered + not "
         out += "applied: \(r.deliveriesAddUp ? "holds" : "BROKEN") (wrong: of the wrong kind or content)."
         out += "</p>\n"
+        if r.rotations != nil { out += "<p>" + e(ServeReport.rotationsLine(r)) + "</p>\n" }
         if r.missing > 0 {
             out += "<table>\n<tr><th>missing, by reason</th><th>count</th><th>example</th></tr>\n"
             for (reason, n) in ServeReport.sortedReasons(r) {

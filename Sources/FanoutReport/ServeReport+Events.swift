@@ -12,7 +12,7 @@ extension ServeReport {
     static func eventsJSON(_ r: ServeEventsReport, _ latency: LatencyRecorder) -> [String: Any] {
         var bySize: [String: Any] = [:]
         for m in Metric.completionMetrics { bySize[m.name] = percentiles(r.completion[m]) }
-        return [
+        var out: [String: Any] = [
             "events": r.events, "dueEvents": r.dueEvents, "sharedTimestamps": r.sharedTimestamps,
             "t0Nanos": r.t0Nanos, "horizonNanos": r.horizonNanos, "settleSeconds": Double(r.settleNanos) / 1e9,
             "correlated": r.correlated, "uncorrelated": r.uncorrelated, "delivered": r.delivered,
@@ -49,6 +49,8 @@ extension ServeReport {
             ],
             "missingByReasonExamples": r.missingReasonExamples,
         ]
+        addRotations(r, to: &out)
+        return out
     }
 
     static func eventsMarkdown(_ r: ServeEventsReport, _ latency: LatencyRecorder) -> String {
@@ -80,6 +82,7 @@ extension ServeReport {
             md += "\(r.wrongContent) whose content-state dropped or changed a field the trigger carried; "
             md += "\(r.wrongShownAtEnd) still shown at the end.\n\n"
         }
+        md += rotationsMarkdown(r)
         md += missingReasonsMarkdown(r)
         md += "| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
         var rows: [(String, LatencyHistogram)] = [

@@ -22,7 +22,7 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
         ("missing", "expected pairs"), ("skipped", "expected pairs"), ("superseded", "expected pairs"),
         ("staleAtEnd", "expected pairs"), ("reordered", "expected pairs"), ("duplicate", "expected pairs"),
         ("notApplied", "expected pairs"), ("uncorrelated", "expected pairs"), ("wrongContent", "expected pairs"),
-        ("wrongKind", "expected pairs"),
+        ("wrongKind", "expected pairs"), ("sentToUnregistered", "expected pairs"),
         ("unregistered", "activities"), ("trigger.failures", "events sent"), ("trigger.unsent", "events sent"),
     ]
     /// The latency metrics an objective may name: serve's, and the judge's (`--expect-events`).
@@ -96,6 +96,8 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
     public static func defaults(_ info: ServeResults.Info) -> [ServeObjective] {
         var names: [String] = []
         if info.events != nil { names += ["missing", "wrongContent", "wrongKind"] }
+        // Tokens rotating while serving: a backend that keeps pushing to a token APNs answered 410 fails.
+        if info.events?.rotations != nil { names.append("sentToUnregistered") }
         if info.registration != nil { names.append("unregistered") }
         if info.trigger != nil { names.append("trigger.failures") }
         return names.map { ServeObjective(text: "\($0)=0", limit: .count(name: $0, count: 0, percent: nil)) }
@@ -238,6 +240,7 @@ public struct ServeVerdict: Sendable, Equatable {
                 case "uncorrelated": e.uncorrelated
                 case "wrongContent": e.wrongContent
                 case "wrongKind": e.wrongKind
+                case "sentToUnregistered": e.sentToUnregistered
                 default: nil
                 }
             return n.map { ($0, e.expected) }

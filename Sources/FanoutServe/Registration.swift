@@ -31,9 +31,25 @@ public struct RegisterOptions: BackendTargeted, Sendable {
 /// to the others; by line, not by the order requests happen to leave, so a run repeats.
 ///
 /// Tokens: `fanout serve` rotates the scenario's share of update tokens once, at start, before population.jsonl
-/// is written, so each line already carries the token in force; no token rotates while serving, so nothing is
-/// registered again later.
+/// is written, so each line already carries the token in force. With `faults.rotationWhileServing` they rotate while
+/// serving instead, and a second registrar (``Lines/timed(_:)``, on the trigger's loop, ``TriggerThread``) sends
+/// each rotation's line, with the new token, at its instant: the path an activity started while serving registers
+/// on too.
 public final class Registrar {
+    /// What to register: population.jsonl's lines at the rate, or lines each due at its own instant
+    /// (`EventLoop.hrtimeNanos`, in due order).
+    enum Lines {
+        case file(LineFile)
+        case timed([(dueNanos: UInt64, line: [UInt8])])
+
+        var count: Int {
+            switch self {
+            case .file(let f): f.count
+            case .timed(let list): list.count
+            }
+        }
+    }
+
     struct Pending {
         /// The line's number in population.jsonl (from 0).
         var index: Int32
@@ -44,7 +60,7 @@ public final class Registrar {
 
     let loop: EventLoop
     let options: RegisterOptions
-    private let lines: LineFile
+    private let lines: Lines
     /// Lines taken from the file (first attempts due so far).
     private var nextLine = 0
     private let lineCount: Int
@@ -63,7 +79,7 @@ public final class Registrar {
     /// What only the registrar counts (the sender's counts are added in ``results``).
     private var own = RegisterResults()
 
-    init(loop: EventLoop, lines: LineFile, options: RegisterOptions, signals: ServeSignals?) throws(HTTPClientError) {
+    init(loop: EventLoop, lines: Lines, options: RegisterOptions, signals: ServeSignals?) throws(HTTPClientError) {
         self.loop = loop
         self.options = options
         self.signals = signals
@@ -97,7 +113,7 @@ public final class Registrar {
         let loop = try EventLoop()
         let registrar: Registrar
         do {
-            registrar = try Registrar(loop: loop, lines: lines, options: options, signals: signals)
+            registrar = try Registrar(loop: loop, lines: .file(lines), options: options, signals: signals)
         } catch {
             try loop.close()
             throw error
@@ -109,9 +125,12 @@ public final class Registrar {
     }
 
     func start() {
-        let deadline = UVLoop.Timer(loop: loop) { [unowned self] _ in self.deadlinePassed() }
-        deadline.start(afterMillis: UInt64((options.deadlineSeconds * 1000).rounded()))
-        self.deadline = deadline
+        // Timed lines (while serving) have no deadline of their own: serving's end stops them (``stop()``).
+        if case .file = lines {
+            let deadline = UVLoop.Timer(loop: loop) { [unowned self] _ in self.deadlinePassed() }
+            deadline.start(afterMillis: UInt64((options.deadlineSeconds * 1000).rounded()))
+            self.deadline = deadline
+        }
         // Ctrl-C or SIGTERM ends registration as its deadline does (then `fanout serve` ends at once); one that came
         // before (while population.jsonl's lines were counted) too: the subscription wakes the loop at once then.
         if let signals, let interrupt = try? Wakeup(loop: loop, { [unowned self] _ in
@@ -134,16 +153,28 @@ public final class Registrar {
             drained: { [unowned self] in self.finish() })
     }
 
-    /// The first attempt of line k is due at start + k / rate.
+    /// The first attempt of line k is due at start + k / rate (timed lines: at their own instant).
     private func firstDue(_ k: Int) -> UInt64 {
-        startNanos &+ UInt64((Double(k) / options.ratePerSecond * 1e9).rounded())
+        if case .timed(let list) = lines { return list[k].dueNanos }
+        return startNanos &+ UInt64((Double(k) / options.ratePerSecond * 1e9).rounded())
     }
+
+    /// Line k (the next one taken).
+    private func line(_ k: Int) -> [UInt8] {
+        switch lines {
+        case .file(let f): f.next() ?? []
+        case .timed(let list): list[k].line
+        }
+    }
+
+    /// Serving stops (timed lines): what is not registered yet, due or not, is counted unregistered at shutdown.
+    func stop() { deadlinePassed() }
 
     /// First attempts and retries due by `now` go to the sender.
     private func release(_ now: UInt64) {
         while nextLine < lineCount, firstDue(nextLine) <= now {
             let due = firstDue(nextLine)
-            let pending = Pending(index: Int32(nextLine), line: lines.next() ?? [], attempt: 1, dueNanos: due)
+            let pending = Pending(index: Int32(nextLine), line: line(nextLine), attempt: 1, dueNanos: due)
             sender.enqueue(pending, dueNanos: due, lane: lane(of: pending))
             nextLine += 1
         }

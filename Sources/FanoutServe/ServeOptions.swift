@@ -42,6 +42,8 @@ public struct ServeOptions: Sendable {
     public var faults = ServeFaults()
     /// `--trigger`: the scenario's events POSTed to a backend from a loop of their own (nil: none).
     public var trigger: TriggerOptions?
+    /// Registrations sent while serving (rotations while serving, with `--register`), from the trigger's loop.
+    public var servingRegistration: ServingRegistration?
     /// t0 of the scenario's events: the instant event offset 0 is due (`EventLoop.hrtimeNanos`), the same for
     /// every loop. The trigger sends event k at `eventsT0Nanos + intendedNanos(k)`; a push's end-to-end time is
     /// its apply time − this − the event's offset. `fanout serve` sets it to when serving starts.
@@ -55,4 +57,15 @@ public struct ServeOptions: Sendable {
     /// at once if a signal came before it started. nil: each loop watches the signals itself.
     public var signals: ServeSignals?
     public init() {}
+}
+
+/// Lines registered while serving (`--register`'s backend, its options), each POSTed at its own instant
+/// (`EventLoop.hrtimeNanos`, in due order): the rotations while serving, each with its new token.
+public struct ServingRegistration: Sendable {
+    public var options: RegisterOptions
+    public var lines: [(dueNanos: UInt64, line: [UInt8])]
+    public init(options: RegisterOptions, lines: [(dueNanos: UInt64, line: [UInt8])]) {
+        self.options = options
+        self.lines = lines
+    }
 }

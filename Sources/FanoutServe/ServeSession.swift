@@ -148,6 +148,7 @@ public final class ServeSession {
         }
         for service in services { service.measure(into: measurements) }
         events?.t0Nanos = options.eventsT0Nanos
+        let rotationOrder = servingRotations(services, &options)
         let board = ProgressBoard(count: plan.workers)
         let serving = output.serving
         let (sockets, manageSockets) = listeners.take()
@@ -163,11 +164,21 @@ public final class ServeSession {
         var info = self.info(listeners, servingSince: servingSince, options: options)
         info.trigger = results.trigger
         info.registration = registration
+        let shutdownNanos = results.shutdownBeganNanos ?? EventLoop.hrtimeNanos
+        // The rotations due by the end of serving, on every loop (each steps its own lazily, on a push's arrival).
+        for service in services { service.stepRotations(shutdownNanos) }
         info.events = ServeEventsReport.judge(
-            services: services, nowNanos: results.shutdownBeganNanos ?? EventLoop.hrtimeNanos,
+            services: services, nowNanos: shutdownNanos,
             settleNanos: UInt64((plan.settleSeconds * 1e9).rounded()),
             refusals: results.connections.faults.retries.unresent,
-            triggerFailures: results.trigger?.eventFailures ?? [], registeredLines: registration?.registeredLines)
+            triggerFailures: results.trigger?.eventFailures ?? [], registeredLines: registration?.registeredLines,
+            rotationRegistered: results.rotationRegistration.map { r in
+                var flags = services.map { [Bool](repeating: false, count: $0.rotations.list.count) }
+                for (g, (k, j)) in rotationOrder.enumerated() where g < r.registeredLines.count {
+                    flags[k][j] = r.registeredLines[g]
+                }
+                return flags
+            }, rotationRegistration: results.rotationRegistration)
         let endMillis =
             plan.stateAtMillis
             ?? Int64(Date().timeIntervalSince1970 * 1000) + (origin?.takenOffset ?? deviceClockOffsetMillis)
@@ -175,6 +186,23 @@ public final class ServeSession {
         return Outcome(
             services: services, results: results, info: info, registration: registration, folder: plan.folder,
             run: run)
+    }
+
+    /// Rotations while serving: each loop's from t0 on, and (`--register`) their registrations, every loop's in due
+    /// order (each at t0 + its offset) for the trigger's loop to send; returns that order as (loop, rotation).
+    func servingRotations(_ services: [APNsService], _ options: inout ServeOptions) -> [(Int, Int)] {
+        var order: [(Int, Int)] = []
+        for (k, service) in services.enumerated() {
+            service.startRotations(t0Nanos: options.eventsT0Nanos, t0UnixMillis: options.eventsT0UnixMillis)
+            order += service.rotations.list.indices.map { (k, $0) }
+        }
+        guard let register = plan.register, !order.isEmpty else { return [] }
+        func offset(_ p: (Int, Int)) -> UInt64 { services[p.0].rotations.list[p.1].offsetNanos }
+        order.sort { (offset($0), $0.0, $0.1) < (offset($1), $1.0, $1.1) }
+        let t0 = options.eventsT0Nanos
+        let lines = order.map { (dueNanos: t0 &+ offset($0), line: services[$0.0].rotations.list[$0.1].line) }
+        options.servingRegistration = ServingRegistration(options: register, lines: lines)
+        return order
     }
 
     /// The listening sockets (one per loop, the kernel spreads the connections), `--manage-listen`'s, the TLS

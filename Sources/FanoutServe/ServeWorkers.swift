@@ -55,6 +55,8 @@ public enum ServeWorkers {
         public var failure: String?
         /// `--trigger`: what the trigger's loop sent and measured.
         public var trigger: TriggerResults?
+        /// Rotations while serving (`--register`): the new tokens' registrations, sent from the trigger's loop.
+        public var rotationRegistration: RegisterResults?
         /// When the first loop began shutting down (`EventLoop.hrtimeNanos`; nil: none did): the events judge's
         /// horizon counts from here, not from the end of the drain (the trigger sent nothing after it).
         public var shutdownBeganNanos: UInt64?
@@ -78,13 +80,18 @@ public enum ServeWorkers {
         }
         let handed = services.map { Box($0) }
         let triggerResults = Box<TriggerResults?>(nil)
+        let registrationResults = Box<RegisterResults?>(nil)
         let stopping = (0..<count).map { _ in Box<UInt64?>(nil) }
         // `--trigger` runs on a loop of its own (as registration does), so that serving never delays an event
         // and an event never delays serving; serving's shutdown stops it (a wakeup), and its thread ends with it.
-        let trigger = options.trigger.map {
-            TriggerThread(options: $0, world: services[0].engine.world, t0Nanos: options.eventsT0Nanos,
-                          t0UnixMillis: options.eventsT0UnixMillis, results: triggerResults)
-        }
+        // The registrations of rotations while serving go out from the same loop.
+        let trigger =
+            options.trigger == nil && options.servingRegistration == nil
+            ? nil
+            : TriggerThread(
+                options: options.trigger, registration: options.servingRegistration, world: services[0].engine.world,
+                t0Nanos: options.eventsT0Nanos, t0UnixMillis: options.eventsT0UnixMillis, results: triggerResults,
+                registrationResults: registrationResults)
         let triggerStop = trigger?.start()
         for k in 0..<count {
             let service = handed[k]
@@ -144,6 +151,7 @@ public enum ServeWorkers {
         var results = Results()
         if let cluster { results.connections[.answersDropped] += cluster.answersLeftInInboxes() }
         results.trigger = triggerResults.value
+        results.rotationRegistration = registrationResults.value
         if let failure = trigger?.failure { results.failure = failure }
         results.shutdownBeganNanos = stopping.compactMap(\.value).min()
         for o in outcomes {
@@ -159,28 +167,34 @@ public enum ServeWorkers {
 }
 
 /// `--trigger`'s own thread and event loop: a ``TriggerSender`` from when serving starts until serving stops (a
-/// ``Wakeup`` from whichever loop stops first), its results handed back when the thread ends.
+/// ``Wakeup`` from whichever loop stops first), its results handed back when the thread ends. The registrations sent
+/// while serving (``ServingRegistration``: rotations while serving) share the loop, with a ``Registrar`` of their own.
 final class TriggerThread: @unchecked Sendable {
     // @unchecked: `failure` is written by the trigger thread before it signals `done`, read after the wait.
-    let options: TriggerOptions
+    let options: TriggerOptions?
+    let registration: ServingRegistration?
     let world: World
     let t0Nanos: UInt64
     let t0UnixMillis: Int64
     let results: ServeWorkers.Box<TriggerResults?>
+    let registrationResults: ServeWorkers.Box<RegisterResults?>
     private let ready = DispatchSemaphore(value: 0)
     private let done = DispatchSemaphore(value: 0)
     private var stop: Wakeup.Sender?
     private(set) var failure: String?
 
     init(
-        options: TriggerOptions, world: World, t0Nanos: UInt64, t0UnixMillis: Int64,
-        results: ServeWorkers.Box<TriggerResults?>
+        options: TriggerOptions?, registration: ServingRegistration?, world: World, t0Nanos: UInt64,
+        t0UnixMillis: Int64, results: ServeWorkers.Box<TriggerResults?>,
+        registrationResults: ServeWorkers.Box<RegisterResults?>
     ) {
         self.options = options
+        self.registration = registration
         self.world = world
         self.t0Nanos = t0Nanos
         self.t0UnixMillis = t0UnixMillis
         self.results = results
+        self.registrationResults = registrationResults
     }
 
     /// Starts the thread and returns once its loop can be stopped (nil: the trigger could not start; `failure`
@@ -191,17 +205,25 @@ final class TriggerThread: @unchecked Sendable {
             do {
                 let loop = try EventLoop()
                 do {
-                    let sender = try TriggerSender(
-                        loop: loop, world: world, options: options, t0Nanos: t0Nanos, t0UnixMillis: t0UnixMillis)
+                    let sender = try options.map {
+                        try TriggerSender(
+                            loop: loop, world: world, options: $0, t0Nanos: t0Nanos, t0UnixMillis: t0UnixMillis)
+                    }
+                    let registrar = try registration.map {
+                        try Registrar(loop: loop, lines: .timed($0.lines), options: $0.options, signals: nil)
+                    }
                     let wakeup = try Wakeup(loop: loop) { wakeup in
-                        sender.stop()
+                        sender?.stop()
+                        registrar?.stop()
                         wakeup.close()
                     }
                     stop = wakeup.sender
                     ready.signal()
-                    sender.start()
+                    sender?.start()
+                    registrar?.start()
                     loop.run()
-                    results.value = sender.results
+                    results.value = sender?.results
+                    registrationResults.value = registrar?.results
                 } catch {
                     loop.closeRemainingHandles()
                     try? loop.close()

@@ -85,6 +85,10 @@ extension Scenario {
         o.field("coalescing", bool: faults.coalescing)
         // Written only when set, so that the configuration hashes of older scenarios do not change.
         if faults.channelChurnShare > 0 { o.field("channelChurnShare", number: faults.channelChurnShare) }
+        if let rotation = faults.rotationWhileServing {
+            o.key("rotationWhileServing")
+            o.inline("{\"graceSeconds\": \(JSONTextWriter.number(rotation.graceSeconds))}")
+        }
         o.close()
         o.key("lifecycle")
         o.inline(

@@ -85,6 +85,18 @@ public struct Scenario: Sendable, Equatable {
         /// Share of broadcast pushes sent to a channel id the backend has just deleted and replaced
         /// (a race with channel rotation): APNs answers `ChannelNotRegistered`.
         public var channelChurnShare: Double = 0
+        /// `fanout serve`: the `rotationShare` of update tokens rotates while serving instead of at the start, each
+        /// at a time drawn from the seed (`WorkerEngine.servingRotationNanos`); the app registers the new token
+        /// with the backend and the old one keeps working for `graceSeconds`, then answers 410 Unregistered. Nil
+        /// (the default): at the start, as before.
+        public var rotationWhileServing: RotationWhileServing?
+    }
+
+    /// `faults.rotationWhileServing`.
+    public struct RotationWhileServing: Sendable, Equatable {
+        /// How long the old token keeps working after its rotation, before it answers 410 Unregistered.
+        public var graceSeconds: Double
+        public init(graceSeconds: Double) { self.graceSeconds = graceSeconds }
     }
 
     public struct Lifecycle: Sendable, Equatable {

@@ -293,7 +293,7 @@ extension Scenario {
                 entry, "faults",
                 allowed: [
                     "outOfOrderShare", "malformedShare", "oversizedShare", "rotationShare", "dismissShare", "offline",
-                    "coalescing", "channelChurnShare",
+                    "coalescing", "channelChurnShare", "rotationWhileServing",
                 ])
             faults.channelChurnShare = try r.number(f, "channelChurnShare", "faults", default: 0, range: 0...1)
             faults.outOfOrderShare = try r.number(f, "outOfOrderShare", "faults", default: 0, range: 0...1)
@@ -302,6 +302,12 @@ extension Scenario {
             faults.rotationShare = try r.number(f, "rotationShare", "faults", default: 0, range: 0...1)
             faults.dismissShare = try r.number(f, "dismissShare", "faults", default: 0, range: 0...1)
             faults.coalescing = try r.bool(f, "coalescing", "faults", default: false)
+            if let rotationEntry = f["rotationWhileServing"], r.tape[rotationEntry].kind != .null {
+                let o = try r.members(rotationEntry, "faults.rotationWhileServing", allowed: ["graceSeconds"])
+                faults.rotationWhileServing = RotationWhileServing(
+                    graceSeconds: try r.number(
+                        o, "graceSeconds", "faults.rotationWhileServing", default: 5, range: 0...86_400))
+            }
             if let offlineEntry = f["offline"], r.tape[offlineEntry].kind != .null {
                 let o = try r.members(
                     offlineEntry, "faults.offline", allowed: ["share", "windowSeconds", "expirationSeconds"])

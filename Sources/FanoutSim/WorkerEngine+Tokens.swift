@@ -4,10 +4,28 @@ import FanoutCore
 /// update tokens rotated once at the start (the one rule both use), and every token source's followers.
 extension WorkerEngine {
     /// Whether the scenario's `rotationShare` rotates the update token of device `d`'s activity in slot `k` once at
-    /// the start (its old token then answers 410 Unregistered).
+    /// the start (its old token then answers 410 Unregistered); never with `rotationWhileServing` (then it rotates
+    /// while serving, `servingRotationNanos`).
     public static func rotatesAtStart(_ scenario: Scenario, device d: Int, slot k: Int) -> Bool {
+        scenario.faults.rotationWhileServing == nil && inRotationShare(scenario, device: d, slot: k)
+    }
+
+    /// The scenario's `rotationShare` draw for device `d`'s activity in slot `k` (the same at the start or while
+    /// serving, so `--shard`'s foreign tokens hold either way).
+    static func inRotationShare(_ scenario: Scenario, device d: Int, slot k: Int) -> Bool {
         let share = scenario.faults.rotationShare
         return share > 0 && Mix.unit(Mix.hash(scenario.seed, 0x5E, UInt64(d), UInt64(k))) < share
+    }
+
+    /// With `faults.rotationWhileServing`: when device `d`'s activity in slot `k` rotates its update token, in
+    /// nanoseconds after t0 (serving's start), uniform in the middle 80% of the run, [0.1, 0.9) × `durationSeconds`,
+    /// from a hash of the seed, the device and the slot (a run repeats); nil when it does not rotate.
+    public static func servingRotationNanos(_ scenario: Scenario, device d: Int, slot k: Int) -> UInt64? {
+        guard scenario.faults.rotationWhileServing != nil, inRotationShare(scenario, device: d, slot: k) else {
+            return nil
+        }
+        let u = Mix.unit(Mix.hash(scenario.seed, 0x5F, UInt64(d), UInt64(k)))
+        return UInt64(((0.1 + 0.8 * u) * scenario.durationSeconds * 1e9).rounded(.down))
     }
 
     /// Rotates the scenario's share of the update tokens once, as `fanout serve` does when it builds its

@@ -41,7 +41,12 @@ extension Serve {
                     + "\(e.uncorrelated) uncorrelated, \(e.missing) missing, "
                     + "\(e.superseded) superseded (\(e.skipped) skipped: never pushed), \(e.staleAtEnd) stale at the "
                     + "end; freshness p99 \(Units.duration(e.freshness.valueAtPercentile(99))) over every "
-                    + "expected pair")
+                    + "expected pair"
+                    + (e.rotations.map {
+                        "; tokens rotated while serving: \($0.rotated) of \($0.scheduled) "
+                            + "(\($0.registered) registered), \($0.sentToUnregistered) pushes sent to "
+                            + "unregistered tokens"
+                    } ?? ""))
         }
         if !st.identitiesHold || !accounting.identitiesHold || info.events.map({ !$0.identitiesHold }) == true {
             throw CommandFailure("accounting identities are broken")

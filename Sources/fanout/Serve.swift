@@ -339,6 +339,12 @@ struct Serve: ParsableCommand {
         let objectives = try objectives()
         var s = try ScenarioSource.load(scenario)
         try ScenarioOverrides.apply(to: &s, devices: devices, seed: seed, rateScale: rateScale)
+        if s.faults.rotationWhileServing != nil, s.faults.rotationShare > 0, register == nil {
+            // Fail closed: without it no backend could learn the new tokens, and the 410s would blame it.
+            throw ValidationError(
+                "the scenario rotates tokens while serving (faults.rotationWhileServing): give --register URL, "
+                    + "where the app registers each new token")
+        }
         let slice = try shardOption()
         let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
         let count = workers == 0 ? max(1, ProcessInfo.processInfo.activeProcessorCount) : workers

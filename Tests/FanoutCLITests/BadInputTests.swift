@@ -339,7 +339,8 @@ struct BadInputTests {
             arguments: ["compare", "$DIR/a", "$DIR/b", "--threshold", "events.delivered=off"], status: 1,
             message: "Error: --threshold: threshold \"events.delivered=off\": unknown count \"events.delivered\" "
                 + "(judged counts of fanout serve runs: events.missing, events.staleAtEnd, events.uncorrelated, "
-                + "events.duplicate, events.reordered, events.skipped, events.wrongContent, events.wrongKind)"),
+                + "events.duplicate, events.reordered, events.skipped, events.wrongContent, events.wrongKind, "
+                + "events.sentToUnregistered)"),
         Case(
             name: "merge nothing", arguments: ["merge", "--out", "$DIR/out"], status: 64,
             message: "Error: Missing expected argument '<folders> ...'"),

@@ -1,0 +1,114 @@
+"""A small backend for fanout serve's token lifecycle (docs/INGEST.md §5): registrations, triggers, pushes back.
+
+    python3 lifecycle_backend.py MODE PORTFILE LOG APNSPORTFILE
+
+MODE: healthy (keeps one token per activity: a registration of an activity replaces its token; a token answered
+410 Unregistered is dropped), refuse-new (healthy, but answers 500 to a second registration of an activity: the new
+token of a rotation is never learnt) or hoarder (keeps every token ever registered for a source and never drops one, as a
+backend that does not prune dead tokens). Serves /register and /trigger over HTTP/1.1 on 127.0.0.1:0 (the port
+written to PORTFILE); each trigger is answered 200 at once and pushed by one worker thread, over HTTP/2 with prior
+knowledge (httpx), to fanout serve on 127.0.0.1 at the port the test writes to APNSPORTFILE: one token push per
+token of the source (apns-priority 5), or one broadcast for a channel. LOG gets one JSON line per push: token,
+status, reason. Runs until killed.
+"""
+import json
+import os
+import queue
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+
+mode, port_file, log_path, apns_port_file = sys.argv[1:5]
+lock = threading.Lock()
+token_of = {}  # healthy: activity -> token
+followers = {}  # healthy: source -> set of activities
+hoard = {}  # hoarder: source -> list of tokens
+dead = set()
+work = queue.Queue()
+log = open(log_path, "a", buffering=1)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+        status = 200
+        if self.path.startswith("/register"):
+            with lock:
+                if mode == "refuse-new" and body["activity"] in token_of:
+                    status = 500
+                elif mode != "hoarder":
+                    token_of[body["activity"]] = body["token"]
+                    followers.setdefault(body["source"], set()).add(body["activity"])
+                else:
+                    tokens = hoard.setdefault(body["source"], [])
+                    if body["token"] not in tokens:
+                        tokens.append(body["token"])
+        else:
+            work.put(body)
+        self.send_response(status)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+
+def apns_port():
+    while True:
+        try:
+            with open(apns_port_file) as f:
+                text = f.read().strip()
+            if text:
+                return int(text)
+        except OSError:
+            pass
+        time.sleep(0.02)
+
+
+def pusher():
+    client = httpx.Client(http1=False, http2=True, timeout=10)
+    base = "http://127.0.0.1:%d" % apns_port()
+    while True:
+        event = work.get()
+        aps = {"event": event["event"], "timestamp": event["timestamp"], "content-state": event["content-state"]}
+        for key in ("stale-date", "relevance-score", "dismissal-date"):
+            if event.get(key) is not None:
+                aps[key] = event[key]
+        payload = json.dumps({"aps": aps}).encode()
+        topic = event["app"] + ".push-type.liveactivity"
+        if event.get("channel"):
+            client.post(base + "/4/broadcasts/apps/" + event["app"], content=payload,
+                        headers={"apns-channel-id": event["channel"], "apns-push-type": "LiveActivity",
+                                 "apns-priority": "5", "apns-expiration": "0"})
+            continue
+        with lock:
+            if mode != "hoarder":
+                tokens = [token_of[a] for a in sorted(followers.get(event["source"], ()))]
+                tokens = [t for t in tokens if t not in dead]
+            else:
+                tokens = list(hoard.get(event["source"], ()))
+        for token in tokens:
+            r = client.post(base + "/3/device/" + token, content=payload,
+                            headers={"apns-push-type": "liveactivity", "apns-topic": topic, "apns-priority": "5"})
+            reason = ""
+            if r.status_code != 200:
+                reason = r.json().get("reason", "")
+            log.write(json.dumps({"token": token, "status": r.status_code, "reason": reason}) + "\n")
+            if r.status_code == 410 and mode != "hoarder":
+                with lock:
+                    dead.add(token)
+
+
+threading.Thread(target=pusher, daemon=True).start()
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+tmp = port_file + ".tmp"
+with open(tmp, "w") as f:
+    f.write(str(server.server_address[1]))
+os.rename(tmp, port_file)
+server.serve_forever()
