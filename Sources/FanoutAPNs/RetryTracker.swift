@@ -3,18 +3,18 @@ import FanoutMetrics
 import FanoutSim
 
 /// Which token pushes refused by an injected fault (503, 429, 500, reset) came back, after how long, and which
-/// never did (docs/INGEST.md §3, *Fault injection*). A push is known again by its `apns-id` when it carries a
-/// canonical one, else by its token and `aps.timestamp` (a backend that retries without an `apns-id` resends the
-/// same update). One per event loop: a retry that reaches another loop (another connection, with
-/// `--workers` above 1) is not matched. At most `capacity` (100,000) refused pushes are remembered; more are counted
-/// `untracked`. Only used while faults that refuse are configured. Confined to its loop's thread.
+/// never did (docs/INGEST.md §3, *Fault injection*). A push is known again by either of its keys: its `apns-id` when
+/// it carries a canonical one, and its token with its `aps.timestamp` (the same update: a backend that retries
+/// without an `apns-id`, or with a fresh one, resends it). One per serve: with several loops FanoutServe's `RetryLedger` holds it under a lock, since a retry
+/// may reach another loop (another connection, with `--workers` above 1). At most `capacity` (100,000) refused pushes
+/// are remembered; more are counted `untracked`. Only used while faults that refuse are configured.
 ///
 /// Broadcasts refused by a fault are remembered too, by their `apns-channel-id` and `aps.timestamp` (counted apart,
 /// `broadcastsRefused`): a refused broadcast refuses every subscriber's delivery. Each refused push or broadcast that
 /// never came back is kept with its target and timestamp (`RetryCounts.unresent`) so that the events judge can
 /// name it as the reason of the deliveries it left missing (`ServeEventsReport.missingByReason`).
 package struct RetryTracker {
-    static let defaultCapacity = 100_000
+    package static let defaultCapacity = 100_000
     let capacity: Int
 
     private struct Waiting {
@@ -22,11 +22,16 @@ package struct RetryTracker {
         var kind: Int
         /// What the events judge needs of it: its token (or channel id) and `aps.timestamp`.
         var unresent: Unresent
+        /// Its `apns-id`'s key when it is kept by its content key and had both (an entry of `aliases`).
+        var alias: UInt64?
     }
 
     typealias Unresent = UnresentRefusal
 
+    /// The refused token pushes by their content key (token and `aps.timestamp`) when they have one, else by their
+    /// `apns-id`'s key; `aliases` finds those kept by content from their `apns-id`.
     private var waiting: [UInt64: Waiting] = [:]
+    private var aliases: [UInt64: UInt64] = [:]
     private var waitingBroadcasts: [UInt64: Waiting] = [:]
     private var tape = JSONTape()
     var counts = RetryCounts()
@@ -35,16 +40,28 @@ package struct RetryTracker {
         self.capacity = capacity
     }
 
-    /// A token push's key: its apns-id, else its token and aps.timestamp; nil when it has neither.
-    package mutating func key(_ r: RequestInput, token: ArraySlice<UInt8>) -> UInt64? {
-        if let id = r.header("apns-id"), RequestCheck.isCanonicalUUID(id) { return Self.hash(id, salt: 1) }
-        guard let timestamp = timestamp(r.body) else { return nil }
-        return Mix.hash(Self.hash(token, salt: 2), UInt64(bitPattern: timestamp))
+    /// A token push's keys: its canonical `apns-id`'s, and its token with its `aps.timestamp`; nil when it has
+    /// neither.
+    package mutating func keys(_ r: RequestInput, token: ArraySlice<UInt8>) -> RetryKeys? {
+        var keys = RetryKeys()
+        if let id = r.header("apns-id"), RequestCheck.isCanonicalUUID(id) { keys.id = Self.hash(id, salt: 1) }
+        if let timestamp = timestamp(r.body) {
+            keys.content = Mix.hash(Self.hash(token, salt: 2), UInt64(bitPattern: timestamp))
+        }
+        return keys.id == nil && keys.content == nil ? nil : keys
     }
 
-    /// A push arrived: if it is one refused before, it came back (counted, with the delay since its refusal).
-    package mutating func arrived(_ key: UInt64, nowNanos: UInt64) {
-        guard let refused = waiting.removeValue(forKey: key) else { return }
+    /// A push arrived: if it is one refused before (either key), it came back (counted, with the delay since its
+    /// refusal).
+    package mutating func arrived(_ keys: RetryKeys, nowNanos: UInt64) {
+        var found: UInt64?
+        if let content = keys.content, waiting[content] != nil {
+            found = content
+        } else if let id = keys.id {
+            found = aliases[id] ?? (waiting[id] != nil ? id : nil)
+        }
+        guard let found, let refused = waiting.removeValue(forKey: found) else { return }
+        if let alias = refused.alias, aliases[alias] == found { aliases.removeValue(forKey: alias) }
         counts.retried[refused.kind] += 1
         counts.delayNanos.record(max(1, min(nowNanos &- refused.atNanos, HdrLayout.highestTrackableValue)))
     }
@@ -52,15 +69,19 @@ package struct RetryTracker {
     /// A push was refused by fault `kind` (an index of ``kinds``); ``arrived(_:nowNanos:)`` was told of it first.
     /// `token` and the body's `aps.timestamp` are kept for the events judge (read here, on the refused path only).
     package mutating func refused(
-        _ key: UInt64?, kind: Int, nowNanos: UInt64, token: ArraySlice<UInt8> = [], body: [UInt8] = []
+        _ keys: RetryKeys?, kind: Int, nowNanos: UInt64, token: ArraySlice<UInt8> = [], body: [UInt8] = []
     ) {
         counts.refused[kind] += 1
-        guard let key, waiting.count < capacity else {
+        guard let keys, let primary = keys.content ?? keys.id, waiting.count < capacity else {
             counts.untracked += 1
             return
         }
         let unresent = Unresent(kind: kind, broadcast: false, target: Array(token), timestamp: timestamp(body))
-        waiting[key] = Waiting(atNanos: nowNanos, kind: kind, unresent: unresent)
+        let alias = keys.content != nil ? keys.id : nil
+        // The same update refused anew: its entry is replaced, with the alias this attempt brings.
+        if let old = waiting[primary]?.alias, aliases[old] == primary { aliases.removeValue(forKey: old) }
+        waiting[primary] = Waiting(atNanos: nowNanos, kind: kind, unresent: unresent, alias: alias)
+        if let alias { aliases[alias] = primary }
     }
 
     /// A broadcast's key: its channel id (decoded, as the router knows channels) and aps.timestamp, and both; nil
@@ -87,7 +108,7 @@ package struct RetryTracker {
             return
         }
         let unresent = Unresent(kind: kind, broadcast: true, target: identity.channel, timestamp: identity.timestamp)
-        waitingBroadcasts[identity.key] = Waiting(atNanos: nowNanos, kind: kind, unresent: unresent)
+        waitingBroadcasts[identity.key] = Waiting(atNanos: nowNanos, kind: kind, unresent: unresent, alias: nil)
     }
 
     /// The counts with the refused pushes still waiting counted as never retried (when the loop stops), and every
@@ -112,6 +133,18 @@ package struct RetryTracker {
     /// A token's or channel's bytes hashed (FNV-1a, salted, then mixed): the retry keys, and `--faults`' draw keys.
     package static func hash(_ bytes: some Collection<UInt8>, salt: UInt64) -> UInt64 {
         Mix.hash(FNV1a.hash(bytes, from: FNV1a.offsetBasis ^ salt), salt)  // FNV-1a, salted, then mixed
+    }
+}
+
+/// A refused token push's two keys (``RetryTracker/keys(_:token:)``): its `apns-id`'s and its content's (token and
+/// `aps.timestamp`); either may be missing, not both.
+package struct RetryKeys: Equatable {
+    package var id: UInt64?
+    package var content: UInt64?
+
+    package init(id: UInt64? = nil, content: UInt64? = nil) {
+        self.id = id
+        self.content = content
     }
 }
 

@@ -1,14 +1,14 @@
-/// What FanoutAPNs' `RetryTracker` saw on a loop (added across loops for the run folder). By kind, indexed as
-/// ``kinds``: refused = retried + never retried + untracked.
+/// What FanoutAPNs' `RetryTracker` saw: every loop's together (one tracker per serve, shared by its loops; `+=`
+/// adds serves' for `fanout merge`). By kind, indexed as ``kinds``: refused = retried + never retried + untracked.
 public struct RetryCounts: Sendable, Equatable {
     /// The fault kinds that refuse a push, as indices of the counts (503, 429, 500, reset).
     public static let kinds = ["503", "429", "500", "reset"]
 
     public var refused = [0, 0, 0, 0]
     public var retried = [0, 0, 0, 0]
-    /// Refused pushes that never came back, filled in when the loop stops (``RetryTracker/pending``).
+    /// Refused pushes that never came back, filled in when the loops stop (``RetryTracker/pending``).
     public var neverRetried = [0, 0, 0, 0]
-    /// Refused pushes not remembered: no apns-id and no readable aps.timestamp, or the loop already remembered
+    /// Refused pushes not remembered: no apns-id and no readable aps.timestamp, or the serve already remembered
     /// ``RetryTracker/capacity`` of them (100,000).
     public var untracked = 0
     /// Refusal → the push's next arrival.
@@ -20,7 +20,7 @@ public struct RetryCounts: Sendable, Equatable {
     public var broadcastsNeverRetried = 0
     public var broadcastsUntracked = 0
     /// Every refused push and broadcast that never came back, every loop's (for the events judge: which missing
-    /// deliveries each explains). Filled in when the loop stops.
+    /// deliveries each explains). Filled in when the loops stop.
     public var unresent: [UnresentRefusal] = []
 
     public init() {}

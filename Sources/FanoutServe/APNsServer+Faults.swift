@@ -25,26 +25,9 @@ extension APNsServer {
         return faults.fault(forDraw: faults.faultDraw(loop: index, draw: faultDraws))
     }
 
-    /// A token push or a broadcast: did it come back after a refusal (`RetryTracker`)? Is it refused now?
+    /// A token push or a broadcast: did it come back after a refusal (`RetryLedger`)? Is it refused now?
     func trackRetry(_ fault: ServeFaults.Fault?, _ r: RequestInput) {
-        let prefix = "/3/device/".utf8
-        guard r.path.count > prefix.count, r.path.starts(with: prefix) else {
-            if r.path.starts(with: "/4/broadcasts/".utf8) { trackBroadcastRetry(fault, r) }
-            return
-        }
-        let token = r.path[prefix.count...]
-        let key = retries.key(r, token: token)
-        let now = nowNanos
-        if let key { retries.arrived(key, nowNanos: now) }
-        guard let fault else { return }
-        retries.refused(key, kind: Self.retryKind(fault), nowNanos: now, token: token, body: r.body)
-    }
-
-    private func trackBroadcastRetry(_ fault: ServeFaults.Fault?, _ r: RequestInput) {
-        let identity = retries.broadcastKey(r)
-        if let identity { retries.broadcastArrived(identity.key) }
-        guard let fault else { return }
-        retries.broadcastRefused(identity, kind: Self.retryKind(fault), nowNanos: nowNanos)
+        retries.track(r, refusedAs: fault.map(Self.retryKind), nowNanos: nowNanos)
     }
 
     /// A refusing fault as an index of `RetryCounts.kinds`.

@@ -83,7 +83,8 @@ public final class APNsServer: H2ServerDelegate {
     lazy var faultAttempts: FaultAttempts = cluster?.faultAttempts ?? FaultAttempts()
     var faultTape = JSONTape()
     @exclusivity(unchecked) var latencyDraws: UInt64 = 0
-    @exclusivity(unchecked) var retries = RetryTracker()
+    /// The pushes refused and not back yet: the cluster's (a retry may reach another loop) or this loop's own.
+    lazy var retries: RetryLedger = cluster?.retries ?? RetryLedger()
     var holdTimer: UVLoop.Timer?
     var goAwayTimer: UVLoop.Timer?
     /// The clock held answers and stall windows are timed by (monotonic nanoseconds); nil: `uv_hrtime`. Set by the
@@ -187,7 +188,8 @@ public final class APNsServer: H2ServerDelegate {
         drainDeadline = nil
         endNanos = EventLoop.hrtimeNanos
         connectionStats[.acceptErrors] = listener?.acceptErrors ?? 0
-        if drawsFaults { connectionStats.faults.retries = retries.final }
+        // With several loops the cluster's ledger is read once, when every loop has stopped (ServeWorkers).
+        if drawsFaults && cluster == nil { connectionStats.faults.retries = retries.final }
         service.closeInterval(last: true)  // the last, partial second
     }
 

@@ -22,6 +22,8 @@ public final class ServeCluster: @unchecked Sendable {
     public let directory: TokenDirectory
     /// `--faults`: each push identity's arrivals, every worker's together (a retry may arrive on another loop).
     let faultAttempts = FaultAttempts()
+    /// `--faults`: the pushes refused and not back yet, every worker's together (a retry may arrive on another loop).
+    let retries = RetryLedger()
     private let lock = Lock()
     private var inboxes: [[ClusterMessage]]
     private var senders: [Wakeup.Sender?]

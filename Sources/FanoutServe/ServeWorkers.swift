@@ -162,6 +162,8 @@ public enum ServeWorkers {
             results.elapsedSeconds = max(results.elapsedSeconds, e)
             if let f { results.failure = results.failure.map { $0 + "; " + f } ?? f }
         }
+        // `--faults`: the cluster's one retry ledger (every loop's refusals and returns), read once the loops stop.
+        if let cluster, options.faults.sharePPM > 0 { results.connections.faults.retries = cluster.retries.final }
         return results
     }
 }

@@ -80,7 +80,7 @@ struct ServeFaultsCommandTests {
         #expect(requests["wireIdentityHolds"] as? Bool == true)
         let accounting = summary["accounting"] as! [String: Any]
         #expect(accounting["pushes"] as? Int == seen["200"], "an injected failure reaches no device")
-        // Every refused push came back once (the same apns-id); those refused again never did.
+        // Every refused push came back once (half under a fresh apns-id); those refused again never did.
         let retries = faults(summary)["retries"] as? [String: Any] ?? [:]
         func total(_ key: String) -> Int { (retries[key] as? [String: Int] ?? [:]).values.reduce(0, +) }
         #expect(total("refused") == (refused["first"] ?? 0) + (refused["retry"] ?? 0), "\(retries)")

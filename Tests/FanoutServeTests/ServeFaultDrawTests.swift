@@ -89,6 +89,37 @@ import Testing
         #expect(draws.count == 20, "each attempt draws anew")
     }
 
+    @Test("a push refused on one loop and resent on another loop's connection is matched: one ledger for the loops")
+    func retryOnAnotherLoop() throws {
+        var s = BuiltinScenarios.named("smoke")!
+        s.population.devices = 40
+        let services = (0..<2).map { k in
+            APNsService(scenario: s, auth: nil, nowSeconds: F.now, worker: k, of: 2) { 0 }
+        }
+        var options = ServeOptions()
+        try ServeFaults.parseFaults("503=100%", into: &options.faults)  // the retry is refused too
+        options.faults.seed = 7
+        let serve = try InMemoryServe(services: services, options: options, wallMillis: F.now * 1000)
+        defer { try? serve.close() }
+        let outputs = [M.Output(), M.Output()]
+        let connections = try (0..<2).map { k in try serve.open(on: k) { outputs[k].bytes.append(contentsOf: $0) } }
+        for c in connections { F.preface.withUnsafeBytes { c.receive($0) } }
+        let id = "11111111-2222-4333-8444-555555555555"
+        let token = try M.token(of: services[0])  // owned by loop 0
+        F.push(token, stream: 1, apnsId: id).withUnsafeBytes { connections[0].receive($0) }
+        serve.settle()
+        F.push(token, stream: 1, apnsId: id).withUnsafeBytes { connections[1].receive($0) }  // the retry, on loop 1
+        serve.settle()
+        for o in outputs {
+            #expect(M.frames(o.bytes).contains { $0.type == 1 && $0.stream == 1 }, "each attempt answered")
+        }
+        #expect(serve.servers[0].retries === serve.servers[1].retries, "the cluster's one ledger")
+        let r = try #require(serve.cluster).retries.final
+        #expect(r.refused == [2, 0, 0, 0] && r.retried == [1, 0, 0, 0], "the retry on loop 1 matched: \(r)")
+        #expect(r.neverRetried == [1, 0, 0, 0] && r.unresent.count == 1 && r.identityHolds, "\(r)")
+        for c in connections { c.abort(reason: "done") }
+    }
+
     /// The pushes through loop `loop` with `--latency p50=20ms,p99=250ms` answered once the clock reaches 20 ms.
     static func answeredBy20ms(_ pushes: [(String, Int64)], through loop: Int, seed: UInt64) throws -> Set<String> {
         var options = ServeOptions()

@@ -297,45 +297,6 @@ struct ServeFaultsTests {
         try serve.close()
     }
 
-    @Test("retries: a refused push coming back (same apns-id, or same token and aps.timestamp) is matched and timed")
-    func retries() throws {
-        let h = try Harness { try ServeFaults.parseFaults("503=100%", into: &$0.faults) }
-        defer { try? h.serve.close() }
-        let a = "11111111-2222-4333-8444-555555555555"
-        let b = "aaaaaaaa-2222-4333-8444-555555555555"
-        let other = Array(String(decoding: M.payload, as: UTF8.self).replacingOccurrences(
-            of: "1800000001", with: "1800000002").utf8)
-        h.serve.advance(toNanos: 1_000 * Self.ms)
-        h.send(Self.push(h.token, stream: 1, apnsId: a))
-        h.send(Self.push(h.token, stream: 3))  // no apns-id: known by token and aps.timestamp
-        h.send(Self.push(h.token, stream: 5, apnsId: b))
-        h.send(Self.push(h.token, stream: 7, body: Array("not json".utf8)))  // neither: untracked
-        h.serve.advance(toNanos: 3_000 * Self.ms)
-        h.send(Self.push(h.token, stream: 9, apnsId: a))  // back after 2 s (and refused again)
-        h.serve.advance(toNanos: 3_500 * Self.ms)
-        h.send(Self.push(h.token, stream: 11))  // back after 2.5 s
-        h.send(Self.push(h.token, stream: 13, body: other))  // another timestamp: a new push, not a retry
-        let r = h.server.retries.final
-        #expect(r.refused == [7, 0, 0, 0] && r.retried == [2, 0, 0, 0], "\(r)")
-        #expect(r.neverRetried == [4, 0, 0, 0] && r.untracked == 1, "\(r)")
-        // The four never back, kept for the events judge: the token and each one's aps.timestamp.
-        #expect(r.unresent.count == 4 && r.unresent.allSatisfy { !$0.broadcast && $0.kind == 0 })
-        #expect(r.unresent.allSatisfy { $0.target == Array(h.token.utf8) })
-        let stamps = r.unresent.map { $0.timestamp ?? 0 }.sorted()
-        #expect(stamps == [1_800_000_001, 1_800_000_001, 1_800_000_001, 1_800_000_002])
-        #expect(r.identityHolds)
-        #expect(r.delayNanos.totalCount == 2)
-        #expect(r.delayNanos.min >= 1_998 * Self.ms && r.delayNanos.max <= 2_502 * Self.ms, "\(r.delayNanos.max)")
-        var small = RetryTracker(capacity: 1)
-        small.refused(1, kind: 3, nowNanos: 0)
-        small.refused(2, kind: 3, nowNanos: 0)  // over the bound
-        small.arrived(2, nowNanos: 4)  // not remembered: not matched
-        small.arrived(1, nowNanos: 5)  // back, refused again
-        small.refused(1, kind: 3, nowNanos: 5)
-        let s = small.final
-        #expect(s.untracked == 1 && s.retried == [0, 0, 0, 1] && s.neverRetried == [0, 0, 0, 1] && s.identityHolds)
-    }
-
     @Test("lognormal delays: answers leave in due order, each when due, also after another connection's answers left")
     func dueOrder() throws {
         let h = try Harness { $0.faults.latency = try ServeFaults.parseLatency("p50=20ms,p99=250ms") }

@@ -100,7 +100,7 @@ struct ServeMissingReasonsTests {
         let rejected = E.T.ask(owner6, path: "/3/device/\(f6["token"] as! String)", E.headers, bad)
         #expect(rejected.status == 400)
         serve.advance(toNanos: 1)
-        let refusals = serve.servers.flatMap { $0.retries.final.unresent }
+        let refusals = try #require(serve.cluster).retries.final.unresent  // one ledger for both loops
         #expect(refusals.count == 7 && refusals.filter(\.broadcast).count == 1)
         let r = try #require(ServeEventsReport.judge(services: services, nowNanos: clock.nanos, refusals: refusals))
         let reason503 = ServeEventsReport.refusedReason(kind: 0, broadcast: false)

@@ -4,7 +4,8 @@ ServeFaultsCommandTests). Prints one JSON object with what it saw; exits 1 with 
 expectation. (GOAWAY is tested with nghttp: `h2` refuses frames after a GOAWAY, even of streams in flight.)
 
     serve_faults.py answers PORT FOLDER COUNT   pushes one at a time; each answer is APNs's exact one, or a reset;
-                                                a refused push is sent once more with its apns-id (a retry)
+                                                a refused push is sent once more (a retry), every other
+                                                one under a fresh apns-id
     serve_faults.py dropheld PORT FOLDER COUNT  pushes whose answers are held, then the connection is closed
 """
 import json
@@ -27,12 +28,14 @@ def answers(port, folder, count):
     c = Client(port)
     seen = {"200": 0, "503": 0, "429": 0, "500": 0, "reset": 0}
     refused = {"first": 0, "retry": 0}
-    for _ in range(count):
+    for k in range(count):
         apns_id = str(uuid.uuid4())
-        payload = live_payload()
+        payload = live_payload(ts=1_800_000_000 + k)  # each push its own update
         if answer(c, p, apns_id, payload, seen) != "200":
             refused["first"] += 1
-            if answer(c, p, apns_id, payload, seen) != "200":
+            # The same update again: every other one under a fresh apns-id (as a client that makes one per attempt).
+            again = apns_id if refused["first"] % 2 else str(uuid.uuid4())
+            if answer(c, p, again, payload, seen) != "200":
                 refused["retry"] += 1
     RESULT["seen"] = seen
     RESULT["refused"] = refused
