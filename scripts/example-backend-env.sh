@@ -27,6 +27,7 @@ db=()
 [ "$instances" -gt 1 ] && db=(--db "$WORK/registrations.sqlite")
 REGISTER_URLS=""
 TRIGGER_URLS=""
+APP_EVENTS_URLS=""
 for k in $(seq 1 "$instances"); do
     port=$(free_port)
     [ "$k" -eq 1 ] && BACKEND_PORT=$port
@@ -41,6 +42,7 @@ for k in $(seq 1 "$instances"); do
     grep -q "listening" "$log" || { cat "$log"; echo "the backend did not start"; exit 1; }
     REGISTER_URLS+="${REGISTER_URLS:+,}http://127.0.0.1:$port/register"
     TRIGGER_URLS+="${TRIGGER_URLS:+,}http://127.0.0.1:$port/trigger"
+    APP_EVENTS_URLS+="${APP_EVENTS_URLS:+,}http://127.0.0.1:$port/app-events"
 done
 BACKEND_URL="http://127.0.0.1:$BACKEND_PORT"
 

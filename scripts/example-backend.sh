@@ -11,7 +11,9 @@
 # with its deliberate fault (docs/BACKEND.md, *A gate for your backend's CI*); SERVE_ARGS likewise to fanout serve
 # (SERVE_ARGS="--settle 3", SERVE_ARGS="--faults 503=5% --seed 7", SERVE_ARGS="--latency p50=20ms,p99=80ms",
 # SERVE_ARGS="--rate-scale 2"). EXAMPLE_BACKEND_INSTANCES=2 runs two instances of it, sharing one SQLite file,
-# behind --register A,B and --trigger A,B (the per-URL counts are printed too).
+# behind --register A,B and --trigger A,B (the per-URL counts are printed too). APP_EVENTS=1, for a scenario with
+# faults.appEvents, passes the backend's /app-events to --app-events (EXAMPLE_BACKEND_ARGS="--ignore-app-events" plants
+# the bug fanout counts as sentAfterAppEvent).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
@@ -21,6 +23,7 @@ bin=${FANOUT_BIN:-.build/release/fanout}
 read -r -a serve_args <<< "${SERVE_ARGS:-}"
 # shellcheck source=scripts/example-backend-env.sh
 source scripts/example-backend-env.sh
+[ "${APP_EVENTS:-0}" = 1 ] && serve_args+=(--app-events "$APP_EVENTS_URLS")
 [ -z "${EXAMPLE_BACKEND_ARGS:-}" ] || echo "backend arguments: ${EXAMPLE_BACKEND_ARGS}"
 [ -z "${SERVE_ARGS:-}" ] || echo "fanout serve arguments: ${SERVE_ARGS}"
 
@@ -56,6 +59,11 @@ print(f"events: {e['dueEvents']} due of {e['events']}; deliveries {e['delivered'
       f"superseded, {e['missing']} missing of {e['expected']} expected; {e['staleAtEnd']} stale at the end; "
       f"{e['uncorrelated']} uncorrelated, {e['duplicate']} duplicate, {e['reordered']} reordered; identities "
       + ("hold" if e["identity"]["holds"] else "BROKEN"))
+if "appEvents" in e:
+    a = e["appEvents"]
+    print(f"app events: {a['applied']} of {a['scheduled']} applied {a['appliedByKind']}, {a['requests']['told']} told "
+          f"the backend; {a['notExpected']} pairs not expected any more; {a['sentAfterAppEvent']} pushes sent after "
+          f"them {a['sentAfterAppEventByKind']}")
 if e.get("missingByReason"):
     print("missing by reason: " + ", ".join(f"{n} {k}" for k, n in sorted(e["missingByReason"].items(),
                                                                           key=lambda kv: -kv[1])))

@@ -64,6 +64,8 @@ extension APNsService {
         let batch = pending
         pending.removeAll(keepingCapacity: true)
         for f in batch {
+            // App events due by the broadcast's arrival: its ended subscribers ignore it.
+            if f.arrivalNanos >= appEvents.nextNanos { stepAppEvents(f.arrivalNanos) }
             // Scanned again and applied inside the closure that lends the payload's bytes: every subscriber's
             // device decodes the content from them.
             f.payload.withUnsafeBytes { payload in

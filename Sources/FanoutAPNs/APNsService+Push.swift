@@ -15,6 +15,8 @@ extension APNsService {
         let wallMillis = wallMillis &+ deviceClockOffsetMillis
         // Rotations while serving that fell due before this push arrived (one comparison when none did).
         if r.arrivalNanos >= rotations.nextNanos { stepRotations(r.arrivalNanos) }
+        // App events that fell due (one comparison when none did).
+        if r.arrivalNanos >= appEvents.nextNanos { stepAppEvents(r.arrivalNanos) }
         // 16–18: who holds the token.
         var kind = TargetKind.token
         // The token is looked up once: this flight carries the resolution to validate, route and deliver.
@@ -34,11 +36,14 @@ extension APNsService {
         }
         let bundle: Int32
         switch resolution {
-        case .activity(let a): bundle = pipeline.app(of: a)
+        case .activity(let a):
+            bundle = pipeline.app(of: a)
+            if appEvents.applied > 0 { noteAppEventPush(a, r.arrivalNanos) }
         case .startToken(_, let app): bundle = app
         default:
             if let at = retired[Array(token)] {
                 noteRetiredPush(token, body: r.body)
+                noteUninstalledPush(token, r.arrivalNanos)
                 stats.note(.rotatedToken, "token \(String(decoding: token.prefix(16), as: UTF8.self))… apns-id \(idHeader.value)")
                 return failure(.unregistered, id: idHeader, timestamp: at)
             }

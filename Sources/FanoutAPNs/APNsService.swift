@@ -40,6 +40,8 @@ public final class APNsService {
     var retiredList: [(token: [UInt8], activity: Int32)] = []
     /// `faults.rotationWhileServing`: the rotations while serving (APNsService+Rotation.swift).
     @exclusivity(unchecked) public internal(set) var rotations = ServingRotations()
+    /// `faults.appEvents`: activities the app's side ends while serving (APNsService+AppEvents.swift).
+    @exclusivity(unchecked) public internal(set) var appEvents = ServingAppEvents()
     // The channel registry (the functions: APNsService+Channels.swift). Only live channels are kept: a
     // deleted one leaves the registry, the per-bundle list and the router, here and on every worker.
     /// Live broadcast channels by raw id: their app's bundle, storage policy, and registration number.
@@ -152,6 +154,7 @@ public final class APNsService {
             }
         }
         planServingRotations(scenario)
+        planAppEvents(scenario)
     }
 
     /// The correlation of deliveries with the scenario's events (`--expect-events`; nil: none, serve as without it).

@@ -15,11 +15,14 @@ extension ServeEventsReport {
     /// events not answered 2xx, or never sent) and `registeredLines` (`--register`: which lines of population.jsonl,
     /// loop by loop, were registered) name fanout's side of a missing pair before "never pushed". `rotationRegistered`
     /// (rotations while serving, `--register`): per loop, per rotation of its `rotations.list`, whether the new token
-    /// was registered; `rotationRegistration` counts those registrations.
+    /// was registered; `rotationRegistration` counts those registrations. App events (`faults.appEvents`): a
+    /// follower's events intended after its app event − 1 s are not expected any more (``appEventDue``);
+    /// `appEventRequests` counts the requests to `--app-events`.
     public static func judge(
         services: [APNsService], nowNanos: UInt64, settleNanos: UInt64 = 0, refusals: [UnresentRefusal] = [],
         triggerFailures: [TriggerEventFailure] = [], registeredLines: [Bool]? = nil,
-        rotationRegistered: [[Bool]]? = nil, rotationRegistration: RegisterResults? = nil
+        rotationRegistered: [[Bool]]? = nil, rotationRegistration: RegisterResults? = nil,
+        appEventRequests: RegisterResults? = nil
     ) -> ServeEventsReport? {
         guard let events = services.first?.tracker?.events else { return nil }
         var r = ServeEventsReport()
@@ -50,6 +53,10 @@ extension ServeEventsReport {
         }
         let refused = refusedPairs(services: services, events: events, refusals: refusals, report: &r)
         r.rotations = rotationCounts(services, rotationRegistration)
+        r.appEvents = appEventCounts(services, appEventRequests)
+        // Per loop: the followers an app event ended, each with the last rank still expected of it.
+        let appDue = services.map { appEventDue($0, events: events, horizon: horizon, dueRank: dueRank) }
+        var notExpected = [Int32](repeating: 0, count: n)
         // fanout's side: the event the trigger never got to the backend, the activity never registered with it.
         var eventFailure: [Int: String] = [:]
         for f in triggerFailures {
@@ -120,8 +127,18 @@ extension ServeEventsReport {
             lineBase += activityCounts[k]
             for (i, src) in t.sourceOf.enumerated() where src >= 0 {
                 let s = Int(src)
-                let due = dueRank[s]
+                var due = dueRank[s]
                 let last = t.last[i]
+                if !appDue[k].isEmpty, let cut = appDue[k][i] {
+                    // Ended by the app's side: the source's due events past the cut are not expected any more.
+                    due = cut
+                    let from = Int(max(cut, last)) + 1
+                    if from <= Int(dueRank[s]) {
+                        r.appEvents?.notExpected += Int(dueRank[s]) - from + 1
+                        let base = Int(events.sourceStart[s])
+                        for p in from...Int(dueRank[s]) { notExpected[Int(events.bySource[base + p])] += 1 }
+                    }
+                }
                 r.expected += Int(max(due, last)) + 1
                 if t.lastWrong[i] {
                     // Still showing a wrong event: behind the game from its intended time to the horizon at least.
@@ -185,7 +202,8 @@ extension ServeEventsReport {
             let s = Int(t.sourceOf[Int(key.activity)])
             let rank = events.rank[Int(key.event)]
             let last = t.last[Int(key.activity)]
-            if rank > max(dueRank[s], last) {
+            let due = appDue[Int(key.service)][Int(key.activity)] ?? dueRank[s]
+            if rank > max(due, last) {
                 r.refusals.notDue += 1
             } else if rank == last {
                 r.refusals.delivered += 1
@@ -220,7 +238,7 @@ extension ServeEventsReport {
                 }
             }
             guard followers > 0 else { continue }
-            if per.delivered[e] == followers {
+            if per.delivered[e] + notExpected[e] == followers {
                 r.completeEvents += 1
             } else {
                 r.incompleteEvents += 1
@@ -270,6 +288,56 @@ extension ServeEventsReport {
             c.unregisteredAtShutdown = c.scheduled
         }
         return c
+    }
+
+    /// Every loop's app events added up, with the requests telling the backend (nil: the scenario has none). The
+    /// judge adds `notExpected`.
+    static func appEventCounts(_ services: [APNsService], _ requests: RegisterResults?) -> AppEvents? {
+        guard let setting = services.first?.engine.world.scenario.faults.appEvents else { return nil }
+        var c = AppEvents()
+        c.graceSeconds = setting.graceSeconds
+        for s in services {
+            c.scheduled += s.appEvents.list.count
+            c.applied += s.appEvents.applied
+            for e in s.appEvents.list.prefix(s.appEvents.applied) { c.appliedByKind[e.kind.name, default: 0] += 1 }
+            c.pushedInGrace += s.appEvents.pushedInGrace
+            for kind in WorkerEngine.AppEventKind.allCases where s.appEvents.sentAfter[kind.rawValue] > 0 {
+                c.sentAfter += s.appEvents.sentAfter[kind.rawValue]
+                c.sentAfterByKind[kind.name, default: 0] += s.appEvents.sentAfter[kind.rawValue]
+            }
+        }
+        if let g = requests {
+            c.told = g.registered
+            c.failed = g.failed
+            c.untoldAtShutdown = g.unregisteredAtDeadline
+            c.requests = g.requests
+            c.byStatus = g.counts.byStatus
+            c.timeouts = g.counts.timeouts
+            c.errors = g.counts.errors
+        } else {
+            c.untoldAtShutdown = c.scheduled
+        }
+        return c
+    }
+
+    /// The followers of `service` whose app event ends their expectations before their source's due events do, each
+    /// with the last rank still expected of it: the highest among its source's events intended by the app event − 1 s
+    /// (and by the horizon); -1 when none is.
+    static func appEventDue(
+        _ service: APNsService, events: ServeEvents, horizon: UInt64, dueRank: [Int32]
+    ) -> [Int: Int32] {
+        guard let t = service.tracker, !service.appEvents.list.isEmpty else { return [:] }
+        var out: [Int: Int32] = [:]
+        for (j, e) in service.appEvents.list.enumerated() {
+            let i = Int(e.activity)
+            guard i < t.sourceOf.count, t.sourceOf[i] >= 0 else { continue }
+            let s = Int(t.sourceOf[i])
+            let cut = min(horizon, service.appEvents.cutNanos(j))
+            var due: Int32 = -1
+            for (p, ev) in events.events(of: s).enumerated() where events.offsetNanos[Int(ev)] <= cut { due = Int32(p) }
+            if due < dueRank[s] { out[i] = due }
+        }
+        return out
     }
 
     /// A (loop, local activity, event) pair.

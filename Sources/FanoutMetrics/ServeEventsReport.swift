@@ -117,6 +117,44 @@ public struct ServeEventsReport: Sendable {
         }
     }
 
+    /// `faults.appEvents` (nil: the scenario has none, and summary.json has no `appEvents` nor `sentAfterAppEvent`, as
+    /// before).
+    public var appEvents: AppEvents?
+    /// Token pushes to an activity the app's side ended (or to an uninstalled app's retired token) later than the app
+    /// event + its grace (a backend that ignores app events); 0 without app events.
+    public var sentAfterAppEvent: Int { appEvents?.sentAfter ?? 0 }
+
+    /// The app events while serving (every loop), what the backend sent afterwards, and the requests telling it
+    /// (`--app-events`): scheduled = told + failed + untoldAtShutdown, scheduled ≥ applied.
+    public struct AppEvents: Sendable, Equatable {
+        /// Drawn, applied by the end of serving (by kind: `dismissed`, `disabled`, `uninstalled`).
+        public var scheduled = 0
+        public var applied = 0
+        public var appliedByKind: [String: Int] = [:]
+        public var graceSeconds = 0.0
+        /// (event, follower) pairs of the source's due events intended after a follower's app event − 1 s: not
+        /// expected any more (outside `expected`).
+        public var notExpected = 0
+        /// Token pushes to an ended activity (or a retired token) within the grace, and after it (by kind).
+        public var pushedInGrace = 0
+        public var sentAfter = 0
+        public var sentAfterByKind: [String: Int] = [:]
+        /// The requests to `--app-events`: answered 2xx, failed (every attempt), not told when serving stopped; every
+        /// attempt by status.
+        public var told = 0
+        public var failed = 0
+        public var untoldAtShutdown = 0
+        public var requests = 0
+        public var byStatus: [Int: Int] = [:]
+        public var timeouts = 0
+        public var errors: [String: Int] = [:]
+        public init() {}
+        public var addsUp: Bool {
+            scheduled == told + failed + untoldAtShutdown && scheduled >= applied
+                && applied == appliedByKind.values.reduce(0, +) && sentAfter == sentAfterByKind.values.reduce(0, +)
+        }
+    }
+
     /// The token pushes and broadcasts refused by `--faults` that never came back (`RetryCounts.unresent`), and the
     /// (event, follower) pairs they carried: pairs = missing + superseded + delivered + notDue. A pair is delivered
     /// when its follower's newest event is that one (a resend the retry tracker did not match delivered it), superseded
@@ -205,6 +243,6 @@ public struct ServeEventsReport: Sendable {
     public var reasonsAddUp: Bool { missing == missingByReason.values.reduce(0, +) }
     public var identitiesHold: Bool {
         pairsAddUp && deliveriesAddUp && perEventAddsUp && reasonsAddUp && refusals.addsUp && freshnessAddsUp
-            && (rotations?.addsUp ?? true)
+            && (rotations?.addsUp ?? true) && (appEvents?.addsUp ?? true)
     }
 }

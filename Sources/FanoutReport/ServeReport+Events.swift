@@ -50,6 +50,7 @@ extension ServeReport {
             "missingByReasonExamples": r.missingReasonExamples,
         ]
         addRotations(r, to: &out)
+        addAppEvents(r, to: &out)
         return out
     }
 
@@ -83,6 +84,7 @@ extension ServeReport {
             md += "\(r.wrongShownAtEnd) still shown at the end.\n\n"
         }
         md += rotationsMarkdown(r)
+        md += appEventsMarkdown(r)
         md += missingReasonsMarkdown(r)
         md += "| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
         var rows: [(String, LatencyHistogram)] = [

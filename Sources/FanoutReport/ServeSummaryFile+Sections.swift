@@ -46,8 +46,11 @@ public struct ServeEventsSummary: Sendable, Equatable {
     ]
     /// Counts of folders written since fanout judged them, read when present (a folder from before has none, so a
     /// comparison with it judges the current run's against 0; a plan step, written now, must have them).
-    /// `sentToUnregistered` only with tokens rotating while serving (a run without has no such count, 0 compared).
-    public static let laterCountNames = ["wrongContent", "wrongKind", "wrongShownAtEnd", "sentToUnregistered"]
+    /// `sentToUnregistered` only with tokens rotating while serving, `sentAfterAppEvent` only with app events (a run
+    /// without has no such count, 0 compared).
+    public static let laterCountNames = [
+        "wrongContent", "wrongKind", "wrongShownAtEnd", "sentToUnregistered", "sentAfterAppEvent",
+    ]
     public var counts: [String: Int]
     public var missingByReason: [String: Int]
     public var identityHolds: Bool

@@ -35,7 +35,7 @@ public struct ServeSummaryFile: Sendable {
     /// regression (a lost, late, doubled or out-of-order delivery is a bug, not noise).
     public static let gatedEventCounts = [
         "missing", "staleAtEnd", "uncorrelated", "duplicate", "reordered", "skipped", "wrongContent", "wrongKind",
-        "sentToUnregistered",
+        "sentToUnregistered", "sentAfterAppEvent",
     ]
     /// The backend counts gated the same way when both runs have the section: events the backend did not accept
     /// (`trigger.failures`: non-2xx, timed out, failed), activities it never registered.
@@ -294,8 +294,8 @@ extension Comparison {
         }
         if baseline.eventsIdentitiesHold != nil && current.eventsIdentitiesHold != nil {
             countsNote += "; events judged in both: more missing, stale at the end, uncorrelated, duplicate, "
-                + "reordered, skipped or wrong (kind, content) deliveries, or pushes sent to unregistered tokens, "
-                + "than the baseline is a regression"
+                + "reordered, skipped or wrong (kind, content) deliveries, or pushes sent to unregistered tokens or "
+                + "after an app event, than the baseline is a regression"
             if !ungated.isEmpty { countsNote += " (not judged, as asked: \(ungated.sorted().joined(separator: ", ")))" }
         }
     }

@@ -23,6 +23,7 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
         ("staleAtEnd", "expected pairs"), ("reordered", "expected pairs"), ("duplicate", "expected pairs"),
         ("notApplied", "expected pairs"), ("uncorrelated", "expected pairs"), ("wrongContent", "expected pairs"),
         ("wrongKind", "expected pairs"), ("sentToUnregistered", "expected pairs"),
+        ("sentAfterAppEvent", "expected pairs"),
         ("unregistered", "activities"), ("trigger.failures", "events sent"), ("trigger.unsent", "events sent"),
     ]
     /// The latency metrics an objective may name: serve's, and the judge's (`--expect-events`).
@@ -98,6 +99,9 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
         if info.events != nil { names += ["missing", "wrongContent", "wrongKind"] }
         // Tokens rotating while serving: a backend that keeps pushing to a token APNs answered 410 fails.
         if info.events?.rotations != nil { names.append("sentToUnregistered") }
+        // App events: a backend that keeps pushing to an activity the app told it was dismissed, turned off or
+        // uninstalled fails.
+        if info.events?.appEvents != nil { names.append("sentAfterAppEvent") }
         if info.registration != nil { names.append("unregistered") }
         if info.trigger != nil { names.append("trigger.failures") }
         return names.map { ServeObjective(text: "\($0)=0", limit: .count(name: $0, count: 0, percent: nil)) }
@@ -241,6 +245,7 @@ public struct ServeVerdict: Sendable, Equatable {
                 case "wrongContent": e.wrongContent
                 case "wrongKind": e.wrongKind
                 case "sentToUnregistered": e.sentToUnregistered
+                case "sentAfterAppEvent": e.sentAfterAppEvent
                 default: nil
                 }
             return n.map { ($0, e.expected) }

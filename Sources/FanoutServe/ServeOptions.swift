@@ -44,6 +44,9 @@ public struct ServeOptions: Sendable {
     public var trigger: TriggerOptions?
     /// Registrations sent while serving (rotations while serving, with `--register`), from the trigger's loop.
     public var servingRegistration: ServingRegistration?
+    /// App events while serving (`faults.appEvents`, `--app-events URL`): each app event's request, from the trigger's
+    /// loop at its instant.
+    public var appEvents: ServingRegistration?
     /// t0 of the scenario's events: the instant event offset 0 is due (`EventLoop.hrtimeNanos`), the same for
     /// every loop. The trigger sends event k at `eventsT0Nanos + intendedNanos(k)`; a push's end-to-end time is
     /// its apply time − this − the event's offset. `fanout serve` sets it to when serving starts.

@@ -35,6 +35,8 @@ public final class ServeSession {
         public var epochFromFirstRequest = false
         public var expectEvents: Bool
         public var register: RegisterOptions?
+        /// `--app-events`: where the app tells the backend of its app events (`faults.appEvents`) while serving.
+        public var appEvents: RegisterOptions?
         public var channelLimits: APNsService.ChannelLimits
         public var settleSeconds: Double
         /// `--state` (nil: by the number of devices).
@@ -149,6 +151,7 @@ public final class ServeSession {
         for service in services { service.measure(into: measurements) }
         events?.t0Nanos = options.eventsT0Nanos
         let rotationOrder = servingRotations(services, &options)
+        servingAppEvents(services, &options)
         let board = ProgressBoard(count: plan.workers)
         let serving = output.serving
         let (sockets, manageSockets) = listeners.take()
@@ -166,7 +169,10 @@ public final class ServeSession {
         info.registration = registration
         let shutdownNanos = results.shutdownBeganNanos ?? EventLoop.hrtimeNanos
         // The rotations due by the end of serving, on every loop (each steps its own lazily, on a push's arrival).
-        for service in services { service.stepRotations(shutdownNanos) }
+        for service in services {
+            service.stepRotations(shutdownNanos)
+            service.stepAppEvents(shutdownNanos)
+        }
         info.events = ServeEventsReport.judge(
             services: services, nowNanos: shutdownNanos,
             settleNanos: UInt64((plan.settleSeconds * 1e9).rounded()),
@@ -178,7 +184,7 @@ public final class ServeSession {
                     flags[k][j] = r.registeredLines[g]
                 }
                 return flags
-            }, rotationRegistration: results.rotationRegistration)
+            }, rotationRegistration: results.rotationRegistration, appEventRequests: results.appEventRequests)
         let endMillis =
             plan.stateAtMillis
             ?? Int64(Date().timeIntervalSince1970 * 1000) + (origin?.takenOffset ?? deviceClockOffsetMillis)

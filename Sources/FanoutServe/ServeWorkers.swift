@@ -57,6 +57,8 @@ public enum ServeWorkers {
         public var trigger: TriggerResults?
         /// Rotations while serving (`--register`): the new tokens' registrations, sent from the trigger's loop.
         public var rotationRegistration: RegisterResults?
+        /// App events while serving (`--app-events`): the app's requests telling the backend, from the trigger's loop.
+        public var appEventRequests: RegisterResults?
         /// When the first loop began shutting down (`EventLoop.hrtimeNanos`; nil: none did): the events judge's
         /// horizon counts from here, not from the end of the drain (the trigger sent nothing after it).
         public var shutdownBeganNanos: UInt64?
@@ -81,17 +83,19 @@ public enum ServeWorkers {
         let handed = services.map { Box($0) }
         let triggerResults = Box<TriggerResults?>(nil)
         let registrationResults = Box<RegisterResults?>(nil)
+        let appEventResults = Box<RegisterResults?>(nil)
         let stopping = (0..<count).map { _ in Box<UInt64?>(nil) }
         // `--trigger` runs on a loop of its own (as registration does), so that serving never delays an event
         // and an event never delays serving; serving's shutdown stops it (a wakeup), and its thread ends with it.
-        // The registrations of rotations while serving go out from the same loop.
+        // The registrations of rotations while serving and the app events go out from the same loop.
         let trigger =
-            options.trigger == nil && options.servingRegistration == nil
+            options.trigger == nil && options.servingRegistration == nil && options.appEvents == nil
             ? nil
             : TriggerThread(
-                options: options.trigger, registration: options.servingRegistration, world: services[0].engine.world,
-                t0Nanos: options.eventsT0Nanos, t0UnixMillis: options.eventsT0UnixMillis, results: triggerResults,
-                registrationResults: registrationResults)
+                options: options.trigger, registration: options.servingRegistration, appEvents: options.appEvents,
+                world: services[0].engine.world, t0Nanos: options.eventsT0Nanos,
+                t0UnixMillis: options.eventsT0UnixMillis, results: triggerResults,
+                registrationResults: registrationResults, appEventResults: appEventResults)
         let triggerStop = trigger?.start()
         for k in 0..<count {
             let service = handed[k]
@@ -152,6 +156,7 @@ public enum ServeWorkers {
         if let cluster { results.connections[.answersDropped] += cluster.answersLeftInInboxes() }
         results.trigger = triggerResults.value
         results.rotationRegistration = registrationResults.value
+        results.appEventRequests = appEventResults.value
         if let failure = trigger?.failure { results.failure = failure }
         results.shutdownBeganNanos = stopping.compactMap(\.value).min()
         for o in outcomes {
@@ -170,28 +175,33 @@ public enum ServeWorkers {
 
 /// `--trigger`'s own thread and event loop: a ``TriggerSender`` from when serving starts until serving stops (a
 /// ``Wakeup`` from whichever loop stops first), its results handed back when the thread ends. The registrations sent
-/// while serving (``ServingRegistration``: rotations while serving) share the loop, with a ``Registrar`` of their own.
+/// while serving (``ServingRegistration``: rotations while serving) share the loop, with a ``Registrar`` of their own,
+/// and so do the app events' requests (`--app-events`), with another.
 final class TriggerThread: @unchecked Sendable {
     // @unchecked: `failure` is written by the trigger thread before it signals `done`, read after the wait.
     let options: TriggerOptions?
     let registration: ServingRegistration?
+    let appEvents: ServingRegistration?
     let world: World
     let t0Nanos: UInt64
     let t0UnixMillis: Int64
     let results: ServeWorkers.Box<TriggerResults?>
     let registrationResults: ServeWorkers.Box<RegisterResults?>
+    let appEventResults: ServeWorkers.Box<RegisterResults?>
     private let ready = DispatchSemaphore(value: 0)
     private let done = DispatchSemaphore(value: 0)
     private var stop: Wakeup.Sender?
     private(set) var failure: String?
 
     init(
-        options: TriggerOptions?, registration: ServingRegistration?, world: World, t0Nanos: UInt64,
-        t0UnixMillis: Int64, results: ServeWorkers.Box<TriggerResults?>,
-        registrationResults: ServeWorkers.Box<RegisterResults?>
+        options: TriggerOptions?, registration: ServingRegistration?, appEvents: ServingRegistration?, world: World,
+        t0Nanos: UInt64, t0UnixMillis: Int64, results: ServeWorkers.Box<TriggerResults?>,
+        registrationResults: ServeWorkers.Box<RegisterResults?>, appEventResults: ServeWorkers.Box<RegisterResults?>
     ) {
         self.options = options
         self.registration = registration
+        self.appEvents = appEvents
+        self.appEventResults = appEventResults
         self.world = world
         self.t0Nanos = t0Nanos
         self.t0UnixMillis = t0UnixMillis
@@ -214,18 +224,24 @@ final class TriggerThread: @unchecked Sendable {
                     let registrar = try registration.map {
                         try Registrar(loop: loop, lines: .timed($0.lines), options: $0.options, signals: nil)
                     }
+                    let teller = try appEvents.map {
+                        try Registrar(loop: loop, lines: .timed($0.lines), options: $0.options, signals: nil)
+                    }
                     let wakeup = try Wakeup(loop: loop) { wakeup in
                         sender?.stop()
                         registrar?.stop()
+                        teller?.stop()
                         wakeup.close()
                     }
                     stop = wakeup.sender
                     ready.signal()
                     sender?.start()
                     registrar?.start()
+                    teller?.start()
                     loop.run()
                     results.value = sender?.results
                     registrationResults.value = registrar?.results
+                    appEventResults.value = teller?.results
                 } catch {
                     loop.closeRemainingHandles()
                     try? loop.close()

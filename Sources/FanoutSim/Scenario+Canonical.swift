@@ -89,6 +89,14 @@ extension Scenario {
             o.key("rotationWhileServing")
             o.inline("{\"graceSeconds\": \(JSONTextWriter.number(rotation.graceSeconds))}")
         }
+        if let app = faults.appEvents {
+            o.key("appEvents")
+            o.inline(
+                "{\"dismiss\": \(JSONTextWriter.number(app.dismissShare)), "
+                    + "\"disable\": \(JSONTextWriter.number(app.disableShare)), "
+                    + "\"uninstall\": \(JSONTextWriter.number(app.uninstallShare)), "
+                    + "\"graceSeconds\": \(JSONTextWriter.number(app.graceSeconds))}")
+        }
         o.close()
         o.key("lifecycle")
         o.inline(

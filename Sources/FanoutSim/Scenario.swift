@@ -90,6 +90,32 @@ public struct Scenario: Sendable, Equatable {
         /// with the backend and the old one keeps working for `graceSeconds`, then answers 410 Unregistered. Nil
         /// (the default): at the start, as before.
         public var rotationWhileServing: RotationWhileServing?
+        /// `fanout serve`: the app's side of an activity's life while serving (`faults.appEvents`): a share of the
+        /// activities dismissed by the person, a share of (device, app) pairs whose Live Activities are turned off or
+        /// whose app is uninstalled, each at a time drawn from the seed (`WorkerEngine.appEvent`); the app tells the
+        /// backend (`--app-events URL`). Nil (the default): none, as before.
+        public var appEvents: AppEvents?
+    }
+
+    /// `faults.appEvents`.
+    public struct AppEvents: Sendable, Equatable {
+        /// Share of activities the person dismisses (ends) while serving.
+        public var dismissShare: Double
+        /// Share of (device, app) pairs whose Live Activities are turned off: every activity of that app on that
+        /// device ends.
+        public var disableShare: Double
+        /// Share of (device, app) pairs whose app is uninstalled: its activities end and their update tokens answer
+        /// 410 Unregistered.
+        public var uninstallShare: Double
+        /// How long after an app event a push to its activity (or retired token) is still the backend's reaction
+        /// time; later ones are counted `sentAfterAppEvent`.
+        public var graceSeconds: Double
+        public init(dismissShare: Double, disableShare: Double, uninstallShare: Double, graceSeconds: Double) {
+            self.dismissShare = dismissShare
+            self.disableShare = disableShare
+            self.uninstallShare = uninstallShare
+            self.graceSeconds = graceSeconds
+        }
     }
 
     /// `faults.rotationWhileServing`.

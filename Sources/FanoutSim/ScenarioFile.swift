@@ -293,7 +293,7 @@ extension Scenario {
                 entry, "faults",
                 allowed: [
                     "outOfOrderShare", "malformedShare", "oversizedShare", "rotationShare", "dismissShare", "offline",
-                    "coalescing", "channelChurnShare", "rotationWhileServing",
+                    "coalescing", "channelChurnShare", "rotationWhileServing", "appEvents",
                 ])
             faults.channelChurnShare = try r.number(f, "channelChurnShare", "faults", default: 0, range: 0...1)
             faults.outOfOrderShare = try r.number(f, "outOfOrderShare", "faults", default: 0, range: 0...1)
@@ -307,6 +307,20 @@ extension Scenario {
                 faults.rotationWhileServing = RotationWhileServing(
                     graceSeconds: try r.number(
                         o, "graceSeconds", "faults.rotationWhileServing", default: 5, range: 0...86_400))
+            }
+            if let appEntry = f["appEvents"], r.tape[appEntry].kind != .null {
+                let path = "faults.appEvents"
+                let o = try r.members(appEntry, path, allowed: ["dismiss", "disable", "uninstall", "graceSeconds"])
+                let events = AppEvents(
+                    dismissShare: try r.number(o, "dismiss", path, default: 0, range: 0...1),
+                    disableShare: try r.number(o, "disable", path, default: 0, range: 0...1),
+                    uninstallShare: try r.number(o, "uninstall", path, default: 0, range: 0...1),
+                    graceSeconds: try r.number(o, "graceSeconds", path, default: 5, range: 0...86_400))
+                let total = events.dismissShare + events.disableShare + events.uninstallShare
+                guard total <= 1 + 1e-9 else {
+                    throw r.fail(appEntry, path, "dismiss + disable + uninstall add up to \(total), over 1")
+                }
+                faults.appEvents = events
             }
             if let offlineEntry = f["offline"], r.tape[offlineEntry].kind != .null {
                 let o = try r.members(

@@ -35,18 +35,22 @@ extension Serve {
                     + "\(results.connections[.answersDropped]) dropped")
         }
         if let e = info.events {
-            print(
+            var line =
                 "fanout serve: events: \(e.correlated) correlated (\(e.delivered) delivered, \(e.duplicate) duplicate, "
-                    + "\(e.reordered) reordered, \(e.wrongKind + e.wrongContent) wrong kind or content), "
-                    + "\(e.uncorrelated) uncorrelated, \(e.missing) missing, "
-                    + "\(e.superseded) superseded (\(e.skipped) skipped: never pushed), \(e.staleAtEnd) stale at the "
-                    + "end; freshness p99 \(Units.duration(e.freshness.valueAtPercentile(99))) over every "
-                    + "expected pair"
-                    + (e.rotations.map {
-                        "; tokens rotated while serving: \($0.rotated) of \($0.scheduled) "
-                            + "(\($0.registered) registered), \($0.sentToUnregistered) pushes sent to "
-                            + "unregistered tokens"
-                    } ?? ""))
+                + "\(e.reordered) reordered, \(e.wrongKind + e.wrongContent) wrong kind or content), "
+                + "\(e.uncorrelated) uncorrelated, \(e.missing) missing, "
+                + "\(e.superseded) superseded (\(e.skipped) skipped: never pushed), \(e.staleAtEnd) stale at the "
+                + "end; freshness p99 \(Units.duration(e.freshness.valueAtPercentile(99))) over every "
+                + "expected pair"
+            if let r = e.rotations {
+                line += "; tokens rotated while serving: \(r.rotated) of \(r.scheduled) (\(r.registered) registered), "
+                line += "\(r.sentToUnregistered) pushes sent to unregistered tokens"
+            }
+            if let a = e.appEvents {
+                line += "; app events: \(a.applied) of \(a.scheduled) (\(a.told) told the backend), "
+                line += "\(a.sentAfter) pushes sent after them"
+            }
+            print(line)
         }
         if !st.identitiesHold || !accounting.identitiesHold || info.events.map({ !$0.identitiesHold }) == true {
             throw CommandFailure("accounting identities are broken")

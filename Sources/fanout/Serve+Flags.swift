@@ -91,11 +91,12 @@ extension Serve {
 
     /// `--trigger` and its settings (nil: no trigger); a bad value is a usage error (exit 64, nothing written).
     func triggerOptions() throws -> TriggerOptions? {
-        if trigger == nil && register == nil
+        if trigger == nil && register == nil && appEvents == nil
             && (triggerConcurrency != nil || triggerTimeout != nil || triggerHTTP != nil || triggerCA != nil)
         {
             throw ValidationError(
-                "--trigger-concurrency, --trigger-timeout, --trigger-http and --trigger-ca need --trigger URL or --register URL")
+                "--trigger-concurrency, --trigger-timeout, --trigger-http and --trigger-ca need --trigger URL, "
+                    + "--register URL or --app-events URL")
         }
         if register == nil && (registerRate != nil || registerAttempts != nil || registerDeadline != nil) {
             throw ValidationError("--register-rate, --register-attempts and --register-deadline need --register URL")
@@ -164,6 +165,45 @@ extension Serve {
         if triggerHTTP == "2" { r.version = .http2 }
         r.caFile = triggerCA
         return r
+    }
+
+    /// `--app-events URL[,URL...]`: where the app tells the backend of its app events, with the backend flags of
+    /// `--register` (`--trigger-concurrency`, `--trigger-timeout`, `--trigger-http`, `--trigger-ca`; 3 attempts each).
+    func appEventOptions() throws -> RegisterOptions? {
+        guard let appEvents else { return nil }
+        var r = RegisterOptions(urls: try Self.urlList(appEvents, flag: "--app-events"))
+        if let c = triggerConcurrency, (1...100_000).contains(c) { r.concurrency = c }
+        if let s = triggerTimeout, s > 0 && s <= 3600 { r.timeoutSeconds = s }
+        if triggerHTTP == "2" { r.version = .http2 }
+        r.caFile = triggerCA
+        return r
+    }
+
+    /// What the scenario needs of the flags (usage errors, exit 64, before anything is built): tokens rotating while
+    /// serving need `--register` (where the app registers each new token); app events need `--app-events` (where the
+    /// app tells the backend) and `--expect-events` (their judge), and `--app-events` needs app events.
+    func checkScenarioNeeds(_ s: Scenario) throws {
+        if s.faults.rotationWhileServing != nil, s.faults.rotationShare > 0, register == nil {
+            // Fail closed: without it no backend could learn the new tokens, and the 410s would blame it.
+            throw ValidationError(
+                "the scenario rotates tokens while serving (faults.rotationWhileServing): give --register URL, "
+                    + "where the app registers each new token")
+        }
+        let app = s.faults.appEvents
+        let hasAppEvents = app.map { $0.dismissShare + $0.disableShare + $0.uninstallShare > 0 } ?? false
+        if hasAppEvents && appEvents == nil {
+            // Fail closed: without it no backend could know, and the pushes after them would blame it.
+            throw ValidationError(
+                "the scenario has app events (faults.appEvents): give --app-events URL, where the app tells the "
+                    + "backend of each")
+        }
+        if hasAppEvents && !expectEvents {
+            throw ValidationError(
+                "the scenario has app events (faults.appEvents): they are judged with --expect-events, give it")
+        }
+        if !hasAppEvents && appEvents != nil {
+            throw ValidationError("--app-events: the scenario has no app events (faults.appEvents), nothing to send")
+        }
     }
 
     /// `--trigger A,B,...` or `--register A,B,...`: the comma-separated URLs, each checked as one (a scheme, a host),

@@ -218,6 +218,15 @@ struct Serve: ParsableCommand {
                 + "robin by activity, a retry to the next URL), counted per URL.", valueName: "URL[,URL...]"))
     var register: String?
 
+    @Option(
+        name: .customLong("app-events"),
+        help: ArgumentHelp(
+            "Where the app tells the backend of the scenario's app events (faults.appEvents: an activity dismissed, "
+                + "Live Activities turned off, the app uninstalled; docs/INGEST.md §5): a POST at each one's instant. "
+                + "Required with app events (and --expect-events), refused without. Several instances: URL,URL,... "
+                + "(round robin).", valueName: "URL[,URL...]"))
+    var appEvents: String?
+
     @Option(name: .customLong("register-rate"), help: "Registrations started per second (first attempts; open loop; default 1000).")
     var registerRate: Double?
 
@@ -305,7 +314,7 @@ struct Serve: ParsableCommand {
     /// runs whose flags differ unless `--allow-config-change`). Not the addresses, files or the run folder.
     func measuredFlags(scenario s: Scenario, workers: Int) -> [String: String] {
         func text(_ v: Double?) -> String { v.map { String($0) } ?? "-" }
-        return [
+        var flags: [String: String] = [
             "scenario": s.name, "configHash": s.configHash, "seed": String(s.seed), "workers": String(workers),
             "transport": h2c ? "h2c" : "tls", "auth": auth, "duration": text(duration), "settle": String(settle),
             "rateScale": text(rateScale), "latency": latency ?? "-", "faults": faults ?? "-",
@@ -320,6 +329,9 @@ struct Serve: ParsableCommand {
             "triggerHTTP": triggerHTTP ?? "-", "shard": shard ?? "-", "epoch": epoch.map(String.init) ?? "-",
             "epochFrom": epochFrom ?? "-",
         ]
+        // Only when given, so that the flags of runs without app events are as before.
+        if appEvents != nil { flags["appEvents"] = backendFlag(appEvents, spread: "round-robin") }
+        return flags
     }
 
     /// `--threshold`s parsed, each refused when the run would not measure it.
@@ -339,12 +351,7 @@ struct Serve: ParsableCommand {
         let objectives = try objectives()
         var s = try ScenarioSource.load(scenario)
         try ScenarioOverrides.apply(to: &s, devices: devices, seed: seed, rateScale: rateScale)
-        if s.faults.rotationWhileServing != nil, s.faults.rotationShare > 0, register == nil {
-            // Fail closed: without it no backend could learn the new tokens, and the 410s would blame it.
-            throw ValidationError(
-                "the scenario rotates tokens while serving (faults.rotationWhileServing): give --register URL, "
-                    + "where the app registers each new token")
-        }
+        try checkScenarioNeeds(s)
         let slice = try shardOption()
         let suffix = slice.isWhole ? "" : "-shard-\(slice.index)-of-\(slice.count)"
         let count = workers == 0 ? max(1, ProcessInfo.processInfo.activeProcessorCount) : workers
@@ -362,6 +369,7 @@ struct Serve: ParsableCommand {
         plan.epochFromFirstRequest = epochFrom == "first-request"
         plan.expectEvents = expectEvents
         plan.register = try registerOptions()
+        plan.appEvents = try appEventOptions()
         plan.channelLimits.apiBundles = maxAPIBundles
         plan.channelLimits.listedChannels = maxListedChannels
         plan.settleSeconds = settle

@@ -96,8 +96,8 @@ struct BadInputTests {
             arguments: ["serve", "smoke", "--h2c", "--trigger-timeout", "3", "--out", "$DIR/out"],
             status: 64,
             message:
-                "Error: --trigger-concurrency, --trigger-timeout, --trigger-http and --trigger-ca need --trigger URL or "
-                + "--register URL"),
+                "Error: --trigger-concurrency, --trigger-timeout, --trigger-http and --trigger-ca need --trigger URL, "
+                + "--register URL or --app-events URL"),
         Case(
             name: "serve register not http",
             arguments: ["serve", "smoke", "--h2c", "--register", "mailto:x@y", "--out", "$DIR/out"],
@@ -340,7 +340,7 @@ struct BadInputTests {
             message: "Error: --threshold: threshold \"events.delivered=off\": unknown count \"events.delivered\" "
                 + "(judged counts of fanout serve runs: events.missing, events.staleAtEnd, events.uncorrelated, "
                 + "events.duplicate, events.reordered, events.skipped, events.wrongContent, events.wrongKind, "
-                + "events.sentToUnregistered)"),
+                + "events.sentToUnregistered, events.sentAfterAppEvent)"),
         Case(
             name: "merge nothing", arguments: ["merge", "--out", "$DIR/out"], status: 64,
             message: "Error: Missing expected argument '<folders> ...'"),

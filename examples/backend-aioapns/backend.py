@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """A small Live Activity backend, the kind `fanout serve` is built to test (docs/INGEST.md §5).
 
-It does what a real one does, in about 250 lines:
+It does what a real one does, in about 300 lines:
   POST /register  an app registers an activity's tokens (update token, push-to-start token, channel, source);
                   kept in SQLite (the standard library's sqlite3).
+  POST /app-events  the app's side ended an activity (dismissed, Live Activities turned off, app uninstalled):
+                  the activity is deleted, so nothing is pushed to it again.
   POST /trigger   an event happened (a goal): one push per registered activity following the event's source,
                   through aioapns (HTTP/2, TLS, ES256 provider token); or, when the event carries a channel, one
                   broadcast to that channel (aioapns has no broadcast call, so httpx with HTTP/2 sends it).
@@ -18,7 +20,8 @@ sent to it again.
 N-th, 2N-th, … subscriber (the same ones every time, by registration order). Broadcasts are left alone: APNs fans
 a broadcast out, the backend has no subscriber list to skip from. --drop-push-every N, --send-every N and
 --wrong-content-every N plant other bugs (a lost push, a coalescing backend, a garbled content-state), each for a
-count of fanout's judge to catch (skipped, freshness, wrongContent). --never-prune keeps tokens APNs answered 410.
+count of fanout's judge to catch (skipped, freshness, wrongContent). --never-prune keeps tokens APNs answered 410;
+--ignore-app-events keeps the activities the app said had ended (fanout counts pushes to them sentAfterAppEvent).
 
     python3 backend.py --listen 127.0.0.1:8080 --apns localhost:2197 --ca cert.pem \
         --auth-key KEYID=key.p8 --team TEAMID
@@ -57,7 +60,8 @@ class Backend:
         self.slots = asyncio.Semaphore(args.concurrency)
         self.http = httpx.AsyncClient(http2=True, verify=ssl.create_default_context(cafile=args.ca), timeout=30)
         self.counts = {"registered": 0, "triggers": 0, "pushes": 0, "broadcasts": 0, "failed": 0, "dropped": 0,
-                       "coalesced": 0, "garbled": 0, "retries": 0, "pruned": 0, "queueFull": 0}
+                       "coalesced": 0, "garbled": 0, "retries": 0, "pruned": 0, "queueFull": 0,
+                       "appEvents": 0}
         # Events waiting for a worker (bounded: a backend that takes more than it can send says so with a 503).
         self.queue = asyncio.Queue(maxsize=args.queue)
         self.workers = [asyncio.get_running_loop().create_task(self.work()) for _ in range(args.workers)]
@@ -98,6 +102,14 @@ class Backend:
                         (r["activity"], r["device"], r["app"], r["source"], r["token"], r.get("push-to-start-token"),
                          r.get("channel")))
         self.counts["registered"] += 1
+        return web.Response(status=204)
+
+    async def app_event(self, request):
+        """An activity ended on the app's side (docs/INGEST.md §5, *App events*): forgotten, so no push goes to it."""
+        r = await request.json()
+        self.counts["appEvents"] += 1
+        if not self.args.ignore_app_events:
+            self.db.execute("DELETE FROM activity WHERE activity = ?", (r["activity"],))
         return web.Response(status=204)
 
     async def trigger(self, request):
@@ -246,6 +258,9 @@ def main():
     p.add_argument("--retries", type=int, default=3,
                    help="retries of a push or broadcast refused 429/500/503 or lost with its connection (same "
                         "apns-id; after 100 ms, 200 ms, … at most 5 s); 0: none")
+    p.add_argument("--ignore-app-events", action="store_true",
+                   help="a deliberate fault: keep pushing to activities the app said were dismissed, turned off or "
+                        "uninstalled (fanout counts those pushes sentAfterAppEvent)")
     p.add_argument("--never-prune", action="store_true",
                    help="a deliberate fault: keep pushing to tokens APNs answered 410 Unregistered (fanout counts "
                         "those pushes sentToUnregistered)")
@@ -279,7 +294,8 @@ def main():
     async def start():
         backend = Backend(args)
         app = web.Application()
-        app.add_routes([web.post("/register", backend.register), web.post("/trigger", backend.trigger),
+        app.add_routes([web.post("/register", backend.register), web.post("/app-events", backend.app_event),
+                        web.post("/trigger", backend.trigger),
                         web.get("/stats", backend.stats)])
         return app
 

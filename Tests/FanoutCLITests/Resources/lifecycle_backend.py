@@ -1,15 +1,18 @@
 """A small backend for fanout serve's token lifecycle (docs/INGEST.md §5): registrations, triggers, pushes back.
 
-    python3 lifecycle_backend.py MODE PORTFILE LOG APNSPORTFILE
+    python3 lifecycle_backend.py MODE PORTFILE LOG APNSPORTFILE [--ignore-app-events]
 
 MODE: healthy (keeps one token per activity: a registration of an activity replaces its token; a token answered
 410 Unregistered is dropped), refuse-new (healthy, but answers 500 to a second registration of an activity: the new
 token of a rotation is never learnt) or hoarder (keeps every token ever registered for a source and never drops one, as a
-backend that does not prune dead tokens). Serves /register and /trigger over HTTP/1.1 on 127.0.0.1:0 (the port
+backend that does not prune dead tokens). App events (POST /app-events: an activity dismissed, Live Activities turned
+off, the app uninstalled): the activity is dropped and its token is dead, so nothing is pushed to it any more; with
+--ignore-app-events they are answered 200 and ignored (a backend that keeps pushing to ended activities; a token
+answered 410 is still dropped). Serves /register, /app-events and /trigger over HTTP/1.1 on 127.0.0.1:0 (the port
 written to PORTFILE); each trigger is answered 200 at once and pushed by one worker thread, over HTTP/2 with prior
 knowledge (httpx), to fanout serve on 127.0.0.1 at the port the test writes to APNSPORTFILE: one token push per
 token of the source (apns-priority 5), or one broadcast for a channel. LOG gets one JSON line per push: token,
-status, reason. Runs until killed.
+status, reason; and one per app event: appEvent (its kind), activity. Runs until killed.
 """
 import json
 import os
@@ -22,11 +25,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 
 mode, port_file, log_path, apns_port_file = sys.argv[1:5]
+ignore_app_events = "--ignore-app-events" in sys.argv[5:]
 lock = threading.Lock()
 token_of = {}  # healthy: activity -> token
 followers = {}  # healthy: source -> set of activities
 hoard = {}  # hoarder: source -> list of tokens
 dead = set()
+gone = set()  # activities an app event ended
 work = queue.Queue()
 log = open(log_path, "a", buffering=1)
 
@@ -40,7 +45,13 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
         status = 200
-        if self.path.startswith("/register"):
+        if self.path.startswith("/app-events"):
+            with lock:
+                log.write(json.dumps({"appEvent": body["kind"], "activity": body["activity"]}) + "\n")
+                if not ignore_app_events:
+                    gone.add(body["activity"])
+                    dead.add(body["token"])
+        elif self.path.startswith("/register"):
             with lock:
                 if mode == "refuse-new" and body["activity"] in token_of:
                     status = 500
@@ -89,7 +100,7 @@ def pusher():
             continue
         with lock:
             if mode != "hoarder":
-                tokens = [token_of[a] for a in sorted(followers.get(event["source"], ()))]
+                tokens = [token_of[a] for a in sorted(followers.get(event["source"], ())) if a not in gone]
                 tokens = [t for t in tokens if t not in dead]
             else:
                 tokens = list(hoard.get(event["source"], ()))
