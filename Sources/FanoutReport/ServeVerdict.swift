@@ -25,6 +25,7 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
         ("wrongKind", "expected pairs"), ("sentToUnregistered", "expected pairs"),
         ("sentAfterAppEvent", "expected pairs"),
         ("unregistered", "activities"), ("trigger.failures", "events sent"), ("trigger.unsent", "events sent"),
+        ("appEvents.failed", "app events"),
     ]
     /// The latency metrics an objective may name: serve's, and the judge's (`--expect-events`).
     public static let metrics = ServeMetric.allCases.map(\.name) + ["freshness", "fanoutCompletion"]
@@ -86,6 +87,7 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
         case .count(let n, _, _):
             if n == "unregistered" { return "--register" }
             if n.hasPrefix("trigger.") { return "--trigger" }
+            if n.hasPrefix("appEvents.") { return "--app-events" }
             return "--expect-events"
         case .duration(let m, _, _):
             return ["endToEnd", "freshness", "fanoutCompletion"].contains(m) ? "--expect-events" : nil
@@ -101,7 +103,9 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
         if info.events?.rotations != nil { names.append("sentToUnregistered") }
         // App events: a backend that keeps pushing to an activity the app told it was dismissed, turned off or
         // uninstalled fails.
-        if info.events?.appEvents != nil { names.append("sentAfterAppEvent") }
+        // ... and one that refuses the app's requests telling it (every attempt failed) fails too, named apart: the
+        // pushes it then sends after the app event are its side's as well.
+        if info.events?.appEvents != nil { names += ["sentAfterAppEvent", "appEvents.failed"] }
         if info.registration != nil { names.append("unregistered") }
         if info.trigger != nil { names.append("trigger.failures") }
         return names.map { ServeObjective(text: "\($0)=0", limit: .count(name: $0, count: 0, percent: nil)) }
@@ -230,6 +234,8 @@ public struct ServeVerdict: Sendable, Equatable {
             return info.trigger.map { ($0.failures, $0.sent) }
         case "trigger.unsent":
             return info.trigger.map { ($0.unsentAtShutdown, $0.sent + $0.unsentAtShutdown) }
+        case "appEvents.failed":
+            return info.events?.appEvents.map { ($0.failed, $0.scheduled) }
         default:
             guard let e = info.events else { return nil }
             let n: Int? =

@@ -95,6 +95,20 @@ struct AppEventsBackendTests {
         #expect(same.status == 0, "\(same.stdout)\n\(same.stderr)")
     }
 
+    @Test("a backend refusing the app's requests (500) fails on appEvents.failed, its side named")
+    func refused() throws {
+        let directory = try CLI.temporaryDirectory()
+        let (serve, _) = try Self.run("refusing", ["--refuse-app-events"], directory)
+        #expect(serve.stop() == 2, "\(serve.stderr)")
+        let events = try #require(try serve.summary()["events"] as? [String: Any])
+        let app = try #require(events["appEvents"] as? [String: Any])
+        let requests = try #require(app["requests"] as? [String: Any])
+        let failed = requests["failed"] as? Int ?? 0
+        #expect(failed > 0 && requests["told"] as? Int == 0, "\(requests)")
+        #expect(serve.stderr.contains("appEvents.failed=0 broken (measured \(failed) of"), "\(serve.stderr)")
+        #expect(app["identityHolds"] as? Bool == true, "\(app)")
+    }
+
     @Test("app events without --app-events or --expect-events, --app-events without app events: exit 64; shares over 1")
     func needsAppEvents() throws {
         let directory = try CLI.temporaryDirectory()

@@ -1,6 +1,6 @@
 """A small backend for fanout serve's token lifecycle (docs/INGEST.md §5): registrations, triggers, pushes back.
 
-    python3 lifecycle_backend.py MODE PORTFILE LOG APNSPORTFILE [--ignore-app-events]
+    python3 lifecycle_backend.py MODE PORTFILE LOG APNSPORTFILE [--ignore-app-events | --refuse-app-events]
 
 MODE: healthy (keeps one token per activity: a registration of an activity replaces its token; a token answered
 410 Unregistered is dropped), refuse-new (healthy, but answers 500 to a second registration of an activity: the new
@@ -26,6 +26,7 @@ import httpx
 
 mode, port_file, log_path, apns_port_file = sys.argv[1:5]
 ignore_app_events = "--ignore-app-events" in sys.argv[5:]
+refuse_app_events = "--refuse-app-events" in sys.argv[5:]  # /app-events answered 500 (and ignored)
 lock = threading.Lock()
 token_of = {}  # healthy: activity -> token
 followers = {}  # healthy: source -> set of activities
@@ -48,7 +49,9 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.startswith("/app-events"):
             with lock:
                 log.write(json.dumps({"appEvent": body["kind"], "activity": body["activity"]}) + "\n")
-                if not ignore_app_events:
+                if refuse_app_events:
+                    status = 500
+                elif not ignore_app_events:
                     gone.add(body["activity"])
                     dead.add(body["token"])
         elif self.path.startswith("/register"):
