@@ -12,8 +12,13 @@ its requests; nghttpd's figure beside it). Both scripts keep their full output (
 .build/callgrind-wire/. Release build first (the scripts use .build/release/fanout).
 
 Each figure is a single measurement of a real exchange over 127.0.0.1, so how the bytes arrive (how many frames a
-read brings) moves it a little from run to run; the committed file says how much it moved in the runs that set
-it. A change beyond ±2% fails the check: re-record with `make wire-callgrind-update` when it is intended.
+read brings) moves it from run to run; the committed file says how much it moved in the runs that set it. A
+loaded machine only adds to it: the peer is starved, fewer requests come per read and each read's fixed cost is
+spread over fewer of them (fanout serve at 0414ab7 on a 2-core machine: 30,485 and 30,503 quiet, 31,806 and 32,491
+with a CI run beside it; nghttpd 16,985–16,988 and libnghttp2's own share 11,804–11,809 in every run). So `check` measures again, up to `--attempts` (3) times in
+all, while a figure is above its band, and judges the least: a regression is in every measurement, the noise of
+a busy machine is not. A change beyond ±2% fails the check: re-record with `make wire-callgrind-update` when it is
+intended.
 """
 import argparse
 import os
@@ -22,7 +27,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from callgrind_common import ROOT, judge_figure, run, write_figure  # noqa: E402
+from callgrind_common import ROOT, committed, judge_figure, run, write_figure  # noqa: E402
 
 OUT_DIR = os.path.join(ROOT, ".build", "callgrind-wire")
 TOLERANCE_PERCENT = 2.0
@@ -30,6 +35,10 @@ FIGURES = {
     "push": os.path.join(ROOT, "Benchmarks", "Thresholds", "callgrind.push.txt"),
     "serve": os.path.join(ROOT, "Benchmarks", "Thresholds", "callgrind.serve.txt"),
 }
+
+
+def committed_figure(path):
+    return committed(path, "wire-callgrind-check", "wire-callgrind-update")
 
 
 def build():
@@ -67,6 +76,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("command", choices=["show", "check", "update"])
     ap.add_argument("--only", choices=sorted(FIGURES), help="measure one end only")
+    ap.add_argument("--attempts", type=int, default=3,
+                    help="check: measurements at most while the figure is above its band; the least is judged")
     args = ap.parse_args()
     os.makedirs(OUT_DIR, exist_ok=True)
     build()
@@ -77,6 +88,15 @@ def main():
         ours, peer, peer_name, out = measure()
         print(f"{name}: {ours:,.0f} instructions per request; {peer_name} {peer:,.0f} in the same script "
               f"({ours / peer:.2f}×); profile in {os.path.relpath(out, ROOT)}")
+        if args.command == "check":
+            reference = committed_figure(FIGURES[name])
+            for attempt in range(2, max(1, args.attempts) + 1):
+                if ours <= reference * (1 + TOLERANCE_PERCENT / 100):
+                    break
+                again, peer, _, _ = measure()
+                print(f"{name}, measurement {attempt}: {again:,.0f} instructions per request; {peer_name} "
+                      f"{peer:,.0f}; judged: the least, {min(ours, again):,.0f}")
+                ours = min(ours, again)
         targets = ("wire-callgrind-check", "wire-callgrind-update")
         if args.command == "update":
             write_figure(FIGURES[name], f"{ours:.0f} instructions per request of fanout {name} "
