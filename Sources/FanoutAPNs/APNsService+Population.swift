@@ -184,7 +184,7 @@ extension APNsService {
         }
         for (token, _) in retiredList { out.append(token.withUnsafeBytes { TokenDirectory.hash($0) }) }
         // Tokens a rotation while serving will mint (drawn at build): they route here from the start.
-        for r in rotations.list { out.append(r.new.withUnsafeBytes { TokenDirectory.hash($0) }) }
+        out.append(contentsOf: rotationTokenHashes)
         return out
     }
 }

@@ -71,6 +71,9 @@ extension APNsService {
         for (k, r) in list.enumerated() { rotations.indexOf[Int(r.activity)] = Int32(k) }
         rotations.answered410 = [Bool](repeating: false, count: list.count)
         rotations.list = list
+        // The new tokens' directory hashes, kept apart: the directory is built from them while a build thread writes
+        // population.jsonl, which fills `rotations.list[k].line` (no access to `rotations` may overlap that).
+        rotationTokenHashes = list.map { $0.new.withUnsafeBytes { TokenDirectory.hash($0) } }
     }
 
     /// Serving starts: rotation k is due at `t0Nanos` + its offset; `t0UnixMillis` is the same instant on the wall

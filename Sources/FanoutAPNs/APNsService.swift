@@ -40,6 +40,9 @@ public final class APNsService {
     var retiredList: [(token: [UInt8], activity: Int32)] = []
     /// `faults.rotationWhileServing`: the rotations while serving (APNsService+Rotation.swift).
     @exclusivity(unchecked) public internal(set) var rotations = ServingRotations()
+    /// The directory hashes of the tokens rotations while serving will mint (`planServingRotations`, at init): read by
+    /// ``ownedTokenHashes()`` on the building thread while the loop's own thread writes its population lines.
+    var rotationTokenHashes: [UInt64] = []
     /// `faults.appEvents`: activities the app's side ends while serving (APNsService+AppEvents.swift).
     @exclusivity(unchecked) public internal(set) var appEvents = ServingAppEvents()
     // The channel registry (the functions: APNsService+Channels.swift). Only live channels are kept: a
