@@ -198,10 +198,12 @@ public final class APNsServer: H2ServerDelegate {
     }
     public var openConnections: Int { connections.count }
 
-    /// Stops accepting and sends GOAWAY to every connection (idempotent).
+    /// Stops accepting and sends GOAWAY to every connection (idempotent); with several workers, every other worker
+    /// is told to do the same at once (`ClusterMessage.shutdown`): serving ends at one moment for the whole serve.
     public func beginShutdown() {
         guard stoppingSinceNanos == nil else { return }
         stoppingSinceNanos = EventLoop.hrtimeNanos
+        if let cluster { for k in 0..<cluster.count where k != index { cluster.send(.shutdown, to: k) } }
         onShutdown?()
         onShutdown = nil
         listener?.close()
@@ -299,6 +301,8 @@ public final class APNsServer: H2ServerDelegate {
                 }
             case .allDrained:
                 allDrainedSeen = true
+            case .shutdown:
+                beginShutdown()
             }
         }
         if service.pendingFanouts > 0 { service.runPendingFanouts(wallMillis: wallMillis) }

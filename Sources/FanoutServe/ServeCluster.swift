@@ -11,6 +11,11 @@ public enum ClusterMessage: Sendable {
     case peer(PeerMessage)
     /// Every worker has drained its connections: close up.
     case allDrained
+    /// A worker began its shutdown (its duration is over, a signal came): this one begins its own now. Each loop
+    /// times its duration from its own start, so without it the last loop kept serving after the first had sent
+    /// GOAWAY; a client that fails its in-flight requests on GOAWAY (aioapns does, even those the server goes on to
+    /// answer) resent them on a connection to a loop still serving, which applied them again (duplicates).
+    case shutdown
 }
 
 /// The workers of one `fanout serve` (one loop each, shared-nothing): their inboxes (a lock and a wakeup each;

@@ -54,6 +54,7 @@ struct GoldenFoldersTests {
             plain = plain.replacingOccurrences(of: dir.path.replacingOccurrences(of: "/", with: "\\/"), with: "<dir>")
         }
         var out: [String] = []
+        var inEndReasons = false
         for line in plain.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
             switch mode {
             case .exact:
@@ -63,6 +64,15 @@ struct GoldenFoldersTests {
                 let mark = line.trimmingCharacters(in: .whitespaces)
                 if ["<line ", "<text ", "<path ", "<polyline ", "<circle ", "<rect "].contains(where: mark.hasPrefix) {
                     continue
+                }
+                // How connections ended is timing (a client's close read before or after the server's GOAWAY, a
+                // drain cut short on a loaded machine): the rows of that table, in every format, are one row.
+                if inEndReasons, let row = endReasonRow(mark) {
+                    if out.last != row { out.append(row) }
+                    continue
+                }
+                inEndReasons = ["\"endReasons\" : {", "| how connections ended |", ">how they ended<"].contains {
+                    mark.contains($0)
                 }
                 // Columns are padded to their figures' width: spaces are folded too. A chart drawn on one line (its
                 // bars inline, one per second of the run) keeps one of each run of equal bars: how many is timing.
@@ -75,6 +85,16 @@ struct GoldenFoldersTests {
             }
         }
         return out.joined(separator: "\n")
+    }
+
+    /// A row of a table of connection end reasons (summary.json's `endReasons`, summary.md's and report.html's
+    /// tables) with its reason masked; nil for any other line (the table's end). summary.md's separator row stays.
+    static func endReasonRow(_ mark: String) -> String? {
+        if mark.hasPrefix("\""), mark.contains("\" : ") { return "\"<end reason>\" : #" }
+        if mark.hasPrefix("|"), !mark.hasPrefix("|-"), !mark.hasPrefix("| -") { return "| <end reason> | # |" }
+        if mark.hasPrefix("|-") || mark.hasPrefix("| -") { return maskDigits(mark) }
+        if mark.hasPrefix("<tr><td>") { return "<tr><td><end reason></td><td>#</td></tr>" }
+        return nil
     }
 
     /// A real-time run's JSON lines (population, state: which pushes were applied when): the keys its lines use.

@@ -18,6 +18,32 @@ struct ClusterBatchTests {
         return out
     }
 
+    /// Each loop times `--duration` from its own start; the first to end tells the others (ClusterMessage.shutdown),
+    /// so no loop serves on after another sent GOAWAY (a client resending there what it had in flight applied it
+    /// twice: 26 duplicates in a CI run of the example backend).
+    @Test("one worker's shutdown is every worker's: the others send GOAWAY Shutdown at once")
+    func shutdownTogether() throws {
+        var s = BuiltinScenarios.named("smoke")!
+        s.population.devices = 40
+        let now = InMemoryServeTests.now
+        let services = (0..<2).map { k in APNsService(scenario: s, auth: nil, nowSeconds: now, worker: k, of: 2) { 0 } }
+        let serve = try InMemoryServe(services: services, wallMillis: now * 1000)
+        defer { try? serve.close() }
+        let output = InMemoryServeTests.Output()
+        let connection = try serve.open(on: 1) { output.bytes.append(contentsOf: $0) }
+        let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + [0, 0, 0, 4, 0, 0, 0, 0, 0]
+        preface.withUnsafeBytes { connection.receive($0) }
+        let goAways = { InMemoryServeTests.frames(output.bytes).filter { $0.type == 7 } }
+        #expect(goAways().isEmpty)
+        serve.servers[0].beginShutdown()
+        #expect(serve.servers[1].stoppingSinceNanos == nil, "worker 1 has not read its inbox yet")
+        serve.settle()
+        #expect(serve.servers[1].stoppingSinceNanos != nil)
+        let frame = try #require(goAways().first)
+        #expect(String(decoding: frame.payload.dropFirst(8), as: UTF8.self) == #"{"reason":"Shutdown"}"#)
+        #expect(goAways().count == 1)
+    }
+
     @Test("five pushes for the other worker's devices in one read: one batch, one wakeup; their answers, one write")
     func oneBatchEachWay() throws {
         var s = BuiltinScenarios.named("smoke")!
