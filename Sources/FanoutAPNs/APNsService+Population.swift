@@ -23,21 +23,11 @@ extension APNsService {
         let tokens = pipeline.router.updateTokens
         let types = quotedTypeNames()
         let world = engine.world
-        let sources = engine.sourcesOfActivities()
         var token: [UInt8] = []
         var name: [UInt8] = []
         var encoded: [UInt8] = []
-        var previousDevice = -1
-        var startApp: Int32 = -1
-        for a in 0..<Int32(engine.activityCount) {
+        try forEachPopulationLine { a, d, source, startToken in
             let i = Int(a)
-            let (d, k) = engine.deviceAndSlot(of: a)
-            // A device's push-to-start token is for the app of its first activity (its activities are consecutive).
-            if d != previousDevice {
-                previousDevice = d
-                startApp = store.app[i]
-            }
-            let source = sources[i] >= 0 ? Int(sources[i]) : world.source(device: d, slot: k)
             let lineStart = out.count
             JSONWriter.append(PopulationLine.device, to: &out)
             store.deviceIds.withBytes(store.device[i]) { JSONWriter.appendString($0, to: &out) }
@@ -54,7 +44,7 @@ extension APNsService {
             token.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
             let tokenEnd = out.count
             JSONWriter.append(PopulationLine.startToken, to: &out)
-            if store.app[i] == startApp {
+            if startToken {
                 token.removeAll(keepingCapacity: true)
                 world.appendToken(device: d, slot: 0xFFFF, generation: 0, to: &token)
                 token.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
@@ -80,6 +70,29 @@ extension APNsService {
         }
     }
 
+    /// Each activity built at start, in order, with what its population line says besides the store's columns:
+    /// its device, the source it follows, and whether it carries its device's push-to-start token (a device's
+    /// push-to-start token is for the app of its first activity; its activities are consecutive). The one walk
+    /// behind `appendPopulation` and `populationByteCount`.
+    func forEachPopulationLine(_ body: (_ a: Int32, _ device: Int, _ source: Int, _ startToken: Bool) throws -> Void)
+        rethrows
+    {
+        let app = pipeline.store.app
+        let world = engine.world
+        let sources = engine.sourcesOfActivities()
+        var previousDevice = -1
+        var startApp: Int32 = -1
+        for a in 0..<Int32(engine.activityCount) {
+            let i = Int(a)
+            let (d, k) = engine.deviceAndSlot(of: a)
+            if d != previousDevice {
+                previousDevice = d
+                startApp = app[i]
+            }
+            try body(a, d, sources[i] >= 0 ? Int(sources[i]) : world.source(device: d, slot: k), app[i] == startApp)
+        }
+    }
+
     /// Each schema's `attributes-type` name as a JSON string, by schema id.
     func quotedTypeNames() -> [[UInt8]] {
         pipeline.schemas.schemas.map { schema in
@@ -95,7 +108,6 @@ extension APNsService {
     public func populationByteCount() -> Int {
         let store = pipeline.store
         let world = engine.world
-        let sources = engine.sourcesOfActivities()
         var total = 0
         var scratch: [UInt8] = []
         func quoted(_ bytes: UnsafeRawBufferPointer) -> Int {
@@ -109,16 +121,8 @@ extension APNsService {
         let typeBytes = quotedTypeNames().map(\.count)
         let tokens = pipeline.router.updateTokens
         var name: [UInt8] = []
-        var previousDevice = -1
-        var startApp: Int32 = -1
-        for a in 0..<Int32(engine.activityCount) {
+        forEachPopulationLine { a, _, source, startToken in
             let i = Int(a)
-            let (d, k) = engine.deviceAndSlot(of: a)
-            if d != previousDevice {
-                previousDevice = d
-                startApp = store.app[i]
-            }
-            let source = sources[i] >= 0 ? Int(sources[i]) : world.source(device: d, slot: k)
             total += PopulationLine.fixedBytes + typeBytes[Int(store.schema[i])]
             total += store.deviceIds.withBytes(store.device[i]) { quoted($0) }
             total += store.appIds.withBytes(store.app[i]) { quoted($0) }
@@ -127,7 +131,7 @@ extension APNsService {
                 guard key.first == 1 else { return 2 * (key.count - 1) + 2 }  // hex digits
                 return quoted(UnsafeRawBufferPointer(rebasing: key.dropFirst()))
             }
-            total += store.app[i] == startApp ? World.tokenBytes + 2 : 4
+            total += startToken ? World.tokenBytes + 2 : 4
             name.removeAll(keepingCapacity: true)
             world.appendChannelId(source: source, to: &name)
             total += world.sourceIsBroadcast[source] ? (name.count + 2) / 3 * 4 + 2 : 4

@@ -84,7 +84,13 @@ public final class TLSSession {
     private let outgoing: OpaquePointer
     public private(set) var handshakeDone = false
 
-    public init(context: TLSContext) throws(TLSError) {
+    /// A server's session (it accepts).
+    public convenience init(context: TLSContext) throws(TLSError) {
+        try self.init(context, client: false)
+    }
+
+    /// The one place a session's SSL and memory BIOs are made; `client` picks the handshake's side.
+    private init(_ context: TLSContext, client: Bool) throws(TLSError) {
         guard let ssl = SSL_new(context.context) else { throw TLSError("SSL_new") }
         guard let incoming = BIO_new(BIO_s_mem()), let outgoing = BIO_new(BIO_s_mem()) else {
             SSL_free(ssl)
@@ -93,26 +99,17 @@ public final class TLSSession {
         self.ssl = ssl
         self.incoming = incoming
         self.outgoing = outgoing
+        requiresH2 = client
         SSL_set_bio(ssl, incoming, outgoing)  // the SSL owns both BIOs from here on
-        SSL_set_accept_state(ssl)
+        if client { SSL_set_connect_state(ssl) } else { SSL_set_accept_state(ssl) }
     }
 
     /// A client's session for `serverName` (a DNS name or an IP literal): SNI for a name (none for an address, as
     /// RFC 6066 says), the certificate checked against the name or address when the context verifies, and `h2`
     /// required from ALPN once the handshake is done. ``startHandshake()`` writes the ClientHello.
-    public init(clientContext context: TLSContext, serverName: String) throws(TLSError) {
+    public convenience init(clientContext context: TLSContext, serverName: String) throws(TLSError) {
         precondition(context.isClient, "a client session needs a client context")
-        guard let ssl = SSL_new(context.context) else { throw TLSError("SSL_new") }
-        guard let incoming = BIO_new(BIO_s_mem()), let outgoing = BIO_new(BIO_s_mem()) else {
-            SSL_free(ssl)
-            throw TLSError("BIO_new")
-        }
-        self.ssl = ssl
-        self.incoming = incoming
-        self.outgoing = outgoing
-        requiresH2 = true
-        SSL_set_bio(ssl, incoming, outgoing)
-        SSL_set_connect_state(ssl)
+        try self.init(context, client: true)
         let isAddress = serverName.contains(":") || serverName.allSatisfy { $0 == "." || $0.isNumber }
         if isAddress {
             if context.verifies {
