@@ -113,16 +113,23 @@ extension ServeEventsReport {
                         + "(intended at +\(events.offsetNanos[e] / 1_000_000) ms): "
                         + "never pushed, covered by a newer event")
             }
-            // Rotations while serving whose new token was never registered: the instant the old token stopped working.
+            // Rotations while serving, by whether the new token's registration succeeded: the instant the old token
+            // stopped working (after it, only the new token reaches the activity).
             var unregisteredRotation: [Int: UInt64] = [:]
+            var registeredRotation: [Int: UInt64] = [:]
             if let flags = rotationRegistered, k < flags.count {
-                for (j, ok) in flags[k].enumerated() where !ok && j < service.rotations.list.count {
-                    unregisteredRotation[Int(service.rotations.list[j].activity)] = service.rotations.retiredAtNanos(j)
+                for (j, ok) in flags[k].enumerated() where j < service.rotations.list.count {
+                    let activity = Int(service.rotations.list[j].activity)
+                    if ok {
+                        registeredRotation[activity] = service.rotations.retiredAtNanos(j)
+                    } else {
+                        unregisteredRotation[activity] = service.rotations.retiredAtNanos(j)
+                    }
                 }
             }
             let plain =
                 refused.isEmpty && t.pairNotes.isEmpty && eventFailure.isEmpty && !unregisteredAny
-                && unregisteredRotation.isEmpty
+                && unregisteredRotation.isEmpty && registeredRotation.isEmpty
             let base0 = lineBase
             lineBase += activityCounts[k]
             for (i, src) in t.sourceOf.enumerated() where src >= 0 {
@@ -170,6 +177,9 @@ extension ServeEventsReport {
                             ?? rotationUnknown
                             ?? t.pairNotes[UInt64(i) << 32 | UInt64(e)] ?? eventFailure[e]
                             ?? (registered?[base0 + i] == false ? notRegistered : nil)
+                            // The backend was told the new token (2xx) and nothing of the pair reached fanout.
+                            ?? ((registeredRotation[i].map { events.offsetNanos[e] >= $0 } ?? false)
+                                ? rotationNotPushed : nil)
                     if let named {
                         r.missingByReason[named, default: 0] += 1
                         per.missingByReason[Int32(e), default: [:]][named, default: 0] += 1

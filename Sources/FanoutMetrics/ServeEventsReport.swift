@@ -187,6 +187,9 @@ public struct ServeEventsReport: Sendable {
     /// Rotation while serving: the new token's registration never succeeded (the event was due after the old token
     /// stopped working), so the backend could not know it.
     public static let rotationNotRegistered = "new token not registered (rotation while serving)"
+    /// Rotation while serving: the new token's registration succeeded, the event was due after the old token stopped
+    /// working, and no push of it reached fanout (a backend that never pushes to newly registered tokens).
+    public static let rotationNotPushed = "new token registered, never pushed to (rotation while serving)"
 
     public struct PerEvent: Sendable, Equatable {
         public var due: [Bool] = []

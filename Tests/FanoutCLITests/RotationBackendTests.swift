@@ -102,6 +102,29 @@ struct RotationBackendTests {
         #expect(serve.stderr.contains("missing=0 broken"), "\(serve.stderr)")
     }
 
+    @Test("a backend that takes the new tokens (2xx) and never pushes to them: missing, named for it; compare exit 2")
+    func newTokensIgnored() throws {
+        let directory = try CLI.temporaryDirectory()
+        let (healthy, _) = try Self.run("healthy", directory)
+        #expect(healthy.stop() == 0, "\(healthy.stderr)")
+        let (serve, _) = try Self.run("keep-old", directory)
+        #expect(serve.stop() == 2, "\(serve.stderr)")
+        let events = try #require(try serve.summary()["events"] as? [String: Any])
+        let rotations = try #require(events["rotations"] as? [String: Any])
+        let registration = try #require(rotations["registration"] as? [String: Any])
+        #expect((registration["registered"] as? Int ?? 0) > 5 && registration["failed"] as? Int == 0, "\(registration)")
+        // It drops each old token at its 410, as told: nothing sent to unregistered tokens, the activities left behind.
+        #expect(events["sentToUnregistered"] as? Int == 0, "\(events)")
+        let reasons = try #require(events["missingByReason"] as? [String: Int])
+        let named = reasons["new token registered, never pushed to (rotation while serving)"] ?? 0
+        #expect(named > 0 && reasons["never pushed"] == nil, "\(reasons)")
+        #expect(serve.stderr.contains("missing=0 broken"), "\(serve.stderr)")
+        let compare = try CLI.run(["compare", healthy.folder.path, serve.folder.path])
+        #expect(compare.status == 2, "\(compare.stdout)\n\(compare.stderr)")
+        let line = compare.stdout.split(separator: "\n").first { $0.hasPrefix("events.missing ") }
+        #expect(line?.hasSuffix("REGRESSION") == true, "\(compare.stdout)")
+    }
+
     @Test("rotation while serving without --register: a usage error (exit 64), nothing served")
     func needsRegister() throws {
         let directory = try CLI.temporaryDirectory()

@@ -4,7 +4,8 @@
 
 MODE: healthy (keeps one token per activity: a registration of an activity replaces its token; a token answered
 410 Unregistered is dropped), refuse-new (healthy, but answers 500 to a second registration of an activity: the new
-token of a rotation is never learnt) or hoarder (keeps every token ever registered for a source and never drops one, as a
+token of a rotation is never learnt), keep-old (healthy, but a second registration of an activity is answered 200 and
+its token ignored: a backend that never pushes to newly registered tokens) or hoarder (keeps every token ever registered for a source and never drops one, as a
 backend that does not prune dead tokens). App events (POST /app-events: an activity dismissed, Live Activities turned
 off, the app uninstalled): the activity is dropped and its token is dead, so nothing is pushed to it any more; with
 --ignore-app-events they are answered 200 and ignored (a backend that keeps pushing to ended activities; a token
@@ -58,6 +59,8 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 if mode == "refuse-new" and body["activity"] in token_of:
                     status = 500
+                elif mode == "keep-old" and body["activity"] in token_of:
+                    pass  # answered 200, the new token never used
                 elif mode != "hoarder":
                     token_of[body["activity"]] = body["token"]
                     followers.setdefault(body["source"], set()).add(body["activity"])
