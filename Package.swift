@@ -1,6 +1,14 @@
 // swift-tools-version:6.1
 import PackageDescription
 
+/// `fanout serve`'s request path (FanoutAPNs's service, FanoutServe's server) in release builds: exclusivity checked
+/// at compile time only. The stored properties it reads per request are `@exclusivity(unchecked)` where they are
+/// declared (H2Request's, H2ServerConnection's in FanoutWire), but an access inlined into another module checked
+/// them at run time anyway (callgrind at 1ab45d0: `swift_beginAccess` and its access set ~700 instructions a
+/// request, 13 calls in `APNsServer.connection(_:received:)` alone, every one of an unchecked property). Debug
+/// builds (every test, the sanitizers) keep the run-time checks.
+let servingPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+
 let package = Package(
     name: "fanout",
     platforms: [.macOS(.v14)],
@@ -45,7 +53,8 @@ let package = Package(
         .target(name: "FanoutSim", dependencies: ["FanoutCore", "FanoutMetrics", "FanoutHistogramLog", "UVLoop"]),
         // APNs without a socket (docs/INGEST.md): the request check in APNs's order, reasons and error bodies,
         // provider-token rules, the channel API, the service over the devices' pipeline, correlation and the judge.
-        .target(name: "FanoutAPNs", dependencies: ["FanoutCore", "FanoutSim", "FanoutMetrics"]),
+        .target(
+            name: "FanoutAPNs", dependencies: ["FanoutCore", "FanoutSim", "FanoutMetrics"], swiftSettings: servingPath),
         // The server on libuv loops: listeners, cross-loop handoff, faults, held answers, retries; the backend
         // clients (trigger, registration); a run's results (ServeResults, rendered by FanoutReport) and state.jsonl
         // (FanoutTrace's state dump of the live services).
@@ -53,7 +62,8 @@ let package = Package(
             name: "FanoutServe",
             dependencies: [
                 "FanoutAPNs", "FanoutWire", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutTrace", "UVLoop",
-            ]
+            ],
+            swiftSettings: servingPath
         ),
         // `fanout push`: a scenario's pushes, or a trace's push lines, over HTTP/2 (FanoutWire's client) at their
         // intended times, its per-second intervals (the run folder it makes is written by FanoutReport).

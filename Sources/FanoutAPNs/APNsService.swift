@@ -280,10 +280,11 @@ public final class APNsService {
         }
         switch route {
         case .push, .broadcast:
-            let checked: CheckedHeaders
-            switch RequestCheck.headers(route: route, headers: r.headers, bodyCount: r.body.count, messageId: idCheck) {
-            case .failure(let reason): return failure(reason, id: id)
-            case .success(let h): checked = h
+            var checked = CheckedHeaders()
+            if let reason = RequestCheck.check(
+                route: route, headers: r.headers, bodyCount: r.body.count, messageId: idCheck, into: &checked)
+            {
+                return failure(reason, id: id)
             }
             let messageId = checked.messageId ?? ids.make(isPush ? "apns-id" : "apns-request-id")
             if case .push(let token) = route {

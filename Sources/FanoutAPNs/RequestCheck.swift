@@ -115,6 +115,20 @@ public enum RequestCheck {
     public static func headers(
         route: APNsRoute, headers: HeaderList, bodyCount: Int, messageId: Result<UniqueHeader?, APNsReason>
     ) -> Result<CheckedHeaders, APNsReason> {
+        var out = CheckedHeaders()
+        if let reason = check(route: route, headers: headers, bodyCount: bodyCount, messageId: messageId, into: &out) {
+            return .failure(reason)
+        }
+        return .success(out)
+    }
+
+    /// The same, for the service's path: the judged headers written into `out` (a fresh `CheckedHeaders`), the
+    /// reason returned (nil: every row passed). No `Result` of the headers is made, copied or destroyed per request
+    /// (that went through the generic enum's value witnesses: ~400 instructions and a dozen retains a request).
+    public static func check(
+        route: APNsRoute, headers: HeaderList, bodyCount: Int, messageId: Result<UniqueHeader?, APNsReason>,
+        into out: inout CheckedHeaders
+    ) -> APNsReason? {
         let broadcast: Bool
         switch route {
         case .push: broadcast = false
@@ -122,13 +136,12 @@ public enum RequestCheck {
         default: preconditionFailure("headers() is for pushes and broadcasts")
         }
         func value(_ name: StaticString) -> ArraySlice<UInt8>? { headers.value(name) }
-        var out = CheckedHeaders()
         // 6, 7
-        if bodyCount == 0 { return .failure(.payloadEmpty) }
-        if bodyCount > (broadcast ? 5120 : 4096) { return .failure(.payloadTooLarge) }
+        if bodyCount == 0 { return .payloadEmpty }
+        if bodyCount > (broadcast ? 5120 : 4096) { return .payloadTooLarge }
         // 8
         guard let pushType = value("apns-push-type") else {
-            return .failure(broadcast ? .missingPushType : .invalidPushType)
+            return broadcast ? .missingPushType : .invalidPushType
         }
         out.isLiveActivity = pushType.count == 12 && pushType.withUnsafeBytes { p in
             let expected: StaticString = "liveactivity"
@@ -138,59 +151,59 @@ public enum RequestCheck {
         if !out.isLiveActivity {
             let lower = pushType.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
             out.pushType = lower
-            if broadcast || !pushTypes.contains(String(decoding: lower, as: UTF8.self)) { return .failure(.invalidPushType) }
+            if broadcast || !pushTypes.contains(String(decoding: lower, as: UTF8.self)) { return .invalidPushType }
         }
         // 9, 10
         if !broadcast {
-            guard let topic = value("apns-topic"), !topic.isEmpty else { return .failure(.missingTopic) }
+            guard let topic = value("apns-topic"), !topic.isEmpty else { return .missingTopic }
             out.topic = topic
             let suffix = 23  // ".push-type.liveactivity"
             if out.isLiveActivity
                 && !(topic.count > suffix
                     && topic.withUnsafeBytes { bytesEqual($0, ".push-type.liveactivity", at: topic.count - suffix) })
             {
-                return .failure(.topicDisallowed)
+                return .topicDisallowed
             }
         }
         // 11
         if let priority = value("apns-priority") {
             let p = priority.count <= 2 ? parseNonNegative(priority) : nil
-            guard let p, p == 5 || p == 10 || (broadcast && p == 1) else { return .failure(.badPriority) }
+            guard let p, p == 5 || p == 10 || (broadcast && p == 1) else { return .badPriority }
             out.priority = Int(p)
         } else if broadcast {
-            return .failure(.badPriority)
+            return .badPriority
         }
         // 12
         if let collapse = value("apns-collapse-id") {
-            guard collapse.count <= 64 else { return .failure(.badCollapseId) }
+            guard collapse.count <= 64 else { return .badCollapseId }
             out.collapseId = Array(collapse)
         }
         // 13
         switch messageId {
-        case .failure(let reason): return .failure(reason)
+        case .failure(let reason): return reason
         case .success(let id): out.messageId = id
         }
         // 14 (a channel's storage policy is checked once the channel is known)
         if let expiration = value("apns-expiration") {
-            guard let e = parseNonNegative(expiration) else { return .failure(.badExpirationDate) }
+            guard let e = parseNonNegative(expiration) else { return .badExpirationDate }
             out.expiration = e
             out.expirationGiven = true
         } else if broadcast {
-            return .failure(.badExpirationDate)
+            return .badExpirationDate
         }
         // 15
         switch route {
         case .push(let token):
-            guard token.count % 2 == 0, token.allSatisfy(isHexDigit) else { return .failure(.badDeviceToken) }
+            guard token.count % 2 == 0, token.allSatisfy(isHexDigit) else { return .badDeviceToken }
         default:
             switch channelId(headers) {
-            case .failure(let reason): return .failure(reason)
+            case .failure(let reason): return reason
             case .success(let (raw, text)):
                 out.channelId = raw
                 out.channelIdText = text
             }
         }
-        return .success(out)
+        return nil
     }
 
     /// Row 15 for broadcasts and channel requests: `apns-channel-id`, base64.
