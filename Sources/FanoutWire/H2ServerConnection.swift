@@ -341,9 +341,11 @@ public final class H2ServerConnection {
         }
         if name.first == UInt8(ascii: ":") {
             func set(_ field: inout [UInt8]) {
-                if !field.isEmpty { request.duplicatePseudoHeader = true }
-                field.removeAll(keepingCapacity: true)  // the reused request's buffer, no allocation
-                field.append(contentsOf: value)
+                if !field.isEmpty {
+                    request.duplicatePseudoHeader = true
+                    field.removeAll(keepingCapacity: true)  // the reused request's buffer, no allocation
+                }
+                field.append(contentsOf: value)  // empty already (a reused request was cleared): no clearing call
             }
             func named(_ text: StaticString) -> Bool {
                 name.count == text.utf8CodeUnitCount && memcmp(name.baseAddress!, text.utf8Start, name.count) == 0
