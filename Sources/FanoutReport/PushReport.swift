@@ -266,16 +266,11 @@ public enum PushReport {
         md += "it. dispatchLag: intended time → handed to a connection (the generator's own lateness: saturation). "
         md += "streamWait: handed to a connection → submitted to nghttp2 (the server's stream limit: "
         md += "server-limited). scheduleLag: intended time → submitted (the two together).\n\n"
-        md += "| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
         let rows = [
             ("latency", r.latency), ("answeredLatency", r.answeredLatency), ("scheduleLag", r.scheduleLag),
             ("dispatchLag", r.dispatchLag), ("streamWait", r.streamWait),
         ]
-        for (name, h) in rows {
-            let v = h.values(atPercentiles: [50, 90, 99, 99.9])
-            md += "| \(name) | \(h.totalCount) | \(millis(v[0])) | \(millis(v[1])) | \(millis(v[2])) | "
-            md += "\(millis(v[3])) | \(millis(h.max)) |\n"
-        }
+        md += MarkdownTable.percentiles("metric", rows, value: millis)
         md += "\n## Connections\n\n\(r.reconnects) opened during the run in place of ones that ended or drained "
         md += "(\(r.connectionsDrained) drained, \(r.drainedForStreamIds) of them for their stream ids, "
         md += "\(r.reconnectBackoffs) after a backoff); "

@@ -86,16 +86,11 @@ extension ServeReport {
         md += rotationsMarkdown(r)
         md += appEventsMarkdown(r)
         md += missingReasonsMarkdown(r)
-        md += "| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
         var rows: [(String, LatencyHistogram)] = [
             ("endToEnd", latency[serve: .endToEnd]), ("freshness", r.freshness),
         ]
         for m in Metric.completionMetrics { rows.append((m.name, r.completion[m])) }
-        for (name, h) in rows {
-            let v = h.values(atPercentiles: [50, 90, 99, 99.9])
-            md += "| \(name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
-            md += "\(micros(v[3])) | \(micros(h.max)) |\n"
-        }
+        md += MarkdownTable.percentiles("metric", rows, value: micros)
         md += "\nendToEnd: \(ServeMetric.endToEnd.about) (delivered pairs only). freshness: every expected (event, "
         md += "follower) pair, from the event's intended time until the follower showed it or a newer event of its "
         md += "source (a wrong delivery does not count as showing it); \(r.freshnessCensored) pairs missing or still "

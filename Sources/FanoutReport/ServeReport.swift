@@ -270,12 +270,10 @@ public enum ServeReport {
         md += MarkdownTable.counts("error", "count", t.errors)
         md += byURLMarkdown(
             t.byURL, addsUp: t.byURLAddsUp, cancelled: "cancelled at shutdown", unsent: "unsent at shutdown")
-        md += "| µs from the intended time | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
-        for (name, h) in [("response (answered)", t.responseNanos), ("schedule lag (request left)", t.scheduleLagNanos)] {
-            let v = h.values(atPercentiles: [50, 90, 99, 99.9])
-            md += "| \(name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
-            md += "\(micros(v[3])) | \(micros(h.max)) |\n"
-        }
+        md += MarkdownTable.percentiles(
+            "µs from the intended time",
+            [("response (answered)", t.responseNanos), ("schedule lag (request left)", t.scheduleLagNanos)],
+            value: micros)
         md += "\n"
         return md
     }
@@ -374,13 +372,8 @@ public enum ServeReport {
         md += a.identitiesHold ? "hold.\n\n" : "**BROKEN**.\n\n"
         md += "| outcome | count |\n|---|---:|\n"
         for o in Outcome.allCases { md += "| \(o.name) | \(a[o]) |\n" }
-        md += "\n## Latency (µs)\n\n| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
-        for m in metrics(info) {
-            let h = latency[serve: m]
-            let v = h.values(atPercentiles: [50, 90, 99, 99.9])
-            md += "| \(m.name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
-            md += "\(micros(v[3])) | \(micros(h.max)) |\n"
-        }
+        md += "\n## Latency (µs)\n\n"
+        md += MarkdownTable.percentiles("metric", metrics(info).map { ($0.name, latency[serve: $0]) }, value: micros)
         md += "\nservice: \(ServeMetric.service.about); delivery: \(ServeMetric.delivery.about); "
         md += "fanout: \(ServeMetric.fanout.about).\n\n"
         if let events = info.events { md += eventsMarkdown(events, latency) }
