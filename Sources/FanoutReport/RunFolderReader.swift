@@ -16,6 +16,17 @@ public struct ReportReadError: Error, CustomStringConvertible, Equatable {
         self.message = message
         self.refusal = refusal
     }
+
+    /// `fanout merge`'s refusal of a folder whose `what` (its scenario, seed, configuration…) is `value` where the
+    /// first folder's is `firstValue`: the folders are not shards of one `run` ("run", "push run", "serve run").
+    static func notOneRun(
+        _ folder: String, _ what: String, _ value: String, first firstFolder: String, _ firstValue: String,
+        run: String
+    ) -> ReportReadError {
+        ReportReadError(
+            file: folder, "\(what) \(value) differs from \(firstFolder)'s \(firstValue): not shards of one \(run)",
+            refusal: .notOneRun)
+    }
 }
 
 /// Why `fanout merge` refuses a set of folders, each with its exit status (1 stays for unreadable folders).
