@@ -53,13 +53,9 @@ public struct PushThreshold: Sendable, Equatable, CustomStringConvertible {
             limit = .count(name: name, count: count, percentOfSent: percent)
             return
         }
-        let (metric, percentile) = try Comparison.splitPercentile(name, in: "threshold \"\(text)\"")
-        guard Self.metricNames.contains(metric) else {
-            throw ComparisonError(
-                "threshold \"\(text)\": unknown metric \"\(metric)\" (fanout push: "
-                    + Self.metricNames.joined(separator: ", ") + "; counts: "
-                    + (Self.countNames + Self.countPrefixes.map { $0 + "…" }).joined(separator: ", ") + ")")
-        }
+        let (metric, percentile) = try Self.metric(
+            name, in: text, tool: "fanout push", metrics: Self.metricNames,
+            counts: Self.countNames + Self.countPrefixes.map { $0 + "…" })
         limit = .duration(metric: metric, percentile: percentile, nanos: try Self.duration(value, in: text))
     }
 
@@ -69,6 +65,20 @@ public struct PushThreshold: Sendable, Equatable, CustomStringConvertible {
             throw ComparisonError("threshold \"\(text)\": expected \(expected)")
         }
         return (String(text[..<eq]), String(text[text.index(after: eq)...]))
+    }
+
+    /// A duration threshold's `METRIC.PERCENTILE` (push's and serve's), or the error naming the `tool`'s metrics
+    /// and counts when the metric is none of them.
+    static func metric(
+        _ name: String, in text: String, tool: String, metrics: [String], counts: [String]
+    ) throws(ComparisonError) -> (String, Comparison.Percentile) {
+        let (metric, percentile) = try Comparison.splitPercentile(name, in: "threshold \"\(text)\"")
+        guard metrics.contains(metric) else {
+            throw ComparisonError(
+                "threshold \"\(text)\": unknown metric \"\(metric)\" (\(tool): " + metrics.joined(separator: ", ")
+                    + "; counts: " + counts.joined(separator: ", ") + ")")
+        }
+        return (metric, percentile)
     }
 
     /// A duration threshold's limit (`nanos`), or the error of threshold `text` that gave `value`.

@@ -57,13 +57,8 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
             }
             return
         }
-        let (metric, percentile) = try Comparison.splitPercentile(name, in: "threshold \"\(text)\"")
-        guard Self.metrics.contains(metric) else {
-            throw ComparisonError(
-                "threshold \"\(text)\": unknown metric \"\(metric)\" (fanout serve: "
-                    + Self.metrics.joined(separator: ", ") + "; counts: "
-                    + Self.counts.map(\.name).joined(separator: ", ") + ")")
-        }
+        let (metric, percentile) = try PushThreshold.metric(
+            name, in: text, tool: "fanout serve", metrics: Self.metrics, counts: Self.counts.map(\.name))
         if value == "off" {
             limit = .off(name: "\(metric).\(percentile.rawValue)")
             return
