@@ -207,10 +207,7 @@ public enum ServeHTML {
         out += "(event, follower) pair until the follower showed it or a newer event, \(r.freshnessCensored) missing "
         out += "or still shown wrong censored at the horizon; fanoutCompletion: every due event until its last follower showed it or a "
         out += "newer event, \(r.completionCensored) censored.</p>\n"
-        for (title, list) in [
-            ("uncorrelated", r.uncorrelatedExamples), ("missing", r.missingExamples), ("stale at the end", r.staleExamples),
-            ("skipped", r.skippedExamples), ("wrong kind or content", r.wrongExamples),
-        ] where !list.isEmpty {
+        for (title, list) in r.exampleLists where !list.isEmpty {
             out += "<p>\(e(title)):</p>\n<ul>\n"
             for x in list { out += "<li><code>\(e(x))</code></li>\n" }
             out += "</ul>\n"

@@ -1,6 +1,16 @@
 import FanoutMetrics
 import Foundation
 
+extension ServeEventsReport {
+    /// The judge's examples as summary.md and report.html list them, each list under its title, in this order.
+    var exampleLists: [(title: String, examples: [String])] {
+        [
+            ("uncorrelated", uncorrelatedExamples), ("missing", missingExamples), ("stale at the end", staleExamples),
+            ("skipped", skippedExamples), ("wrong kind or content", wrongExamples),
+        ]
+    }
+}
+
 /// The *events* part of `fanout serve`'s run folder (`--expect-events` only; without it nothing here is written and
 /// the endToEnd metric is left out): summary.json's `events`, summary.md's *Events* section, events-judged.jsonl.
 extension ServeReport {
@@ -54,6 +64,14 @@ extension ServeReport {
         return out
     }
 
+    /// Adds a section's identity (`rotationsHold`, `appEventsHold`) to the events object's `identity`, beside the
+    /// judge's own.
+    static func addIdentity(_ key: String, holds: Bool, to out: inout [String: Any]) {
+        guard var identity = out["identity"] as? [String: Any] else { return }
+        identity[key] = holds
+        out["identity"] = identity
+    }
+
     static func eventsMarkdown(_ r: ServeEventsReport, _ latency: LatencyRecorder) -> String {
         var md = "## Events (--expect-events)\n\n"
         md += "\(r.events) events in the scenario's schedule, \(r.dueEvents) due by the judge's horizon "
@@ -97,18 +115,11 @@ extension ServeReport {
         md += "shown wrong censored at the horizon. fanoutCompletion: every due event, "
         md += "its intended time → its last follower showing it or a newer event; \(r.completionCensored) events with "
         md += "a missing or wrong follower censored at the horizon (µs).\n\n"
-        for (title, list) in [
-            ("uncorrelated", r.uncorrelatedExamples), ("missing", r.missingExamples), ("stale at the end", r.staleExamples),
-            ("skipped", r.skippedExamples), ("wrong kind or content", r.wrongExamples),
-        ] where !list.isEmpty {
+        for (title, list) in r.exampleLists where !list.isEmpty {
             md += "- **\(title)**\n"
             for e in list { md += "  - `\(e)`\n" }
         }
-        if !r.uncorrelatedExamples.isEmpty || !r.missingExamples.isEmpty || !r.staleExamples.isEmpty
-            || !r.skippedExamples.isEmpty || !r.wrongExamples.isEmpty
-        {
-            md += "\n"
-        }
+        if r.exampleLists.contains(where: { !$0.examples.isEmpty }) { md += "\n" }
         return md
     }
 

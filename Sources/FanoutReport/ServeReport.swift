@@ -106,14 +106,6 @@ public enum ServeReport {
         return writer.text
     }
 
-    static func percentiles(_ h: LatencyHistogram) -> [String: Any] {
-        let v = h.values(atPercentiles: [50, 90, 99, 99.9, 99.99])
-        return [
-            "count": h.totalCount, "p50Nanos": v[0], "p90Nanos": v[1], "p99Nanos": v[2], "p999Nanos": v[3],
-            "p9999Nanos": v[4], "maxNanos": h.max, "meanNanos": h.isEmpty ? 0 : Int(h.mean.rounded()),
-        ]
-    }
-
     /// `percentiles` and the histogram itself (HdrHistogram V2 compressed, base64) when it has samples: for the
     /// distributions latency.hlog does not hold (`faults.heldFor`, `faults.retries.delay`), so that `fanout merge`
     /// adds them exactly (`ServeFolder` reads it back).
@@ -149,8 +141,6 @@ public enum ServeReport {
         }
         var reasons: [String: Int] = [:]
         for (r, n) in s.byReason { reasons[r.rawValue] = n }
-        var statuses: [String: Int] = [:]
-        for (k, n) in s.byStatus { statuses[String(k)] = n }
         var object: [String: Any] = [
             "kind": "serve",
             "scenario": info.scenario, "seed": info.seed, "listen": info.listen, "transport": info.transport,
@@ -158,8 +148,9 @@ public enum ServeReport {
             "state": info.state.rawValue,
             "elapsedSeconds": (elapsed * 1000).rounded() / 1000,
             "requests": [
-                "total": s.requests, "byStatus": statuses, "byReason": reasons, "acceptedPushes": s.acceptedPushes,
-                "acceptedBroadcasts": s.acceptedBroadcasts, "acceptedOtherPushTypes": s.acceptedOtherPushTypes,
+                "total": s.requests, "byStatus": byStatus(s.byStatus), "byReason": reasons,
+                "acceptedPushes": s.acceptedPushes, "acceptedBroadcasts": s.acceptedBroadcasts,
+                "acceptedOtherPushTypes": s.acceptedOtherPushTypes,
                 "channelRequests": s.channelRequests, "identitiesHold": s.identitiesHold,
                 "channelLimits": [
                     "perAppRefused": s.channelRefusals.perApp, "apiBundlesRefused": s.channelRefusals.bundles,
@@ -205,10 +196,8 @@ public enum ServeReport {
 
     /// summary.json's `trigger` (only with `--trigger`).
     static func triggerJSON(_ t: TriggerResults) -> [String: Any] {
-        var statuses: [String: Int] = [:]
-        for (k, n) in t.byStatus { statuses[String(k)] = n }
         return [
-            "url": t.url, "concurrency": t.concurrency, "sent": t.sent, "byStatus": statuses,
+            "url": t.url, "concurrency": t.concurrency, "sent": t.sent, "byStatus": byStatus(t.byStatus),
             "successes": t.successes, "timeouts": t.timeouts, "errors": t.errors,
             "cancelledAtShutdown": t.cancelledAtShutdown, "unsentAtShutdown": t.unsentAtShutdown,
             "waitedForSlot": t.waitedForSlot, "peakInFlight": t.peakInFlight, "completed": t.completed,
@@ -221,12 +210,10 @@ public enum ServeReport {
 
     /// summary.json's `registration` (only with `--register`).
     static func registrationJSON(_ g: RegisterResults) -> [String: Any] {
-        var statuses: [String: Int] = [:]
-        for (k, n) in g.byStatus { statuses[String(k)] = n }
         return [
             "url": g.url, "activities": g.activities, "registered": g.registered, "failed": g.failed,
             "unregisteredAtDeadline": g.unregisteredAtDeadline, "requests": g.requests, "retries": g.retries,
-            "byStatus": statuses, "timeouts": g.timeouts, "errors": g.errors,
+            "byStatus": byStatus(g.byStatus), "timeouts": g.timeouts, "errors": g.errors,
             "elapsedSeconds": (g.elapsedSeconds * 1000).rounded() / 1000, "identityHolds": g.identityHolds,
             "interrupted": g.interrupted,
             "response": percentiles(g.responseNanos), "spread": BackendSpread.roundRobin.rawValue,
