@@ -100,24 +100,11 @@ public enum PushFolder {
         }
 
         // The histograms: latency.hlog's intervals, added per tag; their totals must be the summary's counts.
-        let log = (folder as NSString).appendingPathComponent("latency.hlog")
-        guard let text = try? String(contentsOfFile: log, encoding: .utf8) else {
-            throw ReportReadError(file: log, "cannot read the file (a push folder holds latency.hlog)")
-        }
-        let intervals: [HistogramLogReader.Interval]
-        do {
-            intervals = try HistogramLogReader.read(text)
-        } catch {
-            throw ReportReadError(file: log, "\(error)")
-        }
+        let (log, _, intervals) = try LatencyLogFile.read(folder, kind: "push")
         for interval in intervals {
-            let c = interval.counts
-            guard c.lowestDiscernibleValue == HdrLayout.lowestDiscernibleValue,
-                c.significantDigits == HdrLayout.significantDigits, c.first + c.counts.count <= HdrLayout.countsLength
-            else {
+            guard let h = LatencyLogFile.histogram(interval) else {
                 throw ReportReadError(file: log, "an interval of another histogram layout than fanout's")
             }
-            let h = c.counts.withUnsafeBufferPointer { LatencyHistogram(first: c.first, counts: $0) }
             switch interval.tag {
             case "latency": r.latency.add(h)
             case "scheduleLag": r.scheduleLag.add(h)

@@ -197,16 +197,13 @@ public enum RunFolderReader {
             }
             if intervalSeconds <= 0 { intervalSeconds = interval.lengthSeconds }
             let index = Int((interval.startSeconds / max(intervalSeconds, 1e-9)).rounded())
-            let c = interval.counts
-            guard c.lowestDiscernibleValue == HdrLayout.lowestDiscernibleValue,
-                c.significantDigits == HdrLayout.significantDigits, c.first + c.counts.count <= HdrLayout.countsLength
-            else {
+            guard let h = LatencyLogFile.histogram(interval) else {
+                let c = interval.counts
                 throw ReportReadError(
                     file: logPath,
                     "interval \(n + 1): a histogram of lowest value \(c.lowestDiscernibleValue) and "
                         + "\(c.significantDigits) digits (fanout writes 1 and 3, at most one hour)")
             }
-            let h = c.counts.withUnsafeBufferPointer { LatencyHistogram(first: c.first, counts: $0) }
             recorder.add(metric, h)
             intervals.append(MergedInterval(index: index, metric: metric, histogram: h))
         }
