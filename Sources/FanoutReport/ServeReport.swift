@@ -232,31 +232,45 @@ public enum ServeReport {
         md += "\(g.timeouts) timeouts, \(g.errors.values.reduce(0, +)) errors. "
         md += g.interrupted ? "Interrupted (SIGINT or SIGTERM): serving ended at once. " : ""
         md += "activities = registered + failed + unregistered: " + (g.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n")
-        md += MarkdownTable.counts("answer", "count", g.byStatus)
-        md += MarkdownTable.counts("error", "attempts", g.errors)
-        md += byURLMarkdown(
-            g.byURL, addsUp: g.byURLAddsUp, cancelled: "cancelled at the deadline", unsent: "unsent at the deadline")
+        md += backendTablesMarkdown(
+            g.counts, errorColumn: "attempts", g.byURL, addsUp: g.byURLAddsUp, cancelled: "cancelled at the deadline",
+            unsent: "unsent at the deadline")
         return md
+    }
+
+    /// A backend sender's tables in summary.md (the trigger's, the registration's): its answers by status, its
+    /// errors (`errorColumn`: what one of them counts), and its per-URL table when it had several URLs.
+    static func backendTablesMarkdown(
+        _ counts: BackendCounts, errorColumn: String, _ byURL: [BackendURLResults], addsUp: Bool, cancelled: String,
+        unsent: String
+    ) -> String {
+        MarkdownTable.counts("answer", "count", counts.byStatus)
+            + MarkdownTable.counts("error", errorColumn, counts.errors)
+            + byURLMarkdown(byURL, addsUp: addsUp, cancelled: cancelled, unsent: unsent)
+    }
+
+    /// How many of the trigger's requests were in flight at most: to each URL when it had several (with how the
+    /// events were spread), after "at most N in flight" in summary.md and report.html.
+    static func peakInFlight(_ t: TriggerResults) -> String {
+        t.byURL.count > 1
+            ? " to each URL (events spread by \(t.spread.rawValue); peak \(t.peakInFlight) in all)"
+            : " (peak \(t.peakInFlight))"
     }
 
     /// summary.md's *Trigger* section (only with `--trigger`).
     static func triggerMarkdown(_ info: Info) -> String {
         guard let t = info.trigger else { return "" }
         var md = "## Trigger\n\n"
-        md += "POST \(t.url), at most \(t.concurrency) in flight"
-        md += t.byURL.count > 1
-            ? " to each URL (events spread by \(t.spread.rawValue); peak \(t.peakInFlight) in all)"
-            : " (peak \(t.peakInFlight))"
+        md += "POST \(t.url), at most \(t.concurrency) in flight" + peakInFlight(t)
         md += ": \(t.sent) events sent, "
         md += "\(t.successes) answered 2xx, \(t.timeouts) timed out, \(t.errors.values.reduce(0, +)) failed, "
         md += "\(t.cancelledAtShutdown) cancelled at shutdown; \(t.unsentAtShutdown) due but unsent at shutdown; "
         md += "\(t.waitedForSlot) waited for a free slot; \(t.neverLeft) never left (no connection). "
         md += t.completed ? "Every event of the schedule was sent and ended before shutdown. " : ""
         md += "sent = answered + timeouts + errors + cancelled: " + (t.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n")
-        md += MarkdownTable.counts("answer", "count", t.byStatus)
-        md += MarkdownTable.counts("error", "count", t.errors)
-        md += byURLMarkdown(
-            t.byURL, addsUp: t.byURLAddsUp, cancelled: "cancelled at shutdown", unsent: "unsent at shutdown")
+        md += backendTablesMarkdown(
+            t.counts, errorColumn: "count", t.byURL, addsUp: t.byURLAddsUp, cancelled: "cancelled at shutdown",
+            unsent: "unsent at shutdown")
         md += MarkdownTable.percentiles(
             "µs from the intended time",
             [("response (answered)", t.responseNanos), ("schedule lag (request left)", t.scheduleLagNanos)],
