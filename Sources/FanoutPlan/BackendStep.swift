@@ -184,17 +184,10 @@ extension Step {
         _ = fm.createFile(atPath: log, contents: nil)
         guard let err = FileHandle(forWritingAtPath: log) else { throw BackendStepError(description: "cannot write \(log)") }
         defer { try? err.close() }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: b.executable)
-        p.arguments = ["serve", scenario] + drainArguments(b.serveArguments) + ["--state", "none", "--out", dir + "/drain"]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = err
-        p.standardInput = FileHandle.nullDevice
-        do {
-            try p.run()
-        } catch {
-            throw BackendStepError(description: "cannot start \(b.executable) serve to drain the backend: \(error)")
-        }
+        let p = try start(
+            b.executable,
+            ["serve", scenario] + drainArguments(b.serveArguments) + ["--state", "none", "--out", dir + "/drain"],
+            stdout: FileHandle.nullDevice, stderr: err, naming: "\(b.executable) serve to drain the backend")
         let start = ContinuousClock.now
         var listening: ContinuousClock.Instant?
         var total = 0
@@ -371,19 +364,28 @@ extension Step {
             try? out.close()
             try? err.close()
         }
+        let p = try start(executable, arguments, stdout: out, stderr: err, naming: executable)
+        p.waitUntilExit()
+        return p.terminationReason == .uncaughtSignal ? 128 + p.terminationStatus : p.terminationStatus
+    }
+
+    /// Starts `executable arguments` with no input, its output to `stdout` and `stderr`; one that cannot start is
+    /// the error, naming it as `naming` says.
+    static func start(
+        _ executable: String, _ arguments: [String], stdout: FileHandle, stderr: FileHandle, naming: String
+    ) throws(BackendStepError) -> Process {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: executable)
         p.arguments = arguments
-        p.standardOutput = out
-        p.standardError = err
+        p.standardOutput = stdout
+        p.standardError = stderr
         p.standardInput = FileHandle.nullDevice
         do {
             try p.run()
         } catch {
-            throw BackendStepError(description: "cannot start \(executable): \(error)")
+            throw BackendStepError(description: "cannot start \(naming): \(error)")
         }
-        p.waitUntilExit()
-        return p.terminationReason == .uncaughtSignal ? 128 + p.terminationStatus : p.terminationStatus
+        return p
     }
 
     static func lastLine(_ path: String) -> String? {

@@ -12,12 +12,6 @@ public struct USL: Sendable, Equatable {
     public var sigma: Double
     public var kappa: Double
 
-    public init(lambda: Double, sigma: Double, kappa: Double) {
-        self.lambda = lambda
-        self.sigma = sigma
-        self.kappa = kappa
-    }
-
     public func throughput(_ n: Double) -> Double {
         lambda * n / (1 + sigma * (n - 1) + kappa * n * (n - 1))
     }

@@ -72,20 +72,8 @@ extension PushRun {
     /// place among the trace's push lines, from 0) is K modulo N.
     public convenience init(trace: PushTrace, options: PushOptions) throws {
         precondition(options.connections >= 1)
-        var token: ProviderToken?
-        if let keyId = options.authKeyId, let pem = options.authKeyPEM, let team = options.team {
-            token = ProviderToken(keyId: keyId, team: team, signer: try ES256Signer(pem: pem, name: keyId).sign)
-        }
-        self.init(trace: trace, options: options, token: token)
-        results.scenario = (trace.info.path as NSString).lastPathComponent
-        results.seed = trace.seed
-        results.target = options.shownTargets
-        results.connections = options.connections
-        results.authenticated = token != nil
-        results.maxScheduleLagNanos = options.maxScheduleLagNanos
-        results.shard = options.shard.isWhole ? nil : options.shard.description
-        results.configHash = trace.configHash
-        results.requestedStartSeconds = options.startAtUnixNanos.map { Double($0) / 1e9 }
+        self.init(trace: trace, options: options, token: try PushRun.providerToken(options))
+        describe(name: (trace.info.path as NSString).lastPathComponent, seed: trace.seed, configHash: trace.configHash)
         results.trace = trace.info
     }
 

@@ -105,21 +105,29 @@ public final class PushRun {
         (targets, owners) = PushRun.followerPaths(engine, targetCount: options.targets.count)
         topics = scenario.apps.map { Array(($0.bundle + ".push-type.liveactivity").utf8) }
         bundles = scenario.apps.map { Array($0.bundle.utf8) }
-        if let keyId = options.authKeyId, let pem = options.authKeyPEM, let team = options.team {
-            token = ProviderToken(keyId: keyId, team: team, signer: try ES256Signer(pem: pem, name: keyId).sign)
-        } else {
-            token = nil
-        }
-        results.scenario = scenario.name
-        results.seed = scenario.seed
+        token = try PushRun.providerToken(options)
+        describe(name: scenario.name, seed: scenario.seed, configHash: scenario.configHash)
+        results.epochSeconds = options.epochSeconds
+    }
+
+    /// `--auth-key`'s provider token (nil: the pushes carry no authorization).
+    static func providerToken(_ options: PushOptions) throws -> ProviderToken? {
+        guard let keyId = options.authKeyId, let pem = options.authKeyPEM, let team = options.team else { return nil }
+        return ProviderToken(keyId: keyId, team: team, signer: try ES256Signer(pem: pem, name: keyId).sign)
+    }
+
+    /// What summary.json says of the run before anything is sent, a scenario's or a trace's alike: what it sends
+    /// (`name`, `seed`, `configHash`) and how (the options: targets, connections, shard, authentication, start).
+    func describe(name: String, seed: UInt64, configHash: String) {
+        results.scenario = name
+        results.seed = seed
         results.target = options.shownTargets
         results.connections = options.connections
         results.authenticated = token != nil
         results.maxScheduleLagNanos = options.maxScheduleLagNanos
         results.shard = options.shard.isWhole ? nil : options.shard.description
-        results.configHash = scenario.configHash
+        results.configHash = configHash
         results.requestedStartSeconds = options.startAtUnixNanos.map { Double($0) / 1e9 }
-        results.epochSeconds = options.epochSeconds
     }
 
     /// Sends `trace`'s push lines (the public initializer is in PushRun+Trace.swift).

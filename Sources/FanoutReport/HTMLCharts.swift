@@ -1,5 +1,26 @@
 import Foundation
 
+/// Where a chart of report.html draws: its canvas, 960 wide as every chart's, and the plot area inside it (the
+/// canvas less the margins its axis labels, captions and legend take). One value, so that each chart names only
+/// the margins it changes, in points of the canvas.
+struct ChartFrame {
+    let width = 960.0
+    let height: Double
+    let left: Double
+    let right: Double
+    let top: Double
+    let bottom: Double
+
+    /// `rightMargin` and `bottomMargin` are counted from the canvas's right and bottom edges.
+    init(height: Double, left: Double = 78, rightMargin: Double = 24, top: Double, bottomMargin: Double = 52) {
+        self.height = height
+        self.left = left
+        right = width - rightMargin
+        self.top = top
+        bottom = height - bottomMargin
+    }
+}
+
 /// Inline SVG, built as text: the few shapes the report's charts draw. Every coordinate goes
 /// through `HTMLText.coordinate`, so a degenerate input (no values, one interval) never puts NaN
 /// or infinity into the document.

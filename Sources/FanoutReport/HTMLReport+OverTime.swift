@@ -136,18 +136,13 @@ extension HTMLReport {
         rateLabel: String
     ) -> String {
         let title = "Throughput over time"
-        let width = 960.0
-        let height = 300.0
-        let left = 78.0
-        let right = width - 24
-        let top = 16.0
-        let bottom = height - 52
+        let frame = ChartFrame(height: 300, top: 16)
         let rates = buckets.map { $0.seconds > 0 ? Double($0.count) / $0.seconds : 0 }
         let end = buckets.last?.end ?? 1
-        let x = LinearScale(low: 0, upTo: axisEnd, from: left, to: right, ticks: 10, exact: true)
-        let y = LinearScale(low: 0, upTo: max(rates.max() ?? 0, 1), from: bottom, to: top, ticks: 5)
-        var svg = SVG(width: width, height: height, title: title)
-        valueGrid(&svg, y, left: left, right: right, label: HTMLText.compact)
+        let x = LinearScale(low: 0, upTo: axisEnd, from: frame.left, to: frame.right, ticks: 10, exact: true)
+        let y = LinearScale(low: 0, upTo: max(rates.max() ?? 0, 1), from: frame.bottom, to: frame.top, ticks: 5)
+        var svg = SVG(width: frame.width, height: frame.height, title: title)
+        valueGrid(&svg, y, left: frame.left, right: frame.right, label: HTMLText.compact)
         let barWidth = (x(buckets.first.map { $0.end - $0.start } ?? 1) - x(0))
         let gap = barWidth > 6 ? 1.5 : 0
         let labelBars = buckets.count <= 30 && barWidth >= 30
@@ -158,7 +153,7 @@ extension HTMLReport {
                 "\(HTMLText.short(b.start))–\(HTMLText.short(b.end)): \(Units.grouped(Int(rate.rounded())))/s"
                 + " (\(Units.grouped(Int(b.count))) values)"
             svg.rect(
-                x0, y(rate), x1 - x0, bottom - y(rate), fill: b.afterScheduledEnd ? "#b8bec7" : "#3f8fc9",
+                x0, y(rate), x1 - x0, frame.bottom - y(rate), fill: b.afterScheduledEnd ? "#b8bec7" : "#3f8fc9",
                 tooltip: tip)
             if labelBars && rate > 0 {
                 svg.text((x0 + x1) / 2, y(rate) - 5, HTMLText.compact(rate), anchor: .middle, size: 11.5)
@@ -166,11 +161,12 @@ extension HTMLReport {
         }
         if scheduledEnd > 0 && scheduledEnd < end - 1e-9 {
             let px = x(scheduledEnd)
-            svg.line(px, top, px, bottom, stroke: "#5b6472", dash: "4 3")
-            svg.text(px - 4, top + 12, "scheduled end", anchor: .end, size: 11.5, fill: "#5b6472")
+            svg.line(px, frame.top, px, frame.bottom, stroke: "#5b6472", dash: "4 3")
+            svg.text(px - 4, frame.top + 12, "scheduled end", anchor: .end, size: 11.5, fill: "#5b6472")
         }
-        timeAxis(&svg, x, top: top, bottom: bottom, unit: unit, height: height)
-        svg.text(18, (top + bottom) / 2, rateLabel, anchor: .middle, size: 13, fill: "#1d2330", rotated: true)
+        timeAxis(&svg, x, top: frame.top, bottom: frame.bottom, unit: unit, height: frame.height)
+        svg.text(
+            18, (frame.top + frame.bottom) / 2, rateLabel, anchor: .middle, size: 13, fill: "#1d2330", rotated: true)
         return "<figure>\n<figcaption>\(title)</figcaption>\n" + svg.text + "\n</figure>\n"
     }
 
@@ -178,34 +174,29 @@ extension HTMLReport {
         _ buckets: [TimeBucket], unit: String, axisEnd: Double, title: String = "End-to-end latency over time",
         metric: String = "endToEnd"
     ) -> String {
-        let width = 960.0
-        let height = 320.0
-        let left = 78.0
-        let right = width - 24
-        let top = 38.0
-        let bottom = height - 52
+        let frame = ChartFrame(height: 320, top: 38)
         let lines: [(String, String, String?, KeyPath<LatencySummary, UInt64>)] = [
             ("p50", "#009E73", nil, \.p50), ("p99", "#D55E00", nil, \.p99), ("p99.9", "#7b3294", nil, \.p999),
             ("max", "#8a929e", "5 4", \.max),
         ]
         let filled = buckets.compactMap(\.worst)
-        var svg = SVG(width: width, height: height, title: title)
+        var svg = SVG(width: frame.width, height: frame.height, title: title)
         guard !filled.isEmpty else {
             return "<figure>\n<figcaption>\(title)</figcaption>\n<p class=\"empty\">No \(metric) values in any "
                 + "interval.</p>\n</figure>\n"
         }
         let lowest = filled.map { Double($0.p50) }.min() ?? 1
         let highest = filled.map { Double($0.max) }.max() ?? 1
-        let x = LinearScale(low: 0, upTo: axisEnd, from: left, to: right, ticks: 10, exact: true)
-        let y = LogScale(covering: lowest, highest, from: bottom, to: top)
+        let x = LinearScale(low: 0, upTo: axisEnd, from: frame.left, to: frame.right, ticks: 10, exact: true)
+        let y = LogScale(covering: lowest, highest, from: frame.bottom, to: frame.top)
         for tick in y.ticks {
             let py = y(tick.value)
-            svg.line(left, py, right, py, stroke: tick.labelled ? "#dde1e6" : "#eef0f3")
+            svg.line(frame.left, py, frame.right, py, stroke: tick.labelled ? "#dde1e6" : "#eef0f3")
             if tick.labelled {
-                svg.text(left - 8, py + 4, HTMLText.tickDuration(tick.value), anchor: .end, size: 12)
+                svg.text(frame.left - 8, py + 4, HTMLText.tickDuration(tick.value), anchor: .end, size: 12)
             }
         }
-        var lx = left
+        var lx = frame.left
         for (name, color, dash, value) in lines {
             // Steps: each interval's value held across the interval; gaps where it has no values.
             var points: [(Double, Double)?] = []
@@ -224,9 +215,9 @@ extension HTMLReport {
             // 150 px a label, more for a long metric name (scheduleLag p99.9), so the labels never overlap.
             lx += max(150, Double("\(metric) \(name)".count) * 7.5 + 40)
         }
-        timeAxis(&svg, x, top: top, bottom: bottom, unit: unit, height: height)
+        timeAxis(&svg, x, top: frame.top, bottom: frame.bottom, unit: unit, height: frame.height)
         svg.text(
-            18, (top + bottom) / 2, "latency (log scale)", anchor: .middle, size: 13, fill: "#1d2330",
+            18, (frame.top + frame.bottom) / 2, "latency (log scale)", anchor: .middle, size: 13, fill: "#1d2330",
             rotated: true)
         return "<figure>\n<figcaption>\(title)</figcaption>\n" + svg.text + "\n</figure>\n"
     }

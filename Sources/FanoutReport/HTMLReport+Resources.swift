@@ -22,30 +22,26 @@ extension HTMLReport {
 
     static func residentChart(_ samples: [ResourceSample], level: Double) -> String {
         let title = "Resident memory over time"
-        let width = 960.0
-        let height = 260.0
-        let left = 78.0
-        let right = width - 24
-        let top = 16.0
-        let bottom = height - 52
+        let frame = ChartFrame(height: 260, top: 16)
         let mib = samples.map { Double($0.residentBytes) / 1_048_576 }
         let levelMiB = level / 1_048_576
         let end = samples.last?.elapsedSeconds ?? 1
-        let x = LinearScale(low: 0, upTo: max(end, 1), from: left, to: right, ticks: 10, exact: true)
-        let y = LinearScale(low: 0, upTo: max(mib.max() ?? 1, levelMiB * 1.05, 1), from: bottom, to: top, ticks: 5)
-        var svg = SVG(width: width, height: height, title: title)
-        valueGrid(&svg, y, left: left, right: right, label: HTMLText.short)
+        let x = LinearScale(low: 0, upTo: max(end, 1), from: frame.left, to: frame.right, ticks: 10, exact: true)
+        let y = LinearScale(
+            low: 0, upTo: max(mib.max() ?? 1, levelMiB * 1.05, 1), from: frame.bottom, to: frame.top, ticks: 5)
+        var svg = SVG(width: frame.width, height: frame.height, title: title)
+        valueGrid(&svg, y, left: frame.left, right: frame.right, label: HTMLText.short)
         let warmUp = end * 0.2
         svg.rect(
             x(warmUp), y(levelMiB * 1.05), x(end) - x(warmUp), y(levelMiB * 0.95) - y(levelMiB * 1.05),
             fill: "#d8ebd9", tooltip: "±5% of \(String(format: "%.1f", levelMiB)) MiB")
-        svg.line(x(warmUp), top, x(warmUp), bottom, stroke: "#5b6472", dash: "4 3")
-        svg.text(x(warmUp) + 4, top + 12, "end of warm-up", size: 11.5, fill: "#5b6472")
+        svg.line(x(warmUp), frame.top, x(warmUp), frame.bottom, stroke: "#5b6472", dash: "4 3")
+        svg.text(x(warmUp) + 4, frame.top + 12, "end of warm-up", size: 11.5, fill: "#5b6472")
         svg.path(
             zip(samples, mib).map { (x($0.elapsedSeconds), y($1)) }, stroke: "#3f8fc9",
             tooltip: "resident memory (MiB)")
-        timeAxis(&svg, x, top: top, bottom: bottom, unit: "seconds of run time", height: height)
-        svg.text(18, (top + bottom) / 2, "MiB", anchor: .middle, size: 13, fill: "#1d2330", rotated: true)
+        timeAxis(&svg, x, top: frame.top, bottom: frame.bottom, unit: "seconds of run time", height: frame.height)
+        svg.text(18, (frame.top + frame.bottom) / 2, "MiB", anchor: .middle, size: 13, fill: "#1d2330", rotated: true)
         return "<figure>\n<figcaption>\(title)</figcaption>\n" + svg.text + "\n</figure>\n"
     }
 }

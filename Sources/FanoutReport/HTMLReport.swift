@@ -153,12 +153,7 @@ public enum HTMLReport {
     )
         -> String
     {
-        let width = 960.0
-        let height = 380.0
-        let left = 78.0
-        let right = width - 220
-        let top = 14.0
-        let bottom = height - 58
+        let frame = ChartFrame(height: 380, rightMargin: 220, top: 14, bottomMargin: 58)
         var out = "<figure>\n<figcaption>\(HTMLText.escape(title))</figcaption>\n"
         let present = series.filter { $0.histogram.totalCount > 0 }
         guard !present.isEmpty else {
@@ -166,17 +161,17 @@ public enum HTMLReport {
         }
         // Nines on the x axis: 5 (99.999%), or 6 when some series has a million values.
         let nines = present.contains { $0.histogram.totalCount >= 1_000_000 } ? 6 : 5
-        let x = LinearScale(low: 0, upTo: Double(nines), from: left, to: right, ticks: nines)
+        let x = LinearScale(low: 0, upTo: Double(nines), from: frame.left, to: frame.right, ticks: nines)
         let lowest = present.map { Double($0.histogram.min) }.min() ?? 1
         let highest = present.map { Double($0.histogram.max) }.max() ?? 1
-        let y = LogScale(covering: lowest, highest, from: bottom, to: top)
-        var svg = SVG(width: width, height: height, title: title)
-        svg.rect(left, top, right - left, bottom - top, fill: "#fbfbfc")
+        let y = LogScale(covering: lowest, highest, from: frame.bottom, to: frame.top)
+        var svg = SVG(width: frame.width, height: frame.height, title: title)
+        svg.rect(frame.left, frame.top, frame.right - frame.left, frame.bottom - frame.top, fill: "#fbfbfc")
         for tick in y.ticks {
             let py = y(tick.value)
-            svg.line(left, py, right, py, stroke: tick.labelled ? "#dde1e6" : "#eef0f3")
+            svg.line(frame.left, py, frame.right, py, stroke: tick.labelled ? "#dde1e6" : "#eef0f3")
             if tick.labelled {
-                svg.text(left - 8, py + 4, HTMLText.tickDuration(tick.value), anchor: .end, size: 12)
+                svg.text(frame.left - 8, py + 4, HTMLText.tickDuration(tick.value), anchor: .end, size: 12)
             }
         }
         var xTicks: [(Double, String)] = [(0, "0%"), (log10(2), "50%")]
@@ -185,17 +180,17 @@ public enum HTMLReport {
         }
         for (value, label) in xTicks {
             let px = x(value)
-            svg.line(px, top, px, bottom, stroke: "#dde1e6")
-            svg.line(px, bottom, px, bottom + 5, stroke: "#8a929e")
-            svg.text(px, bottom + 19, label, anchor: .middle, size: 12)
+            svg.line(px, frame.top, px, frame.bottom, stroke: "#dde1e6")
+            svg.line(px, frame.bottom, px, frame.bottom + 5, stroke: "#8a929e")
+            svg.text(px, frame.bottom + 19, label, anchor: .middle, size: 12)
         }
-        svg.line(left, bottom, right, bottom, stroke: "#8a929e")
-        svg.line(left, top, left, bottom, stroke: "#8a929e")
+        svg.line(frame.left, frame.bottom, frame.right, frame.bottom, stroke: "#8a929e")
+        svg.line(frame.left, frame.top, frame.left, frame.bottom, stroke: "#8a929e")
         svg.text(
-            (left + right) / 2, height - 12, "percentile (log scale of 1/(1−p))", anchor: .middle, size: 13,
-            fill: "#1d2330")
+            (frame.left + frame.right) / 2, frame.height - 12, "percentile (log scale of 1/(1−p))", anchor: .middle,
+            size: 13, fill: "#1d2330")
         svg.text(
-            18, (top + bottom) / 2, "latency (log scale)", anchor: .middle, size: 13, fill: "#1d2330",
+            18, (frame.top + frame.bottom) / 2, "latency (log scale)", anchor: .middle, size: 13, fill: "#1d2330",
             rotated: true)
         for s in present {
             var points: [(Double, Double)?] = []
@@ -207,19 +202,20 @@ public enum HTMLReport {
             svg.path(points, stroke: s.color, width: 2.2, tooltip: s.name)
         }
         // Legend, right of the plot: every series, those without values greyed.
-        var ly = top + 12
+        var ly = frame.top + 12
         for s in series {
             let l = LatencySummary(s.histogram)
             let has = l.count > 0
-            svg.line(right + 16, ly - 4, right + 40, ly - 4, stroke: has ? s.color : "#c3c8cf", width: 3)
-            svg.text(right + 48, ly, s.name, size: 13, fill: has ? "#1d2330" : "#8a929e", bold: true)
+            svg.line(frame.right + 16, ly - 4, frame.right + 40, ly - 4, stroke: has ? s.color : "#c3c8cf", width: 3)
+            svg.text(frame.right + 48, ly, s.name, size: 13, fill: has ? "#1d2330" : "#8a929e", bold: true)
             let detail =
                 has
                 ? "p99 \(Units.duration(l.p99)) · max \(Units.duration(l.max))"
                 : "no values"
-            svg.text(right + 48, ly + 16, detail, size: 11.5, fill: "#5b6472")
+            svg.text(frame.right + 48, ly + 16, detail, size: 11.5, fill: "#5b6472")
             if has {
-                svg.text(right + 48, ly + 31, "\(Units.grouped(Int(l.count))) values", size: 11.5, fill: "#5b6472")
+                svg.text(
+                    frame.right + 48, ly + 31, "\(Units.grouped(Int(l.count))) values", size: 11.5, fill: "#5b6472")
             }
             ly += has ? 52 : 38
         }

@@ -16,9 +16,7 @@ public enum RunMerge {
         for (folder, r) in parts {
             let i = r.info
             func differs(_ what: String, _ a: String, _ b: String) -> ReportReadError {
-                ReportReadError(
-                    file: folder, "\(what) \(b) differs from \(firstFolder)'s \(a): not shards of one run",
-                    refusal: .notOneRun)
+                .notOneRun(folder, what, b, first: firstFolder, a, run: "run")
             }
             if i.scenario != i0.scenario { throw differs("scenario", i0.scenario, i.scenario) }
             if i.seed != i0.seed { throw differs("seed", "\(i0.seed)", "\(i.seed)") }

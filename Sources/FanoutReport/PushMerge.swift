@@ -100,24 +100,11 @@ public enum PushFolder {
         }
 
         // The histograms: latency.hlog's intervals, added per tag; their totals must be the summary's counts.
-        let log = (folder as NSString).appendingPathComponent("latency.hlog")
-        guard let text = try? String(contentsOfFile: log, encoding: .utf8) else {
-            throw ReportReadError(file: log, "cannot read the file (a push folder holds latency.hlog)")
-        }
-        let intervals: [HistogramLogReader.Interval]
-        do {
-            intervals = try HistogramLogReader.read(text)
-        } catch {
-            throw ReportReadError(file: log, "\(error)")
-        }
+        let (log, _, intervals) = try LatencyLogFile.read(folder, kind: "push")
         for interval in intervals {
-            let c = interval.counts
-            guard c.lowestDiscernibleValue == HdrLayout.lowestDiscernibleValue,
-                c.significantDigits == HdrLayout.significantDigits, c.first + c.counts.count <= HdrLayout.countsLength
-            else {
+            guard let h = LatencyLogFile.histogram(interval) else {
                 throw ReportReadError(file: log, "an interval of another histogram layout than fanout's")
             }
-            let h = c.counts.withUnsafeBufferPointer { LatencyHistogram(first: c.first, counts: $0) }
             switch interval.tag {
             case "latency": r.latency.add(h)
             case "scheduleLag": r.scheduleLag.add(h)
@@ -156,17 +143,28 @@ public enum PushFolder {
 public enum PushMerge {
     public static func merge(_ parts: [(folder: String, results: PushResults)]) throws(ReportReadError) -> PushResults {
         guard let (firstFolder, first) = parts.first else { throw ReportReadError(file: "merge", "no push folders") }
+        // What the shards' folders add up to, one list each, so that a count added to PushResults is merged by
+        // naming it here once.
+        let summedCounts: [WritableKeyPath<PushResults, Int>] = [
+            \.connections, \.events, \.tokenPushes, \.broadcasts, \.pushToStarts, \.sent, \.submitted,
+            \.unansweredAtEnd, \.queuedAtEnd, \.peakQueued, \.tokensIssued, \.reconnects, \.retries,
+            \.connectionsDrained, \.drainedForStreamIds, \.reconnectBackoffs,
+        ]
+        let summedCountsByName: [WritableKeyPath<PushResults, [String: Int]>] = [
+            \.byReason, \.failures, \.connectionEnds,
+        ]
+        let addedHistograms: [WritableKeyPath<PushResults, LatencyHistogram>] = [
+            \.latency, \.scheduleLag, \.answeredLatency, \.dispatchLag, \.streamWait,
+        ]
+        func differs(_ folder: String, _ what: String, _ a: String, _ b: String) -> ReportReadError {
+            .notOneRun(folder, what, b, first: firstFolder, a, run: "push run")
+        }
         var shards = ShardSet()
         for (folder, r) in parts {
-            func differs(_ what: String, _ a: String, _ b: String) -> ReportReadError {
-                ReportReadError(
-                    file: folder, "\(what) \(b) differs from \(firstFolder)'s \(a): not shards of one push run",
-                    refusal: .notOneRun)
-            }
-            if r.scenario != first.scenario { throw differs("scenario", first.scenario, r.scenario) }
-            if r.seed != first.seed { throw differs("seed", "\(first.seed)", "\(r.seed)") }
+            if r.scenario != first.scenario { throw differs(folder, "scenario", first.scenario, r.scenario) }
+            if r.seed != first.seed { throw differs(folder, "seed", "\(first.seed)", "\(r.seed)") }
             if r.configHash != first.configHash {
-                throw differs("configuration (rates, devices, duration)", first.configHash, r.configHash)
+                throw differs(folder, "configuration (rates, devices, duration)", first.configHash, r.configHash)
             }
             guard let text = r.shard, let shard = try? Shard(parsing: text) else {
                 throw ReportReadError(
@@ -180,22 +178,16 @@ public enum PushMerge {
         // barrier was not met has no t0 (it sent nothing, and is named below).
         let (startFolder, startReference) = parts.first { $0.results.barrier?.timedOut == nil } ?? parts[0]
         for (folder, r) in parts {
-            func differs(_ what: String, _ a: String, _ b: String) -> ReportReadError {
-                ReportReadError(
-                    file: folder, "\(what) \(b) differs from \(firstFolder)'s \(a): not shards of one push run",
-                    refusal: .notOneRun)
-            }
             func shown(_ v: Double?) -> String { v.map { String(format: "%.3f", $0) } ?? "none" }
             if r.barrier?.timedOut == nil && r.requestedStartSeconds != startReference.requestedStartSeconds {
-                throw ReportReadError(
-                    file: folder,
-                    "--start-at \(shown(r.requestedStartSeconds)) differs from \(startFolder)'s "
-                        + "\(shown(startReference.requestedStartSeconds)): not shards of one push run",
-                    refusal: .notOneRun)
+                throw ReportReadError.notOneRun(
+                    folder, "--start-at", shown(r.requestedStartSeconds), first: startFolder,
+                    shown(startReference.requestedStartSeconds), run: "push run")
             }
             if r.epochSeconds != first.epochSeconds {
                 throw differs(
-                    "--epoch", first.epochSeconds.map(String.init) ?? "none", r.epochSeconds.map(String.init) ?? "none")
+                    folder, "--epoch", first.epochSeconds.map(String.init) ?? "none",
+                    r.epochSeconds.map(String.init) ?? "none")
             }
         }
 
@@ -229,34 +221,13 @@ public enum PushMerge {
                 starts.notStarted.append(r.shard ?? "?")
             }
             if let skew = r.maxStartSkewNanos { starts.maxStartSkewNanos = max(starts.maxStartSkewNanos ?? 0, skew) }
-            m.connections += r.connections
             m.streams = max(m.streams, r.streams)
-            m.events += r.events
-            m.tokenPushes += r.tokenPushes
-            m.broadcasts += r.broadcasts
-            m.pushToStarts += r.pushToStarts
-            m.sent += r.sent
-            m.submitted += r.submitted
+            for count in summedCounts { m[keyPath: count] += r[keyPath: count] }
             m.byStatus.merge(r.byStatus, uniquingKeysWith: +)
-            m.byReason.merge(r.byReason, uniquingKeysWith: +)
-            m.failures.merge(r.failures, uniquingKeysWith: +)
-            m.connectionEnds.merge(r.connectionEnds, uniquingKeysWith: +)
-            m.unansweredAtEnd += r.unansweredAtEnd
-            m.queuedAtEnd += r.queuedAtEnd
-            m.peakQueued += r.peakQueued
-            m.tokensIssued += r.tokensIssued
-            m.reconnects += r.reconnects
-            m.retries += r.retries
-            m.connectionsDrained += r.connectionsDrained
-            m.drainedForStreamIds += r.drainedForStreamIds
-            m.reconnectBackoffs += r.reconnectBackoffs
+            for counts in summedCountsByName { m[keyPath: counts].merge(r[keyPath: counts], uniquingKeysWith: +) }
             m.interrupted = m.interrupted || r.interrupted
             m.connectionsLost = m.connectionsLost || r.connectionsLost
-            m.latency.add(r.latency)
-            m.scheduleLag.add(r.scheduleLag)
-            m.answeredLatency.add(r.answeredLatency)
-            m.dispatchLag.add(r.dispatchLag)
-            m.streamWait.add(r.streamWait)
+            for histogram in addedHistograms { m[keyPath: histogram].add(r[keyPath: histogram]) }
             // A shard that never started (refused, its barrier not met) has no start to count (0).
             if r.startedAtSeconds > 0 { m.startedAtSeconds = min(m.startedAtSeconds, r.startedAtSeconds) }
             m.scheduleSeconds = max(m.scheduleSeconds, r.scheduleSeconds)

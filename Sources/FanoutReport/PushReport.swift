@@ -79,17 +79,7 @@ public enum PushReport {
         try write(writer.takeText())
     }
 
-    static func percentiles(_ h: LatencyHistogram) -> [String: Any] {
-        let v = h.values(atPercentiles: [50, 90, 99, 99.9, 99.99])
-        return [
-            "count": h.totalCount, "p50Nanos": v[0], "p90Nanos": v[1], "p99Nanos": v[2], "p999Nanos": v[3],
-            "p9999Nanos": v[4], "maxNanos": h.max, "meanNanos": h.isEmpty ? 0 : Int(h.mean.rounded()),
-        ]
-    }
-
     static func summaryJSON(_ r: PushResults, gitRevision: String?, gate: PushGate) throws -> String {
-        var statuses: [String: Int] = [:]
-        for (k, n) in r.byStatus { statuses[String(k)] = n }
         let object: [String: Any] = [
             "tool": "fanout push", "scenario": r.scenario, "seed": r.seed, "target": r.target,
             "connections": r.connections, "streams": r.streams, "authentication": r.authenticated ? "jwt" : "none",
@@ -99,7 +89,7 @@ public enum PushReport {
             "events": r.events, "tokenPushes": r.tokenPushes, "broadcasts": r.broadcasts,
             "pushToStarts": r.pushToStarts, "source": source(r),
             "requests": [
-                "sent": r.sent, "submitted": r.submitted, "answered": r.answered, "byStatus": statuses,
+                "sent": r.sent, "submitted": r.submitted, "answered": r.answered, "byStatus": byStatus(r.byStatus),
                 "byReason": r.byReason, "failed": r.failed, "failures": r.failures,
                 "unansweredAtEnd": r.unansweredAtEnd, "queuedAtEnd": r.queuedAtEnd, "peakQueued": r.peakQueued,
                 "answeredPerSecond": r.requestsPerSecond,
@@ -266,16 +256,11 @@ public enum PushReport {
         md += "it. dispatchLag: intended time → handed to a connection (the generator's own lateness: saturation). "
         md += "streamWait: handed to a connection → submitted to nghttp2 (the server's stream limit: "
         md += "server-limited). scheduleLag: intended time → submitted (the two together).\n\n"
-        md += "| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
         let rows = [
             ("latency", r.latency), ("answeredLatency", r.answeredLatency), ("scheduleLag", r.scheduleLag),
             ("dispatchLag", r.dispatchLag), ("streamWait", r.streamWait),
         ]
-        for (name, h) in rows {
-            let v = h.values(atPercentiles: [50, 90, 99, 99.9])
-            md += "| \(name) | \(h.totalCount) | \(millis(v[0])) | \(millis(v[1])) | \(millis(v[2])) | "
-            md += "\(millis(v[3])) | \(millis(h.max)) |\n"
-        }
+        md += MarkdownTable.percentiles("metric", rows, value: millis)
         md += "\n## Connections\n\n\(r.reconnects) opened during the run in place of ones that ended or drained "
         md += "(\(r.connectionsDrained) drained, \(r.drainedForStreamIds) of them for their stream ids, "
         md += "\(r.reconnectBackoffs) after a backoff); "

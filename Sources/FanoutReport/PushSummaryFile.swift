@@ -45,14 +45,9 @@ public struct PushSummaryFile: Sendable {
             for k in (o.value as? [String: Any] ?? [:]).keys { s.counts["requests.\(key).\(k)"] = try o.int(k) }
         }
         for name in metricNames {
-            let m = try root.object(name)
-            let max = UInt64(try m.int("maxNanos"))
-            s.latency[name] = LatencySummary(
-                count: UInt64(try m.int("count")), mean: try m.double("meanNanos"), p50: UInt64(try m.int("p50Nanos")),
-                p90: UInt64(try m.int("p90Nanos")), p99: UInt64(try m.int("p99Nanos")),
-                p999: UInt64(try m.int("p999Nanos")), p9999: UInt64(try m.optionalInt("p9999Nanos") ?? Int(max)),
-                max: max)
-            s.counts["\(name).count"] = try m.int("count")
+            let summary = try root.percentiles(name)
+            s.latency[name] = summary
+            s.counts["\(name).count"] = Int(summary.count)
         }
         let saturation = try root.object("saturation")
         if (saturation.value as? [String: Any])?["saturated"] as? Bool == true {

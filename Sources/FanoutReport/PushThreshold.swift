@@ -40,13 +40,8 @@ public struct PushThreshold: Sendable, Equatable, CustomStringConvertible {
 
     public init(parsing text: String) throws(ComparisonError) {
         self.text = text
-        guard let eq = text.firstIndex(of: "="), eq != text.startIndex else {
-            throw ComparisonError(
-                "threshold \"\(text)\": expected METRIC.PERCENTILE=DURATION (latency.p99=50ms) or COUNT=N "
-                    + "(failures=0)")
-        }
-        let name = String(text[..<eq])
-        let value = String(text[text.index(after: eq)...])
+        let (name, value) = try Self.split(
+            text, expected: "METRIC.PERCENTILE=DURATION (latency.p99=50ms) or COUNT=N (failures=0)")
         if Self.countNames.contains(name) || Self.countPrefixes.contains(where: { name.hasPrefix($0) && name != $0 }) {
             if name.hasPrefix("status."), Int(name.dropFirst(7)) == nil {
                 throw ComparisonError("threshold \"\(text)\": status.CODE needs a status code, like status.500")
@@ -58,17 +53,40 @@ public struct PushThreshold: Sendable, Equatable, CustomStringConvertible {
             limit = .count(name: name, count: count, percentOfSent: percent)
             return
         }
-        let (metric, percentile) = try Comparison.splitPercentile(name, in: "threshold \"\(text)\"")
-        guard Self.metricNames.contains(metric) else {
-            throw ComparisonError(
-                "threshold \"\(text)\": unknown metric \"\(metric)\" (fanout push: "
-                    + Self.metricNames.joined(separator: ", ") + "; counts: "
-                    + (Self.countNames + Self.countPrefixes.map { $0 + "…" }).joined(separator: ", ") + ")")
+        let (metric, percentile) = try Self.metric(
+            name, in: text, tool: "fanout push", metrics: Self.metricNames,
+            counts: Self.countNames + Self.countPrefixes.map { $0 + "…" })
+        limit = .duration(metric: metric, percentile: percentile, nanos: try Self.duration(value, in: text))
+    }
+
+    /// A threshold's `NAME=VALUE` (push's and serve's), or the error naming the forms it takes (`expected`).
+    static func split(_ text: String, expected: String) throws(ComparisonError) -> (name: String, value: String) {
+        guard let eq = text.firstIndex(of: "="), eq != text.startIndex else {
+            throw ComparisonError("threshold \"\(text)\": expected \(expected)")
         }
+        return (String(text[..<eq]), String(text[text.index(after: eq)...]))
+    }
+
+    /// A duration threshold's `METRIC.PERCENTILE` (push's and serve's), or the error naming the `tool`'s metrics
+    /// and counts when the metric is none of them.
+    static func metric(
+        _ name: String, in text: String, tool: String, metrics: [String], counts: [String]
+    ) throws(ComparisonError) -> (String, Comparison.Percentile) {
+        let (metric, percentile) = try Comparison.splitPercentile(name, in: "threshold \"\(text)\"")
+        guard metrics.contains(metric) else {
+            throw ComparisonError(
+                "threshold \"\(text)\": unknown metric \"\(metric)\" (\(tool): " + metrics.joined(separator: ", ")
+                    + "; counts: " + counts.joined(separator: ", ") + ")")
+        }
+        return (metric, percentile)
+    }
+
+    /// A duration threshold's limit (`nanos`), or the error of threshold `text` that gave `value`.
+    static func duration(_ value: String, in text: String) throws(ComparisonError) -> UInt64 {
         guard let nanos = Self.nanos(value) else {
             throw ComparisonError("threshold \"\(text)\": expected a duration like 50ms, 250us or 1.5s, got \(value)")
         }
-        limit = .duration(metric: metric, percentile: percentile, nanos: nanos)
+        return nanos
     }
 
     /// A count's limit: `N` (a whole number, 0 or more) or `N%` (0 to 100); nil when it is neither. Every gate that

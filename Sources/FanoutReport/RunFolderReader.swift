@@ -16,6 +16,17 @@ public struct ReportReadError: Error, CustomStringConvertible, Equatable {
         self.message = message
         self.refusal = refusal
     }
+
+    /// `fanout merge`'s refusal of a folder whose `what` (its scenario, seed, configuration…) is `value` where the
+    /// first folder's is `firstValue`: the folders are not shards of one `run` ("run", "push run", "serve run").
+    static func notOneRun(
+        _ folder: String, _ what: String, _ value: String, first firstFolder: String, _ firstValue: String,
+        run: String
+    ) -> ReportReadError {
+        ReportReadError(
+            file: folder, "\(what) \(value) differs from \(firstFolder)'s \(firstValue): not shards of one \(run)",
+            refusal: .notOneRun)
+    }
 }
 
 /// Why `fanout merge` refuses a set of folders, each with its exit status (1 stays for unreadable folders).
@@ -186,16 +197,13 @@ public enum RunFolderReader {
             }
             if intervalSeconds <= 0 { intervalSeconds = interval.lengthSeconds }
             let index = Int((interval.startSeconds / max(intervalSeconds, 1e-9)).rounded())
-            let c = interval.counts
-            guard c.lowestDiscernibleValue == HdrLayout.lowestDiscernibleValue,
-                c.significantDigits == HdrLayout.significantDigits, c.first + c.counts.count <= HdrLayout.countsLength
-            else {
+            guard let h = LatencyLogFile.histogram(interval) else {
+                let c = interval.counts
                 throw ReportReadError(
                     file: logPath,
                     "interval \(n + 1): a histogram of lowest value \(c.lowestDiscernibleValue) and "
                         + "\(c.significantDigits) digits (fanout writes 1 and 3, at most one hour)")
             }
-            let h = c.counts.withUnsafeBufferPointer { LatencyHistogram(first: c.first, counts: $0) }
             recorder.add(metric, h)
             intervals.append(MergedInterval(index: index, metric: metric, histogram: h))
         }

@@ -125,12 +125,6 @@ public struct MachineInfo: Sendable, Equatable {
     public var cpu: String
     public var os: String
 
-    public init(cores: Int, cpu: String, os: String) {
-        self.cores = cores
-        self.cpu = cpu
-        self.os = os
-    }
-
     public static var current: MachineInfo {
         MachineInfo(cores: ProcessInfo.processInfo.activeProcessorCount, cpu: Machine.cpu, os: Machine.os)
     }

@@ -54,16 +54,7 @@ public struct ServeFolder: Sendable {
     /// latency.hlog: StartTime, every interval (a tag of `ServeMetric`, fanout's histogram layout), the totals
     /// equal to summary.json's counts.
     mutating func readLog() throws(ReportReadError) {
-        let log = (folder as NSString).appendingPathComponent("latency.hlog")
-        guard let text = try? String(contentsOfFile: log, encoding: .utf8) else {
-            throw ReportReadError(file: log, "cannot read the file (a serve folder holds latency.hlog)")
-        }
-        let parsed: [HistogramLogReader.Interval]
-        do {
-            parsed = try HistogramLogReader.read(text)
-        } catch {
-            throw ReportReadError(file: log, "\(error)")
-        }
+        let (log, text, parsed) = try LatencyLogFile.read(folder, kind: "serve")
         for line in text.split(separator: "\n", maxSplits: 8) where line.hasPrefix("#[StartTime: ") {
             let value = line.dropFirst("#[StartTime: ".count).prefix { $0 != " " && $0 != "]" }
             guard let seconds = Double(value) else { throw ReportReadError(file: log, "StartTime: not a number") }
@@ -71,16 +62,12 @@ public struct ServeFolder: Sendable {
         }
         var totals = LatencyRecorder.serve()
         for (n, interval) in parsed.enumerated() {
-            let c = interval.counts
             guard let tag = interval.tag, let metric = ServeMetric.allCases.first(where: { $0.name == tag }) else {
                 throw ReportReadError(file: log, "interval \(n + 1): unknown tag \(interval.tag ?? "(none)")")
             }
-            guard c.lowestDiscernibleValue == HdrLayout.lowestDiscernibleValue,
-                c.significantDigits == HdrLayout.significantDigits, c.first + c.counts.count <= HdrLayout.countsLength
-            else {
+            guard let h = LatencyLogFile.histogram(interval) else {
                 throw ReportReadError(file: log, "interval \(n + 1): another histogram layout than fanout's")
             }
-            let h = c.counts.withUnsafeBufferPointer { LatencyHistogram(first: c.first, counts: $0) }
             totals.add(metricIndex: metric.rawValue, h)
             intervals.append(
                 Interval(metric: metric, startSeconds: interval.startSeconds, lengthSeconds: interval.lengthSeconds,

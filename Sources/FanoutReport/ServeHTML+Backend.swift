@@ -108,17 +108,14 @@ extension ServeHTML {
     static func trigger(_ info: ServeReport.Info) -> String {
         guard let t = info.trigger else { return "" }
         var out = "<section>\n<h2>Trigger</h2>\n<p>POST \(e(t.url)), at most \(t.concurrency) in flight"
-        out += t.byURL.count > 1
-            ? " to each URL (events spread by \(t.spread.rawValue); peak \(t.peakInFlight) in all)"
-            : " (peak \(t.peakInFlight))"
+        out += ServeReport.peakInFlight(t)
         out += ": \(Units.grouped(t.sent)) events sent, \(Units.grouped(t.successes)) answered 2xx, "
         out += "\(Units.grouped(t.timeouts)) timed out, \(Units.grouped(t.errors.values.reduce(0, +))) failed, "
         out += "\(Units.grouped(t.cancelledAtShutdown)) cancelled at shutdown, \(Units.grouped(t.unsentAtShutdown)) "
         out += "due but unsent at shutdown, \(Units.grouped(t.waitedForSlot)) waited for a free slot. sent = answered "
         out += "+ timeouts + errors + cancelled: \(t.identityHolds ? "holds" : "BROKEN").</p>\n"
-        out += countTable("answer", t.byStatus.sorted { $0.key < $1.key }.map { (String($0.key), $0.value) })
-        out += countTable("error", t.errors.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
-        out += byURLTable(t.byURL, addsUp: t.byURLAddsUp, cancelled: "cancelled at shutdown", unsent: "unsent at shutdown")
+        out += backendTables(
+            t.counts, t.byURL, addsUp: t.byURLAddsUp, cancelled: "cancelled at shutdown", unsent: "unsent at shutdown")
         out += HTMLReport.spectrum(
             title: "Trigger percentile spectrum (from each event's intended time)",
             series: [("response", "#0072B2", t.responseNanos), ("scheduleLag", "#E69F00", t.scheduleLagNanos)])
@@ -137,11 +134,20 @@ extension ServeHTML {
         out += "\(Units.grouped(g.requests)) requests (\(Units.grouped(g.retries)) retries), "
         out += "\(Units.grouped(g.timeouts)) timeouts. activities = registered + failed + unregistered: "
         out += "\(g.identityHolds ? "holds" : "BROKEN").</p>\n"
-        out += countTable("answer", g.byStatus.sorted { $0.key < $1.key }.map { (String($0.key), $0.value) })
-        out += countTable("error", g.errors.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
-        out += byURLTable(
-            g.byURL, addsUp: g.byURLAddsUp, cancelled: "cancelled at the deadline", unsent: "unsent at the deadline")
+        out += backendTables(
+            g.counts, g.byURL, addsUp: g.byURLAddsUp, cancelled: "cancelled at the deadline",
+            unsent: "unsent at the deadline")
         return out + "</section>\n"
+    }
+
+    /// A backend sender's tables (the trigger's, the registration's): its answers by status, its errors, and its
+    /// per-URL table when it had several URLs.
+    static func backendTables(
+        _ counts: BackendCounts, _ byURL: [BackendURLResults], addsUp: Bool, cancelled: String, unsent: String
+    ) -> String {
+        countTable("answer", counts.byStatus.sorted { $0.key < $1.key }.map { (String($0.key), $0.value) })
+            + countTable("error", counts.errors.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+            + byURLTable(byURL, addsUp: addsUp, cancelled: cancelled, unsent: unsent)
     }
 
     static func countTable(_ name: String, _ rows: [(String, Int)]) -> String {

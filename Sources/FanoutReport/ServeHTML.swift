@@ -117,26 +117,22 @@ public enum ServeHTML {
     static func overTime(_ rows: [SecondRow]) -> String {
         var out = "<section>\n<h2>Over time</h2>\n"
         guard !rows.isEmpty else { return out + "<p class=\"empty\">No second was recorded.</p>\n</section>\n" }
-        let width = 960.0
-        let height = 260.0
-        let left = 70.0
-        let right = width - 70
-        let top = 14.0
-        let bottom = height - 40
+        let frame = ChartFrame(height: 260, left: 70, rightMargin: 70, top: 14, bottomMargin: 40)
         let maxRequests = Double(max(rows.map(\.requests).max() ?? 1, 1))
         let maxP99 = Double(max(rows.map(\.serviceP99).max() ?? 1, 1))
-        let step = (right - left) / Double(rows.count)
-        var svg = "<svg viewBox=\"0 0 \(Int(width)) \(Int(height))\" width=\"100%\" role=\"img\">"
+        let step = (frame.right - frame.left) / Double(rows.count)
+        var svg = "<svg viewBox=\"0 0 \(Int(frame.width)) \(Int(frame.height))\" width=\"100%\" role=\"img\">"
         svg += "<title>Requests per second and service p99 per second</title>"
-        svg += "<rect x=\"\(left)\" y=\"\(top)\" width=\"\(right - left)\" height=\"\(bottom - top)\" fill=\"#fbfbfc\"/>"
+        svg += "<rect x=\"\(frame.left)\" y=\"\(frame.top)\" width=\"\(frame.right - frame.left)\" "
+        svg += "height=\"\(frame.bottom - frame.top)\" fill=\"#fbfbfc\"/>"
         var line = ""
         for (i, r) in rows.enumerated() {
-            let h = (bottom - top) * Double(r.requests) / maxRequests
-            let x = left + Double(i) * step
+            let h = (frame.bottom - frame.top) * Double(r.requests) / maxRequests
+            let x = frame.left + Double(i) * step
             svg += String(format: "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#9ecae1\">", x,
-                bottom - h, max(step - 1, 0.5), h)
+                frame.bottom - h, max(step - 1, 0.5), h)
             svg += "<title>second \(r.index): \(r.requests) requests, service p99 \(micros(r.serviceP99))</title></rect>"
-            let y = bottom - (bottom - top) * Double(r.serviceP99) / maxP99
+            let y = frame.bottom - (frame.bottom - frame.top) * Double(r.serviceP99) / maxP99
             line += String(format: "%@%.1f,%.1f", line.isEmpty ? "" : " ", x + step / 2, y)
         }
         svg += "<polyline points=\"\(line)\" fill=\"none\" stroke=\"#D55E00\" stroke-width=\"2\"/>"
@@ -145,17 +141,22 @@ public enum ServeHTML {
         if maxEndToEnd > 0 {
             var points = ""
             for (i, r) in rows.enumerated() where r.endToEndCount > 0 {
-                let y = bottom - (bottom - top) * Double(r.endToEndP99) / maxEndToEnd
-                points += String(format: "%@%.1f,%.1f", points.isEmpty ? "" : " ", left + Double(i) * step + step / 2, y)
+                let y = frame.bottom - (frame.bottom - frame.top) * Double(r.endToEndP99) / maxEndToEnd
+                points += String(
+                    format: "%@%.1f,%.1f", points.isEmpty ? "" : " ", frame.left + Double(i) * step + step / 2, y)
             }
             svg += "<polyline points=\"\(points)\" fill=\"none\" stroke=\"#CC79A7\" stroke-width=\"2\" "
             svg += "stroke-dasharray=\"6 3\"/>"
-            svg += "<text x=\"\(right + 6)\" y=\"\(top + 26)\" font-size=\"12\" fill=\"#CC79A7\">"
+            svg += "<text x=\"\(frame.right + 6)\" y=\"\(frame.top + 26)\" font-size=\"12\" fill=\"#CC79A7\">"
             svg += "\(micros(UInt64(maxEndToEnd)))</text>"
         }
-        svg += "<text x=\"\(left - 6)\" y=\"\(top + 10)\" text-anchor=\"end\" font-size=\"12\">\(Units.grouped(Int(maxRequests)))/s</text>"
-        svg += "<text x=\"\(right + 6)\" y=\"\(top + 10)\" font-size=\"12\" fill=\"#D55E00\">\(micros(UInt64(maxP99)))</text>"
-        svg += "<text x=\"\((left + right) / 2)\" y=\"\(height - 10)\" text-anchor=\"middle\" font-size=\"13\">seconds 0–\(rows.count - 1): requests answered (bars), service p99 (line)\(maxEndToEnd > 0 ? ", endToEnd p99 (dashed)" : "")</text>"
+        svg += "<text x=\"\(frame.left - 6)\" y=\"\(frame.top + 10)\" text-anchor=\"end\" font-size=\"12\">"
+        svg += "\(Units.grouped(Int(maxRequests)))/s</text>"
+        svg += "<text x=\"\(frame.right + 6)\" y=\"\(frame.top + 10)\" font-size=\"12\" fill=\"#D55E00\">"
+        svg += "\(micros(UInt64(maxP99)))</text>"
+        svg += "<text x=\"\((frame.left + frame.right) / 2)\" y=\"\(frame.height - 10)\" text-anchor=\"middle\" "
+        svg += "font-size=\"13\">seconds 0–\(rows.count - 1): requests answered (bars), service p99 (line)"
+        svg += "\(maxEndToEnd > 0 ? ", endToEnd p99 (dashed)" : "")</text>"
         svg += "</svg>"
         out += "<figure>\n\(svg)\n</figure>\n</section>\n"
         return out
@@ -206,10 +207,7 @@ public enum ServeHTML {
         out += "(event, follower) pair until the follower showed it or a newer event, \(r.freshnessCensored) missing "
         out += "or still shown wrong censored at the horizon; fanoutCompletion: every due event until its last follower showed it or a "
         out += "newer event, \(r.completionCensored) censored.</p>\n"
-        for (title, list) in [
-            ("uncorrelated", r.uncorrelatedExamples), ("missing", r.missingExamples), ("stale at the end", r.staleExamples),
-            ("skipped", r.skippedExamples), ("wrong kind or content", r.wrongExamples),
-        ] where !list.isEmpty {
+        for (title, list) in r.exampleLists where !list.isEmpty {
             out += "<p>\(e(title)):</p>\n<ul>\n"
             for x in list { out += "<li><code>\(e(x))</code></li>\n" }
             out += "</ul>\n"

@@ -37,9 +37,7 @@ public enum ServeMerge {
                 ("--threshold", a.thresholds.joined(separator: " "), b.thresholds.joined(separator: " ")),
                 ("flags", Self.flagsText(a.flags), Self.flagsText(b.flags)),
             ] where x != y {
-                throw ReportReadError(
-                    file: p.folder, "\(key) \(y) differs from \(first.folder)'s \(x): not shards of one serve run",
-                    refusal: .notOneRun)
+                throw ReportReadError.notOneRun(p.folder, key, y, first: first.folder, x, run: "serve run")
             }
             guard let shard = b.shard else {
                 throw ReportReadError(

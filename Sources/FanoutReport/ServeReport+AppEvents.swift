@@ -13,17 +13,14 @@ extension ServeReport {
             "sentAfterAppEvent": c.sentAfter, "sentAfterAppEventByKind": c.sentAfterByKind,
             "requests": [
                 "told": c.told, "failed": c.failed, "untoldAtShutdown": c.untoldAtShutdown, "sent": c.requests,
-                "byStatus": Dictionary(uniqueKeysWithValues: c.byStatus.map { (String($0.key), $0.value) }),
+                "byStatus": byStatus(c.byStatus),
                 "timeouts": c.timeouts, "errors": c.errors,
             ] as [String: Any],
             "identity": "scheduled = requests.told + requests.failed + requests.untoldAtShutdown, scheduled ≥ applied "
                 + "= Σ appliedByKind, sentAfterAppEvent = Σ sentAfterAppEventByKind",
             "identityHolds": c.addsUp,
         ] as [String: Any]
-        if var identity = out["identity"] as? [String: Any] {
-            identity["appEventsHold"] = c.addsUp
-            out["identity"] = identity
-        }
+        addIdentity("appEventsHold", holds: c.addsUp, to: &out)
     }
 
     /// One sentence: the app events, the pairs no longer expected, the pushes sent after them, the requests.

@@ -1,6 +1,16 @@
 import FanoutMetrics
 import Foundation
 
+extension ServeEventsReport {
+    /// The judge's examples as summary.md and report.html list them, each list under its title, in this order.
+    var exampleLists: [(title: String, examples: [String])] {
+        [
+            ("uncorrelated", uncorrelatedExamples), ("missing", missingExamples), ("stale at the end", staleExamples),
+            ("skipped", skippedExamples), ("wrong kind or content", wrongExamples),
+        ]
+    }
+}
+
 /// The *events* part of `fanout serve`'s run folder (`--expect-events` only; without it nothing here is written and
 /// the endToEnd metric is left out): summary.json's `events`, summary.md's *Events* section, events-judged.jsonl.
 extension ServeReport {
@@ -54,6 +64,14 @@ extension ServeReport {
         return out
     }
 
+    /// Adds a section's identity (`rotationsHold`, `appEventsHold`) to the events object's `identity`, beside the
+    /// judge's own.
+    static func addIdentity(_ key: String, holds: Bool, to out: inout [String: Any]) {
+        guard var identity = out["identity"] as? [String: Any] else { return }
+        identity[key] = holds
+        out["identity"] = identity
+    }
+
     static func eventsMarkdown(_ r: ServeEventsReport, _ latency: LatencyRecorder) -> String {
         var md = "## Events (--expect-events)\n\n"
         md += "\(r.events) events in the scenario's schedule, \(r.dueEvents) due by the judge's horizon "
@@ -86,34 +104,22 @@ extension ServeReport {
         md += rotationsMarkdown(r)
         md += appEventsMarkdown(r)
         md += missingReasonsMarkdown(r)
-        md += "| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
         var rows: [(String, LatencyHistogram)] = [
             ("endToEnd", latency[serve: .endToEnd]), ("freshness", r.freshness),
         ]
         for m in Metric.completionMetrics { rows.append((m.name, r.completion[m])) }
-        for (name, h) in rows {
-            let v = h.values(atPercentiles: [50, 90, 99, 99.9])
-            md += "| \(name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
-            md += "\(micros(v[3])) | \(micros(h.max)) |\n"
-        }
+        md += MarkdownTable.percentiles("metric", rows, value: micros)
         md += "\nendToEnd: \(ServeMetric.endToEnd.about) (delivered pairs only). freshness: every expected (event, "
         md += "follower) pair, from the event's intended time until the follower showed it or a newer event of its "
         md += "source (a wrong delivery does not count as showing it); \(r.freshnessCensored) pairs missing or still "
         md += "shown wrong censored at the horizon. fanoutCompletion: every due event, "
         md += "its intended time → its last follower showing it or a newer event; \(r.completionCensored) events with "
         md += "a missing or wrong follower censored at the horizon (µs).\n\n"
-        for (title, list) in [
-            ("uncorrelated", r.uncorrelatedExamples), ("missing", r.missingExamples), ("stale at the end", r.staleExamples),
-            ("skipped", r.skippedExamples), ("wrong kind or content", r.wrongExamples),
-        ] where !list.isEmpty {
+        for (title, list) in r.exampleLists where !list.isEmpty {
             md += "- **\(title)**\n"
             for e in list { md += "  - `\(e)`\n" }
         }
-        if !r.uncorrelatedExamples.isEmpty || !r.missingExamples.isEmpty || !r.staleExamples.isEmpty
-            || !r.skippedExamples.isEmpty || !r.wrongExamples.isEmpty
-        {
-            md += "\n"
-        }
+        if r.exampleLists.contains(where: { !$0.examples.isEmpty }) { md += "\n" }
         return md
     }
 

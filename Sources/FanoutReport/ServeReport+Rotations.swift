@@ -14,17 +14,14 @@ extension ServeReport {
             "registration": [
                 "registered": c.registered, "failed": c.registrationFailed,
                 "unregisteredAtShutdown": c.unregisteredAtShutdown, "requests": c.registrationRequests,
-                "byStatus": Dictionary(uniqueKeysWithValues: c.registrationByStatus.map { (String($0.key), $0.value) }),
+                "byStatus": byStatus(c.registrationByStatus),
                 "timeouts": c.registrationTimeouts, "errors": c.registrationErrors,
             ] as [String: Any],
             "identity": "scheduled = registration.registered + registration.failed + "
                 + "registration.unregisteredAtShutdown, scheduled ≥ rotated ≥ retired",
             "identityHolds": c.addsUp,
         ] as [String: Any]
-        if var identity = out["identity"] as? [String: Any] {
-            identity["rotationsHold"] = c.addsUp
-            out["identity"] = identity
-        }
+        addIdentity("rotationsHold", holds: c.addsUp, to: &out)
     }
 
     /// One sentence: the rotations, what the backend did with the old tokens, the new tokens' registrations.

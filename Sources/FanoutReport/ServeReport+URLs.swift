@@ -7,10 +7,9 @@ extension ServeReport {
     /// summary.json's `byURL` rows.
     static func byURLJSON(_ rows: [BackendURLResults], cancelled: String, unsent: String) -> [[String: Any]] {
         rows.map { r in
-            var statuses: [String: Int] = [:]
-            for (k, n) in r.byStatus { statuses[String(k)] = n }
-            return [
-                "url": r.url, "sent": r.sent, "byStatus": statuses, "successes": r.successes, "failures": r.failures,
+            [
+                "url": r.url, "sent": r.sent, "byStatus": byStatus(r.byStatus), "successes": r.successes,
+                "failures": r.failures,
                 "timeouts": r.timeouts, "errors": r.errors, cancelled: r.cancelled, unsent: r.unsent,
                 "waitedForSlot": r.waitedForSlot, "peakInFlight": r.peakInFlight, "neverLeft": r.neverLeft,
                 "response": percentiles(r.responseNanos), "scheduleLag": percentiles(r.scheduleLagNanos),

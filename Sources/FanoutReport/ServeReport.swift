@@ -106,14 +106,6 @@ public enum ServeReport {
         return writer.text
     }
 
-    static func percentiles(_ h: LatencyHistogram) -> [String: Any] {
-        let v = h.values(atPercentiles: [50, 90, 99, 99.9, 99.99])
-        return [
-            "count": h.totalCount, "p50Nanos": v[0], "p90Nanos": v[1], "p99Nanos": v[2], "p999Nanos": v[3],
-            "p9999Nanos": v[4], "maxNanos": h.max, "meanNanos": h.isEmpty ? 0 : Int(h.mean.rounded()),
-        ]
-    }
-
     /// `percentiles` and the histogram itself (HdrHistogram V2 compressed, base64) when it has samples: for the
     /// distributions latency.hlog does not hold (`faults.heldFor`, `faults.retries.delay`), so that `fanout merge`
     /// adds them exactly (`ServeFolder` reads it back).
@@ -149,8 +141,6 @@ public enum ServeReport {
         }
         var reasons: [String: Int] = [:]
         for (r, n) in s.byReason { reasons[r.rawValue] = n }
-        var statuses: [String: Int] = [:]
-        for (k, n) in s.byStatus { statuses[String(k)] = n }
         var object: [String: Any] = [
             "kind": "serve",
             "scenario": info.scenario, "seed": info.seed, "listen": info.listen, "transport": info.transport,
@@ -158,8 +148,9 @@ public enum ServeReport {
             "state": info.state.rawValue,
             "elapsedSeconds": (elapsed * 1000).rounded() / 1000,
             "requests": [
-                "total": s.requests, "byStatus": statuses, "byReason": reasons, "acceptedPushes": s.acceptedPushes,
-                "acceptedBroadcasts": s.acceptedBroadcasts, "acceptedOtherPushTypes": s.acceptedOtherPushTypes,
+                "total": s.requests, "byStatus": byStatus(s.byStatus), "byReason": reasons,
+                "acceptedPushes": s.acceptedPushes, "acceptedBroadcasts": s.acceptedBroadcasts,
+                "acceptedOtherPushTypes": s.acceptedOtherPushTypes,
                 "channelRequests": s.channelRequests, "identitiesHold": s.identitiesHold,
                 "channelLimits": [
                     "perAppRefused": s.channelRefusals.perApp, "apiBundlesRefused": s.channelRefusals.bundles,
@@ -205,10 +196,8 @@ public enum ServeReport {
 
     /// summary.json's `trigger` (only with `--trigger`).
     static func triggerJSON(_ t: TriggerResults) -> [String: Any] {
-        var statuses: [String: Int] = [:]
-        for (k, n) in t.byStatus { statuses[String(k)] = n }
         return [
-            "url": t.url, "concurrency": t.concurrency, "sent": t.sent, "byStatus": statuses,
+            "url": t.url, "concurrency": t.concurrency, "sent": t.sent, "byStatus": byStatus(t.byStatus),
             "successes": t.successes, "timeouts": t.timeouts, "errors": t.errors,
             "cancelledAtShutdown": t.cancelledAtShutdown, "unsentAtShutdown": t.unsentAtShutdown,
             "waitedForSlot": t.waitedForSlot, "peakInFlight": t.peakInFlight, "completed": t.completed,
@@ -221,12 +210,10 @@ public enum ServeReport {
 
     /// summary.json's `registration` (only with `--register`).
     static func registrationJSON(_ g: RegisterResults) -> [String: Any] {
-        var statuses: [String: Int] = [:]
-        for (k, n) in g.byStatus { statuses[String(k)] = n }
         return [
             "url": g.url, "activities": g.activities, "registered": g.registered, "failed": g.failed,
             "unregisteredAtDeadline": g.unregisteredAtDeadline, "requests": g.requests, "retries": g.retries,
-            "byStatus": statuses, "timeouts": g.timeouts, "errors": g.errors,
+            "byStatus": byStatus(g.byStatus), "timeouts": g.timeouts, "errors": g.errors,
             "elapsedSeconds": (g.elapsedSeconds * 1000).rounded() / 1000, "identityHolds": g.identityHolds,
             "interrupted": g.interrupted,
             "response": percentiles(g.responseNanos), "spread": BackendSpread.roundRobin.rawValue,
@@ -245,37 +232,49 @@ public enum ServeReport {
         md += "\(g.timeouts) timeouts, \(g.errors.values.reduce(0, +)) errors. "
         md += g.interrupted ? "Interrupted (SIGINT or SIGTERM): serving ended at once. " : ""
         md += "activities = registered + failed + unregistered: " + (g.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n")
-        md += MarkdownTable.counts("answer", "count", g.byStatus)
-        md += MarkdownTable.counts("error", "attempts", g.errors)
-        md += byURLMarkdown(
-            g.byURL, addsUp: g.byURLAddsUp, cancelled: "cancelled at the deadline", unsent: "unsent at the deadline")
+        md += backendTablesMarkdown(
+            g.counts, errorColumn: "attempts", g.byURL, addsUp: g.byURLAddsUp, cancelled: "cancelled at the deadline",
+            unsent: "unsent at the deadline")
         return md
+    }
+
+    /// A backend sender's tables in summary.md (the trigger's, the registration's): its answers by status, its
+    /// errors (`errorColumn`: what one of them counts), and its per-URL table when it had several URLs.
+    static func backendTablesMarkdown(
+        _ counts: BackendCounts, errorColumn: String, _ byURL: [BackendURLResults], addsUp: Bool, cancelled: String,
+        unsent: String
+    ) -> String {
+        MarkdownTable.counts("answer", "count", counts.byStatus)
+            + MarkdownTable.counts("error", errorColumn, counts.errors)
+            + byURLMarkdown(byURL, addsUp: addsUp, cancelled: cancelled, unsent: unsent)
+    }
+
+    /// How many of the trigger's requests were in flight at most: to each URL when it had several (with how the
+    /// events were spread), after "at most N in flight" in summary.md and report.html.
+    static func peakInFlight(_ t: TriggerResults) -> String {
+        t.byURL.count > 1
+            ? " to each URL (events spread by \(t.spread.rawValue); peak \(t.peakInFlight) in all)"
+            : " (peak \(t.peakInFlight))"
     }
 
     /// summary.md's *Trigger* section (only with `--trigger`).
     static func triggerMarkdown(_ info: Info) -> String {
         guard let t = info.trigger else { return "" }
         var md = "## Trigger\n\n"
-        md += "POST \(t.url), at most \(t.concurrency) in flight"
-        md += t.byURL.count > 1
-            ? " to each URL (events spread by \(t.spread.rawValue); peak \(t.peakInFlight) in all)"
-            : " (peak \(t.peakInFlight))"
+        md += "POST \(t.url), at most \(t.concurrency) in flight" + peakInFlight(t)
         md += ": \(t.sent) events sent, "
         md += "\(t.successes) answered 2xx, \(t.timeouts) timed out, \(t.errors.values.reduce(0, +)) failed, "
         md += "\(t.cancelledAtShutdown) cancelled at shutdown; \(t.unsentAtShutdown) due but unsent at shutdown; "
         md += "\(t.waitedForSlot) waited for a free slot; \(t.neverLeft) never left (no connection). "
         md += t.completed ? "Every event of the schedule was sent and ended before shutdown. " : ""
         md += "sent = answered + timeouts + errors + cancelled: " + (t.identityHolds ? "holds.\n\n" : "**BROKEN**.\n\n")
-        md += MarkdownTable.counts("answer", "count", t.byStatus)
-        md += MarkdownTable.counts("error", "count", t.errors)
-        md += byURLMarkdown(
-            t.byURL, addsUp: t.byURLAddsUp, cancelled: "cancelled at shutdown", unsent: "unsent at shutdown")
-        md += "| µs from the intended time | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
-        for (name, h) in [("response (answered)", t.responseNanos), ("schedule lag (request left)", t.scheduleLagNanos)] {
-            let v = h.values(atPercentiles: [50, 90, 99, 99.9])
-            md += "| \(name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
-            md += "\(micros(v[3])) | \(micros(h.max)) |\n"
-        }
+        md += backendTablesMarkdown(
+            t.counts, errorColumn: "count", t.byURL, addsUp: t.byURLAddsUp, cancelled: "cancelled at shutdown",
+            unsent: "unsent at shutdown")
+        md += MarkdownTable.percentiles(
+            "µs from the intended time",
+            [("response (answered)", t.responseNanos), ("schedule lag (request left)", t.scheduleLagNanos)],
+            value: micros)
         md += "\n"
         return md
     }
@@ -374,13 +373,8 @@ public enum ServeReport {
         md += a.identitiesHold ? "hold.\n\n" : "**BROKEN**.\n\n"
         md += "| outcome | count |\n|---|---:|\n"
         for o in Outcome.allCases { md += "| \(o.name) | \(a[o]) |\n" }
-        md += "\n## Latency (µs)\n\n| metric | count | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n"
-        for m in metrics(info) {
-            let h = latency[serve: m]
-            let v = h.values(atPercentiles: [50, 90, 99, 99.9])
-            md += "| \(m.name) | \(h.totalCount) | \(micros(v[0])) | \(micros(v[1])) | \(micros(v[2])) | "
-            md += "\(micros(v[3])) | \(micros(h.max)) |\n"
-        }
+        md += "\n## Latency (µs)\n\n"
+        md += MarkdownTable.percentiles("metric", metrics(info).map { ($0.name, latency[serve: $0]) }, value: micros)
         md += "\nservice: \(ServeMetric.service.about); delivery: \(ServeMetric.delivery.about); "
         md += "fanout: \(ServeMetric.fanout.about).\n\n"
         if let events = info.events { md += eventsMarkdown(events, latency) }

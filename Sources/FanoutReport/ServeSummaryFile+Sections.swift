@@ -130,7 +130,8 @@ extension Fields {
         return out
     }
 
-    /// A percentile object as `ServeReport.percentiles` writes it (`count`, `meanNanos`, `p50Nanos`, …).
+    /// A percentile object as `SummaryObjectWriter.percentiles` writes it in serve's and push's summary.json
+    /// (`count`, `meanNanos`, `p50Nanos`, …).
     func percentiles(_ key: String) throws(ReportReadError) -> LatencySummary {
         let m = try object(key)
         let max = UInt64(try m.int("maxNanos"))

@@ -151,15 +151,10 @@ public struct ServeSummaryFile: Sendable {
         }
         let latency = try root.object("latency")
         for name in metricNames {
-            guard let m = try latency.optionalObject(name) else { continue }
-            let max = UInt64(try m.int("maxNanos"))
-            s.latency[name] = LatencySummary(
-                count: UInt64(try m.int("count")), mean: try m.double("meanNanos"), p50: UInt64(try m.int("p50Nanos")),
-                p90: UInt64(try m.int("p90Nanos")), p99: UInt64(try m.int("p99Nanos")),
-                p999: UInt64(try m.int("p999Nanos")),
-                // Folders written before p99.99 was: the maximum bounds it.
-                p9999: UInt64(try m.optionalInt("p9999Nanos") ?? Int(max)), max: max)
-            s.counts["latency.\(name).count"] = try m.int("count")
+            guard try latency.optionalObject(name) != nil else { continue }
+            let summary = try latency.percentiles(name)
+            s.latency[name] = summary
+            s.counts["latency.\(name).count"] = Int(summary.count)
         }
         return s
     }

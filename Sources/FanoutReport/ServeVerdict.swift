@@ -45,13 +45,8 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
 
     public init(parsing text: String) throws(ComparisonError) {
         self.text = text
-        guard let eq = text.firstIndex(of: "="), eq != text.startIndex else {
-            throw ComparisonError(
-                "threshold \"\(text)\": expected COUNT=N, COUNT=N% (missing=0), METRIC.PERCENTILE=DURATION "
-                    + "(freshness.p99=2s) or NAME=off")
-        }
-        let name = String(text[..<eq])
-        let value = String(text[text.index(after: eq)...])
+        let (name, value) = try PushThreshold.split(
+            text, expected: "COUNT=N, COUNT=N% (missing=0), METRIC.PERCENTILE=DURATION (freshness.p99=2s) or NAME=off")
         if Self.counts.contains(where: { $0.name == name }) {
             if value == "off" {
                 limit = .off(name: name)
@@ -62,21 +57,13 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
             }
             return
         }
-        let (metric, percentile) = try Comparison.splitPercentile(name, in: "threshold \"\(text)\"")
-        guard Self.metrics.contains(metric) else {
-            throw ComparisonError(
-                "threshold \"\(text)\": unknown metric \"\(metric)\" (fanout serve: "
-                    + Self.metrics.joined(separator: ", ") + "; counts: "
-                    + Self.counts.map(\.name).joined(separator: ", ") + ")")
-        }
+        let (metric, percentile) = try PushThreshold.metric(
+            name, in: text, tool: "fanout serve", metrics: Self.metrics, counts: Self.counts.map(\.name))
         if value == "off" {
             limit = .off(name: "\(metric).\(percentile.rawValue)")
             return
         }
-        guard let nanos = PushThreshold.nanos(value) else {
-            throw ComparisonError("threshold \"\(text)\": expected a duration like 50ms, 250us or 1.5s, got \(value)")
-        }
-        limit = .duration(metric: metric, percentile: percentile, nanos: nanos)
+        limit = .duration(metric: metric, percentile: percentile, nanos: try PushThreshold.duration(value, in: text))
     }
 
     /// What the run must have measured for this objective to be judged (a flag to name in the refusal), nil when
