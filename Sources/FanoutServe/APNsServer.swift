@@ -203,7 +203,10 @@ public final class APNsServer: H2ServerDelegate {
     public func beginShutdown() {
         guard stoppingSinceNanos == nil else { return }
         stoppingSinceNanos = EventLoop.hrtimeNanos
-        if let cluster { for k in 0..<cluster.count where k != index { cluster.send(.shutdown, to: k) } }
+        if let cluster {
+            cluster.stopping.store(true, ordering: .releasing)
+            for k in 0..<cluster.count where k != index { cluster.send(.shutdown, to: k) }
+        }
         onShutdown?()
         onShutdown = nil
         listener?.close()
@@ -380,6 +383,14 @@ public final class APNsServer: H2ServerDelegate {
                 || streamBudget.unsentAnswerBytes >= options.maxUnsentBytesPerLoop)
         {
             connection.refuse(request)
+            return
+        }
+        // Serving has ended on another worker, whose GOAWAY may be on its way to a client that fails what it had in
+        // flight and resends it here (aioapns does): refused, not applied (RST_STREAM REFUSED_STREAM: not processed,
+        // safe to retry), and this worker stops now instead of at its inbox's turn.
+        if let cluster, _slowPath(stoppingSinceNanos == nil && cluster.stopping.load(ordering: .acquiring)) {
+            connection.refuse(request)
+            beginShutdown()
             return
         }
         let state = unsafeDowncast(context, to: ProviderAuth.ConnectionState.self)

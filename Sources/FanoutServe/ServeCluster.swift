@@ -2,6 +2,7 @@ import FanoutAPNs
 import FanoutWire
 import FanoutCore
 import UVLoop
+import Synchronization
 
 /// What the serving workers send each other: requests judged by the worker owning the device, their answers,
 /// and the service's peer messages (broadcast fan-outs, channel changes, fan-out parts).
@@ -29,6 +30,10 @@ public final class ServeCluster: @unchecked Sendable {
     let faultAttempts = FaultAttempts()
     /// `--faults`: the pushes refused and not back yet, every worker's together (a retry may arrive on another loop).
     let retries = RetryLedger()
+    /// Set by the first worker to begin its shutdown, before it tells the others or sends any GOAWAY: from then on
+    /// serving has ended for the whole serve, and a request that completes on a worker that has not stopped yet is
+    /// refused, not applied (see `APNsServer.connection(_:received:)`). One relaxed load per request.
+    let stopping = Atomic<Bool>(false)
     private let lock = Lock()
     private var inboxes: [[ClusterMessage]]
     private var senders: [Wakeup.Sender?]

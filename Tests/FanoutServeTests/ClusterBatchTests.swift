@@ -44,6 +44,40 @@ struct ClusterBatchTests {
         #expect(goAways().count == 1)
     }
 
+    /// Between one worker's shutdown and another's turn to read its inbox, a request that completes on the other is
+    /// refused (RST_STREAM REFUSED_STREAM), not applied: a client's resend of what the first worker's GOAWAY failed
+    /// (aioapns) is not applied twice. The other worker stops at once.
+    @Test("after one worker's shutdown began, a request completing on another is refused, not applied")
+    func refusedAfterShutdown() throws {
+        var s = BuiltinScenarios.named("smoke")!
+        s.population.devices = 40
+        let now = InMemoryServeTests.now
+        let services = (0..<2).map { k in APNsService(scenario: s, auth: nil, nowSeconds: now, worker: k, of: 2) { 0 } }
+        let serve = try InMemoryServe(services: services, wallMillis: now * 1000)
+        defer { try? serve.close() }
+        let token = try Self.tokens(of: services[1], count: 1)[0]
+        let output = InMemoryServeTests.Output()
+        let connection = try serve.open(on: 1) { output.bytes.append(contentsOf: $0) }
+        serve.servers[0].beginShutdown()
+        let request = InMemoryServeTests.post(
+            path: "/3/device/\(token)",
+            headers: [
+                ("apns-push-type", Array("liveactivity".utf8)),
+                ("apns-topic", Array("com.example.scores.push-type.liveactivity".utf8)),
+            ],
+            body: InMemoryServeTests.payload)
+        request.withUnsafeBytes { connection.receive($0) }
+        let frames = InMemoryServeTests.frames(output.bytes)
+        let reset = try #require(frames.first { $0.type == 3 && $0.stream == 1 }, "RST_STREAM on stream 1")
+        #expect(Array(reset.payload) == [0, 0, 0, 7], "REFUSED_STREAM")
+        #expect(!frames.contains { $0.type == 1 && $0.stream == 1 }, "no answer")
+        #expect(connection.requestsRefused == 1)
+        #expect(services[0].stats.requests == 0 && services[1].stats.requests == 0, "judged nowhere")
+        #expect(services[1].pipeline.accounting.deliveries == 0)
+        #expect(serve.servers[1].stoppingSinceNanos != nil)
+        #expect(frames.contains { $0.type == 7 }, "and its GOAWAY")
+    }
+
     @Test("five pushes for the other worker's devices in one read: one batch, one wakeup; their answers, one write")
     func oneBatchEachWay() throws {
         var s = BuiltinScenarios.named("smoke")!
