@@ -310,7 +310,10 @@ SANITIZER_ENV = LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-suppressions.tx
 # held-compaction tests drive engines on the test's own thread (no threads at all) for simulated hours.
 # The file-size-limit test runs `fanout serve` under `ulimit -f`, where ThreadSanitizer's runtime itself dies
 # (DEADLYSIGNAL) before serve starts: it tests an error path, not threads, and runs under AddressSanitizer.
-TSAN_SKIP ?= SimulationTests.shortened|RunCollectorTests.sameAsAtTheEnd|RunCollectorTests.bounded|HeldCompactionTests|ServeFilesCommandTests.populationWriteFails
+# `fanout plan --trigger` of the example backend measures a capacity: at ThreadSanitizer's speed serve and the backend
+# do not hold the scenario's own rate (knee 0.96 of 1 in a CI clone at 86f5d68, the machine otherwise idle); the
+# threads it runs are those of the other example-backend tests, which stay.
+TSAN_SKIP ?= SimulationTests.shortened|RunCollectorTests.sameAsAtTheEnd|RunCollectorTests.bounded|HeldCompactionTests|ServeFilesCommandTests.populationWriteFails|ExampleBackendTests.plan
 
 .PHONY: fuzz fuzz-build test-sanitizers
 
