@@ -18,16 +18,21 @@ struct ClusterBatchTests {
         return out
     }
 
+    /// smoke with 40 devices on two workers in memory, as `fanout serve --workers 2` serves it.
+    static func twoWorkers() throws -> ([APNsService], InMemoryServe) {
+        var s = BuiltinScenarios.named("smoke")!
+        s.population.devices = 40
+        let now = InMemoryServeTests.now
+        let services = (0..<2).map { k in APNsService(scenario: s, auth: nil, nowSeconds: now, worker: k, of: 2) { 0 } }
+        return (services, try InMemoryServe(services: services, wallMillis: now * 1000))
+    }
+
     /// Each loop times `--duration` from its own start; the first to end tells the others (ClusterMessage.shutdown),
     /// so no loop serves on after another sent GOAWAY (a client resending there what it had in flight applied it
     /// twice: 26 duplicates in a CI run of the example backend).
     @Test("one worker's shutdown is every worker's: the others send GOAWAY Shutdown at once")
     func shutdownTogether() throws {
-        var s = BuiltinScenarios.named("smoke")!
-        s.population.devices = 40
-        let now = InMemoryServeTests.now
-        let services = (0..<2).map { k in APNsService(scenario: s, auth: nil, nowSeconds: now, worker: k, of: 2) { 0 } }
-        let serve = try InMemoryServe(services: services, wallMillis: now * 1000)
+        let (_, serve) = try Self.twoWorkers()
         defer { try? serve.close() }
         let output = InMemoryServeTests.Output()
         let connection = try serve.open(on: 1) { output.bytes.append(contentsOf: $0) }
@@ -49,11 +54,7 @@ struct ClusterBatchTests {
     /// (aioapns) is not applied twice. The other worker stops at once.
     @Test("after one worker's shutdown began, a request completing on another is refused, not applied")
     func refusedAfterShutdown() throws {
-        var s = BuiltinScenarios.named("smoke")!
-        s.population.devices = 40
-        let now = InMemoryServeTests.now
-        let services = (0..<2).map { k in APNsService(scenario: s, auth: nil, nowSeconds: now, worker: k, of: 2) { 0 } }
-        let serve = try InMemoryServe(services: services, wallMillis: now * 1000)
+        let (services, serve) = try Self.twoWorkers()
         defer { try? serve.close() }
         let token = try Self.tokens(of: services[1], count: 1)[0]
         let output = InMemoryServeTests.Output()
@@ -80,11 +81,7 @@ struct ClusterBatchTests {
 
     @Test("five pushes for the other worker's devices in one read: one batch, one wakeup; their answers, one write")
     func oneBatchEachWay() throws {
-        var s = BuiltinScenarios.named("smoke")!
-        s.population.devices = 40
-        let now = InMemoryServeTests.now
-        let services = (0..<2).map { k in APNsService(scenario: s, auth: nil, nowSeconds: now, worker: k, of: 2) { 0 } }
-        let serve = try InMemoryServe(services: services, wallMillis: now * 1000)
+        let (services, serve) = try Self.twoWorkers()
         defer { try? serve.close() }
         let cluster = try #require(serve.cluster)
         let tokens = try Self.tokens(of: services[1], count: 5)
