@@ -311,9 +311,12 @@ SANITIZER_ENV = LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan-suppressions.tx
 # The file-size-limit test runs `fanout serve` under `ulimit -f`, where ThreadSanitizer's runtime itself dies
 # (DEADLYSIGNAL) before serve starts: it tests an error path, not threads, and runs under AddressSanitizer.
 # `fanout plan --trigger` of the example backend measures a capacity: at ThreadSanitizer's speed serve and the backend
-# do not hold the scenario's own rate (knee 0.96 of 1 in a CI clone at 86f5d68, the machine otherwise idle); the
-# threads it runs are those of the other example-backend tests, which stay.
-TSAN_SKIP ?= SimulationTests.shortened|RunCollectorTests.sameAsAtTheEnd|RunCollectorTests.bounded|HeldCompactionTests|ServeFilesCommandTests.populationWriteFails|ExampleBackendTests.plan
+# do not hold the scenario's own rate (knee 0.96 of 1 in a CI clone at 86f5d68, the machine otherwise idle). The CI
+# gate of the example backend runs two healthy serve + backend pairs at once and judges them with --settle 5: at
+# ThreadSanitizer's speed beside the rest of the suite the healthy backend gave up on 11 pushes (aioapns's own
+# attempts spent: 6 of 11,756 pairs never pushed, endToEnd max 6.6 s, CI of 589b07c), a measure of the load, not of a
+# race. The threads both run are those of the other example-backend tests (loop, twoInstances), which stay.
+TSAN_SKIP ?= SimulationTests.shortened|RunCollectorTests.sameAsAtTheEnd|RunCollectorTests.bounded|HeldCompactionTests|ServeFilesCommandTests.populationWriteFails|ExampleBackendTests.plan|ExampleBackendTests.gate
 
 .PHONY: fuzz fuzz-build test-sanitizers
 
