@@ -1,13 +1,15 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-/// `fanout serve`'s request path (FanoutAPNs's service, FanoutServe's server) in release builds: exclusivity checked
-/// at compile time only. The stored properties it reads per request are `@exclusivity(unchecked)` where they are
-/// declared (H2Request's, H2ServerConnection's in FanoutWire), but an access inlined into another module checked
-/// them at run time anyway (callgrind at 1ab45d0: `swift_beginAccess` and its access set ~700 instructions a
-/// request, 13 calls in `APNsServer.connection(_:received:)` alone, every one of an unchecked property). Debug
-/// builds (every test, the sanitizers) keep the run-time checks.
-let servingPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+/// The request paths of `fanout serve` (FanoutAPNs's service, FanoutServe's server) and `fanout push` (FanoutPush's
+/// run, FanoutWire's connections, UVLoop's streams) in release builds: exclusivity checked at compile time only.
+/// The stored properties serve reads per request are `@exclusivity(unchecked)` where they are declared (H2Request's,
+/// H2ServerConnection's in FanoutWire), but an access inlined into another module checked them at run time anyway
+/// (callgrind at 1ab45d0: `swift_beginAccess` and its access set ~700 instructions a request, 13 calls in
+/// `APNsServer.connection(_:received:)` alone, every one of an unchecked property); push paid one check a request
+/// in `PushRun.route` and one a write in `TCPStream` and `H2Transport` (callgrind at 79fd3dd: ~115 instructions a
+/// request). Debug builds (every test, the sanitizers) keep the run-time checks.
+let wirePath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
 let package = Package(
     name: "fanout",
@@ -40,7 +42,7 @@ let package = Package(
         .target(name: "FanoutTrace", dependencies: ["FanoutCore"]),
         // libuv (system library) and the only Swift code that touches it: event loop, timers, wakeups.
         .systemLibrary(name: "CLibUV", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
-        .target(name: "UVLoop", dependencies: ["CLibUV", "FanoutCore"]),
+        .target(name: "UVLoop", dependencies: ["CLibUV", "FanoutCore"], swiftSettings: wirePath),
         // nghttp2 and OpenSSL (system libraries) and the only Swift that touches them: HTTP/2 server
         // sessions over UVLoop TCP streams, TLS over memory BIOs, ES256 signatures.
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
@@ -48,13 +50,15 @@ let package = Package(
         // libcurl (system library): the HTTP client to a user's backend (trigger, registration), multi-socket
         // on a UVLoop loop.
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-        .target(name: "FanoutWire", dependencies: ["FanoutCore", "UVLoop", "CNGHTTP2", "COpenSSL", "CCurl"]),
+        .target(
+            name: "FanoutWire", dependencies: ["FanoutCore", "UVLoop", "CNGHTTP2", "COpenSSL", "CCurl"],
+            swiftSettings: wirePath),
         // Scenarios, population, arrival processes, workers on event loops, virtual and real time.
         .target(name: "FanoutSim", dependencies: ["FanoutCore", "FanoutMetrics", "FanoutHistogramLog", "UVLoop"]),
         // APNs without a socket (docs/INGEST.md): the request check in APNs's order, reasons and error bodies,
         // provider-token rules, the channel API, the service over the devices' pipeline, correlation and the judge.
         .target(
-            name: "FanoutAPNs", dependencies: ["FanoutCore", "FanoutSim", "FanoutMetrics"], swiftSettings: servingPath),
+            name: "FanoutAPNs", dependencies: ["FanoutCore", "FanoutSim", "FanoutMetrics"], swiftSettings: wirePath),
         // The server on libuv loops: listeners, cross-loop handoff, faults, held answers, retries; the backend
         // clients (trigger, registration); a run's results (ServeResults, rendered by FanoutReport) and state.jsonl
         // (FanoutTrace's state dump of the live services).
@@ -63,7 +67,7 @@ let package = Package(
             dependencies: [
                 "FanoutAPNs", "FanoutWire", "FanoutSim", "FanoutCore", "FanoutMetrics", "FanoutTrace", "UVLoop",
             ],
-            swiftSettings: servingPath
+            swiftSettings: wirePath
         ),
         // `fanout push`: a scenario's pushes, or a trace's push lines, over HTTP/2 (FanoutWire's client) at their
         // intended times, its per-second intervals (the run folder it makes is written by FanoutReport).
@@ -71,7 +75,8 @@ let package = Package(
             name: "FanoutPush",
             dependencies: [
                 "FanoutAPNs", "FanoutWire", "FanoutSim", "FanoutCore", "FanoutTrace", "FanoutMetrics", "UVLoop",
-            ]
+            ],
+            swiftSettings: wirePath
         ),
         // HdrHistogram's V2 compressed encoding and interval log (hlog 1.3), DEFLATE through zlib.
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
