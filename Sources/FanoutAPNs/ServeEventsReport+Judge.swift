@@ -286,17 +286,7 @@ extension ServeEventsReport {
             c.answeredUnregistered += s.rotations.answeredUnregistered
             c.sentToUnregistered += s.rotations.sentToUnregistered
         }
-        if let g = registration {
-            c.registered = g.registered
-            c.registrationFailed = g.failed
-            c.unregisteredAtShutdown = g.unregisteredAtDeadline
-            c.registrationRequests = g.requests
-            c.registrationByStatus = g.counts.byStatus
-            c.registrationTimeouts = g.counts.timeouts
-            c.registrationErrors = g.counts.errors
-        } else {
-            c.unregisteredAtShutdown = c.scheduled
-        }
+        c.registration = BackendTelling(registration, scheduled: c.scheduled)
         return c
     }
 
@@ -316,17 +306,7 @@ extension ServeEventsReport {
                 c.sentAfterByKind[kind.name, default: 0] += s.appEvents.sentAfter[kind.rawValue]
             }
         }
-        if let g = requests {
-            c.told = g.registered
-            c.failed = g.failed
-            c.untoldAtShutdown = g.unregisteredAtDeadline
-            c.requests = g.requests
-            c.byStatus = g.counts.byStatus
-            c.timeouts = g.counts.timeouts
-            c.errors = g.counts.errors
-        } else {
-            c.untoldAtShutdown = c.scheduled
-        }
+        c.telling = BackendTelling(requests, scheduled: c.scheduled)
         return c
     }
 

@@ -87,7 +87,7 @@ public struct ServeEventsReport: Sendable {
     public var sentToUnregistered: Int { rotations?.sentToUnregistered ?? 0 }
 
     /// The update tokens rotated while serving (every loop), what the backend did with the old ones, and the new
-    /// tokens' registrations (`--register`, while serving): scheduled = registered + registrationFailed +
+    /// tokens' registrations (`--register`, while serving): scheduled = registered + registration.failed +
     /// unregisteredAtShutdown (a rotation's line is sent when it rotates; one not due yet when serving stopped is
     /// unregistered at shutdown), and scheduled ≥ rotated ≥ retired (the state when serving stopped).
     public struct Rotations: Sendable, Equatable {
@@ -102,18 +102,13 @@ public struct ServeEventsReport: Sendable {
         public var sentToUnregistered = 0
         /// The new tokens' registrations: 2xx, failed (every attempt), still pending when serving stopped; the
         /// requests (every attempt) by status.
-        public var registered = 0
-        public var registrationFailed = 0
-        public var unregisteredAtShutdown = 0
-        public var registrationRequests = 0
-        public var registrationByStatus: [Int: Int] = [:]
-        public var registrationTimeouts = 0
-        public var registrationErrors: [String: Int] = [:]
+        public var registration = BackendTelling()
+        public var registered: Int { registration.done }
+        public var unregisteredAtShutdown: Int { registration.pendingAtShutdown }
         public init() {}
         /// Every rotation drawn was registered, failed, or not registered when serving stopped.
         public var addsUp: Bool {
-            scheduled == registered + registrationFailed + unregisteredAtShutdown && scheduled >= rotated
-                && rotated >= retired
+            registration.addsUp(scheduled: scheduled) && scheduled >= rotated && rotated >= retired
         }
     }
 
@@ -141,16 +136,13 @@ public struct ServeEventsReport: Sendable {
         public var sentAfterByKind: [String: Int] = [:]
         /// The requests to `--app-events`: answered 2xx, failed (every attempt), not told when serving stopped; every
         /// attempt by status.
-        public var told = 0
-        public var failed = 0
-        public var untoldAtShutdown = 0
-        public var requests = 0
-        public var byStatus: [Int: Int] = [:]
-        public var timeouts = 0
-        public var errors: [String: Int] = [:]
+        public var telling = BackendTelling()
+        public var told: Int { telling.done }
+        public var failed: Int { telling.failed }
+        public var untoldAtShutdown: Int { telling.pendingAtShutdown }
         public init() {}
         public var addsUp: Bool {
-            scheduled == told + failed + untoldAtShutdown && scheduled >= applied
+            telling.addsUp(scheduled: scheduled) && scheduled >= applied
                 && applied == appliedByKind.values.reduce(0, +) && sentAfter == sentAfterByKind.values.reduce(0, +)
         }
     }
