@@ -201,6 +201,13 @@ public struct ServeEventsReport: Sendable {
 
         public init() {}
 
+        /// `n` events, every count column and `lastApplyNanos` at 0 (`due` is the judge's).
+        public init(events n: Int) {
+            let zeros = [Int32](repeating: 0, count: n)
+            for (column, _) in ServeEventsReport.perEventCounts { self[keyPath: column] = zeros }
+            lastApplyNanos = [UInt64](repeating: 0, count: n)
+        }
+
         /// Event `e`'s missing pairs by reason, "never pushed" included.
         public func missingReasons(_ e: Int) -> [String: Int32] {
             var out = missingByReason[Int32(e)] ?? [:]
@@ -221,12 +228,19 @@ public struct ServeEventsReport: Sendable {
     }
     /// The per-event columns add up to the totals.
     public var perEventAddsUp: Bool {
-        func sum(_ c: [Int32]) -> Int { c.reduce(0) { $0 + Int($1) } }
-        return sum(perEvent.delivered) == delivered && sum(perEvent.superseded) == superseded
-            && sum(perEvent.missing) == missing && sum(perEvent.duplicate) == duplicate
-            && sum(perEvent.reordered) == reordered && sum(perEvent.notApplied) == notApplied
-            && sum(perEvent.skipped) == skipped && sum(perEvent.wrongKind) == wrongKind
-            && sum(perEvent.wrongContent) == wrongContent
+        Self.perEventCounts.allSatisfy { column, total in
+            perEvent[keyPath: column].reduce(0) { $0 + Int($1) } == self[keyPath: total]
+        }
+    }
+
+    /// Each per-event count column with its total: the columns ``PerEvent/init(events:)`` starts at 0 and
+    /// `perEventAddsUp` checks.
+    static var perEventCounts: [(column: WritableKeyPath<PerEvent, [Int32]>, total: KeyPath<Self, Int>)] {
+        [
+            (\.delivered, \.delivered), (\.superseded, \.superseded), (\.missing, \.missing),
+            (\.duplicate, \.duplicate), (\.reordered, \.reordered), (\.notApplied, \.notApplied),
+            (\.skipped, \.skipped), (\.wrongKind, \.wrongKind), (\.wrongContent, \.wrongContent),
+        ]
     }
     /// freshness counts every expected pair once: expected = its count, the censored ones = missing + the wrong pairs
     /// shown at the end, and skipped ≤ superseded.
