@@ -402,7 +402,9 @@ public enum ServeReport {
         for (about, n, examples) in findings {
             md += "- **\(about)**: \(n)\n" + examples.map { "  - `\($0)`\n" }.joined()
         }
-        if findings.isEmpty { md += "None: no push went to a rotated or unknown token, none was stale, late, rejected or throttled.\n" }
+        if findings.isEmpty {
+            md += "None: no push went to a rotated or unknown token, none was stale, late, rejected or throttled.\n"
+        }
         md += "\nFiles: report.html, latency.hlog (every metric, one interval per second of serving, each sample "
         md += "once), "
         md += merged.isEmpty ? "population.jsonl (the subscribers, written at start), " : ""
