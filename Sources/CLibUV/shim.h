@@ -13,34 +13,10 @@
 #include <sys/timerfd.h>
 #endif
 
-// Every libuv handle type begins with UV_HANDLE_FIELDS, so a pointer to it may be used as a
-// `uv_handle_t *`, the way libuv's own documentation casts it.
-static inline uv_handle_t *CLibUV_timer_as_handle(uv_timer_t *timer) {
-    return (uv_handle_t *)timer;
-}
-
-static inline uv_handle_t *CLibUV_async_as_handle(uv_async_t *async) {
-    return (uv_handle_t *)async;
-}
-
-static inline uv_handle_t *CLibUV_tcp_as_handle(uv_tcp_t *tcp) {
-    return (uv_handle_t *)tcp;
-}
-
+// A TCP handle begins with the stream's fields and a connect request with the request's (C's common initial
+// sequence, the way libuv's own documentation casts them); `UVHandle` makes the `uv_handle_t` cast itself.
 static inline uv_stream_t *CLibUV_tcp_as_stream(uv_tcp_t *tcp) {
     return (uv_stream_t *)tcp;
-}
-
-static inline uv_tcp_t *CLibUV_stream_as_tcp(uv_stream_t *stream) {
-    return (uv_tcp_t *)stream;
-}
-
-static inline uv_handle_t *CLibUV_signal_as_handle(uv_signal_t *signal) {
-    return (uv_handle_t *)signal;
-}
-
-static inline uv_handle_t *CLibUV_poll_as_handle(uv_poll_t *poll) {
-    return (uv_handle_t *)poll;
 }
 
 static inline uv_req_t *CLibUV_connect_as_req(uv_connect_t *connect) {

@@ -25,11 +25,8 @@ public struct ServingAppEvents {
 
     /// In due order (offset, then activity).
     public internal(set) var list: [AppEvent] = []
-    /// Per local activity: its app event's index in `list`, or -1 (empty when there is none).
-    var indexOf: [Int32] = []
-    var graceNanos: UInt64 = 0
-    var t0Nanos: UInt64 = 0
-    var t0UnixMillis: Int64 = 0
+    /// Per local activity its app event's index in `list` (-1, or empty when there is none), the grace, t0.
+    var times = ServingTimes()
     /// App events applied so far (a prefix of `list`).
     public internal(set) var applied = 0
     /// When the next one is due (`EventLoop.hrtimeNanos`); `.max`: none, or not serving.
@@ -71,29 +68,27 @@ extension APNsService {
             list.append(.init(activity: a, kind: drawn.kind, offsetNanos: drawn.offsetNanos, token: token))
         }
         list.sort { ($0.offsetNanos, $0.activity) < ($1.offsetNanos, $1.activity) }
-        appEvents.graceNanos = UInt64((setting.graceSeconds * 1e9).rounded())
-        appEvents.indexOf = [Int32](repeating: -1, count: engine.activityCount)
-        for (k, e) in list.enumerated() { appEvents.indexOf[Int(e.activity)] = Int32(k) }
+        appEvents.times.plan(
+            list.map(\.activity), activityCount: engine.activityCount, graceSeconds: setting.graceSeconds)
         appEvents.list = list
     }
 
     /// Serving starts: app event k is due at `t0Nanos` + its offset; `t0UnixMillis` is the same instant on the wall
     /// clock (the devices' clock and 410's timestamp count from it).
     public func startAppEvents(t0Nanos: UInt64, t0UnixMillis: Int64) {
-        appEvents.t0Nanos = t0Nanos
-        appEvents.t0UnixMillis = t0UnixMillis
-        appEvents.nextNanos = appEvents.list.first.map { t0Nanos &+ $0.offsetNanos } ?? .max
+        appEvents.nextNanos = appEvents.times.start(
+            t0Nanos: t0Nanos, t0UnixMillis: t0UnixMillis, firstOffsetNanos: appEvents.list.first?.offsetNanos)
     }
 
     /// App event `k`'s instant on the devices' clock (UNIX milliseconds).
     public func appEventMillis(_ k: Int) -> Int64 {
-        appEvents.t0UnixMillis &+ deviceClockOffsetMillis &+ Int64(appEvents.list[k].offsetNanos / 1_000_000)
+        appEvents.times.t0UnixMillis &+ deviceClockOffsetMillis &+ Int64(appEvents.list[k].offsetNanos / 1_000_000)
     }
 
     /// Applies what fell due by `now` (a push's arrival, a fan-out's; the end of serving once the loops stopped), in
     /// order: the activity dismissed on its device at the instant; an uninstalled one's token retired then.
     public func stepAppEvents(_ now: UInt64) {
-        let t0 = appEvents.t0Nanos
+        let t0 = appEvents.times.t0Nanos
         while appEvents.applied < appEvents.list.count, t0 &+ appEvents.list[appEvents.applied].offsetNanos <= now {
             let k = appEvents.applied
             let e = appEvents.list[k]
@@ -114,7 +109,7 @@ extension APNsService {
     /// A token push reached activity `a` at `arrival` (called once an app event was applied here): after its app
     /// event's grace it is `sentAfterAppEvent`.
     func noteAppEventPush(_ a: Int32, _ arrival: UInt64) {
-        let k = Int(appEvents.indexOf[Int(a)])
+        let k = Int(appEvents.times.indexOf[Int(a)])
         guard k >= 0, k < appEvents.applied else { return }
         countAppEventPush(k, arrival)
     }
@@ -127,7 +122,7 @@ extension APNsService {
 
     private func countAppEventPush(_ k: Int, _ arrival: UInt64) {
         let e = appEvents.list[k]
-        if arrival > appEvents.t0Nanos &+ e.offsetNanos &+ appEvents.graceNanos {
+        if arrival > appEvents.times.t0Nanos &+ e.offsetNanos &+ appEvents.times.graceNanos {
             appEvents.sentAfter[e.kind.rawValue] += 1
         } else {
             appEvents.pushedInGrace += 1

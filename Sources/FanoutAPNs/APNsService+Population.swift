@@ -8,9 +8,7 @@ extension APNsService {
     /// One line per activity, with the fields of docs/INGEST.md §5: what an app would have registered with
     /// its server. Strings are written by `JSONWriter`, as the state dump's are.
     public func populationLines() -> [UInt8] {
-        var out: [UInt8] = []
-        appendPopulation(to: &out, chunkBytes: .max) { _ in }
-        return out
+        Self.whole { appendPopulation(to: &$0, chunkBytes: .max, flush: $1) }
     }
 
     /// The population's lines (those of the activities built at start), appended to `out`; whenever `out` holds
@@ -143,9 +141,7 @@ extension APNsService {
     /// One line per update token rotated away at start: the token a backend that missed the rotation would
     /// still push to (answered 410 Unregistered), its activity, and when it stopped being valid.
     public func rotatedTokenLines() -> [UInt8] {
-        var out: [UInt8] = []
-        appendRotatedTokens(to: &out, chunkBytes: .max) { _ in }
-        return out
+        Self.whole { appendRotatedTokens(to: &$0, chunkBytes: .max, flush: $1) }
     }
 
     /// The rotated tokens' lines, appended to `out` and handed to `flush` as `appendPopulation` does.
@@ -189,6 +185,13 @@ extension APNsService {
         for (token, _) in retiredList { out.append(token.withUnsafeBytes { TokenDirectory.hash($0) }) }
         // Tokens a rotation while serving will mint (drawn at build): they route here from the start.
         out.append(contentsOf: rotationTokenHashes)
+        return out
+    }
+
+    /// What an `append…(to:chunkBytes:flush:)` writes, in one array (never flushed).
+    static func whole(_ append: (inout [UInt8], (inout [UInt8]) -> Void) -> Void) -> [UInt8] {
+        var out: [UInt8] = []
+        append(&out) { _ in }
         return out
     }
 }

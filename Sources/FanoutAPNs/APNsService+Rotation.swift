@@ -24,11 +24,8 @@ public struct ServingRotations {
 
     /// In rotation order (offset, then activity).
     public internal(set) var list: [Rotation] = []
-    /// Per local activity: its rotation's index in `list`, or -1 (empty when nothing rotates).
-    var indexOf: [Int32] = []
-    var graceNanos: UInt64 = 0
-    var t0Nanos: UInt64 = 0
-    var t0UnixMillis: Int64 = 0
+    /// Per local activity its rotation's index in `list` (-1, or empty when nothing rotates), the grace, t0.
+    var times = ServingTimes()
     /// Rotations done so far, and old tokens retired so far (both in `list` order: the grace is the same for all).
     public internal(set) var rotated = 0
     public internal(set) var retired = 0
@@ -45,7 +42,32 @@ public struct ServingRotations {
     public internal(set) var sentToUnregistered = 0
 
     /// Rotation `k`'s old token stops working: t0 + its offset + the grace (nanoseconds after t0).
-    public func retiredAtNanos(_ k: Int) -> UInt64 { list[k].offsetNanos &+ graceNanos }
+    public func retiredAtNanos(_ k: Int) -> UInt64 { list[k].offsetNanos &+ times.graceNanos }
+}
+
+/// What a loop's changes while serving share (its rotations, its app events): per local activity its change's index in
+/// the list (-1: none; empty when nothing changes), the grace after each change, and t0 on both clocks once serving
+/// starts.
+public struct ServingTimes {
+    var indexOf: [Int32] = []
+    var graceNanos: UInt64 = 0
+    var t0Nanos: UInt64 = 0
+    var t0UnixMillis: Int64 = 0
+
+    /// The changes of `activities` (one each, in list order) among `activityCount` local activities.
+    mutating func plan(_ activities: [Int32], activityCount: Int, graceSeconds: Double) {
+        graceNanos = UInt64((graceSeconds * 1e9).rounded())
+        indexOf = [Int32](repeating: -1, count: activityCount)
+        for (k, a) in activities.enumerated() { indexOf[Int(a)] = Int32(k) }
+    }
+
+    /// Serving starts at `t0Nanos` (`t0UnixMillis` on the wall clock); returns when the first change (at
+    /// `firstOffsetNanos` after t0) is due, `.max` when there is none.
+    mutating func start(t0Nanos: UInt64, t0UnixMillis: Int64, firstOffsetNanos: UInt64?) -> UInt64 {
+        self.t0Nanos = t0Nanos
+        self.t0UnixMillis = t0UnixMillis
+        return firstOffsetNanos.map { t0Nanos &+ $0 } ?? .max
+    }
 }
 
 extension APNsService {
@@ -66,9 +88,8 @@ extension APNsService {
             list.append(.init(activity: a, offsetNanos: offset, old: old, new: new))
         }
         list.sort { ($0.offsetNanos, $0.activity) < ($1.offsetNanos, $1.activity) }
-        rotations.graceNanos = UInt64((setting.graceSeconds * 1e9).rounded())
-        rotations.indexOf = [Int32](repeating: -1, count: engine.activityCount)
-        for (k, r) in list.enumerated() { rotations.indexOf[Int(r.activity)] = Int32(k) }
+        rotations.times.plan(
+            list.map(\.activity), activityCount: engine.activityCount, graceSeconds: setting.graceSeconds)
         rotations.answered410 = [Bool](repeating: false, count: list.count)
         rotations.list = list
         // The new tokens' directory hashes, kept apart: the directory is built from them while a build thread writes
@@ -79,15 +100,14 @@ extension APNsService {
     /// Serving starts: rotation k is due at `t0Nanos` + its offset; `t0UnixMillis` is the same instant on the wall
     /// clock (410's timestamp counts from it, on the devices' clock).
     public func startRotations(t0Nanos: UInt64, t0UnixMillis: Int64) {
-        rotations.t0Nanos = t0Nanos
-        rotations.t0UnixMillis = t0UnixMillis
-        rotations.nextNanos = rotations.list.first.map { t0Nanos &+ $0.offsetNanos } ?? .max
+        rotations.nextNanos = rotations.times.start(
+            t0Nanos: t0Nanos, t0UnixMillis: t0UnixMillis, firstOffsetNanos: rotations.list.first?.offsetNanos)
     }
 
     /// Rotates and retires what fell due by `now` (a push's arrival; the end of serving, once the loops stopped), in
     /// order.
     public func stepRotations(_ now: UInt64) {
-        let t0 = rotations.t0Nanos
+        let t0 = rotations.times.t0Nanos
         while rotations.rotated < rotations.list.count, t0 &+ rotations.list[rotations.rotated].offsetNanos <= now {
             let k = rotations.rotated
             let r = rotations.list[k]
@@ -103,7 +123,8 @@ extension APNsService {
             rotations.retiredIndex[old] = Int32(k)
             // 410's timestamp: when it stopped being valid, on the devices' clock (UNIX milliseconds).
             retired[old] =
-                rotations.t0UnixMillis &+ deviceClockOffsetMillis &+ Int64(rotations.retiredAtNanos(k) / 1_000_000)
+                rotations.times.t0UnixMillis &+ deviceClockOffsetMillis
+                &+ Int64(rotations.retiredAtNanos(k) / 1_000_000)
             rotations.retired += 1
         }
         var next = UInt64.max
@@ -135,8 +156,8 @@ extension APNsService {
     /// Keeps the registration line of activity `a` with its new token, when it rotates while serving: `out` holds
     /// the activity's population.jsonl line from `lineStart`, its token's quoted value at `token`.
     func keepRotationLine(_ a: Int32, _ out: [UInt8], lineStart: Int, token: Range<Int>) {
-        guard !rotations.indexOf.isEmpty, rotations.indexOf[Int(a)] >= 0 else { return }
-        let k = Int(rotations.indexOf[Int(a)])
+        guard !rotations.times.indexOf.isEmpty, rotations.times.indexOf[Int(a)] >= 0 else { return }
+        let k = Int(rotations.times.indexOf[Int(a)])
         var line = Array(out[lineStart..<token.lowerBound])
         rotations.list[k].new.withUnsafeBytes { JSONWriter.appendString($0, to: &line) }
         var end = out.count

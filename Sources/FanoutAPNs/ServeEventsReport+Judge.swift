@@ -67,21 +67,11 @@ extension ServeEventsReport {
         let registered = registeredLines.flatMap { $0.count == activityCounts.reduce(0, +) ? $0 : nil }
         let unregisteredAny = registered.map { $0.contains(false) } ?? false
         var lineBase = 0
-        var per = PerEvent()
+        var per = PerEvent(events: n)
         var neverPushedCount = 0
         var neverPushedExamples = 0
         per.due = (0..<n).map { events.rank[$0] <= reached[Int(events.source[$0])] }
-        per.delivered = [Int32](repeating: 0, count: n)
-        per.superseded = per.delivered
-        per.missing = per.delivered
-        per.duplicate = per.delivered
-        per.reordered = per.delivered
-        per.notApplied = per.delivered
-        per.wrongKind = per.delivered
-        per.wrongContent = per.delivered
         var wrongShown = per.delivered
-        per.lastApplyNanos = [UInt64](repeating: 0, count: n)
-        per.skipped = per.delivered
         var lastCover = per.lastApplyNanos
         for (k, service) in services.enumerated() {
             guard let t = service.tracker else { continue }
@@ -286,17 +276,7 @@ extension ServeEventsReport {
             c.answeredUnregistered += s.rotations.answeredUnregistered
             c.sentToUnregistered += s.rotations.sentToUnregistered
         }
-        if let g = registration {
-            c.registered = g.registered
-            c.registrationFailed = g.failed
-            c.unregisteredAtShutdown = g.unregisteredAtDeadline
-            c.registrationRequests = g.requests
-            c.registrationByStatus = g.counts.byStatus
-            c.registrationTimeouts = g.counts.timeouts
-            c.registrationErrors = g.counts.errors
-        } else {
-            c.unregisteredAtShutdown = c.scheduled
-        }
+        c.registration = BackendTelling(registration, scheduled: c.scheduled)
         return c
     }
 
@@ -316,17 +296,7 @@ extension ServeEventsReport {
                 c.sentAfterByKind[kind.name, default: 0] += s.appEvents.sentAfter[kind.rawValue]
             }
         }
-        if let g = requests {
-            c.told = g.registered
-            c.failed = g.failed
-            c.untoldAtShutdown = g.unregisteredAtDeadline
-            c.requests = g.requests
-            c.byStatus = g.counts.byStatus
-            c.timeouts = g.counts.timeouts
-            c.errors = g.counts.errors
-        } else {
-            c.untoldAtShutdown = c.scheduled
-        }
+        c.telling = BackendTelling(requests, scheduled: c.scheduled)
         return c
     }
 

@@ -174,6 +174,35 @@ public struct RegisterResults: BackendCounted, Sendable {
     }
 }
 
+/// The requests telling the backend of what changed while serving, one change each (a rotated token's registration,
+/// an app event; sent as registration sends): answered 2xx (`done`), failed (every attempt), not done when serving
+/// stopped; the requests (every attempt), their answers by status, timeouts and errors.
+public struct BackendTelling: Sendable, Equatable {
+    public var done = 0
+    public var failed = 0
+    public var pendingAtShutdown = 0
+    public var requests = 0
+    public var counts = BackendCounts()
+
+    public init() {}
+
+    /// `scheduled` changes told through `results` (nil: nothing sent, every one still pending at shutdown).
+    public init(_ results: RegisterResults?, scheduled: Int) {
+        guard let g = results else {
+            pendingAtShutdown = scheduled
+            return
+        }
+        done = g.registered
+        failed = g.failed
+        pendingAtShutdown = g.unregisteredAtDeadline
+        requests = g.requests
+        counts = g.counts
+    }
+
+    /// Every one of `scheduled` changes told, failed, or still pending at shutdown.
+    public func addsUp(scheduled: Int) -> Bool { scheduled == done + failed + pendingAtShutdown }
+}
+
 /// An event of the trigger that did not end in a 2xx answer: its source, its `timestamp` and why (`trigger answered
 /// 503`, `trigger timed out`, `trigger failed (…)`, `trigger cancelled at shutdown`, `trigger not sent (fanout behind
 /// or shut down)`).

@@ -87,7 +87,7 @@ public struct ServeEventsReport: Sendable {
     public var sentToUnregistered: Int { rotations?.sentToUnregistered ?? 0 }
 
     /// The update tokens rotated while serving (every loop), what the backend did with the old ones, and the new
-    /// tokens' registrations (`--register`, while serving): scheduled = registered + registrationFailed +
+    /// tokens' registrations (`--register`, while serving): scheduled = registered + registration.failed +
     /// unregisteredAtShutdown (a rotation's line is sent when it rotates; one not due yet when serving stopped is
     /// unregistered at shutdown), and scheduled ≥ rotated ≥ retired (the state when serving stopped).
     public struct Rotations: Sendable, Equatable {
@@ -102,18 +102,13 @@ public struct ServeEventsReport: Sendable {
         public var sentToUnregistered = 0
         /// The new tokens' registrations: 2xx, failed (every attempt), still pending when serving stopped; the
         /// requests (every attempt) by status.
-        public var registered = 0
-        public var registrationFailed = 0
-        public var unregisteredAtShutdown = 0
-        public var registrationRequests = 0
-        public var registrationByStatus: [Int: Int] = [:]
-        public var registrationTimeouts = 0
-        public var registrationErrors: [String: Int] = [:]
+        public var registration = BackendTelling()
+        public var registered: Int { registration.done }
+        public var unregisteredAtShutdown: Int { registration.pendingAtShutdown }
         public init() {}
         /// Every rotation drawn was registered, failed, or not registered when serving stopped.
         public var addsUp: Bool {
-            scheduled == registered + registrationFailed + unregisteredAtShutdown && scheduled >= rotated
-                && rotated >= retired
+            registration.addsUp(scheduled: scheduled) && scheduled >= rotated && rotated >= retired
         }
     }
 
@@ -141,16 +136,13 @@ public struct ServeEventsReport: Sendable {
         public var sentAfterByKind: [String: Int] = [:]
         /// The requests to `--app-events`: answered 2xx, failed (every attempt), not told when serving stopped; every
         /// attempt by status.
-        public var told = 0
-        public var failed = 0
-        public var untoldAtShutdown = 0
-        public var requests = 0
-        public var byStatus: [Int: Int] = [:]
-        public var timeouts = 0
-        public var errors: [String: Int] = [:]
+        public var telling = BackendTelling()
+        public var told: Int { telling.done }
+        public var failed: Int { telling.failed }
+        public var untoldAtShutdown: Int { telling.pendingAtShutdown }
         public init() {}
         public var addsUp: Bool {
-            scheduled == told + failed + untoldAtShutdown && scheduled >= applied
+            telling.addsUp(scheduled: scheduled) && scheduled >= applied
                 && applied == appliedByKind.values.reduce(0, +) && sentAfter == sentAfterByKind.values.reduce(0, +)
         }
     }
@@ -209,6 +201,13 @@ public struct ServeEventsReport: Sendable {
 
         public init() {}
 
+        /// `n` events, every count column and `lastApplyNanos` at 0 (`due` is the judge's).
+        public init(events n: Int) {
+            let zeros = [Int32](repeating: 0, count: n)
+            for (column, _) in ServeEventsReport.perEventCounts { self[keyPath: column] = zeros }
+            lastApplyNanos = [UInt64](repeating: 0, count: n)
+        }
+
         /// Event `e`'s missing pairs by reason, "never pushed" included.
         public func missingReasons(_ e: Int) -> [String: Int32] {
             var out = missingByReason[Int32(e)] ?? [:]
@@ -229,12 +228,19 @@ public struct ServeEventsReport: Sendable {
     }
     /// The per-event columns add up to the totals.
     public var perEventAddsUp: Bool {
-        func sum(_ c: [Int32]) -> Int { c.reduce(0) { $0 + Int($1) } }
-        return sum(perEvent.delivered) == delivered && sum(perEvent.superseded) == superseded
-            && sum(perEvent.missing) == missing && sum(perEvent.duplicate) == duplicate
-            && sum(perEvent.reordered) == reordered && sum(perEvent.notApplied) == notApplied
-            && sum(perEvent.skipped) == skipped && sum(perEvent.wrongKind) == wrongKind
-            && sum(perEvent.wrongContent) == wrongContent
+        Self.perEventCounts.allSatisfy { column, total in
+            perEvent[keyPath: column].reduce(0) { $0 + Int($1) } == self[keyPath: total]
+        }
+    }
+
+    /// Each per-event count column with its total: the columns ``PerEvent/init(events:)`` starts at 0 and
+    /// `perEventAddsUp` checks.
+    static var perEventCounts: [(column: WritableKeyPath<PerEvent, [Int32]>, total: KeyPath<Self, Int>)] {
+        [
+            (\.delivered, \.delivered), (\.superseded, \.superseded), (\.missing, \.missing),
+            (\.duplicate, \.duplicate), (\.reordered, \.reordered), (\.notApplied, \.notApplied),
+            (\.skipped, \.skipped), (\.wrongKind, \.wrongKind), (\.wrongContent, \.wrongContent),
+        ]
     }
     /// freshness counts every expected pair once: expected = its count, the censored ones = missing + the wrong pairs
     /// shown at the end, and skipped ≤ superseded.

@@ -121,6 +121,26 @@ public enum PlanHTML {
         }
     }
 
+    /// A tick's grid line, from (x1, y1) to (x2, y2), and its label at (x, y) anchored as `anchor` says.
+    static func gridLine(
+        _ line: (x1: Double, x2: Double, y1: Double, y2: Double), label: (x: Double, y: Double, anchor: String),
+        _ text: String
+    ) -> String {
+        "<line x1=\"\(f(line.x1))\" x2=\"\(f(line.x2))\" y1=\"\(f(line.y1))\" y2=\"\(f(line.y2))\" "
+            + "stroke=\"#eee\"/><text x=\"\(f(label.x))\" y=\"\(f(label.y))\" text-anchor=\"\(label.anchor)\">"
+            + "\(esc(text))</text>"
+    }
+
+    /// A vertical line at `px` over the plot's height (dashed as `dash` says), and its label (HTML) 4 px right of it
+    /// at `label.y`, in `label.fill`.
+    static func verticalMarker(
+        _ px: Double, stroke: String, dash: String?, label: (y: Double, fill: String), _ html: String
+    ) -> String {
+        "<line x1=\"\(f(px))\" x2=\"\(f(px))\" y1=\"\(f(top))\" y2=\"\(f(height - bottom))\" stroke=\"\(stroke)\""
+            + (dash.map { " stroke-dasharray=\"\($0)\"" } ?? "") + "/><text x=\"\(f(px + 4))\" y=\"\(f(label.y))\" "
+            + "fill=\"\(label.fill)\">\(html)</text>"
+    }
+
     static func frame(
         _ x: Axis, _ y: Axis, xLabel: String, yLabel: String, xText: (Double) -> String,
         yText: (Double) -> String
@@ -128,17 +148,11 @@ public enum PlanHTML {
         var out: [String] = []
         for t in y.ticks() {
             let py = y.map(t)
-            out.append(
-                "<line x1=\"\(f(left))\" x2=\"\(f(width - right))\" y1=\"\(f(py))\" y2=\"\(f(py))\" "
-                    + "stroke=\"#eee\"/><text x=\"\(f(left - 6))\" y=\"\(f(py + 4))\" text-anchor=\"end\">"
-                    + "\(esc(yText(t)))</text>")
+            out.append(gridLine((left, width - right, py, py), label: (left - 6, py + 4, "end"), yText(t)))
         }
         for t in x.ticks() {
             let px = x.map(t)
-            out.append(
-                "<line x1=\"\(f(px))\" x2=\"\(f(px))\" y1=\"\(f(top))\" y2=\"\(f(height - bottom))\" "
-                    + "stroke=\"#eee\"/><text x=\"\(f(px))\" y=\"\(f(height - bottom + 16))\" text-anchor=\"middle\">"
-                    + "\(esc(xText(t)))</text>")
+            out.append(gridLine((px, px, top, height - bottom), label: (px, height - bottom + 16, "middle"), xText(t)))
         }
         out.append(
             "<rect x=\"\(f(left))\" y=\"\(f(top))\" width=\"\(f(width - left - right))\" "
@@ -189,10 +203,9 @@ public enum PlanHTML {
             if let knee = w.knee {
                 let px = x.map(knee.deliveriesPerSecond)
                 out.append(
-                    "<line x1=\"\(f(px))\" x2=\"\(f(px))\" y1=\"\(f(top))\" y2=\"\(f(height - bottom))\" "
-                        + "stroke=\"\(color)\" stroke-dasharray=\"3 3\"/><text x=\"\(f(px + 4))\" "
-                        + "y=\"\(f(top + 14 + Double(k) * 14))\" fill=\"\(color)\">knee \(w.workers)w: "
-                        + "\(PlanText.rate(knee.deliveriesPerSecond))/s</text>")
+                    verticalMarker(
+                        px, stroke: color, dash: "3 3", label: (top + 14 + Double(k) * 14, color),
+                        "knee \(w.workers)w: \(PlanText.rate(knee.deliveriesPerSecond))/s"))
             }
         }
         return svg(out)
@@ -216,9 +229,9 @@ public enum PlanHTML {
             x, y, xLabel: "workers (cores)", yLabel: "knee deliveries/s",
             xText: { PlanText.trimmed($0, digits: 1) }, yText: PlanText.rate)
         out.append(
-            "<line x1=\"\(f(x.map(maxMeasured)))\" x2=\"\(f(x.map(maxMeasured)))\" y1=\"\(f(top))\" "
-                + "y2=\"\(f(height - bottom))\" stroke=\"#bbb\"/><text x=\"\(f(x.map(maxMeasured) + 4))\" "
-                + "y=\"\(f(height - bottom - 6))\" fill=\"#888\">measured ← → extrapolated</text>")
+            verticalMarker(
+                x.map(maxMeasured), stroke: "#bbb", dash: nil, label: (height - bottom - 6, "#888"),
+                "measured ← → extrapolated"))
         let path = curve.map { "\(f(x.map($0.0))),\(f(y.map($0.1)))" }.joined(separator: " ")
         out.append("<polyline points=\"\(path)\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\"/>")
         if m.peakWorkers == nil, let ceiling = m.maxThroughput, ceiling <= yMax * 1.1 {
@@ -231,10 +244,9 @@ public enum PlanHTML {
         }
         if let peak = m.peakWorkers, peak <= nMax {
             out.append(
-                "<line x1=\"\(f(x.map(peak)))\" x2=\"\(f(x.map(peak)))\" y1=\"\(f(top))\" "
-                    + "y2=\"\(f(height - bottom))\" stroke=\"#1f77b4\" stroke-dasharray=\"2 4\"/><text "
-                    + "x=\"\(f(x.map(peak) + 4))\" y=\"\(f(top + 28))\" fill=\"#1f77b4\">N* = "
-                    + "\(PlanText.fixed(peak, 1))</text>")
+                verticalMarker(
+                    x.map(peak), stroke: "#1f77b4", dash: "2 4", label: (top + 28, "#1f77b4"),
+                    "N* = \(PlanText.fixed(peak, 1))"))
         }
         if let p = plan.prediction {
             let ry = y.map(p.requiredPerSecond)

@@ -152,7 +152,12 @@ extension ServeHTML {
 
     static func countTable(_ name: String, _ rows: [(String, Int)]) -> String {
         guard !rows.isEmpty else { return "" }
-        return "<table>\n<tr><th>\(e(name))</th><th>count</th></tr>\n"
-            + rows.map { "<tr><td>\(e($0.0))</td><td>\(Units.grouped($0.1))</td></tr>\n" }.joined() + "</table>\n"
+        return table([name, "count"], rows.map { [$0.0, Units.grouped($0.1)] })
+    }
+
+    /// A table of `header`'s cells, then a row per `rows`' cells, every cell escaped (no rows: the header alone).
+    static func table(_ header: [String], _ rows: [[String]]) -> String {
+        "<table>\n<tr>" + header.map { "<th>\(e($0))</th>" }.joined() + "</tr>\n"
+            + rows.map { "<tr>" + $0.map { "<td>\(e($0))</td>" }.joined() + "</tr>\n" }.joined() + "</table>\n"
     }
 }

@@ -50,37 +50,30 @@ public enum ServeHTML {
         out += overTime(seconds)
         out += trigger(info)
         out += registration(info)
-        out += "<section>\n<h2>Answers</h2>\n<table>\n<tr><th>status</th><th>count</th></tr>\n"
-        for (status, n) in s.byStatus.sorted(by: { $0.key < $1.key }) {
-            out += "<tr><td>\(status)</td><td>\(Units.grouped(n))</td></tr>\n"
-        }
-        out += "</table>\n"
+        out += "<section>\n<h2>Answers</h2>\n"
+        let statuses = s.byStatus.sorted { $0.key < $1.key }
+        out += table(["status", "count"], statuses.map { ["\($0.key)", Units.grouped($0.value)] })
         if !s.byReason.isEmpty {
-            out += "<table>\n<tr><th>reason</th><th>status</th><th>count</th></tr>\n"
-            for (r, n) in s.byReason.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-                out += "<tr><td>\(r.rawValue)</td><td>\(r.status)</td><td>\(Units.grouped(n))</td></tr>\n"
-            }
-            out += "</table>\n"
+            let reasons = s.byReason.sorted { $0.key.rawValue < $1.key.rawValue }
+            out += table(
+                ["reason", "status", "count"],
+                reasons.map { [$0.key.rawValue, "\($0.key.status)", Units.grouped($0.value)] })
         }
-        out += "</section>\n<section>\n<h2>Devices</h2>\n<table>\n<tr><th>outcome</th><th>count</th></tr>\n"
-        for o in Outcome.allCases { out += "<tr><td>\(o.name)</td><td>\(Units.grouped(a[o]))</td></tr>\n" }
-        out += "</table>\n</section>\n<section>\n<h2>Findings for the backend</h2>\n<ul>\n"
-        var any = false
-        for f in ServeStats.Finding.allCases {
-            guard let n = s.findings[f], n > 0 else { continue }
-            any = true
-            out += "<li><b>\(e(f.about))</b>: \(Units.grouped(n))<ul>"
-            for example in s.examples[f] ?? [] { out += "<li><code>\(e(example))</code></li>" }
-            out += "</ul></li>\n"
+        out += "</section>\n<section>\n<h2>Devices</h2>\n"
+        out += table(["outcome", "count"], Outcome.allCases.map { [$0.name, Units.grouped(a[$0])] })
+        out += "</section>\n<section>\n<h2>Findings for the backend</h2>\n<ul>\n"
+        let findings = ServeReport.listedFindings(s)
+        for (about, n, examples) in findings {
+            out += "<li><b>\(e(about))</b>: \(Units.grouped(n))<ul>"
+            out += examples.map { "<li><code>\(e($0))</code></li>" }.joined() + "</ul></li>\n"
         }
-        if !any { out += "<li>None.</li>\n" }
+        if findings.isEmpty { out += "<li>None.</li>\n" }
         out += "</ul>\n</section>\n"
         out += faults(info, c.faults)
-        out += "<section>\n<h2>Connections</h2>\n<table>\n<tr><th>how they ended</th><th>count</th></tr>\n"
-        for (r, n) in c.endReasons.sorted(by: { $0.key < $1.key }) {
-            out += "<tr><td>\(e(r))</td><td>\(Units.grouped(n))</td></tr>\n"
-        }
-        out += "</table>\n<p>peak \(c[.peakOpen]) open (summed over loops), \(c[.tlsConnections]) over TLS, "
+        out += "<section>\n<h2>Connections</h2>\n"
+        let ends = c.endReasons.sorted { $0.key < $1.key }
+        out += table(["how they ended", "count"], ends.map { [$0.key, Units.grouped($0.value)] })
+        out += "<p>peak \(c[.peakOpen]) open (summed over loops), \(c[.tlsConnections]) over TLS, "
         out += "\(c[.streamsReset]) streams reset.</p>\n"
         out += "<p>\(e(ServeReport.boundsHit(c)))</p>\n"
         out += "<p>\(e(ServeReport.wireIdentity(s, c, broken: "BROKEN")))</p>\n"

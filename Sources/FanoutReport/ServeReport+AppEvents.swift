@@ -6,21 +6,16 @@ import FanoutMetrics
 extension ServeReport {
     static func addAppEvents(_ r: ServeEventsReport, to out: inout [String: Any]) {
         guard let c = r.appEvents else { return }
-        out["sentAfterAppEvent"] = c.sentAfter
-        out["appEvents"] = [
+        let object: [String: Any] = [
             "scheduled": c.scheduled, "applied": c.applied, "appliedByKind": c.appliedByKind,
             "graceSeconds": c.graceSeconds, "notExpected": c.notExpected, "pushedInGrace": c.pushedInGrace,
             "sentAfterAppEvent": c.sentAfter, "sentAfterAppEventByKind": c.sentAfterByKind,
-            "requests": [
-                "told": c.told, "failed": c.failed, "untoldAtShutdown": c.untoldAtShutdown, "sent": c.requests,
-                "byStatus": byStatus(c.byStatus),
-                "timeouts": c.timeouts, "errors": c.errors,
-            ] as [String: Any],
-            "identity": "scheduled = requests.told + requests.failed + requests.untoldAtShutdown, scheduled ≥ applied "
-                + "= Σ appliedByKind, sentAfterAppEvent = Σ sentAfterAppEventByKind",
-            "identityHolds": c.addsUp,
-        ] as [String: Any]
-        addIdentity("appEventsHold", holds: c.addsUp, to: &out)
+            "requests": telling(c.telling, done: "told", pending: "untoldAtShutdown", sent: "sent"),
+        ]
+        let identity = "scheduled = requests.told + requests.failed + requests.untoldAtShutdown, scheduled ≥ applied "
+            + "= Σ appliedByKind, sentAfterAppEvent = Σ sentAfterAppEventByKind"
+        addChanges(
+            "appEvents", object, identity, holds: c.addsUp, sentPast: ("sentAfterAppEvent", c.sentAfter), to: &out)
     }
 
     /// One sentence: the app events, the pairs no longer expected, the pushes sent after them, the requests.

@@ -222,6 +222,15 @@ public enum ServeReport {
         ]
     }
 
+    /// The findings for the backend that happened (summary.md's and report.html's list), in their order: what each
+    /// is, how many, its examples.
+    static func listedFindings(_ s: ServeStats) -> [(about: String, count: Int, examples: [String])] {
+        ServeStats.Finding.allCases.compactMap { f in
+            guard let n = s.findings[f], n > 0 else { return nil }
+            return (f.about, n, s.examples[f] ?? [])
+        }
+    }
+
     /// summary.md's *Registration* section (only with `--register`).
     static func registrationMarkdown(_ info: Info) -> String {
         guard let g = info.registration else { return "" }
@@ -389,14 +398,13 @@ public enum ServeReport {
         md += registrationMarkdown(info)
         md += triggerMarkdown(info)
         md += "## Findings for the backend\n\n"
-        var any = false
-        for f in ServeStats.Finding.allCases {
-            guard let n = s.findings[f], n > 0 else { continue }
-            any = true
-            md += "- **\(f.about)**: \(n)\n"
-            for e in s.examples[f] ?? [] { md += "  - `\(e)`\n" }
+        let findings = listedFindings(s)
+        for (about, n, examples) in findings {
+            md += "- **\(about)**: \(n)\n" + examples.map { "  - `\($0)`\n" }.joined()
         }
-        if !any { md += "None: no push went to a rotated or unknown token, none was stale, late, rejected or throttled.\n" }
+        if findings.isEmpty {
+            md += "None: no push went to a rotated or unknown token, none was stale, late, rejected or throttled.\n"
+        }
         md += "\nFiles: report.html, latency.hlog (every metric, one interval per second of serving, each sample "
         md += "once), "
         md += merged.isEmpty ? "population.jsonl (the subscribers, written at start), " : ""

@@ -16,38 +16,26 @@ extension StateDump {
     ) rethrows {
         let plain = pipelines.allSatisfy { isPlain($0.store.activityIds) && isPlain($0.store.deviceIds) }
         var lines = 0
-        lines += try mergeLines(
-            pipelines.map { lineOrder($0.store.activityIds, plain: plain) }, batchLines, to: &out,
-            chunkBytes: chunkBytes, flush: flush
-        ) { k, ids, bytes, ends in
-            let store = pipelines[k].store
-            for a in ids {
-                appendActivity(a, pipelines[k], store, nowMillis: nowMillis, to: &bytes)
-                ends.append(bytes.count)
-            }
+        lines += try mergeLines(pipelines, \.activityIds, plain: plain, batchLines, to: &out, chunkBytes, flush) {
+            k, store, a, bytes in appendActivity(a, pipelines[k], store, nowMillis: nowMillis, to: &bytes)
         }
-        lines += try mergeLines(
-            pipelines.map { lineOrder($0.store.deviceIds, plain: plain) }, batchLines, to: &out,
-            chunkBytes: chunkBytes, flush: flush
-        ) { k, ids, bytes, ends in
-            let store = pipelines[k].store
-            for d in ids {
-                appendDevice(d, store, nowMillis: nowMillis, to: &bytes)
-                ends.append(bytes.count)
-            }
+        lines += try mergeLines(pipelines, \.deviceIds, plain: plain, batchLines, to: &out, chunkBytes, flush) {
+            _, store, d, bytes in appendDevice(d, store, nowMillis: nowMillis, to: &bytes)
         }
         // No line at all: the lines joined by newlines and ended by one are a lone newline.
         if lines == 0 { out.append(UInt8(ascii: "\n")) }
         appendTotals(totals, to: &out)
     }
 
-    /// Merges the lines of the ids `orders[k]` of each pipeline `k` (each in line order) into `out`, smallest line
-    /// first (on equal lines, the lower pipeline); `render(k, ids, &bytes, &ends)` appends the lines of `ids` to
-    /// `bytes` and each one's end offset to `ends`. Returns the number of lines.
+    /// Merges the lines of the ids (`ids` of each pipeline's store, each pipeline's in line order) into `out`,
+    /// smallest line first (on equal lines, the lower pipeline); `render(k, store, id, &bytes)` appends the line of
+    /// pipeline `k`'s `id` to `bytes` (its store read once per batch). Returns the number of lines.
     private static func mergeLines(
-        _ orders: [[Int32]], _ batchLines: Int, to out: inout [UInt8], chunkBytes: Int, flush: (inout [UInt8]) throws -> Void,
-        render: (Int, ArraySlice<Int32>, inout [UInt8], inout [Int]) -> Void
+        _ pipelines: [Pipeline], _ ids: KeyPath<ActivityStore, ByteInterner>, plain: Bool, _ batchLines: Int,
+        to out: inout [UInt8], _ chunkBytes: Int, _ flush: (inout [UInt8]) throws -> Void,
+        render: (Int, ActivityStore, Int32, inout [UInt8]) -> Void
     ) rethrows -> Int {
+        let orders = pipelines.map { lineOrder($0.store[keyPath: ids], plain: plain) }
         let n = orders.count
         var bytes = [[UInt8]](repeating: [], count: n)
         var ends = [[Int]](repeating: [], count: n)
@@ -58,7 +46,11 @@ extension StateDump {
             ends[k].removeAll(keepingCapacity: true)
             next[k] = 0
             let upper = min(taken[k] + batchLines, orders[k].count)
-            render(k, orders[k][taken[k]..<upper], &bytes[k], &ends[k])
+            let store = pipelines[k].store
+            for id in orders[k][taken[k]..<upper] {
+                render(k, store, id, &bytes[k])
+                ends[k].append(bytes[k].count)
+            }
             taken[k] = upper
         }
         for k in 0..<n { refill(k) }

@@ -87,32 +87,29 @@ public enum StateDump {
     }
 
     static func appendTotals(_ totals: Accounting, to out: inout [UInt8]) {
-        JSONWriter.append("{\"totals\": {\"pushes\": ", to: &out)
-        JSONWriter.appendInt(Int64(totals.pushes), to: &out)
+        appendInt("{\"totals\": {\"pushes\": ", totals.pushes, to: &out)
         JSONWriter.append(", \"rejected\": {", to: &out)
-        var first = true
-        for reason in RejectReason.allCases where totals[reason] > 0 {
-            appendCount(reason.name, totals[reason], first: &first, to: &out)
-        }
+        appendCounts(RejectReason.allCases.map { ($0.name, totals[$0]) }, to: &out)
         JSONWriter.append("}, \"unroutable\": {", to: &out)
-        first = true
-        for reason in UnroutableReason.allCases where totals[reason] > 0 {
-            appendCount(reason.name, totals[reason], first: &first, to: &out)
-        }
-        JSONWriter.append("}, \"routed\": ", to: &out)
-        JSONWriter.appendInt(Int64(totals.routed), to: &out)
-        JSONWriter.append(", \"deliveries\": ", to: &out)
-        JSONWriter.appendInt(Int64(totals.deliveries), to: &out)
+        appendCounts(UnroutableReason.allCases.map { ($0.name, totals[$0]) }, to: &out)
+        appendInt("}, \"routed\": ", totals.routed, to: &out)
+        appendInt(", \"deliveries\": ", totals.deliveries, to: &out)
         JSONWriter.append(", \"outcomes\": {", to: &out)
-        first = true
-        for outcome in Outcome.allCases where totals[outcome] > 0 {
-            appendCount(outcome.name, totals[outcome], first: &first, to: &out)
-        }
-        JSONWriter.append("}, \"requests\": ", to: &out)
-        JSONWriter.appendInt(Int64(totals.requests), to: &out)
-        JSONWriter.append(", \"limitExceeded\": ", to: &out)
-        JSONWriter.appendInt(Int64(totals.requestsLimitExceeded), to: &out)
+        appendCounts(Outcome.allCases.map { ($0.name, totals[$0]) }, to: &out)
+        appendInt("}, \"requests\": ", totals.requests, to: &out)
+        appendInt(", \"limitExceeded\": ", totals.requestsLimitExceeded, to: &out)
         JSONWriter.append("}}\n", to: &out)
+    }
+
+    private static func appendInt(_ before: StaticString, _ value: Int, to out: inout [UInt8]) {
+        JSONWriter.append(before, to: &out)
+        JSONWriter.appendInt(Int64(value), to: &out)
+    }
+
+    /// The counts above 0 as an object's members, `"name": count`, comma-separated.
+    private static func appendCounts(_ counts: [(name: String, count: Int)], to out: inout [UInt8]) {
+        var first = true
+        for (name, count) in counts where count > 0 { appendCount(name, count, first: &first, to: &out) }
     }
 
     private static func appendCount(_ name: String, _ count: Int, first: inout Bool, to out: inout [UInt8]) {

@@ -4,26 +4,11 @@ internal import COpenSSL
 /// Reads a PEM public key, or a PEM private key (Apple's `.p8` is one) whose public half is used.
 public final class ES256Key: @unchecked Sendable {
     // Immutable after init; OpenSSL 3 allows concurrent verification with one EVP_PKEY.
-    private let key: OpaquePointer
+    private let owner: P256Key
 
     public init(pem: [UInt8], name: String) throws(TLSError) {
-        let loaded: OpaquePointer? = pem.withUnsafeBytes { bytes in
-            guard let bio = BIO_new_mem_buf(bytes.baseAddress, Int32(bytes.count)) else { return nil }
-            defer { BIO_free(bio) }
-            if let key = PEM_read_bio_PUBKEY(bio, nil, nil, nil) { return key }
-            _ = BIO_ctrl(bio, 1 /* BIO_CTRL_RESET */, 0, nil)
-            ERR_clear_error()
-            return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
-        }
-        guard let loaded else { throw TLSError("\(name): not a PEM public or private key") }
-        guard EVP_PKEY_get_base_id(loaded) == EVP_PKEY_EC, EVP_PKEY_get_bits(loaded) == 256 else {
-            EVP_PKEY_free(loaded)
-            throw TLSError("\(name): not a P-256 (ES256) key")
-        }
-        key = loaded
+        owner = try P256Key(pem: pem, name: name, publicToo: true)
     }
-
-    deinit { EVP_PKEY_free(key) }
 
     /// Whether `signature` — raw R‖S (64 bytes, the JWS form) or DER — signs `message` with this key. DER is
     /// not the form APNs documents: `ProviderAuth` accepts it and notes it as a finding (docs/INGEST.md §4).
@@ -35,7 +20,7 @@ public final class ES256Key: @unchecked Sendable {
         }
         guard let context = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, key) == 1 else { return false }
+        guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, owner.key) == 1 else { return false }
         let status = der.withUnsafeBytes { sig in
             EVP_DigestVerify(
                 context, sig.baseAddress?.assumingMemoryBound(to: UInt8.self), sig.count,
@@ -66,4 +51,33 @@ public final class ES256Key: @unchecked Sendable {
         }
         return written == length ? out : nil
     }
+}
+
+/// The P-256 key (an `EVP_PKEY`) of ``ES256Key`` and ``ES256Signer``, read from a PEM private key, or (`publicToo`)
+/// a PEM public key first; anything else, or a key of another curve, is a `TLSError` naming `name`. Freed with it.
+final class P256Key: @unchecked Sendable {
+    let key: OpaquePointer
+
+    init(pem: [UInt8], name: String, publicToo: Bool) throws(TLSError) {
+        let loaded: OpaquePointer? = pem.withUnsafeBytes { bytes in
+            guard let bio = BIO_new_mem_buf(bytes.baseAddress, Int32(bytes.count)) else { return nil }
+            defer { BIO_free(bio) }
+            if publicToo {
+                if let key = PEM_read_bio_PUBKEY(bio, nil, nil, nil) { return key }
+                _ = BIO_ctrl(bio, 1 /* BIO_CTRL_RESET */, 0, nil)
+                ERR_clear_error()
+            }
+            return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
+        }
+        guard let loaded else {
+            throw TLSError("\(name): not a PEM \(publicToo ? "public or private" : "private") key")
+        }
+        guard EVP_PKEY_get_base_id(loaded) == EVP_PKEY_EC, EVP_PKEY_get_bits(loaded) == 256 else {
+            EVP_PKEY_free(loaded)
+            throw TLSError("\(name): not a P-256 (ES256) key")
+        }
+        key = loaded
+    }
+
+    deinit { EVP_PKEY_free(key) }
 }

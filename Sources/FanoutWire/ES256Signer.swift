@@ -4,29 +4,17 @@ internal import COpenSSL
 /// Signatures come out in the JWS form, R‖S (64 bytes), not OpenSSL's DER.
 public final class ES256Signer: @unchecked Sendable {
     // Immutable after init; each signature makes its own EVP_MD_CTX.
-    private let key: OpaquePointer
+    private let owner: P256Key
 
     public init(pem: [UInt8], name: String) throws(TLSError) {
-        let loaded: OpaquePointer? = pem.withUnsafeBytes { bytes in
-            guard let bio = BIO_new_mem_buf(bytes.baseAddress, Int32(bytes.count)) else { return nil }
-            defer { BIO_free(bio) }
-            return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
-        }
-        guard let loaded else { throw TLSError("\(name): not a PEM private key") }
-        guard EVP_PKEY_get_base_id(loaded) == EVP_PKEY_EC, EVP_PKEY_get_bits(loaded) == 256 else {
-            EVP_PKEY_free(loaded)
-            throw TLSError("\(name): not a P-256 (ES256) key")
-        }
-        key = loaded
+        owner = try P256Key(pem: pem, name: name, publicToo: false)
     }
-
-    deinit { EVP_PKEY_free(key) }
 
     /// The signature of `message`: R‖S, each 32 bytes big-endian, left-padded.
     public func sign(_ message: [UInt8]) throws(TLSError) -> [UInt8] {
         guard let context = EVP_MD_CTX_new() else { throw TLSError("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, key) == 1 else {
+        guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, owner.key) == 1 else {
             throw TLSError("EVP_DigestSignInit")
         }
         var length = 0

@@ -33,17 +33,8 @@ extension H2ClientConnection {
             H2ClientConnection.with(user) { $0.streamClosed(session, streamId, code) }
         }
         H2ClientConnection.watchErrors(callbacks)
-        var option: OpaquePointer?
-        nghttp2_option_new(&option)
-        defer { nghttp2_option_del(option) }
-        // A SETTINGS frame of more than 64 entries ends the connection (GOAWAY), as on the server side; nghttp2's other
-        // flood bounds stay.
-        nghttp2_option_set_max_settings(option, 64)
-        var created: OpaquePointer?
-        var mem = pool.mem
-        let status = nghttp2_session_client_new3(
-            &created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option, &mem)
-        precondition(status == 0 && created != nil, "nghttp2_session_client_new3 failed: \(status)")
+        let created = pool.session(
+            callbacks: callbacks, user: Unmanaged.passUnretained(self).toOpaque(), server: false)
         session = created
         if settings.firstStreamId > 1 {
             nghttp2_session_set_next_stream_id(created, settings.firstStreamId | 1)

@@ -234,16 +234,8 @@ public final class H2ServerConnection {
         nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks) { _, _, error, user in
             H2ServerConnection.with(user) { $0.invalidFrame(error) }
         }
-        var option: OpaquePointer?
-        nghttp2_option_new(&option)
-        defer { nghttp2_option_del(option) }
-        // A SETTINGS flood is answered with GOAWAY (nghttp2's other flood protections stay on).
-        nghttp2_option_set_max_settings(option, 64)
-        var created: OpaquePointer?
-        var mem = memory.mem
-        let status = nghttp2_session_server_new3(
-            &created, callbacks, Unmanaged.passUnretained(self).toOpaque(), option, &mem)
-        precondition(status == 0 && created != nil, "nghttp2_session_server_new3 failed: \(status)")
+        let created = memory.session(
+            callbacks: callbacks, user: Unmanaged.passUnretained(self).toOpaque(), server: true)
         session = created
         var entries = [
             nghttp2_settings_entry(

@@ -128,4 +128,23 @@ final class NGHTTP2Pool {
             },
             realloc: { pointer, size, user in NGHTTP2Pool.with(user) { $0.reallocate(pointer, size) } })
     }
+
+    /// A new session (client or server) on this pool's memory, `user` its callbacks' user data: a SETTINGS frame of
+    /// more than 64 entries ends the connection with GOAWAY on either side (nghttp2's other flood bounds stay).
+    func session(
+        callbacks: OpaquePointer?, user: UnsafeMutableRawPointer, server: Bool
+    ) -> OpaquePointer {
+        var option: OpaquePointer?
+        nghttp2_option_new(&option)
+        defer { nghttp2_option_del(option) }
+        nghttp2_option_set_max_settings(option, 64)
+        var created: OpaquePointer?
+        var mem = self.mem
+        let status = server
+            ? nghttp2_session_server_new3(&created, callbacks, user, option, &mem)
+            : nghttp2_session_client_new3(&created, callbacks, user, option, &mem)
+        let name = server ? "server" : "client"
+        precondition(status == 0 && created != nil, "nghttp2_session_\(name)_new3 failed: \(status)")
+        return created!
+    }
 }

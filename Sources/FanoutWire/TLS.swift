@@ -141,10 +141,19 @@ public final class TLSSession {
 
     /// Hands ciphertext from the socket to OpenSSL.
     public func feed(_ bytes: UnsafeRawBufferPointer) throws(TLSError) {
+        try Self.writeAll(bytes, to: incoming, with: BIO_write, failure: "BIO_write")
+    }
+
+    /// Hands all of `bytes` to `write` (`BIO_write`, `SSL_write`: OpenSSL's writes, which may take a part at a time).
+    @inline(__always)
+    private static func writeAll(
+        _ bytes: UnsafeRawBufferPointer, to target: OpaquePointer,
+        with write: @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int32) -> Int32, failure: String
+    ) throws(TLSError) {
         var offset = 0
         while offset < bytes.count {
-            let n = BIO_write(incoming, bytes.baseAddress! + offset, Int32(bytes.count - offset))
-            guard n > 0 else { throw TLSError("BIO_write") }
+            let n = write(target, bytes.baseAddress! + offset, Int32(bytes.count - offset))
+            guard n > 0 else { throw TLSError(failure) }
             offset += Int(n)
         }
     }
@@ -191,12 +200,7 @@ public final class TLSSession {
 
     /// Encrypts plaintext to send (after the handshake).
     public func writePlaintext(_ bytes: UnsafeRawBufferPointer) throws(TLSError) {
-        var offset = 0
-        while offset < bytes.count {
-            let n = SSL_write(ssl, bytes.baseAddress! + offset, Int32(bytes.count - offset))
-            guard n > 0 else { throw TLSError("TLS write failed") }
-            offset += Int(n)
-        }
+        try Self.writeAll(bytes, to: ssl, with: SSL_write, failure: "TLS write failed")
     }
 
     /// Some ciphertext waits for the socket.

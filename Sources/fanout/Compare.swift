@@ -207,38 +207,29 @@ struct Merge: ParsableCommand {
 
     func run() throws {
         guard !folders.isEmpty else { throw ValidationError("expected the run folders of the shards") }
-        let serve = folders.filter(ServeFolder.isServe)
-        if !serve.isEmpty {
-            guard serve.count == folders.count else {
-                let other = folders.first { !ServeFolder.isServe($0) }!
-                try refuse(
-                    ReportReadError(
-                        file: other, "not a fanout serve folder, and \(serve[0]) is one: run, push and serve folders "
-                            + "do not mix", refusal: .notOneRun))
-            }
+        if try allOrNone(ServeFolder.isServe, "serve", mix: "run, push and serve folders do not mix") {
             return try mergeServe()
         }
-        let push = folders.filter(PushFolder.isPush)
-        if !push.isEmpty {
-            guard push.count == folders.count else {
-                let run = folders.first { !PushFolder.isPush($0) }!
-                try refuse(
-                    ReportReadError(
-                        file: run, "not a fanout push folder, and \(push[0]) is one: run and push folders do not mix",
-                        refusal: .notOneRun))
-            }
-            return try mergePush()
-        }
-        let merged: RunReport
-        do {
-            var parts: [(folder: String, report: RunReport)] = []
-            for folder in folders { parts.append((folder, try RunFolderReader.read(folder))) }
-            merged = try RunMerge.merge(parts)
-        } catch {
-            try refuse(error)
+        if try allOrNone(PushFolder.isPush, "push", mix: "run and push folders do not mix") { return try mergePush() }
+        let merged = try mergeFolders({ try RunFolderReader.read($0) as RunReport }) {
+            try RunMerge.merge($0.map { ($0.folder, $0.part) })
         }
         try RunFiles.write(folder: out, files: RunFiles.all(merged))
         print(SummaryTable.text(merged, folder: out))
+    }
+
+    /// Whether the folders are `kind` folders: false when none is, true when every one is, refused (exit 6) when
+    /// some are and some not.
+    private func allOrNone(_ isKind: (String) -> Bool, _ kind: String, mix: String) throws -> Bool {
+        let matching = folders.filter(isKind)
+        if matching.isEmpty { return false }
+        guard matching.count == folders.count else {
+            let other = folders.first { !isKind($0) }!
+            try refuse(
+                ReportReadError(
+                    file: other, "not a fanout \(kind) folder, and \(matching[0]) is one: \(mix)", refusal: .notOneRun))
+        }
+        return true
     }
 
     /// Exit 5 (a shard missing or given twice) or 6 (not shards of one run) when the set is refused, else 1.
@@ -248,16 +239,22 @@ struct Merge: ParsableCommand {
         throw ExitCode(refusal.exitCode)
     }
 
-    private func mergeServe() throws {
-        let parts: [ServeFolder]
-        let files: [String: String]
+    /// The folders read by `read` (each with its path, in order) and merged by `merge`; a set refused exits as
+    /// ``refuse(_:)`` says.
+    private func mergeFolders<Part, Merged>(
+        _ read: (String) throws -> Part, _ merge: ([(folder: String, part: Part)]) throws -> Merged
+    ) throws -> Merged {
         do {
-            var read: [ServeFolder] = []
-            for folder in folders { read.append(try ServeFolder.read(folder)) }
-            files = try ServeMerge.files(read)
-            parts = read
-        } catch {
+            return try merge(try folders.map { (folder: $0, part: try read($0)) })
+        } catch let error as ReportReadError {
             try refuse(error)
+        }
+    }
+
+    private func mergeServe() throws {
+        let (parts, files) = try mergeFolders(ServeFolder.read) {
+            let parts = $0.map(\.part)
+            return (parts, try ServeMerge.files(parts))
         }
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
         if parts.allSatisfy(\.hasState) {
@@ -268,14 +265,7 @@ struct Merge: ParsableCommand {
     }
 
     private func mergePush() throws {
-        let merged: PushResults
-        do {
-            var parts: [(folder: String, results: PushResults)] = []
-            for folder in folders { parts.append((folder, try PushFolder.read(folder))) }
-            merged = try PushMerge.merge(parts)
-        } catch {
-            try refuse(error)
-        }
+        let merged = try mergeFolders(PushFolder.read) { try PushMerge.merge($0.map { ($0.folder, $0.part) }) }
         try RunFiles.write(folder: out, files: try PushReport.files(merged, gitRevision: Machine.gitRevision()))
         print(
             "fanout merge: \(merged.shards) push shards, \(merged.events) events, \(merged.sent) sent, "

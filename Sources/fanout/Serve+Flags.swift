@@ -123,12 +123,8 @@ extension Serve {
         }
         var t = TriggerOptions(urls: urls)
         t.spread = spread
-        if let c = triggerConcurrency {
-            guard (1...100_000).contains(c) else { throw ValidationError("--trigger-concurrency: expected 1 to 100000, got \(c)") }
-            t.concurrency = c
-        }
-        if let s = triggerTimeout {
-            guard s > 0 && s <= 3600 else { throw ValidationError("--trigger-timeout: expected seconds above 0, at most 3600") }
+        if let c = try Self.checked(triggerConcurrency, 1...100_000, "--trigger-concurrency") { t.concurrency = c }
+        if let s = try Self.checked(seconds: triggerTimeout, atMost: 3600, "--trigger-timeout") {
             t.timeoutSeconds = s
         }
         switch triggerHTTP {
@@ -152,12 +148,8 @@ extension Serve {
             guard rate > 0 && rate <= 1_000_000 else { throw ValidationError("--register-rate: expected 0 < rate <= 1000000, got \(rate)") }
             r.ratePerSecond = rate
         }
-        if let a = registerAttempts {
-            guard (1...20).contains(a) else { throw ValidationError("--register-attempts: expected 1 to 20, got \(a)") }
-            r.attempts = a
-        }
-        if let d = registerDeadline {
-            guard d > 0 && d <= 86_400 else { throw ValidationError("--register-deadline: expected seconds above 0, at most 86400") }
+        if let a = try Self.checked(registerAttempts, 1...20, "--register-attempts") { r.attempts = a }
+        if let d = try Self.checked(seconds: registerDeadline, atMost: 86_400, "--register-deadline") {
             r.deadlineSeconds = d
         }
         if let c = triggerConcurrency, (1...100_000).contains(c) { r.concurrency = c }
@@ -165,6 +157,24 @@ extension Serve {
         if triggerHTTP == "2" { r.version = .http2 }
         r.caFile = triggerCA
         return r
+    }
+
+    /// An optional count flag's value when given, in `range` (else a usage error: "expected A to B, got V").
+    static func checked(_ value: Int?, _ range: ClosedRange<Int>, _ flag: String) throws -> Int? {
+        guard let value else { return nil }
+        guard range.contains(value) else {
+            throw ValidationError("\(flag): expected \(range.lowerBound) to \(range.upperBound), got \(value)")
+        }
+        return value
+    }
+
+    /// An optional seconds flag's value when given, above 0 and at most `atMost` (else a usage error).
+    static func checked(seconds value: Double?, atMost: Int, _ flag: String) throws -> Double? {
+        guard let value else { return nil }
+        guard value > 0 && value <= Double(atMost) else {
+            throw ValidationError("\(flag): expected seconds above 0, at most \(atMost)")
+        }
+        return value
     }
 
     /// `--app-events URL[,URL...]`: where the app tells the backend of its app events, with the backend flags of

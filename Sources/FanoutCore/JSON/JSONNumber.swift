@@ -61,17 +61,17 @@ public enum JSONNumber {
     @inline(__always)
     static func isDigit(_ c: UInt8) -> Bool { c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9") }
 
+    /// Whether a number token starts with its minus sign (its digits then start at 1).
+    @inline(__always)
+    static func isMinus(_ p: UnsafePointer<UInt8>) -> Bool { p[0] == UInt8(ascii: "-") }
+
     /// The value of an integral number that fits in Int64: `3`, `-7`, `3.0`, `1e3`; nil for `3.5`,
     /// `1e19` or anything else. `token` is a grammatically valid JSON number.
     @inline(__always)
     public static func int64(_ p: UnsafePointer<UInt8>, _ count: Int, fractional: Bool) -> Int64? {
         if !fractional {
-            var i = 0
-            var negative = false
-            if p[0] == UInt8(ascii: "-") {
-                negative = true
-                i = 1
-            }
+            let negative = isMinus(p)
+            var i = negative ? 1 : 0
             // Accumulate negatively so that Int64.min parses.
             var value: Int64 = 0
             while i < count {
@@ -110,12 +110,8 @@ public enum JSONNumber {
     /// Fast path (Clinger): at most 15 significant digits and a decimal exponent within ±22, where
     /// one exact multiplication or division rounds correctly. Otherwise libc's `strtod`.
     public static func parseDouble(_ p: UnsafePointer<UInt8>, _ count: Int) -> Double {
-        var i = 0
-        var negative = false
-        if p[0] == UInt8(ascii: "-") {
-            negative = true
-            i = 1
-        }
+        let negative = isMinus(p)
+        var i = negative ? 1 : 0
         var mantissa: UInt64 = 0
         var digits = 0
         var scale = 0

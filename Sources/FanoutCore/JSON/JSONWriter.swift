@@ -56,23 +56,18 @@ public enum JSONWriter {
         default: break
         }
         if escaping == .pythonStyle {
-            switch c {
-            case 0x0A:
-                out.append(UInt8(ascii: "n"))
+            let letter: UInt8? =
+                switch c {
+                case 0x0A: UInt8(ascii: "n")
+                case 0x0D: UInt8(ascii: "r")
+                case 0x09: UInt8(ascii: "t")
+                case 0x08: UInt8(ascii: "b")
+                case 0x0C: UInt8(ascii: "f")
+                default: nil
+                }
+            if let letter {
+                out.append(letter)
                 return
-            case 0x0D:
-                out.append(UInt8(ascii: "r"))
-                return
-            case 0x09:
-                out.append(UInt8(ascii: "t"))
-                return
-            case 0x08:
-                out.append(UInt8(ascii: "b"))
-                return
-            case 0x0C:
-                out.append(UInt8(ascii: "f"))
-                return
-            default: break
             }
         }
         let hex: StaticString = "0123456789abcdef"
