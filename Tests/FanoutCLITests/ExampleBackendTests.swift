@@ -20,16 +20,28 @@ struct ExampleBackendTests {
     /// with a build and a fuzz run beside it (load ~5 on 2 cores) a healthy run of `loop` missed 11 of 10,862 pairs
     /// (one event's last followers, "never pushed" 2.2 s after it was due), under ThreadSanitizer in CI 6 of 11,756.
     /// A broken registration, trigger or correlation misses far more, or makes wrong pushes, or breaks an identity.
-    static func verdictHolds(_ status: Int32, _ summary: [String: Any]) -> Bool {
+    static func verdictHolds(_ status: Int32, _ summary: [String: Any], missingShare: Double = 0.01) -> Bool {
         guard status != 0 else { return true }
         guard status == 2, let verdict = summary["verdict"] as? [String: Any],
-            let objectives = verdict["objectives"] as? [[String: Any]],
-            let events = summary["events"] as? [String: Any], let missing = events["missing"] as? Int,
-            let expected = events["expected"] as? Int
+            let objectives = verdict["objectives"] as? [[String: Any]]
         else { return false }
         let missed = objectives.filter { $0["met"] as? Bool == false }.compactMap { $0["objective"] as? String }
         return !missed.isEmpty && missed.allSatisfy { $0.hasPrefix("missing") || $0.hasPrefix("staleAtEnd") }
-            && missing * 100 <= expected
+            && missingAtMost(missingShare, summary)
+    }
+
+    /// Whether a run's missing pairs are at most `share` of its expected ones.
+    static func missingAtMost(_ share: Double, _ summary: [String: Any]) -> Bool {
+        guard let events = summary["events"] as? [String: Any], let missing = events["missing"] as? Int,
+            let expected = events["expected"] as? Int
+        else { return false }
+        return Double(missing) <= share * Double(expected)
+    }
+
+    /// A run folder's summary.json.
+    static func summary(_ folder: String) throws -> [String: Any] {
+        let data = try Data(contentsOf: URL(fileURLWithPath: folder).appendingPathComponent("summary.json"))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 
     @Test("registered, triggered, pushed back through aioapns, every push correlated, endToEnd measured")
@@ -126,11 +138,12 @@ struct ExampleBackendTests {
     /// docs/BACKEND.md, *A gate for your backend's CI*, shortened: runs of 8 s judged with `--settle 5` (an event is
     /// missing when not delivered 5 s after it was due: under AddressSanitizer on a loaded 2-core machine the
     /// healthy backend's endToEnd p99 reached 1.9 s and 2 of 6,783 pairs were not pushed within 3 s; a --settle as
-    /// long as the run judged nothing and passed the faulty backend: now not judged). As there, latency is shown, not judged (on a shared
-    /// machine its percentiles say more about the load than about the backend), and `events.reordered` is not
-    /// judged (the example backend's concurrent fan-outs reorder a source's updates, and the scenario's
-    /// outOfOrderShare sends some out of order itself); missing and stale at the end are. The two healthy runs
-    /// run at the same time (the same load on both), the faulty one after them.
+    /// long as the run judged nothing and passed the faulty backend: now not judged). As there, latency is shown, not
+    /// judged (on a shared machine its percentiles say more about the load than about the backend), and
+    /// `events.reordered` is not judged (the example backend's concurrent fan-outs reorder a source's updates, and
+    /// the scenario's outOfOrderShare sends some out of order itself); missing and stale at the end are, a healthy
+    /// run allowed at most 0.2% of its pairs missing (the machine's load; the faulty backend misses ~1%). The two
+    /// healthy runs run at the same time (the same load on both), the faulty one after them.
     @Test("a CI gate: two healthy runs of the backend compare exit 0, one dropping every 10th subscriber exit 2")
     func gate() throws {
         let directory = try CLI.temporaryDirectory()
@@ -155,9 +168,16 @@ struct ExampleBackendTests {
         done.wait()
         let second = try #require(other.run)
         let third = run("faulty", backend: "--drop-every 10")
+        // Healthy: passed, or failed on a few pairs the backend did not push in time on a loaded machine (3 of ~11,000
+        // in one `make test` beside a build) — at most 0.2% of the expected, a fifth of what the faulty one misses.
+        let healthyShare = 0.002
         for run in [first, second] {
             let result = try run.result.get()
-            #expect(result.status == 0, "\(run.folder): \(result.stdout)\n\(result.stderr)")
+            let summary = try #require(
+                try? Self.summary(run.folder), "\(run.folder): \(result.stdout)\n\(result.stderr)")
+            #expect(
+                Self.verdictHolds(result.status, summary, missingShare: healthyShare),
+                "\(run.folder): \(result.stdout)\n\(result.stderr)")
         }
         // The run of the backend dropping subscribers judges itself: missing pairs, exit 2.
         let faultyResult = try third.result.get()
@@ -168,7 +188,15 @@ struct ExampleBackendTests {
         let gate = ["*.p50=off", "*.p90=off", "*.p99=off", "*.p99.9=off", "events.reordered=off", "events.skipped=off"]
             .flatMap { ["--threshold", $0] }
         let same = try CLI.run(["compare", baseline, healthy] + gate)
-        #expect(same.status == 0, "\(same.stdout)\n\(same.stderr)")
+        // Exit 0; or, when a healthy run missed a few pairs as above, 2 on those counts alone.
+        let sameRegressions = same.stdout.split(separator: "\n").filter { $0.hasSuffix("REGRESSION") }
+        let fewMissing = try [baseline, healthy].allSatisfy { Self.missingAtMost(healthyShare, try Self.summary($0)) }
+        let onMissing = sameRegressions.allSatisfy {
+            $0.hasPrefix("events.missing ") || $0.hasPrefix("events.staleAtEnd ")
+        }
+        #expect(
+            same.status == 0 || (same.status == 2 && fewMissing && !sameRegressions.isEmpty && onMissing),
+            "\(same.stdout)\n\(same.stderr)")
         let dropped = try CLI.run(["compare", baseline, faulty] + gate)
         #expect(dropped.status == 2, "\(dropped.stdout)\n\(dropped.stderr)")
         let lines = dropped.stdout.split(separator: "\n")
