@@ -54,9 +54,7 @@ struct ExampleBackendTests {
             URL(fileURLWithPath: "/usr/bin/env"),
             ["FANOUT_BIN=\(CLI.binary.path)", "SERVE_ARGS=\(Self.serveArgs)", "bash", script, "6", folder.path,
                 "smoke"])
-        let data = try #require(
-            try? Data(contentsOf: folder.appendingPathComponent("summary.json")), "\(result.stdout)\n\(result.stderr)")
-        let summary = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let summary = try #require(try? Self.summary(folder.path), "\(result.stdout)\n\(result.stderr)")
         #expect(Self.verdictHolds(result.status, summary), "\(result.stdout)\n\(result.stderr)")
         let registration = try #require(summary["registration"] as? [String: Any])
         let activities = try #require(registration["activities"] as? Int)
@@ -88,9 +86,7 @@ struct ExampleBackendTests {
             URL(fileURLWithPath: "/usr/bin/env"),
             ["FANOUT_BIN=\(CLI.binary.path)", "SERVE_ARGS=\(Self.serveArgs)", "EXAMPLE_BACKEND_INSTANCES=2", "bash",
                 script, "6", folder.path, "smoke"])
-        let data = try #require(
-            try? Data(contentsOf: folder.appendingPathComponent("summary.json")), "\(result.stdout)\n\(result.stderr)")
-        let summary = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let summary = try #require(try? Self.summary(folder.path), "\(result.stdout)\n\(result.stderr)")
         #expect(Self.verdictHolds(result.status, summary), "\(result.stdout)\n\(result.stderr)")
         let registration = try #require(summary["registration"] as? [String: Any])
         let trigger = try #require(summary["trigger"] as? [String: Any])
