@@ -6,7 +6,8 @@ import FanoutSim
 extension APNsService {
 
     /// One line per activity, with the fields of docs/INGEST.md §5: what an app would have registered with
-    /// its server. Strings are written by `JSONWriter`, as the state dump's are.
+    /// its server; then one per activity a kickoff will start (`kickoffLine`). Strings are written by `JSONWriter`,
+    /// as the state dump's are.
     public func populationLines() -> [UInt8] {
         Self.whole { appendPopulation(to: &$0, chunkBytes: .max, flush: $1) }
     }
@@ -64,6 +65,11 @@ extension APNsService {
             name.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
             JSONWriter.append(PopulationLine.end, to: &out)
             keepRotationLine(a, out, lineStart: lineStart, token: tokenStart..<tokenEnd)
+            if out.count >= chunkBytes { try flush(&out) }
+        }
+        // Then the activities a kickoff will start: the device's push-to-start token and the source, nothing else.
+        for k in kickoff.list.indices {
+            out.append(contentsOf: kickoffLine(Int32(k), started: false))
             if out.count >= chunkBytes { try flush(&out) }
         }
     }
@@ -135,6 +141,7 @@ extension APNsService {
             total += world.sourceIsBroadcast[source] ? (name.count + 2) / 3 * 4 + 2 : 4
             total += name.count + 2  // `source-NNNNN`: nothing to escape
         }
+        for k in kickoff.list.indices { total += kickoffLine(Int32(k), started: false).count }
         return total
     }
 
@@ -185,6 +192,8 @@ extension APNsService {
         for (token, _) in retiredList { out.append(token.withUnsafeBytes { TokenDirectory.hash($0) }) }
         // Tokens a rotation while serving will mint (drawn at build): they route here from the start.
         out.append(contentsOf: rotationTokenHashes)
+        // Kickoff's push-to-start tokens and the update tokens of the activities it will start.
+        out.append(contentsOf: kickoff.tokenHashes)
         return out
     }
 

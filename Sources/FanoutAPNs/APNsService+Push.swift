@@ -71,14 +71,32 @@ extension APNsService {
         // 20, then route and apply (the pipeline judges the payload and counts every verdict and outcome).
         let t0 = clock()
         if kind == .startToken {
-            let n = startedActivities
-            startedActivities += 1
             guard case .startToken(let device, _) = resolution else { preconditionFailure() }
-            var newId = pipeline.store.deviceIds.withBytes(device) { Array($0) }
-            newId.append(contentsOf: Array("-started-\(n)".utf8))
+            // A kickoff's push-to-start (`faults.kickoff`) starts the device's activity of the source it names, under
+            // that activity's own id and token; any other start gets a minted one, following nothing.
+            let entry = kickoffEntry(device: device, body: r.body)
+            guard kickoffBudgetAllows(device: device, entry: entry) else {
+                record(.validate, max(clock() &- t0, 1))
+                let prefix = String(decoding: token.prefix(16), as: UTF8.self)
+                stats.note(
+                    .limitExceeded,
+                    "push-to-start token \(prefix)… apns-id \(idHeader.value): the device's start budget is spent")
+                stats.acceptedPushes += 1
+                return (APNsAnswer(status: 200, id: idHeader), nil)
+            }
+            var newId: [UInt8]
             var newToken: [UInt8] = []
-            engine.world.appendToken(device: Int(device), slot: 0x10000 + n, generation: 0, to: &newToken)
+            if let entry {
+                (newId, newToken) = kickoffIdentity(entry)
+            } else {
+                let n = startedActivities
+                startedActivities += 1
+                newId = pipeline.store.deviceIds.withBytes(device) { Array($0) }
+                newId.append(contentsOf: Array("-started-\(n)".utf8))
+                engine.world.appendToken(device: Int(device), slot: 0x10000 + n, generation: 0, to: &newToken)
+            }
             let refusedBefore = pipeline.accounting[.limitExceeded]
+            let activitiesBefore = pipeline.store.activityCount
             let verdict = r.body.withUnsafeBytes { payload in
                 token.withUnsafeBytes { target in
                     newId.withUnsafeBytes { id in
@@ -96,6 +114,9 @@ extension APNsService {
             case .rejected(let reason): return failure(APNsReason(reason), id: idHeader)
             case .unroutable(let reason): return failure(APNsReason(reason), id: idHeader)
             case .routed:
+                if pipeline.store.activityCount > activitiesBefore {
+                    kickoffStarted(Int32(activitiesBefore), device: device, entry: entry, nowNanos: t1)
+                }
                 if pipeline.accounting[.limitExceeded] > refusedBefore {
                     stats.note(.limitExceeded, "push-to-start token \(String(decoding: token.prefix(16), as: UTF8.self))… apns-id \(idHeader.value)")
                 }

@@ -45,6 +45,8 @@ public final class APNsService {
     var rotationTokenHashes: [UInt64] = []
     /// `faults.appEvents`: activities the app's side ends while serving (APNsService+AppEvents.swift).
     @exclusivity(unchecked) public internal(set) var appEvents = ServingAppEvents()
+    /// `faults.kickoff`: activities started by push-to-start while serving (APNsService+Kickoff.swift).
+    @exclusivity(unchecked) public internal(set) var kickoff = ServingKickoff()
     // The channel registry (the functions: APNsService+Channels.swift). Only live channels are kept: a
     // deleted one leaves the registry, the per-bundle list and the router, here and on every worker.
     /// Live broadcast channels by raw id: their app's bundle, storage policy, and registration number.
@@ -112,7 +114,7 @@ public final class APNsService {
         scenario: Scenario, auth: ProviderAuth?, nowSeconds: Int64, worker: Int = 0, of workers: Int = 1,
         shard: Shard = .whole, progress: ProgressCounter? = nil, clock: @escaping @Sendable () -> UInt64
     ) {
-        let world = World(scenario: scenario, shard: shard, epochSeconds: nowSeconds)
+        let world = World(scenario: scenario, shard: shard, epochSeconds: nowSeconds, kickoff: true)
         engine = WorkerEngine(world: world, index: worker, count: workers, hrtime: clock, progress: progress)
         self.worker = worker
         self.workers = workers
@@ -158,6 +160,7 @@ public final class APNsService {
         }
         planServingRotations(scenario)
         planAppEvents(scenario)
+        planKickoff()
     }
 
     /// The correlation of deliveries with the scenario's events (`--expect-events`; nil: none, serve as without it).

@@ -28,8 +28,12 @@ import FanoutSim
 /// late push of it (then `reordered`) takes it back out of `skipped`.
 public struct EventTracker {
     public let events: ServeEvents
-    /// The source each local activity followed at start (-1: none); later activities (push-to-start) have none.
-    let sourceOf: [Int32]
+    /// The source each local activity follows (-1: none): from the start, or from its kickoff (`follow`); other
+    /// activities started by push-to-start follow none.
+    var sourceOf: [Int32]
+    /// Per local activity the lowest rank expected of it: 0, or for an activity started by a kickoff the first
+    /// event of its source intended at or after the source's start (`follow`).
+    var fromRank: [Int32]
     /// The rank of each local activity's newest delivered event (-1: none yet).
     var last: [Int32]
     /// Whether that event arrived wrong (`wrongKind`, `wrongContent`): its freshness ends when a newer one is applied.
@@ -76,6 +80,7 @@ public struct EventTracker {
         self.events = events
         self.sourceOf = sourceOf
         last = [Int32](repeating: -1, count: sourceOf.count)
+        fromRank = [Int32](repeating: 0, count: sourceOf.count)
         lastWrong = [Bool](repeating: false, count: sourceOf.count)
         let n = events.count
         delivered = [Int32](repeating: 0, count: n)
@@ -171,6 +176,26 @@ public struct EventTracker {
         return .delivered(endToEndNanos: endToEnd)
     }
 
+    /// Local activity `a`, started by a kickoff, follows source `s` from now on: the events of `s` intended at or after
+    /// `fromNanos` (the source's start) are expected of it, the earlier ones are not (as if it had shown them: a push
+    /// of one is `duplicate` or `reordered`). Activities between the last known and `a` follow nothing.
+    mutating func follow(_ a: Int32, source s: Int32, fromNanos: UInt64) {
+        let i = Int(a)
+        while sourceOf.count <= i {
+            sourceOf.append(-1)
+            last.append(-1)
+            fromRank.append(0)
+            lastWrong.append(false)
+        }
+        var from: Int32 = 0
+        for e in events.events(of: Int(s)) where events.offsetNanos[Int(e)] < fromNanos {
+            from = max(from, events.rank[Int(e)] + 1)
+        }
+        sourceOf[i] = s
+        fromRank[i] = from
+        last[i] = from - 1
+    }
+
     /// From `intended` to `now`, at least 1 ns (a delivery before its intended time counts as 1 ns).
     @inline(__always)
     static func since(_ intended: UInt64, _ now: UInt64) -> UInt64 { now > intended ? now - intended : 1 }
@@ -228,7 +253,9 @@ extension APNsService {
             a, timestamp: aps.timestamp, end: aps.event == .end, outcome: outcome, contentHash: hash,
             nowNanos: nowNanos, t0Nanos: t0Nanos)
         switch verdict {
-        case .delivered(let nanos): record(.endToEnd, nanos)
+        case .delivered(let nanos):
+            record(.endToEnd, nanos)
+            if a >= kickoff.builtActivities { noteKickoffDelivery(a, nowNanos) }
         case .wrongKind, .wrongContent:
             guard tracker!.wrongExamples.count < ServeStats.examplesPerFinding else { return }
             let source = Int(tracker!.sourceOf[Int(a)])

@@ -17,12 +17,13 @@ extension ServeEventsReport {
     /// (rotations while serving, `--register`): per loop, per rotation of its `rotations.list`, whether the new token
     /// was registered; `rotationRegistration` counts those registrations. App events (`faults.appEvents`): a
     /// follower's events intended after its app event − 1 s are not expected any more (``appEventDue``);
-    /// `appEventRequests` counts the requests to `--app-events`.
+    /// `appEventRequests` counts the requests to `--app-events`. Kickoff (`faults.kickoff`): `kickoffRegistration`,
+    /// the started activities' registrations, `kickoffUntaken` those never taken to be sent (``KickoffJudge``).
     public static func judge(
         services: [APNsService], nowNanos: UInt64, settleNanos: UInt64 = 0, refusals: [UnresentRefusal] = [],
         triggerFailures: [TriggerEventFailure] = [], registeredLines: [Bool]? = nil,
         rotationRegistered: [[Bool]]? = nil, rotationRegistration: RegisterResults? = nil,
-        appEventRequests: RegisterResults? = nil
+        appEventRequests: RegisterResults? = nil, kickoffRegistration: RegisterResults? = nil, kickoffUntaken: Int = 0
     ) -> ServeEventsReport? {
         guard let events = services.first?.tracker?.events else { return nil }
         var r = ServeEventsReport()
@@ -63,8 +64,15 @@ extension ServeEventsReport {
             let e = events.find(source: Int(f.source), timestamp: f.timestamp)
             if e >= 0 { eventFailure[Int(e)] = f.reason }
         }
-        let activityCounts = services.map { $0.tracker?.sourceOf.count ?? 0 }
-        let registered = registeredLines.flatMap { $0.count == activityCounts.reduce(0, +) ? $0 : nil }
+        // population.jsonl's lines, loop by loop: the activities built at start, then those a kickoff will start.
+        let activityCounts = services.map { s in
+            s.kickoff.builtActivities == .max ? s.tracker?.sourceOf.count ?? 0 : Int(s.kickoff.builtActivities)
+        }
+        let lineCounts = zip(activityCounts, services).map { $0 + $1.kickoff.list.count }
+        let registered = registeredLines.flatMap { $0.count == lineCounts.reduce(0, +) ? $0 : nil }
+        r.kickoff = KickoffJudge.counts(
+            services, events: events, horizon: horizon, triggerFailures: triggerFailures, registeredLines: registered,
+            lineCounts: lineCounts, registration: kickoffRegistration, untaken: kickoffUntaken)
         let unregisteredAny = registered.map { $0.contains(false) } ?? false
         var lineBase = 0
         var per = PerEvent(events: n)
@@ -119,9 +127,10 @@ extension ServeEventsReport {
             }
             let plain =
                 refused.isEmpty && t.pairNotes.isEmpty && eventFailure.isEmpty && !unregisteredAny
-                && unregisteredRotation.isEmpty && registeredRotation.isEmpty
+                && unregisteredRotation.isEmpty && registeredRotation.isEmpty && service.kickoff.list.isEmpty
             let base0 = lineBase
-            lineBase += activityCounts[k]
+            lineBase += lineCounts[k]
+            let built = activityCounts[k]
             for (i, src) in t.sourceOf.enumerated() where src >= 0 {
                 let s = Int(src)
                 var due = dueRank[s]
@@ -136,7 +145,7 @@ extension ServeEventsReport {
                         for p in from...Int(dueRank[s]) { notExpected[Int(events.bySource[base + p])] += 1 }
                     }
                 }
-                r.expected += Int(max(due, last)) + 1
+                r.expected += Int(max(due, last)) + 1 - Int(t.fromRank[i])
                 if t.lastWrong[i] {
                     // Still showing a wrong event: behind the game from its intended time to the horizon at least.
                     let e = Int(events.bySource[Int(events.sourceStart[s]) + Int(last)])
@@ -166,7 +175,8 @@ extension ServeEventsReport {
                         : refused[PairKey(k, i, e)].map { refusedReason(kind: $0.kind, broadcast: $0.broadcast) }
                             ?? rotationUnknown
                             ?? t.pairNotes[UInt64(i) << 32 | UInt64(e)] ?? eventFailure[e]
-                            ?? (registered?[base0 + i] == false ? notRegistered : nil)
+                            ?? (i < built ? (registered?[base0 + i] == false ? notRegistered : nil)
+                                : KickoffJudge.missingReason(service, activity: i, kickoffRegistration))
                             // The backend was told the new token (2xx) and nothing of the pair reached fanout.
                             ?? ((registeredRotation[i].map { events.offsetNanos[e] >= $0 } ?? false)
                                 ? rotationNotPushed : nil)

@@ -146,6 +146,9 @@ public struct RegisterResults: BackendCounted, Sendable {
     /// Per line of population.jsonl (an activity, in the order of the file): registered (a 2xx) or not. The judge
     /// names "activity not registered" as the reason of a missing pair of an activity not registered.
     public var registeredLines: [Bool] = []
+    /// Lines posted while serving (kickoff's registrations): each registered one's key (its loop << 32 | its number
+    /// there) → when its 2xx came (`EventLoop.hrtimeNanos`).
+    public var registeredAtNanos: [UInt64: UInt64] = [:]
     /// Every attempt's answer by status, and the attempts that got none.
     public var counts = BackendCounts()
     public var elapsedSeconds = 0.0

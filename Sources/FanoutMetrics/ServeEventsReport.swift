@@ -119,6 +119,9 @@ public struct ServeEventsReport: Sendable {
     /// event + its grace (a backend that ignores app events); 0 without app events.
     public var sentAfterAppEvent: Int { appEvents?.sentAfter ?? 0 }
 
+    /// `faults.kickoff` (nil: the scenario has none, and summary.json has no `kickoff`, as before).
+    public var kickoff: Kickoff?
+
     /// The app events while serving (every loop), what the backend sent afterwards, and the requests telling it
     /// (`--app-events`): scheduled = told + failed + untoldAtShutdown, scheduled ≥ applied.
     public struct AppEvents: Sendable, Equatable {
@@ -252,6 +255,6 @@ public struct ServeEventsReport: Sendable {
     public var reasonsAddUp: Bool { missing == missingByReason.values.reduce(0, +) }
     public var identitiesHold: Bool {
         pairsAddUp && deliveriesAddUp && perEventAddsUp && reasonsAddUp && refusals.addsUp && freshnessAddsUp
-            && (rotations?.addsUp ?? true) && (appEvents?.addsUp ?? true)
+            && (rotations?.addsUp ?? true) && (appEvents?.addsUp ?? true) && (kickoff?.addsUp ?? true)
     }
 }

@@ -174,6 +174,7 @@ public enum ServeHTML {
         out += "</p>\n"
         if r.rotations != nil { out += "<p>" + e(ServeReport.rotationsLine(r)) + "</p>\n" }
         if r.appEvents != nil { out += "<p>" + e(ServeReport.appEventsLine(r)) + "</p>\n" }
+        out += kickoff(r)
         if r.missing > 0 {
             out += "<table>\n<tr><th>missing, by reason</th><th>count</th><th>example</th></tr>\n"
             for (reason, n) in ServeReport.sortedReasons(r) {

@@ -61,6 +61,7 @@ extension ServeReport {
         ]
         addRotations(r, to: &out)
         addAppEvents(r, to: &out)
+        addKickoff(r, to: &out)
         return out
     }
 
@@ -103,6 +104,7 @@ extension ServeReport {
         }
         md += rotationsMarkdown(r)
         md += appEventsMarkdown(r)
+        md += kickoffMarkdown(r)
         md += missingReasonsMarkdown(r)
         var rows: [(String, LatencyHistogram)] = [
             ("endToEnd", latency[serve: .endToEnd]), ("freshness", r.freshness),

@@ -50,6 +50,7 @@ public struct ServeEventsSummary: Sendable, Equatable {
     /// without has no such count, 0 compared).
     public static let laterCountNames = [
         "wrongContent", "wrongKind", "wrongShownAtEnd", "sentToUnregistered", "sentAfterAppEvent",
+        "kickoffNotStarted", "kickoffNotRegistered",
     ]
     public var counts: [String: Int]
     public var missingByReason: [String: Int]

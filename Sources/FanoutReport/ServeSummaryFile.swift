@@ -35,7 +35,7 @@ public struct ServeSummaryFile: Sendable {
     /// regression (a lost, late, doubled or out-of-order delivery is a bug, not noise).
     public static let gatedEventCounts = [
         "missing", "staleAtEnd", "uncorrelated", "duplicate", "reordered", "skipped", "wrongContent", "wrongKind",
-        "sentToUnregistered", "sentAfterAppEvent",
+        "sentToUnregistered", "sentAfterAppEvent", "kickoffNotStarted", "kickoffNotRegistered",
     ]
     /// The backend counts gated the same way when both runs have the section: events the backend did not accept
     /// (`trigger.failures`: non-2xx, timed out, failed), activities it never registered.

@@ -25,7 +25,8 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
         ("wrongKind", "expected pairs"), ("sentToUnregistered", "expected pairs"),
         ("sentAfterAppEvent", "expected pairs"),
         ("unregistered", "activities"), ("trigger.failures", "events sent"), ("trigger.unsent", "events sent"),
-        ("appEvents.failed", "app events"),
+        ("appEvents.failed", "app events"), ("kickoff.notStarted", "activities due to start"),
+        ("kickoff.notRegistered", "activities started"),
     ]
     /// The latency metrics an objective may name: serve's, and the judge's (`--expect-events`).
     public static let metrics = ServeMetric.allCases.map(\.name) + ["freshness", "fanoutCompletion"]
@@ -75,6 +76,7 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
             if n == "unregistered" { return "--register" }
             if n.hasPrefix("trigger.") { return "--trigger" }
             if n.hasPrefix("appEvents.") { return "--app-events" }
+            if n.hasPrefix("kickoff.") { return "a scenario with faults.kickoff" }
             return "--expect-events"
         case .duration(let m, _, _):
             return ["endToEnd", "freshness", "fanoutCompletion"].contains(m) ? "--expect-events" : nil
@@ -93,6 +95,8 @@ public struct ServeObjective: Sendable, Equatable, CustomStringConvertible {
         // ... and one that refuses the app's requests telling it (every attempt failed) fails too, named apart: the
         // pushes it then sends after the app event are its side's as well.
         if info.events?.appEvents != nil { names += ["sentAfterAppEvent", "appEvents.failed"] }
+        // Kickoff: every activity due to start started, and the backend took each one's registration.
+        if info.events?.kickoff != nil { names += ["kickoff.notStarted", "kickoff.notRegistered"] }
         if info.registration != nil { names.append("unregistered") }
         if info.trigger != nil { names.append("trigger.failures") }
         return names.map { ServeObjective(text: "\($0)=0", limit: .count(name: $0, count: 0, percent: nil)) }
@@ -223,6 +227,10 @@ public struct ServeVerdict: Sendable, Equatable {
             return info.trigger.map { ($0.unsentAtShutdown, $0.sent + $0.unsentAtShutdown) }
         case "appEvents.failed":
             return info.events?.appEvents.map { ($0.failed, $0.scheduled) }
+        case "kickoff.notStarted":
+            return info.events?.kickoff.map { ($0.notStarted, $0.due) }
+        case "kickoff.notRegistered":
+            return info.events?.kickoff.map { ($0.registration.failed + $0.registration.pendingAtShutdown, $0.started) }
         default:
             guard let e = info.events else { return nil }
             let n: Int? =

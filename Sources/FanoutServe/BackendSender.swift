@@ -88,6 +88,9 @@ final class BackendSender<Item> {
     private var armedAt: UInt64?
     private var lanes: [Lane]
     private var stopped = false
+    /// More items may come (``wake()``): nothing due, nothing queued or in flight does not end the sender; only
+    /// ``stop()`` does (kickoff's registrations, posted while serving).
+    var holdsOpen = false
     private var release: (UInt64) -> Void = { _ in }
     private var nextDue: () -> UInt64? = { nil }
     private var body: (Item) -> [UInt8] = { _ in [] }
@@ -161,6 +164,9 @@ final class BackendSender<Item> {
         lanes[lane].queue.append((item, dueNanos))
     }
 
+    /// New items may be due (`release` and `nextDue` know of them): a turn now.
+    func wake() { turn() }
+
     /// Sending ends now: what is queued is dropped (its count returned), what is in flight completes as cancelled
     /// (to `ended`, from inside this call), and the client and the timer close. Nothing after the first stop or
     /// once drained (returns 0).
@@ -196,7 +202,7 @@ final class BackendSender<Item> {
                 armedAt = next
                 timer?.start(atHrtimeNanos: next)
             }
-        } else if queued == 0, inFlight == 0 {
+        } else if queued == 0, inFlight == 0, !holdsOpen {
             stopped = true
             drained()
             // Not from inside the client's completion (close() completes and cleans up what it holds): next turn.

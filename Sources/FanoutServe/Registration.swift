@@ -41,11 +41,14 @@ public final class Registrar {
     enum Lines {
         case file(LineFile)
         case timed([(dueNanos: UInt64, line: [UInt8])])
+        /// Lines posted while serving, each due at its own instant (kickoff's registrations: ``KickoffInbox``).
+        case posted(KickoffInbox)
 
         var count: Int {
             switch self {
             case .file(let f): f.count
             case .timed(let list): list.count
+            case .posted: 0
             }
         }
     }
@@ -63,7 +66,13 @@ public final class Registrar {
     private let lines: Lines
     /// Lines taken from the file (first attempts due so far).
     private var nextLine = 0
-    private let lineCount: Int
+    private var lineCount: Int
+    /// Posted lines (``Lines/posted(_:)``): each one's text (emptied once it ended) and key, the first attempts not
+    /// due yet, and the wakeup the inbox rings.
+    private var postedLines: [[UInt8]] = []
+    private var postedKeys: [UInt64] = []
+    private var postedDue = DueHeap()
+    private var inboxWakeup: Wakeup?
     private let startNanos: UInt64
     /// First attempts and retries, each released when due (its rate slot or its backoff), to the microsecond.
     private let sender: BackendSender<Pending>
@@ -125,6 +134,14 @@ public final class Registrar {
     }
 
     func start() {
+        if case .posted(let inbox) = lines,
+            let wakeup = try? Wakeup(loop: loop, { [unowned self] _ in self.absorb() })
+        {
+            wakeup.isReferenced = false
+            inboxWakeup = wakeup
+            inbox.attach(wakeup.sender)
+            sender.holdsOpen = true
+        }
         // Timed lines (while serving) have no deadline of their own: serving's end stops them (``stop()``).
         if case .file = lines {
             let deadline = UVLoop.Timer(loop: loop) { [unowned self] _ in self.deadlinePassed() }
@@ -153,10 +170,33 @@ public final class Registrar {
             drained: { [unowned self] in self.finish() })
     }
 
+    /// Takes what the serving loops posted: each line due at its own instant.
+    private func absorb() {
+        guard !finished, case .posted(let inbox) = lines else { return }
+        let taken = inbox.take()
+        guard !taken.isEmpty else { return }
+        for p in taken {
+            let index = Int32(postedLines.count)
+            postedLines.append(p.line)
+            postedKeys.append(UInt64(p.loop) << 32 | UInt64(UInt32(bitPattern: p.index)))
+            postedDue.push(p.dueNanos, index)
+            own.registeredLines.append(false)
+        }
+        lineCount += taken.count
+        own.activities += taken.count
+        sender.wake()
+    }
+
     /// The first attempt of line k is due at start + k / rate (timed lines: at their own instant).
     private func firstDue(_ k: Int) -> UInt64 {
         if case .timed(let list) = lines { return list[k].dueNanos }
+        if isPosted { return .max }
         return startNanos &+ UInt64((Double(k) / options.ratePerSecond * 1e9).rounded())
+    }
+
+    private var isPosted: Bool {
+        if case .posted = lines { return true }
+        return false
     }
 
     /// Line k (the next one taken).
@@ -164,6 +204,7 @@ public final class Registrar {
         switch lines {
         case .file(let f): f.next() ?? []
         case .timed(let list): list[k].line
+        case .posted: postedLines[k]
         }
     }
 
@@ -172,7 +213,14 @@ public final class Registrar {
 
     /// First attempts and retries due by `now` go to the sender.
     private func release(_ now: UInt64) {
-        while nextLine < lineCount, firstDue(nextLine) <= now {
+        while let first = postedDue.first, first.due <= now {
+            _ = postedDue.pop()
+            let pending = Pending(
+                index: first.index, line: postedLines[Int(first.index)], attempt: 1, dueNanos: first.due)
+            sender.enqueue(pending, dueNanos: first.due, lane: lane(of: pending))
+            nextLine += 1
+        }
+        while !isPosted, nextLine < lineCount, firstDue(nextLine) <= now {
             let due = firstDue(nextLine)
             let pending = Pending(index: Int32(nextLine), line: line(nextLine), attempt: 1, dueNanos: due)
             sender.enqueue(pending, dueNanos: due, lane: lane(of: pending))
@@ -198,7 +246,11 @@ public final class Registrar {
     /// The next first attempt or retry due; nil when every line is out and no retry waits.
     private func nextDue() -> UInt64? {
         var next: UInt64 = .max
-        if nextLine < lineCount { next = firstDue(nextLine) }
+        if let first = postedDue.first {
+            next = first.due
+        } else if !isPosted, nextLine < lineCount {
+            next = firstDue(nextLine)
+        }
         for queue in backoff { if let first = queue.first { next = min(next, first.dueNanos) } }
         return next == .max ? nil : next
     }
@@ -212,6 +264,10 @@ public final class Registrar {
             if (200..<300).contains(end.status) {
                 own.registered += 1
                 own.registeredLines[Int(p.index)] = true
+                if isPosted {
+                    own.registeredAtNanos[postedKeys[Int(p.index)]] = EventLoop.hrtimeNanos
+                    postedLines[Int(p.index)] = []
+                }
             } else {
                 failedAttempt(p)
             }
@@ -223,6 +279,7 @@ public final class Registrar {
     private func failedAttempt(_ p: Pending) {
         guard p.attempt < options.attempts else {
             own.failed += 1
+            if isPosted { postedLines[Int(p.index)] = [] }
             return
         }
         guard !finished else {  // no retry once registration has ended: not registered then
@@ -245,6 +302,8 @@ public final class Registrar {
         finished = true
         own.unregisteredAtDeadline += (lineCount - nextLine) + backoff.reduce(0) { $0 + $1.count }
         nextLine = lineCount
+        postedDue.removeAll()
+        if case .posted(let inbox) = lines { inbox.close() }
         for a in backoff.indices { backoff[a].removeAll() }
         // What waits is dropped; each request in flight completes as cancelled (from inside stop(), into `own`):
         // unregistered at the deadline.
@@ -265,6 +324,8 @@ public final class Registrar {
             self.subscription = nil
             self.interrupt?.close()
             self.interrupt = nil
+            self.inboxWakeup?.close()
+            self.inboxWakeup = nil
             self.own.elapsedSeconds = Double(EventLoop.hrtimeNanos &- self.startNanos) / 1e9
         }
     }

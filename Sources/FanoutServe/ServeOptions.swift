@@ -47,6 +47,9 @@ public struct ServeOptions: Sendable {
     /// App events while serving (`faults.appEvents`, `--app-events URL`): each app event's request, from the trigger's
     /// loop at its instant.
     public var appEvents: ServingRegistration?
+    /// `faults.kickoff` with `--register`: the registrations of the activities push-to-start starts, posted by the
+    /// serving loops to the trigger's loop (`--register`'s backend, its options).
+    public var kickoffRegistration: (options: RegisterOptions, inbox: KickoffInbox)?
     /// t0 of the scenario's events: the instant event offset 0 is due (`EventLoop.hrtimeNanos`), the same for
     /// every loop. The trigger sends event k at `eventsT0Nanos + intendedNanos(k)`; a push's end-to-end time is
     /// its apply time − this − the event's offset. `fanout serve` sets it to when serving starts.

@@ -51,3 +51,16 @@ extension ServeSession {
         return out
     }
 }
+
+/// Kickoff by push-to-start (`faults.kickoff`, docs/INGEST.md §5, *Kickoff*): the serving loops post each started
+/// activity's registration to the trigger's loop, which sends it to `--register` at its instant.
+extension ServeSession {
+    /// With `--register` and a kickoff: the inbox the loops post to, handed to the trigger's loop; nil otherwise.
+    func servingKickoff(_ services: [APNsService], _ options: inout ServeOptions) -> KickoffInbox? {
+        guard let register = plan.register, services.contains(where: { !$0.kickoff.list.isEmpty }) else { return nil }
+        let inbox = KickoffInbox()
+        for service in services { service.postKickoffRegistrations { inbox.post($0) } }
+        options.kickoffRegistration = (register, inbox)
+        return inbox
+    }
+}

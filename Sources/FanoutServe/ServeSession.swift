@@ -152,6 +152,7 @@ public final class ServeSession {
         events?.t0Nanos = options.eventsT0Nanos
         let rotationOrder = servingRotations(services, &options)
         servingAppEvents(services, &options)
+        let kickoffInbox = servingKickoff(services, &options)
         let board = ProgressBoard(count: plan.workers)
         let serving = output.serving
         let (sockets, manageSockets) = listeners.take()
@@ -184,7 +185,8 @@ public final class ServeSession {
                     flags[k][j] = r.registeredLines[g]
                 }
                 return flags
-            }, rotationRegistration: results.rotationRegistration, appEventRequests: results.appEventRequests)
+            }, rotationRegistration: results.rotationRegistration, appEventRequests: results.appEventRequests,
+            kickoffRegistration: results.kickoffRegistration, kickoffUntaken: kickoffInbox?.untaken ?? 0)
         let endMillis =
             plan.stateAtMillis
             ?? Int64(Date().timeIntervalSince1970 * 1000) + (origin?.takenOffset ?? deviceClockOffsetMillis)

@@ -59,6 +59,8 @@ public enum ServeWorkers {
         public var rotationRegistration: RegisterResults?
         /// App events while serving (`--app-events`): the app's requests telling the backend, from the trigger's loop.
         public var appEventRequests: RegisterResults?
+        /// Kickoff (`faults.kickoff`): the started activities' registrations, from the trigger's loop.
+        public var kickoffRegistration: RegisterResults?
         /// When the first loop began shutting down (`EventLoop.hrtimeNanos`; nil: none did): the events judge's
         /// horizon counts from here, not from the end of the drain (the trigger sent nothing after it).
         public var shutdownBeganNanos: UInt64?
@@ -84,18 +86,21 @@ public enum ServeWorkers {
         let triggerResults = Box<TriggerResults?>(nil)
         let registrationResults = Box<RegisterResults?>(nil)
         let appEventResults = Box<RegisterResults?>(nil)
+        let kickoffResults = Box<RegisterResults?>(nil)
         let stopping = (0..<count).map { _ in Box<UInt64?>(nil) }
         // `--trigger` runs on a loop of its own (as registration does), so that serving never delays an event
         // and an event never delays serving; serving's shutdown stops it (a wakeup), and its thread ends with it.
         // The registrations of rotations while serving and the app events go out from the same loop.
         let trigger =
             options.trigger == nil && options.servingRegistration == nil && options.appEvents == nil
+                && options.kickoffRegistration == nil
             ? nil
             : TriggerThread(
                 options: options.trigger, registration: options.servingRegistration, appEvents: options.appEvents,
-                world: services[0].engine.world, t0Nanos: options.eventsT0Nanos,
+                kickoff: options.kickoffRegistration, world: services[0].engine.world, t0Nanos: options.eventsT0Nanos,
                 t0UnixMillis: options.eventsT0UnixMillis, results: triggerResults,
-                registrationResults: registrationResults, appEventResults: appEventResults)
+                registrationResults: registrationResults, appEventResults: appEventResults,
+                kickoffResults: kickoffResults)
         let triggerStop = trigger?.start()
         for k in 0..<count {
             let service = handed[k]
@@ -157,6 +162,7 @@ public enum ServeWorkers {
         results.trigger = triggerResults.value
         results.rotationRegistration = registrationResults.value
         results.appEventRequests = appEventResults.value
+        results.kickoffRegistration = kickoffResults.value
         if let failure = trigger?.failure { results.failure = failure }
         results.shutdownBeganNanos = stopping.compactMap(\.value).min()
         for o in outcomes {
@@ -182,25 +188,30 @@ final class TriggerThread: @unchecked Sendable {
     let options: TriggerOptions?
     let registration: ServingRegistration?
     let appEvents: ServingRegistration?
+    let kickoff: (options: RegisterOptions, inbox: KickoffInbox)?
     let world: World
     let t0Nanos: UInt64
     let t0UnixMillis: Int64
     let results: ServeWorkers.Box<TriggerResults?>
     let registrationResults: ServeWorkers.Box<RegisterResults?>
     let appEventResults: ServeWorkers.Box<RegisterResults?>
+    let kickoffResults: ServeWorkers.Box<RegisterResults?>
     private let ready = DispatchSemaphore(value: 0)
     private let done = DispatchSemaphore(value: 0)
     private var stop: Wakeup.Sender?
     private(set) var failure: String?
 
     init(
-        options: TriggerOptions?, registration: ServingRegistration?, appEvents: ServingRegistration?, world: World,
-        t0Nanos: UInt64, t0UnixMillis: Int64, results: ServeWorkers.Box<TriggerResults?>,
-        registrationResults: ServeWorkers.Box<RegisterResults?>, appEventResults: ServeWorkers.Box<RegisterResults?>
+        options: TriggerOptions?, registration: ServingRegistration?, appEvents: ServingRegistration?,
+        kickoff: (options: RegisterOptions, inbox: KickoffInbox)?, world: World, t0Nanos: UInt64, t0UnixMillis: Int64,
+        results: ServeWorkers.Box<TriggerResults?>, registrationResults: ServeWorkers.Box<RegisterResults?>,
+        appEventResults: ServeWorkers.Box<RegisterResults?>, kickoffResults: ServeWorkers.Box<RegisterResults?>
     ) {
         self.options = options
         self.registration = registration
         self.appEvents = appEvents
+        self.kickoff = kickoff
+        self.kickoffResults = kickoffResults
         self.appEventResults = appEventResults
         self.world = world
         self.t0Nanos = t0Nanos
@@ -227,10 +238,14 @@ final class TriggerThread: @unchecked Sendable {
                     let teller = try appEvents.map {
                         try Registrar(loop: loop, lines: .timed($0.lines), options: $0.options, signals: nil)
                     }
+                    let starter = try kickoff.map {
+                        try Registrar(loop: loop, lines: .posted($0.inbox), options: $0.options, signals: nil)
+                    }
                     let wakeup = try Wakeup(loop: loop) { wakeup in
                         sender?.stop()
                         registrar?.stop()
                         teller?.stop()
+                        starter?.stop()
                         wakeup.close()
                     }
                     stop = wakeup.sender
@@ -238,10 +253,12 @@ final class TriggerThread: @unchecked Sendable {
                     sender?.start()
                     registrar?.start()
                     teller?.start()
+                    starter?.start()
                     loop.run()
                     results.value = sender?.results
                     registrationResults.value = registrar?.results
                     appEventResults.value = teller?.results
+                    kickoffResults.value = starter?.results
                 } catch {
                     loop.closeRemainingHandles()
                     try? loop.close()

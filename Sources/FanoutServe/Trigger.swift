@@ -38,6 +38,9 @@ public final class TriggerSender {
     /// Each event released at its intended time, to the microsecond (a libuv timer's whole milliseconds made
     /// events due 0.3 ms from now wait up to a millisecond: at 2,000 events/s that was most of them).
     private let sender: BackendSender<SourceEvent>
+    /// `faults.kickoff`: each kickoff source's `start` event (``startIndex``), in intended order, and the next one due.
+    private let starts: [SourceEvent]
+    private var nextStart = 0
     private var content: [UInt8] = []
     /// `--trigger A,B` spread by hash: each source's URL (empty with one URL, or round robin).
     private let laneOfSource: [Int32]
@@ -55,6 +58,10 @@ public final class TriggerSender {
         self.t0Nanos = t0Nanos
         self.t0UnixMillis = t0UnixMillis
         schedule = EventSchedule(scenario: world.scenario, world: world)
+        starts = world.kickoffOffsetNanos.enumerated()
+            .filter { $0.element != .max }
+            .map { SourceEvent(index: Self.startIndex, intendedNanos: $0.element, kind: .update, source: $0.offset) }
+            .sorted { ($0.intendedNanos, $0.source) < ($1.intendedNanos, $1.source) }
         sender = try BackendSender(loop: loop, target: options.target)
         let n = options.urls.count
         if n > 1 && options.spread == .hash {
@@ -97,7 +104,7 @@ public final class TriggerSender {
     public func start() {
         sender.start(
             release: { [unowned self] now in self.release(now) },
-            nextDue: { [unowned self] in self.schedule.peek().map { self.t0Nanos &+ $0.intendedNanos } },
+            nextDue: { [unowned self] in self.nextEvent().map { self.t0Nanos &+ $0.intendedNanos } },
             body: { [unowned self] event in self.body(event) },
             ended: { [unowned self] event, end in self.ended(event, end) },
             drained: { [unowned self] in self.own.completed = true })
@@ -111,19 +118,36 @@ public final class TriggerSender {
     }
 
     private func failed(_ event: SourceEvent, _ reason: String) {
-        own.eventFailures.append(
-            TriggerEventFailure(source: Int32(event.source), timestamp: world.timestamp(of: event), reason: reason))
+        let stamp =
+            event.index == Self.startIndex
+            ? ServingKickoff.startTimestamp(epochSeconds: world.epochSeconds) : world.timestamp(of: event)
+        own.eventFailures.append(TriggerEventFailure(source: Int32(event.source), timestamp: stamp, reason: reason))
     }
 
     /// Every event of the schedule due by `now` that pushes goes to the sender.
     private func release(_ now: UInt64) {
         let elapsed = now > t0Nanos ? now - t0Nanos : 0
-        while let event = schedule.peek(), event.intendedNanos <= elapsed {
-            _ = schedule.next()
-            guard world.sendsPush(event) else { continue }
+        while let event = nextEvent(), event.intendedNanos <= elapsed {
+            if event.index == Self.startIndex {
+                nextStart += 1
+            } else {
+                _ = schedule.next()
+                guard world.sendsPush(event) else { continue }
+            }
             sender.enqueue(event, dueNanos: t0Nanos &+ event.intendedNanos, lane: lane(of: event))
         }
     }
+
+    /// The next event due: the schedule's, or a kickoff's start (first on a tie).
+    private func nextEvent() -> SourceEvent? {
+        let scheduled = schedule.peek()
+        guard nextStart < starts.count else { return scheduled }
+        guard let scheduled, scheduled.intendedNanos < starts[nextStart].intendedNanos else { return starts[nextStart] }
+        return scheduled
+    }
+
+    /// The `index` of a kickoff's `start` event (`faults.kickoff`, docs/INGEST.md §5): no scheduled event has it.
+    static let startIndex = -1
 
     /// The URL an event goes to: its source's (hash), or the next in turn (round robin; events in the schedule's
     /// order, so a run repeats).
@@ -154,6 +178,7 @@ public final class TriggerSender {
     /// `{"source", "app", "event", "timestamp", "content-state", "stale-date", "relevance-score",
     /// "dismissal-date", "channel", "intendedAt"}`.
     func body(_ event: SourceEvent) -> [UInt8] {
+        if event.index == Self.startIndex { return startBody(event) }
         var out: [UInt8] = []
         out.reserveCapacity(512)
         let source = event.source
@@ -200,6 +225,39 @@ public final class TriggerSender {
     }
 
     /// `2026-11-26T06:51:00.123Z`.
+    /// A kickoff's `start` event (docs/INGEST.md §5, *Kickoff*): the source, its app, `"event": "start"`, the
+    /// push-to-start's `timestamp`, the activity's first `content-state`, `attributes-type` and `attributes` (the
+    /// source it follows: `{"source": …}`), an `alert`, and `intendedAt`.
+    func startBody(_ event: SourceEvent) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(512)
+        let source = event.source
+        let app = world.sourceApp[source]
+        var name: [UInt8] = []
+        world.appendChannelId(source: source, to: &name)
+        JSONWriter.append("{\"source\": ", to: &out)
+        name.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
+        JSONWriter.append(", \"app\": ", to: &out)
+        JSONWriter.appendString(world.scenario.apps[app].bundle, to: &out)
+        JSONWriter.append(", \"event\": \"start\", \"timestamp\": ", to: &out)
+        JSONWriter.appendInt(ServingKickoff.startTimestamp(epochSeconds: world.epochSeconds), to: &out)
+        JSONWriter.append(", \"content-state\": ", to: &out)
+        let schema = world.appSchema[app]
+        world.makeContent(schema: schema, event: -1, source: source, final: false, into: &content)
+        content.withUnsafeBytes { world.schemas[schema].appendCompactJSON(record: $0, to: &out) }
+        JSONWriter.append(", \"attributes-type\": ", to: &out)
+        JSONWriter.appendString(world.scenario.apps[app].schema, to: &out)
+        JSONWriter.append(", \"attributes\": {\"source\": ", to: &out)
+        name.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
+        JSONWriter.append("}, \"alert\": {\"title\": ", to: &out)
+        name.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
+        JSONWriter.append(", \"body\": \"It has started\"}, \"stale-date\": null, \"relevance-score\": 0", to: &out)
+        JSONWriter.append(", \"dismissal-date\": null, \"channel\": null, \"intendedAt\": \"", to: &out)
+        TriggerSender.appendRFC3339(millis: t0UnixMillis + Int64(event.intendedNanos / 1_000_000), to: &out)
+        JSONWriter.append("\"}", to: &out)
+        return out
+    }
+
     static func rfc3339(millis: Int64) -> String {
         var out: [UInt8] = []
         appendRFC3339(millis: millis, to: &out)

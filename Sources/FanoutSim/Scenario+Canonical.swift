@@ -97,6 +97,14 @@ extension Scenario {
                     + "\"uninstall\": \(JSONTextWriter.number(app.uninstallShare)), "
                     + "\"graceSeconds\": \(JSONTextWriter.number(app.graceSeconds))}")
         }
+        if let k = faults.kickoff {
+            let n = JSONTextWriter.number
+            o.key("kickoff")
+            o.inline(
+                "{\"share\": \(n(k.share)), \"atSeconds\": \(n(k.atSeconds)), \"overSeconds\": \(n(k.overSeconds)), "
+                    + "\"appDelayMillis\": {\"p50\": \(n(k.appDelayP50Millis)), \"p99\": \(n(k.appDelayP99Millis))}, "
+                    + "\"startBudget\": \(k.startBudget)}")
+        }
         o.close()
         o.key("lifecycle")
         o.inline(

@@ -95,6 +95,38 @@ public struct Scenario: Sendable, Equatable {
         /// whose app is uninstalled, each at a time drawn from the seed (`WorkerEngine.appEvent`); the app tells the
         /// backend (`--app-events URL`). Nil (the default): none, as before.
         public var appEvents: AppEvents?
+        /// `fanout serve`: a share of the token sources starts its followers' activities by push-to-start while
+        /// serving instead of at build (`faults.kickoff`, docs/INGEST.md §5, *Kickoff*). Nil (the default): every
+        /// activity exists from the start, as before.
+        public var kickoff: Kickoff?
+    }
+
+    /// `faults.kickoff`.
+    public struct Kickoff: Sendable, Equatable {
+        /// Share of the token sources (not the broadcast ones) whose followers' activities start by push-to-start.
+        public var share: Double
+        /// When the first source's `start` event is intended (seconds after t0); the kickoff sources' starts are
+        /// spread evenly over `overSeconds` from there, in source order.
+        public var atSeconds: Double
+        public var overSeconds: Double
+        /// The app's delay from the activity appearing on the Lock Screen to its registration request (lognormal
+        /// through both percentiles, drawn per device and slot).
+        public var appDelayP50Millis: Double
+        public var appDelayP99Millis: Double
+        /// Activities a device starts by push-to-start in one run at most; later starts are refused by the device
+        /// (Apple documents a budget, not its size: docs/DOMAIN.md §3).
+        public var startBudget: Int
+        public init(
+            share: Double, atSeconds: Double, overSeconds: Double = 0, appDelayP50Millis: Double = 30,
+            appDelayP99Millis: Double = 150, startBudget: Int = 10
+        ) {
+            self.share = share
+            self.atSeconds = atSeconds
+            self.overSeconds = overSeconds
+            self.appDelayP50Millis = appDelayP50Millis
+            self.appDelayP99Millis = appDelayP99Millis
+            self.startBudget = startBudget
+        }
     }
 
     /// `faults.appEvents`.

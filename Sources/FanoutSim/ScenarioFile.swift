@@ -293,7 +293,7 @@ extension Scenario {
                 entry, "faults",
                 allowed: [
                     "outOfOrderShare", "malformedShare", "oversizedShare", "rotationShare", "dismissShare", "offline",
-                    "coalescing", "channelChurnShare", "rotationWhileServing", "appEvents",
+                    "coalescing", "channelChurnShare", "rotationWhileServing", "appEvents", "kickoff",
                 ])
             faults.channelChurnShare = try r.number(f, "channelChurnShare", "faults", default: 0, range: 0...1)
             faults.outOfOrderShare = try r.number(f, "outOfOrderShare", "faults", default: 0, range: 0...1)
@@ -321,6 +321,9 @@ extension Scenario {
                     throw r.fail(appEntry, path, "dismiss + disable + uninstall add up to \(total), over 1")
                 }
                 faults.appEvents = events
+            }
+            if let kickoffEntry = f["kickoff"], r.tape[kickoffEntry].kind != .null {
+                faults.kickoff = try Self.kickoff(r, kickoffEntry, durationSeconds: duration)
             }
             if let offlineEntry = f["offline"], r.tape[offlineEntry].kind != .null {
                 let o = try r.members(
@@ -386,5 +389,34 @@ extension Scenario {
             sliceBroadcasts: try r.bool(top, "sliceBroadcasts", "", default: false))
         scenario.costModel = costModel
         return scenario
+    }
+}
+
+extension Scenario {
+    /// `faults.kickoff` (docs/SCENARIOS.md): `{"share", "atSeconds", "overSeconds", "appDelayMillis": {"p50",
+    /// "p99"}, "startBudget"}`, every start within the run.
+    fileprivate static func kickoff(
+        _ r: ScenarioReader, _ entry: Int, durationSeconds: Double
+    ) throws(ScenarioError) -> Kickoff {
+        let path = "faults.kickoff"
+        let o = try r.members(
+            entry, path, allowed: ["share", "atSeconds", "overSeconds", "appDelayMillis", "startBudget"])
+        var k = Kickoff(
+            share: try r.number(o, "share", path, range: 0...1),
+            atSeconds: try r.number(o, "atSeconds", path, default: 1, range: 0...durationSeconds),
+            overSeconds: try r.number(o, "overSeconds", path, default: 0, range: 0...durationSeconds),
+            startBudget: try r.integer(o, "startBudget", path, default: 10, range: 0...1_000_000))
+        guard k.atSeconds + k.overSeconds <= durationSeconds else {
+            throw r.fail(entry, path, "atSeconds + overSeconds is past durationSeconds (\(durationSeconds))")
+        }
+        if let delay = o["appDelayMillis"], r.tape[delay].kind != .null {
+            let d = try r.members(delay, "\(path).appDelayMillis", allowed: ["p50", "p99"])
+            k.appDelayP50Millis = try r.number(d, "p50", "\(path).appDelayMillis", default: 30, range: 0.001...600_000)
+            k.appDelayP99Millis = try r.number(d, "p99", "\(path).appDelayMillis", default: 150, range: 0.001...600_000)
+            guard k.appDelayP99Millis >= k.appDelayP50Millis else {
+                throw r.fail(delay, "\(path).appDelayMillis", "p99 is below p50")
+            }
+        }
+        return k
     }
 }

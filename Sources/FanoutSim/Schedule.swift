@@ -66,6 +66,13 @@ public struct SourceEvent: Sendable, Equatable {
     public var intendedNanos: UInt64
     public var kind: Kind
     public var source: Int
+
+    public init(index: Int, intendedNanos: UInt64, kind: Kind, source: Int) {
+        self.index = index
+        self.intendedNanos = intendedNanos
+        self.kind = kind
+        self.source = source
+    }
 }
 
 /// The deterministic, time-ordered stream of source events of a scenario: arrivals (constant or

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `faults.appEvents` (docs/INGEST.md §5, *App events*): which activities the app's side ends while `fanout serve`
 /// serves, how and when, drawn from the seed alone (the same for any number of loops, and a run repeats).
 extension WorkerEngine {
@@ -49,5 +53,32 @@ extension WorkerEngine {
             return nil
         }
         return (kind, UInt64(((0.1 + 0.8 * v) * scenario.durationSeconds * 1e9).rounded(.down)))
+    }
+}
+
+/// `faults.kickoff` (docs/INGEST.md §5, *Kickoff*): the activities a push-to-start starts while `fanout serve` serves.
+extension WorkerEngine {
+    /// Local activity `a`, just created by a push-to-start on device `device`, is the activity of `slot` there: its
+    /// name, tokens and source derive from them from now on (`deviceAndSlot`), and it follows `source` (nil: none).
+    public func adoptStarted(_ a: Int32, device: Int, slot k: Int, source: Int?) {
+        precondition(Int(a) == slot.count, "a started activity is the store's newest")
+        slot.append(UInt8(truncatingIfNeeded: k))
+        deviceOf.append(Int32(device))
+        generation.append(0)
+        if let source { followers[source].append(a) }
+    }
+
+    /// The app's delay from device `d`'s activity of slot `k` appearing on the Lock Screen to its registration
+    /// request, in nanoseconds: lognormal through `appDelayMillis`' p50 and p99 (Box–Muller from two hashes of the
+    /// seed, the device and the slot: a run repeats), at most an hour.
+    public static func kickoffAppDelayNanos(_ scenario: Scenario, device d: Int, slot k: Int) -> UInt64 {
+        guard let kickoff = scenario.faults.kickoff else { return 0 }
+        let mu = log(kickoff.appDelayP50Millis * 1e6)
+        let sigma = (log(kickoff.appDelayP99Millis * 1e6) - mu) / 2.3263
+        let u1 = 1 - Mix.unit(Mix.hash(scenario.seed, 0xC1, UInt64(d), UInt64(k)))
+        let u2 = Mix.unit(Mix.hash(scenario.seed, 0xC2, UInt64(d), UInt64(k)))
+        let z = (-2 * log(u1)).squareRoot() * cos(2 * Double.pi * u2)
+        let nanos = exp(mu + sigma * z)
+        return nanos >= 3.6e12 ? 3_600_000_000_000 : UInt64(nanos)
     }
 }

@@ -46,6 +46,10 @@ extension WorkerEngine {
             expected += n
             for k in 0..<n {
                 let source = world.source(device: d, slot: k)
+                if world.defersKickoff, world.startsByKickoff(source) {
+                    expected -= 1
+                    continue
+                }
                 perSource[source] += 1
                 contentBytes += world.recordSize(schema: world.appSchema[world.sourceApp[source]])
             }
@@ -78,6 +82,10 @@ extension WorkerEngine {
             world.appendDeviceId(d, to: &deviceBytes)
             for k in 0..<world.activityCount(device: d) {
                 let source = world.source(device: d, slot: k)
+                if world.defersKickoff, world.startsByKickoff(source) {
+                    kickoffSlots.append((Int32(d), UInt8(k)))
+                    continue
+                }
                 let app = world.sourceApp[source]
                 idBytes.removeAll(keepingCapacity: true)
                 world.appendActivityId(device: d, slot: k, to: &idBytes)

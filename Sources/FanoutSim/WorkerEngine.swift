@@ -49,6 +49,9 @@ public final class WorkerEngine {
     @exclusivity(unchecked) var generation: [UInt32] = []
     /// Local followers of each token-delivered source.
     @exclusivity(unchecked) var followers: [[Int32]]
+    /// `faults.kickoff` in `fanout serve` (`World.defersKickoff`): the (device, slot) pairs whose activities were
+    /// not built at start because their source starts by push-to-start, in build order.
+    public internal(set) var kickoffSlots: [(device: Int32, slot: UInt8)] = []
     /// Per broadcast source: its channel's id in the router, and its local subscribers.
     var channelOfSource: [Int32]
     @exclusivity(unchecked) var subscriberCount: [Int]

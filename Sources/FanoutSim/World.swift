@@ -22,8 +22,17 @@ public final class World: Sendable {
     public static let defaultEpochSeconds: Int64 = 1_700_000_000
     /// The devices this process simulates (all of them unless the run is sharded).
     public let shard: Shard
+    /// `faults.kickoff` in `fanout serve` (`kickoff: true`): per source, when its `start` event is intended
+    /// (nanoseconds after t0), `.max` for a source whose followers' activities exist from the start (every source
+    /// without kickoff, and in `fanout run` and `fanout push`, which ignore the setting).
+    public let kickoffOffsetNanos: [UInt64]
+    /// Some source starts by push-to-start: its followers' activities are not built at start.
+    public let defersKickoff: Bool
 
-    public init(scenario: Scenario, shard: Shard = .whole, epochSeconds: Int64 = World.defaultEpochSeconds) {
+    public init(
+        scenario: Scenario, shard: Shard = .whole, epochSeconds: Int64 = World.defaultEpochSeconds,
+        kickoff: Bool = false
+    ) {
         precondition(scenario.apps.count <= 64, "at most 64 apps")
         self.scenario = scenario
         self.epochSeconds = epochSeconds
@@ -54,9 +63,31 @@ public final class World: Sendable {
         sourceApp = apps
         sourceIsBroadcast = broadcast
         sourceEndSeconds = ends
+        kickoffOffsetNanos =
+            kickoff ? World.kickoffOffsets(scenario, broadcast: broadcast) : Array(repeating: .max, count: count)
+        defersKickoff = kickoffOffsetNanos.contains { $0 != .max }
         let schemaSet = schemas
         appSchema = scenario.apps.map { schemaSet.id(named: $0.schema)! }
     }
+
+    /// `faults.kickoff`'s sources (a `share` of the token sources, by a hash of the seed and the source) and their
+    /// start instants: the j-th of n at `atSeconds` + `overSeconds` × j / n, in source order.
+    static func kickoffOffsets(_ scenario: Scenario, broadcast: [Bool]) -> [UInt64] {
+        var out = [UInt64](repeating: .max, count: broadcast.count)
+        guard let k = scenario.faults.kickoff else { return out }
+        let chosen = broadcast.indices.filter {
+            !broadcast[$0] && Mix.unit(Mix.hash(scenario.seed, 0xC0, UInt64($0))) < k.share
+        }
+        for (j, s) in chosen.enumerated() {
+            let seconds = k.atSeconds + k.overSeconds * Double(j) / Double(chosen.count)
+            out[s] = UInt64((seconds * 1e9).rounded(.down))
+        }
+        return out
+    }
+
+    /// Whether source `s`'s followers start their activities by push-to-start (`faults.kickoff`, serve only).
+    @inline(__always)
+    public func startsByKickoff(_ s: Int) -> Bool { kickoffOffsetNanos[s] != .max }
 
     /// Activities device `d` requests.
     @inline(__always)

@@ -214,6 +214,23 @@ extension Serve {
         if !hasAppEvents && appEvents != nil {
             throw ValidationError("--app-events: the scenario has no app events (faults.appEvents), nothing to send")
         }
+        if let k = s.faults.kickoff, k.share > 0 {
+            // Fail closed: without the trigger no backend hears of a start, without registration it knows no
+            // push-to-start token nor the started activities, and without the judge nothing is measured.
+            let missing = [
+                (trigger == nil, "--trigger URL (where each start event goes)"),
+                (register == nil, "--register URL (the push-to-start tokens, then each started activity)"),
+                (!expectEvents, "--expect-events (the judge)"),
+            ].filter(\.0).map(\.1)
+            if !missing.isEmpty {
+                throw ValidationError(
+                    "the scenario starts activities by push-to-start (faults.kickoff): give "
+                        + missing.joined(separator: ", "))
+            }
+            if let shard, shard != "1/1" {
+                throw ValidationError("--shard: a scenario with faults.kickoff is served whole (no --shard)")
+            }
+        }
     }
 
     /// `--trigger A,B,...` or `--register A,B,...`: the comma-separated URLs, each checked as one (a scheme, a host),

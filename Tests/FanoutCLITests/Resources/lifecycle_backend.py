@@ -3,7 +3,9 @@
     python3 lifecycle_backend.py MODE PORTFILE LOG APNSPORTFILE [--ignore-app-events | --refuse-app-events]
 
 MODE: healthy (keeps one token per activity: a registration of an activity replaces its token; a token answered
-410 Unregistered is dropped), refuse-new (healthy, but answers 500 to a second registration of an activity: the new
+410 Unregistered is dropped), no-start (healthy, but never sends a kickoff's push-to-start), ignore-started (healthy,
+but never pushes to an activity registered after serving started: a backend that never learns the activities a
+push-to-start started), refuse-new (healthy, but answers 500 to a second registration of an activity: the new
 token of a rotation is never learnt), keep-old (healthy, but a second registration of an activity is answered 200 and
 its token ignored: a backend that never pushes to newly registered tokens) or hoarder (keeps every token ever registered for a source and never drops one, as a
 backend that does not prune dead tokens). App events (POST /app-events: an activity dismissed, Live Activities turned
@@ -12,8 +14,12 @@ off, the app uninstalled): the activity is dropped and its token is dead, so not
 answered 410 is still dropped). Serves /register, /app-events and /trigger over HTTP/1.1 on 127.0.0.1:0 (the port
 written to PORTFILE); each trigger is answered 200 at once and pushed by one worker thread, over HTTP/2 with prior
 knowledge (httpx), to fanout serve on 127.0.0.1 at the port the test writes to APNSPORTFILE: one token push per
-token of the source (apns-priority 5), or one broadcast for a channel. LOG gets one JSON line per push: token,
-status, reason; and one per app event: appEvent (its kind), activity. Runs until killed.
+token of the source (apns-priority 5), or one broadcast for a channel. Kickoff (faults.kickoff): a registration
+without an activity carries a device's push-to-start token and the source it follows; a trigger's "start" event is
+pushed to every push-to-start token of its source (attributes, attributes-type and alert as the trigger carries
+them), and each started activity's registration (its activity and token) then adds it to the source's followers. LOG
+gets one JSON line per push: token, status, reason; and one per app event: appEvent (its kind), activity. Runs until
+killed.
 """
 import json
 import os
@@ -34,6 +40,8 @@ followers = {}  # healthy: source -> set of activities
 hoard = {}  # hoarder: source -> list of tokens
 dead = set()
 gone = set()  # activities an app event ended
+starters = {}  # kickoff: source -> push-to-start tokens
+serving = threading.Event()  # set by the first trigger: registrations after it come from started activities
 work = queue.Queue()
 log = open(log_path, "a", buffering=1)
 
@@ -57,7 +65,11 @@ class Handler(BaseHTTPRequestHandler):
                     dead.add(body["token"])
         elif self.path.startswith("/register"):
             with lock:
-                if mode == "refuse-new" and body["activity"] in token_of:
+                if body.get("activity") is None:
+                    starters.setdefault(body["source"], []).append(body["push-to-start-token"])
+                elif mode == "ignore-started" and serving.is_set():
+                    pass  # answered 200, the started activity never pushed to
+                elif mode == "refuse-new" and body["activity"] in token_of:
                     status = 500
                 elif mode == "keep-old" and body["activity"] in token_of:
                     pass  # answered 200, the new token never used
@@ -69,6 +81,7 @@ class Handler(BaseHTTPRequestHandler):
                     if body["token"] not in tokens:
                         tokens.append(body["token"])
         else:
+            serving.set()
             work.put(body)
         self.send_response(status)
         self.send_header("Content-Length", "2")
@@ -94,6 +107,20 @@ def pusher():
     while True:
         event = work.get()
         aps = {"event": event["event"], "timestamp": event["timestamp"], "content-state": event["content-state"]}
+        if event["event"] == "start":
+            if mode == "no-start":
+                continue
+            for key in ("attributes-type", "attributes", "alert"):
+                aps[key] = event[key]
+            payload = json.dumps({"aps": aps}).encode()
+            with lock:
+                tokens = list(starters.get(event["source"], ()))
+            for token in tokens:
+                r = client.post(base + "/3/device/" + token, content=payload,
+                                headers={"apns-push-type": "liveactivity", "apns-priority": "10",
+                                         "apns-topic": event["app"] + ".push-type.liveactivity"})
+                log.write(json.dumps({"start": token, "status": r.status_code}) + "\n")
+            continue
         for key in ("stale-date", "relevance-score", "dismissal-date"):
             if event.get(key) is not None:
                 aps[key] = event[key]
