@@ -64,6 +64,16 @@ if "appEvents" in e:
     print(f"app events: {a['applied']} of {a['scheduled']} applied {a['appliedByKind']}, {a['requests']['told']} told "
           f"the backend; {a['notExpected']} pairs not expected any more; {a['sentAfterAppEvent']} pushes sent after "
           f"them {a['sentAfterAppEventByKind']}")
+if "kickoff" in e:
+    k = e["kickoff"]
+    def ms(h, p):
+        return f"{h[p] / 1e6:.1f} ms" if h.get("count") else "-"
+    print(f"kickoff: {k['started']} of {k['due']} activities due started by push-to-start ({k['notStarted']} not "
+          f"started {k['notStartedByReason']}), {k['registration']['registered']} registered by their app, "
+          f"{k['followed']} followed; from the start intended: on the Lock Screen p50 {ms(k['toLockScreen'], 'p50Nanos')}"
+          f" p99 {ms(k['toLockScreen'], 'p99Nanos')}, registered p50 {ms(k['toRegistered'], 'p50Nanos')} p99 "
+          f"{ms(k['toRegistered'], 'p99Nanos')}, first update p50 {ms(k['toFirstUpdate'], 'p50Nanos')} p99 "
+          f"{ms(k['toFirstUpdate'], 'p99Nanos')}")
 if e.get("missingByReason"):
     print("missing by reason: " + ", ".join(f"{n} {k}" for k, n in sorted(e["missingByReason"].items(),
                                                                           key=lambda kv: -kv[1])))

@@ -78,6 +78,42 @@ struct ExampleBackendTests {
         #expect(result.stdout.contains("endToEnd (event's intended time → applied on the device"))
     }
 
+    @Test("kickoff: the backend pushes each start to the push-to-start tokens, registers the started activities")
+    func kickoff() throws {
+        let directory = try CLI.temporaryDirectory()
+        let folder = directory.appendingPathComponent("run")
+        let scenario = directory.appendingPathComponent("kickoff.json")
+        try """
+            {"name": "kickoff", "seed": 11, "durationSeconds": 8,
+             "population": {"devices": 200, "activitiesPerDevice": {"min": 1, "max": 2},
+                            "appsPerDevice": {"min": 1, "max": 1}},
+             "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 1}],
+             "schemas": {"GameAttributes": {"home": "int", "away": "int", "clock": "string",
+                                            "winProbability": "double", "final": "bool", "lastEvent": "string"}},
+             "sources": {"count": 6, "zipfExponent": 0.5, "broadcastShare": 0},
+             "arrival": {"process": "constant", "ratePerSecond": 6},
+             "faults": {"kickoff": {"share": 0.5, "atSeconds": 1, "appDelayMillis": {"p50": 30, "p99": 150}}},
+             "priority10Share": 0}
+            """.write(to: scenario, atomically: true, encoding: .utf8)
+        let script = Self.root.appendingPathComponent("scripts/example-backend.sh").path
+        let result = try CLI.launch(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            ["FANOUT_BIN=\(CLI.binary.path)", "SERVE_ARGS=\(Self.serveArgs)", "bash", script, "8", folder.path,
+                scenario.path])
+        let summary = try #require(try? Self.summary(folder.path), "\(result.stdout)\n\(result.stderr)")
+        #expect(Self.verdictHolds(result.status, summary), "\(result.stdout)\n\(result.stderr)")
+        let events = try #require(summary["events"] as? [String: Any])
+        let k = try #require(events["kickoff"] as? [String: Any])
+        let due = k["due"] as? Int ?? 0
+        #expect(due > 20 && k["started"] as? Int == due && k["notStarted"] as? Int == 0, "\(k)")
+        let registration = try #require(k["registration"] as? [String: Any])
+        #expect(registration["registered"] as? Int == due && registration["failed"] as? Int == 0, "\(registration)")
+        #expect((k["followed"] as? Int ?? 0) > 0 && k["identityHolds"] as? Bool == true, "\(k)")
+        #expect(events["uncorrelated"] as? Int == 0 && k["unexpectedStarts"] as? Int == 0, "\(events)")
+        #expect(result.stdout.contains("kickoff: \(due) of \(due) activities due started by push-to-start"),
+            "\(result.stdout)")
+    }
+
     @Test("two instances of the example backend sharing one SQLite file behind --register A,B and --trigger A,B")
     func twoInstances() throws {
         let folder = try CLI.temporaryDirectory().appendingPathComponent("run")

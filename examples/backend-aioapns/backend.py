@@ -2,11 +2,14 @@
 """A small Live Activity backend, the kind `fanout serve` is built to test (docs/INGEST.md §5).
 
 It does what a real one does, in about 300 lines:
-  POST /register  an app registers an activity's tokens (update token, push-to-start token, channel, source);
-                  kept in SQLite (the standard library's sqlite3).
+  POST /register  an app registers an activity's tokens (update token, push-to-start token, channel, source), or,
+                  before a match starts, a device's push-to-start token and the source it follows (no activity
+                  yet); kept in SQLite (the standard library's sqlite3).
   POST /app-events  the app's side ended an activity (dismissed, Live Activities turned off, app uninstalled):
                   the activity is deleted, so nothing is pushed to it again.
   POST /trigger   an event happened (a goal): one push per registered activity following the event's source,
+                  or, for a `start` event (kickoff), one push-to-start per device's push-to-start token for the
+                  source (priority 10), after which each device's app registers the activity it started;
                   through aioapns (HTTP/2, TLS, ES256 provider token); or, when the event carries a channel, one
                   broadcast to that channel (aioapns has no broadcast call, so httpx with HTTP/2 sends it).
 The trigger is answered 202 once the event is in a bounded queue (--queue; full: 503, so the sender can tell) that
@@ -56,12 +59,15 @@ class Backend:
         self.db.execute("CREATE TABLE IF NOT EXISTS activity (activity TEXT PRIMARY KEY, device TEXT, app TEXT, "
                         "source TEXT, token TEXT, start_token TEXT, channel TEXT)")
         self.db.execute("CREATE INDEX IF NOT EXISTS by_source ON activity (source, app)")
+        # Kickoff by push-to-start: the devices waiting for a source's start, by their push-to-start token.
+        self.db.execute("CREATE TABLE IF NOT EXISTS starter (device TEXT, app TEXT, source TEXT, start_token TEXT, "
+                        "PRIMARY KEY (device, source))")
         self.clients = {}  # one aioapns client (connection pool) per app: the topic is the pool's
         self.slots = asyncio.Semaphore(args.concurrency)
         self.http = httpx.AsyncClient(http2=True, verify=ssl.create_default_context(cafile=args.ca), timeout=30)
         self.counts = {"registered": 0, "triggers": 0, "pushes": 0, "broadcasts": 0, "failed": 0, "dropped": 0,
                        "coalesced": 0, "garbled": 0, "retries": 0, "pruned": 0, "queueFull": 0,
-                       "appEvents": 0}
+                       "appEvents": 0, "starters": 0, "starts": 0}
         # Events waiting for a worker (bounded: a backend that takes more than it can send says so with a 503).
         self.queue = asyncio.Queue(maxsize=args.queue)
         self.workers = [asyncio.get_running_loop().create_task(self.work()) for _ in range(args.workers)]
@@ -98,6 +104,11 @@ class Backend:
 
     async def register(self, request):
         r = await request.json()
+        if r.get("activity") is None:  # a device waiting for a source's start: its push-to-start token
+            self.db.execute("INSERT OR REPLACE INTO starter VALUES (?, ?, ?, ?)",
+                            (r["device"], r["app"], r["source"], r["push-to-start-token"]))
+            self.counts["starters"] += 1
+            return web.Response(status=204)
         self.db.execute("INSERT OR REPLACE INTO activity VALUES (?, ?, ?, ?, ?, ?, ?)",
                         (r["activity"], r["device"], r["app"], r["source"], r["token"], r.get("push-to-start-token"),
                          r.get("channel")))
@@ -186,6 +197,13 @@ class Backend:
 
     async def fan_out(self, event):
         aps = {"event": event["event"], "timestamp": event["timestamp"], "content-state": event["content-state"]}
+        if event["event"] == "start":  # kickoff: a push-to-start to every device waiting for the source
+            for key in ("attributes-type", "attributes", "alert"):
+                aps[key] = event[key]
+            rows = self.db.execute("SELECT start_token FROM starter WHERE source = ? AND app = ? ORDER BY rowid",
+                                   (event["source"], event["app"])).fetchall()
+            await asyncio.gather(*(self.start(event["app"], token, {"aps": aps}) for (token,) in rows))
+            return
         for key in ("stale-date", "relevance-score", "dismissal-date"):
             if event.get(key) is not None:
                 aps[key] = event[key]
@@ -222,6 +240,17 @@ class Backend:
 
         if await self.attempts(send, token, payload):
             self.counts["pushes"] += 1
+
+    async def start(self, app, token, payload):
+        """A push-to-start (priority 10, as Apple asks of a start); a token answered 410 is pruned as any."""
+        request = NotificationRequest(device_token=token, message=payload, push_type=PushType.LIVEACTIVITY,
+                                      priority=10)
+
+        async def send():
+            return (await self.apns(app).send_notification(request)).status
+
+        if await self.attempts(send, token, payload):
+            self.counts["starts"] += 1
 
     async def broadcast(self, app, channel, payload):
         url = f"https://{self.args.apns}/4/broadcasts/apps/{app}"
