@@ -225,15 +225,19 @@ push-bench: build
 push-soak: build
 	python3 scripts/push-soak.py --binary $(BIN) $(PUSH_SOAK_ARGS)
 
-## The whole loop for 30 s (scripts/example-backend.sh): fanout serve smoke over TLS with ES256 tokens registers
-## every activity with the example backend (examples/backend-aioapns: aiohttp, aioapns, sqlite3), sends it the
-## scenario's events at their intended times, and measures each event to the Lock Screen through it
-## (--expect-events): endToEnd, missing and stale deliveries; writes the run folder under reports/runs/.
-## EXAMPLE_BACKEND_ARGS="--drop-every 10" runs the backend with its deliberate fault; SERVE_ARGS goes to
-## fanout serve.
+## The whole night for 30 s (scripts/example-backend.sh, the game-night scenario): fanout serve over TLS with ES256
+## tokens, answering as APNs does with --latency p50=30ms,p99=150ms, registers every activity and push-to-start
+## token with the example backend (examples/backend-aioapns: aiohttp, aioapns, a file-backed sqlite3), sends it the
+## scenario's events at their intended times (the kickoff's starts among them) and the app's registrations and app
+## events, and measures each event to the Lock Screen through it (--expect-events): endToEnd, kickoff latency,
+## missing and stale deliveries, pushes to dead tokens and ended activities; writes the run folder under
+## reports/runs/. EXAMPLE_BACKEND_ARGS="--drop-every 10" runs the backend with its deliberate fault; SERVE_ARGS goes
+## to fanout serve.
 .PHONY: example-backend
 example-backend: build
-	FANOUT_BIN=$(BIN) scripts/example-backend.sh 30
+	APP_EVENTS=1 SERVE_ARGS="--latency p50=30ms,p99=150ms $(SERVE_ARGS)" \
+	    EXAMPLE_BACKEND_ARGS="--connections 64 $(EXAMPLE_BACKEND_ARGS)" \
+	    FANOUT_BIN=$(BIN) scripts/example-backend.sh 30 "" game-night
 
 ## A capacity plan of the example backend (scripts/plan-backend.sh): fanout plan smoke --trigger, each step a
 ## fanout serve run that registers the activities, sends the step's events and judges every push; the knee in

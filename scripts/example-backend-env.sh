@@ -23,8 +23,8 @@ openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/auth.
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 SERVE_PORT=$(free_port)
 instances=${EXAMPLE_BACKEND_INSTANCES:-1}
-db=()
-[ "$instances" -gt 1 ] && db=(--db "$WORK/registrations.sqlite")
+# A file-backed database, as a real backend's (each registration a commit; several instances share it).
+db=(--db "$WORK/registrations.sqlite")
 REGISTER_URLS=""
 TRIGGER_URLS=""
 APP_EVENTS_URLS=""

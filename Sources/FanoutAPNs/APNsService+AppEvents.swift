@@ -109,6 +109,8 @@ extension APNsService {
     /// A token push reached activity `a` at `arrival` (called once an app event was applied here): after its app
     /// event's grace it is `sentAfterAppEvent`.
     func noteAppEventPush(_ a: Int32, _ arrival: UInt64) {
+        // An activity started while serving (push-to-start) is past the list: it has no app event.
+        guard Int(a) < appEvents.times.indexOf.count else { return }
         let k = Int(appEvents.times.indexOf[Int(a)])
         guard k >= 0, k < appEvents.applied else { return }
         countAppEventPush(k, arrival)

@@ -1,7 +1,7 @@
 /// Scenarios that ship inside the binary. `fanout scenarios` lists them; `fanout scenarios show NAME`
 /// prints one in canonical form as a starting point for a file of your own.
 public enum BuiltinScenarios {
-    public static let names = ["default", "smoke", "million", "soak"] + faultNames
+    public static let names = ["default", "smoke", "million", "soak", "game-night"] + faultNames
 
     /// The fault scenarios: one fault each, pushed hard, small and in virtual time (tests assert
     /// their identities and expected outcomes; `fanout run faults-...` shows them).
@@ -60,6 +60,35 @@ public enum BuiltinScenarios {
           "budgetPerHour": 40,
           "priority10Share": 0.7,
           "stageSampleEvery": 1
+        }
+        """,
+        // The whole night through a backend (`fanout serve --trigger --register --app-events --expect-events`, what
+        // `make example-backend` runs): kickoff by push-to-start, goals in bursts, tokens rotating and activities
+        // ended by their people while serving, the matches ending. `fanout run` ignores the serve-only settings.
+        "game-night": """
+        {
+          "name": "game-night",
+          "description": "Through your backend: push-to-start kickoff, goal bursts, rotations, dismissals, the end.",
+          "seed": 21,
+          "clock": "real",
+          "durationSeconds": 30,
+          "population": {"devices": 500, "activitiesPerDevice": {"min": 1, "max": 3},
+                         "appsPerDevice": {"min": 1, "max": 2}},
+          "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 3},
+                   {"bundle": "com.example.deliveries", "schema": "DeliveryAttributes", "weight": 1}],
+          "schemas": {\(gameSchema)},
+          "stringBytes": 16,
+          "sources": {"count": 40, "zipfExponent": 0.8, "broadcastShare": 0.25},
+          "arrival": {"process": "poisson", "ratePerSecond": 8,
+                      "bursts": [{"atSeconds": 12, "events": 10, "sourceRank": 1, "overSeconds": 0.5},
+                                 {"atSeconds": 21, "events": 10, "sourceRank": 2, "overSeconds": 0.5}]},
+          "faults": {"rotationShare": 0.02, "rotationWhileServing": {"graceSeconds": 5},
+                     "appEvents": {"dismiss": 0.02, "disable": 0.005, "uninstall": 0.005, "graceSeconds": 5},
+                     "kickoff": {"share": 0.5, "atSeconds": 2, "overSeconds": 1,
+                                 "appDelayMillis": {"p50": 30, "p99": 150}, "startBudget": 10}},
+          "lifecycle": {"endFractionMin": 0.85, "endFractionMax": 0.95, "dismissalAfterSeconds": 600},
+          "limits": {"perApp": 5, "perDevice": 10},
+          "priority10Share": 0
         }
         """,
         "million": """

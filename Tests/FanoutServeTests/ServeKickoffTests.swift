@@ -261,6 +261,31 @@ struct ServeKickoffTests {
         #expect(k.notStartedByReason[ServeEventsReport.Kickoff.budgetSpent] == 1 && k.started == 0 && k.addsUp)
     }
 
+    @Test("with app events applied, a push to an activity started while serving is judged (no app event of its own)")
+    func withAppEvents() throws {
+        var scenario = Self.scenario()
+        scenario.faults.appEvents = .init(dismissShare: 0.3, disableShare: 0, uninstallShare: 0, graceSeconds: 1)
+        let (service, events, clock, _) = Self.setup(scenario)
+        service.startAppEvents(t0Nanos: Self.t0, t0UnixMillis: Self.now * 1000)
+        let world = service.engine.world
+        let p = try #require(service.kickoff.list.first)
+        let first = try #require(service.appEvents.list.first)
+        // An app event applied first (a push after its instant steps it), then the start, then an update to it.
+        let late = Self.t0 + max(first.offsetNanos, world.kickoffOffsetNanos[Int(p.source)]) + 1_000_000
+        #expect(Self.push(
+            service, clock, token: Self.startToken(world, p), topic: Self.topic(world, p.source), at: late,
+            Self.startPayload(world, source: Int(p.source)), priority: "10") == 200)
+        #expect(service.appEvents.applied > 0 && service.kickoff.activity[0] >= 0)
+        let e = try #require(
+            events.events(of: Int(p.source)).map(Int.init).first { Self.t0 + events.offsetNanos[$0] > late })
+        var token: [UInt8] = []
+        world.appendToken(device: Int(p.device), slot: Int(p.slot), generation: 0, to: &token)
+        #expect(Self.push(
+            service, clock, token: token, topic: Self.topic(world, p.source), at: Self.t0 + events.offsetNanos[e] + 1,
+            Self.updatePayload(world, events, e)) == 200)
+        #expect(service.tracker!.delivered[e] == 1)
+    }
+
     @Test("two loops: a started activity's token is owned by its device's loop from the start")
     func twoLoops() throws {
         let s = Self.scenario()
