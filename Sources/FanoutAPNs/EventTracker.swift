@@ -38,18 +38,11 @@ public struct EventTracker {
     var last: [Int32]
     /// Whether that event arrived wrong (`wrongKind`, `wrongContent`): its freshness ends when a newer one is applied.
     var lastWrong: [Bool]
-    /// Per event, on this loop.
-    var delivered: [Int32]
-    var superseded: [Int32]
-    var duplicates: [Int32]
-    var reordered: [Int32]
-    var notApplied: [Int32]
-    var wrongKind: [Int32]
-    var wrongContent: [Int32]
-    var lastApplyNanos: [UInt64]
-    /// Per event: superseded pairs whose push never reached fanout; the latest instant a follower here showed the
-    /// event or a newer one of its source (0: none yet).
-    var skipped: [Int32]
+    /// Per event, on this loop: the report's columns (delivered, superseded, duplicate, reordered, notApplied,
+    /// wrongKind, wrongContent, skipped: superseded pairs whose push never reached fanout; lastApplyNanos), which the
+    /// judge adds up over the loops (`due` and `missing` are the judge's own).
+    var perEvent: ServeEventsReport.PerEvent
+    /// Per event: the latest instant a follower here showed the event or a newer one of its source (0: none yet).
     var lastCoverNanos: [UInt64]
     /// Freshness of the pairs that ended here (delivered or superseded).
     public internal(set) var freshness = LatencyHistogram()
@@ -83,16 +76,8 @@ public struct EventTracker {
         fromRank = [Int32](repeating: 0, count: sourceOf.count)
         lastWrong = [Bool](repeating: false, count: sourceOf.count)
         let n = events.count
-        delivered = [Int32](repeating: 0, count: n)
-        superseded = delivered
-        duplicates = delivered
-        reordered = delivered
-        notApplied = delivered
-        wrongKind = delivered
-        wrongContent = delivered
-        lastApplyNanos = [UInt64](repeating: 0, count: n)
-        skipped = delivered
-        lastCoverNanos = lastApplyNanos
+        perEvent = ServeEventsReport.PerEvent(events: n)
+        lastCoverNanos = [UInt64](repeating: 0, count: n)
         uncorrelatedExamples.reserveCapacity(ServeStats.examplesPerFinding)
     }
 
@@ -122,17 +107,19 @@ public struct EventTracker {
         let r = events.rank[e]
         let l = last[i]
         if r == l {
-            duplicates[e] += 1
+            perEvent.duplicate[e] += 1
             return .duplicate
         }
         if r < l {
-            reordered[e] += 1
+            perEvent.reordered[e] += 1
             if events.outOfOrder[e] { reorderedByScenario += 1 }
-            if !skippedPairs.isEmpty, skippedPairs.remove(UInt64(i) << 32 | UInt64(e)) != nil { skipped[e] -= 1 }
+            if !skippedPairs.isEmpty, skippedPairs.remove(UInt64(i) << 32 | UInt64(e)) != nil {
+                perEvent.skipped[e] -= 1
+            }
             return .reordered
         }
         guard outcome == .applied else {
-            notApplied[e] += 1
+            perEvent.notApplied[e] += 1
             note(i, e, "pushed, not applied by the device (\(outcome.name))")
             return .notApplied
         }
@@ -140,7 +127,7 @@ public struct EventTracker {
         var p = Int(l) + 1
         while p < Int(r) {
             let covered = Int(events.bySource[base + p])
-            superseded[covered] += 1
+            perEvent.superseded[covered] += 1
             lastCoverNanos[covered] = max(lastCoverNanos[covered], nowNanos)
             freshness.record(Self.since(t0Nanos &+ events.offsetNanos[covered], nowNanos))
             if pairNotes.isEmpty || pairNotes[UInt64(i) << 32 | UInt64(covered)] == nil { skip(i, covered) }
@@ -155,17 +142,17 @@ public struct EventTracker {
         }
         last[i] = r
         if (events.kind[e] == 1) != end {
-            wrongKind[e] += 1
+            perEvent.wrongKind[e] += 1
             lastWrong[i] = true
             return .wrongKind
         }
         if contentHash != events.contentHash[e] {
-            wrongContent[e] += 1
+            perEvent.wrongContent[e] += 1
             lastWrong[i] = true
             return .wrongContent
         }
-        delivered[e] += 1
-        lastApplyNanos[e] = max(lastApplyNanos[e], nowNanos)
+        perEvent.delivered[e] += 1
+        perEvent.lastApplyNanos[e] = max(perEvent.lastApplyNanos[e], nowNanos)
         lastCoverNanos[e] = max(lastCoverNanos[e], nowNanos)
         let offset = events.offsetNanos[e]
         latestDeliveredOffset = max(latestDeliveredOffset, offset)
@@ -202,7 +189,7 @@ public struct EventTracker {
 
     /// Activity `a`'s pair for event `e` was superseded before any push of it reached fanout.
     mutating func skip(_ a: Int, _ e: Int) {
-        skipped[e] += 1
+        perEvent.skipped[e] += 1
         if skippedPairs.count < Self.pairNotesCapacity {
             skippedPairs.insert(UInt64(a) << 32 | UInt64(e))
         } else {

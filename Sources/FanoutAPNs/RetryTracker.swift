@@ -10,8 +10,8 @@ import FanoutSim
 /// are remembered; more are counted `untracked`. Only used while faults that refuse are configured.
 ///
 /// Broadcasts refused by a fault are remembered too, by their `apns-channel-id` and `aps.timestamp` (counted apart,
-/// `broadcastsRefused`): a refused broadcast refuses every subscriber's delivery. Each refused push or broadcast that
-/// never came back is kept with its target and timestamp (`RetryCounts.unresent`) so that the events judge can
+/// `broadcasts[.refused]`): a refused broadcast refuses every subscriber's delivery. Each refused push or broadcast
+/// that never came back is kept with its target and timestamp (`RetryCounts.unresent`) so that the events judge can
 /// name it as the reason of the deliveries it left missing (`ServeEventsReport.missingByReason`).
 package struct RetryTracker {
     package static let defaultCapacity = 100_000
@@ -95,16 +95,16 @@ package struct RetryTracker {
     /// A broadcast arrived: one refused before (same channel, same aps.timestamp) came back.
     package mutating func broadcastArrived(_ key: UInt64) {
         guard waitingBroadcasts.removeValue(forKey: key) != nil else { return }
-        counts.broadcastsRetried += 1
+        counts.broadcasts[.retried] += 1
     }
 
     /// A broadcast was refused by fault `kind`; ``broadcastArrived(_:)`` was told of it first.
     package mutating func broadcastRefused(
         _ identity: (key: UInt64, channel: [UInt8], timestamp: Int64)?, kind: Int, nowNanos: UInt64
     ) {
-        counts.broadcastsRefused += 1
+        counts.broadcasts[.refused] += 1
         guard let identity, waitingBroadcasts.count < capacity else {
-            counts.broadcastsUntracked += 1
+            counts.broadcasts[.untracked] += 1
             return
         }
         let unresent = Unresent(kind: kind, broadcast: true, target: identity.channel, timestamp: identity.timestamp)
@@ -116,7 +116,7 @@ package struct RetryTracker {
     package var final: RetryCounts {
         var c = counts
         c.neverRetried = pending
-        c.broadcastsNeverRetried = waitingBroadcasts.count
+        c.broadcasts[.neverRetried] = waitingBroadcasts.count
         c.unresent = waiting.values.map(\.unresent) + waitingBroadcasts.values.map(\.unresent)
         return c
     }

@@ -91,18 +91,8 @@ extension ServeEventsReport {
             r.skippedUntracked += t.skippedUntracked
             r.uncorrelatedExamples += t.uncorrelatedExamples.prefix(ServeStats.examplesPerFinding - r.uncorrelatedExamples.count)
             r.wrongExamples += t.wrongExamples.prefix(ServeStats.examplesPerFinding - r.wrongExamples.count)
-            for e in 0..<n {
-                per.delivered[e] += t.delivered[e]
-                per.superseded[e] += t.superseded[e]
-                per.duplicate[e] += t.duplicates[e]
-                per.reordered[e] += t.reordered[e]
-                per.notApplied[e] += t.notApplied[e]
-                per.wrongKind[e] += t.wrongKind[e]
-                per.wrongContent[e] += t.wrongContent[e]
-                per.lastApplyNanos[e] = max(per.lastApplyNanos[e], t.lastApplyNanos[e])
-                per.skipped[e] += t.skipped[e]
-                lastCover[e] = max(lastCover[e], t.lastCoverNanos[e])
-            }
+            per.add(loop: t.perEvent)
+            for e in 0..<n { lastCover[e] = max(lastCover[e], t.lastCoverNanos[e]) }
             for key in t.skippedPairs.sorted() where r.skippedExamples.count < ServeStats.examplesPerFinding {
                 let (i, e) = (Int32(truncatingIfNeeded: key >> 32), Int(key & 0xffff_ffff))
                 r.skippedExamples.append(

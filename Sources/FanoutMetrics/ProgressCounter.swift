@@ -12,29 +12,13 @@ public final class ProgressCounter: @unchecked Sendable {
 
     public init() {}
 
-    public func add(_ n: Int) {
-        lock.lock()
-        count += n
-        lock.unlock()
-    }
+    public func add(_ n: Int) { lock.withLock { count += n } }
 
-    public var value: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return count
-    }
+    public var value: Int { lock.withLock { count } }
 
     /// Asks the work counted here to stop early (it may be checked from any thread).
-    public func requestStop() {
-        lock.lock()
-        stopping = true
-        lock.unlock()
-    }
+    public func requestStop() { lock.withLock { stopping = true } }
 
     /// Whether ``requestStop()`` was called.
-    public var stopRequested: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return stopping
-    }
+    public var stopRequested: Bool { lock.withLock { stopping } }
 }

@@ -1,3 +1,5 @@
+import FanoutCore
+
 /// What FanoutAPNs' `RetryTracker` saw: every loop's together (one tracker per serve, shared by its loops; `+=`
 /// adds serves' for `fanout merge`). By kind, indexed as ``kinds``: refused = retried + never retried + untracked.
 public struct RetryCounts: Sendable, Equatable {
@@ -15,10 +17,7 @@ public struct RetryCounts: Sendable, Equatable {
     public var delayNanos = LatencyHistogram()
     /// Broadcasts refused by a fault: refused = retried + never retried + untracked (no channel id or readable
     /// aps.timestamp, or over the bound).
-    public var broadcastsRefused = 0
-    public var broadcastsRetried = 0
-    public var broadcastsNeverRetried = 0
-    public var broadcastsUntracked = 0
+    public var broadcasts = Counts<BroadcastCount>()
     /// Every refused push and broadcast that never came back, every loop's (for the events judge: which missing
     /// deliveries each explains). Filled in when the loops stop.
     public var unresent: [UnresentRefusal] = []
@@ -33,17 +32,24 @@ public struct RetryCounts: Sendable, Equatable {
         }
         a.untracked += b.untracked
         a.delayNanos.add(b.delayNanos)
-        a.broadcastsRefused += b.broadcastsRefused
-        a.broadcastsRetried += b.broadcastsRetried
-        a.broadcastsNeverRetried += b.broadcastsNeverRetried
-        a.broadcastsUntracked += b.broadcastsUntracked
+        a.broadcasts += b.broadcasts
         a.unresent += b.unresent
     }
 
     /// refused = retried + never retried + untracked (once the loops have stopped), token pushes and broadcasts.
     public var identityHolds: Bool {
         refused.reduce(0, +) == retried.reduce(0, +) + neverRetried.reduce(0, +) + untracked
-            && broadcastsRefused == broadcastsRetried + broadcastsNeverRetried + broadcastsUntracked
+            && broadcasts[.refused] == broadcasts[.retried] + broadcasts[.neverRetried] + broadcasts[.untracked]
+    }
+
+    /// What became of the broadcasts a fault refused (``broadcasts``).
+    public enum BroadcastCount: Int, CaseIterable, Sendable {
+        case refused, retried, neverRetried, untracked
+
+        /// Its name in summary.json's `faults.retries` (`broadcastsRefused`, …).
+        public var summaryKey: String {
+            ["broadcastsRefused", "broadcastsRetried", "broadcastsNeverRetried", "broadcastsUntracked"][rawValue]
+        }
     }
 }
 

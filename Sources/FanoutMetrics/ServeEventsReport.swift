@@ -211,6 +211,15 @@ public struct ServeEventsReport: Sendable {
             lastApplyNanos = [UInt64](repeating: 0, count: n)
         }
 
+        /// Adds one event loop's columns (its tracker's; the same events): every count column summed,
+        /// `lastApplyNanos` the later of the two.
+        public mutating func add(loop other: PerEvent) {
+            for (column, _) in ServeEventsReport.perEventCounts {
+                self[keyPath: column] = zip(self[keyPath: column], other[keyPath: column]).map(+)
+            }
+            lastApplyNanos = zip(lastApplyNanos, other.lastApplyNanos).map(max)
+        }
+
         /// Event `e`'s missing pairs by reason, "never pushed" included.
         public func missingReasons(_ e: Int) -> [String: Int32] {
             var out = missingByReason[Int32(e)] ?? [:]

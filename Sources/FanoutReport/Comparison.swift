@@ -282,6 +282,23 @@ public struct Comparison: Sendable {
         return rows
     }
 
+    /// The rows of each metric of `names` (``rows(_:_:_:thresholds:)``), for summaries that name their metrics.
+    static func rows(
+        _ names: [String], _ bl: [String: LatencySummary], _ cl: [String: LatencySummary], thresholds: [Threshold]
+    ) -> [Row] {
+        names.flatMap { rows($0, bl[$0], cl[$0], thresholds: thresholds) }
+    }
+
+    /// The counts of either run, named by their path: ordered by the first prefix of `order` each starts with (the
+    /// others last), then by name.
+    static func countNames(_ baseline: [String: Int], _ current: [String: Int], order: [String]) -> [String] {
+        Set(baseline.keys).union(current.keys).sorted { a, b in
+            let ra = order.firstIndex { a.hasPrefix($0) } ?? Int.max
+            let rb = order.firstIndex { b.hasPrefix($0) } ?? Int.max
+            return (ra, a) < (rb, b)
+        }
+    }
+
     /// The most specific threshold: one naming the metric wins over `*`.
     static func threshold(for metricName: String, _ p: Percentile, in thresholds: [Threshold]) -> Double? {
         if let t = thresholds.last(where: { $0.metricName == metricName && $0.percentile == p }) { return t.percent }

@@ -106,16 +106,8 @@ extension Comparison {
             notes.append("an interrupted run (SIGINT or SIGTERM) is in it")
         }
         countsNote = notes.joined(separator: "; ")
-        for name in PushSummaryFile.metricNames {
-            rows += Comparison.rows(name, baseline.latency[name], current.latency[name], thresholds: thresholds)
-        }
-        let names = Set(baseline.counts.keys).union(current.counts.keys)
-        let ordered = names.sorted { a, b in
-            let ra = PushSummaryFile.countOrder.firstIndex { a.hasPrefix($0) } ?? Int.max
-            let rb = PushSummaryFile.countOrder.firstIndex { b.hasPrefix($0) } ?? Int.max
-            return (ra, a) < (rb, b)
-        }
-        for name in ordered {
+        rows = Comparison.rows(PushSummaryFile.metricNames, baseline.latency, current.latency, thresholds: thresholds)
+        for name in Comparison.countNames(baseline.counts, current.counts, order: PushSummaryFile.countOrder) {
             let (b, c) = (baseline.counts[name] ?? 0, current.counts[name] ?? 0)
             let verdict: Verdict
             if name == "requests.failed" || name == "requests.unansweredAtEnd" || name.hasPrefix("requests.failures.") {

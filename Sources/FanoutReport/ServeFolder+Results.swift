@@ -166,10 +166,7 @@ extension ServeFolder {
         } else {
             withoutHistogram.append("faults.retries.delay")
         }
-        f.retries.broadcastsRefused = try r.int("broadcastsRefused")
-        f.retries.broadcastsRetried = try r.int("broadcastsRetried")
-        f.retries.broadcastsNeverRetried = try r.int("broadcastsNeverRetried")
-        f.retries.broadcastsUntracked = try r.int("broadcastsUntracked")
+        for c in RetryCounts.BroadcastCount.allCases { f.retries.broadcasts[c] = try r.int(c.summaryKey) }
         return f
     }
 }

@@ -296,17 +296,15 @@ public enum ServeReport {
         func byKind(_ counts: [Int]) -> [String: Int] {
             Dictionary(uniqueKeysWithValues: zip(RetryCounts.kinds, counts))
         }
+        var retries: [String: Any] = [
+            "refused": byKind(r.refused), "retried": byKind(r.retried), "neverRetried": byKind(r.neverRetried),
+            "untracked": r.untracked, "identityHolds": r.identityHolds, "delay": percentilesAndHistogram(r.delayNanos),
+        ]
+        for (c, n) in r.broadcasts.all { retries[c.summaryKey] = n }
         return [
             "latency": info.latency ?? NSNull(), "faults": info.faults ?? NSNull(), "injected": injected,
             "held": f[.held], "heldPeak": f[.heldPeak], "heldOverflow": f[.heldOverflow],
-            "heldFor": percentilesAndHistogram(f.heldNanos),
-            "retries": [
-                "refused": byKind(r.refused), "retried": byKind(r.retried), "neverRetried": byKind(r.neverRetried),
-                "untracked": r.untracked, "identityHolds": r.identityHolds,
-                "delay": percentilesAndHistogram(r.delayNanos),
-                "broadcastsRefused": r.broadcastsRefused, "broadcastsRetried": r.broadcastsRetried,
-                "broadcastsNeverRetried": r.broadcastsNeverRetried, "broadcastsUntracked": r.broadcastsUntracked,
-            ] as [String: Any],
+            "heldFor": percentilesAndHistogram(f.heldNanos), "retries": retries,
         ]
     }
 

@@ -238,15 +238,9 @@ extension Comparison {
             notes.append("event loops differ (\(baseline.workers), \(current.workers))")
         }
         countsNote = notes.joined(separator: "; ")
-        for name in ServeSummaryFile.metricNames + ["freshness"] {
-            rows += Comparison.rows(name, baseline.latency[name], current.latency[name], thresholds: thresholds)
-        }
-        let names = Set(baseline.counts.keys).union(current.counts.keys)
-        let ordered = names.sorted { a, b in
-            let ra = ServeSummaryFile.countOrder.firstIndex { a.hasPrefix($0) } ?? Int.max
-            let rb = ServeSummaryFile.countOrder.firstIndex { b.hasPrefix($0) } ?? Int.max
-            return (ra, a) < (rb, b)
-        }
+        rows = Comparison.rows(
+            ServeSummaryFile.metricNames + ["freshness"], baseline.latency, current.latency, thresholds: thresholds)
+        let ordered = Comparison.countNames(baseline.counts, current.counts, order: ServeSummaryFile.countOrder)
         let gatedEvents = Set(ServeSummaryFile.gatedEventCounts.map { "events.\($0)" }).subtracting(ungated)
         let gatedBackend = Set(ServeSummaryFile.gatedBackendCounts).subtracting(ungated)
         let bounded = Dictionary(bounds.map { ($0.name, $0) }, uniquingKeysWith: { $1 })

@@ -28,9 +28,9 @@ struct ServeFreshnessTests {
         clock.nanos = covered
         #expect(E.push(service, a, events.timestamp[e2]) == 200)  // e1 superseded for a, never pushed: skipped
         #expect(E.push(service, c, events.timestamp[e2]) == 200)  // the same for c
-        #expect(service.tracker!.skipped[e1] == 2)
+        #expect(service.tracker!.perEvent.skipped[e1] == 2)
         #expect(E.push(service, a, events.timestamp[e1]) == 200)  // a's e1 arrives late (reordered): not skipped
-        #expect(service.tracker!.skipped[e1] == 1)
+        #expect(service.tracker!.perEvent.skipped[e1] == 1)
         let r = try #require(ServeEventsReport.judge(services: [service], nowNanos: covered))
         #expect(r.superseded == 2 && r.skipped == 1 && r.reordered == 1)
         #expect(r.perEvent.skipped[e1] == 1 && r.skippedUntracked == 0)

@@ -39,7 +39,7 @@ struct ServeWrongDeliveryTests {
         #expect(changed != right)
         #expect(Self.push(service, rows[2], changed) == 200)
         let t = service.tracker!
-        #expect(t.delivered[e0] == 2 && t.wrongContent[e0] == 1 && t.wrongKind[e0] == 0)
+        #expect(t.perEvent.delivered[e0] == 2 && t.perEvent.wrongContent[e0] == 1 && t.perEvent.wrongKind[e0] == 0)
         let r = try #require(ServeEventsReport.judge(services: [service], nowNanos: clock.nanos))
         #expect(r.delivered == 2 && r.wrongContent == 1 && r.wrongShownAtEnd == 1)
         #expect(r.wrongExamples.count == 1 && r.wrongExamples[0].contains(rows[2]["activity"] as! String))
@@ -68,7 +68,7 @@ struct ServeWrongDeliveryTests {
         clock.nanos = fixed
         #expect(E.push(service, rows[1], events.timestamp[e1]) == 200)
         let t = service.tracker!
-        #expect(t.wrongKind[e0] == 1 && t.wrongContent[e0] == 1 && t.delivered[e1] == 1)
+        #expect(t.perEvent.wrongKind[e0] == 1 && t.perEvent.wrongContent[e0] == 1 && t.perEvent.delivered[e1] == 1)
         #expect(t.lastWrong == t.lastWrong.indices.map { _ in false } || t.lastWrong.filter { $0 }.count == 1)
         let r = try #require(ServeEventsReport.judge(services: [service], nowNanos: fixed))
         #expect(r.wrongKind == 1 && r.wrongContent == 1 && r.wrongShownAtEnd == 1, "the ended one still shows e0")
