@@ -226,20 +226,17 @@ extension APNsService {
         JSONWriter.append(PopulationLine.app, to: &out)
         JSONWriter.appendString(world.scenario.apps[app].bundle, to: &out)
         let (id, token) = kickoffIdentity(k)
-        JSONWriter.append(PopulationLine.activity, to: &out)
-        if started {
-            id.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
-        } else {
-            JSONWriter.append("null", to: &out)
+        /// `value` as a JSON string once started, `null` before.
+        func once(_ value: [UInt8]) {
+            guard started else { return JSONWriter.append("null", to: &out) }
+            value.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
         }
+        JSONWriter.append(PopulationLine.activity, to: &out)
+        once(id)
         JSONWriter.append(PopulationLine.type, to: &out)
         JSONWriter.appendString(world.scenario.apps[app].schema, to: &out)
         JSONWriter.append(PopulationLine.token, to: &out)
-        if started {
-            token.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
-        } else {
-            JSONWriter.append("null", to: &out)
-        }
+        once(token)
         JSONWriter.append(PopulationLine.startToken, to: &out)
         scratch.removeAll(keepingCapacity: true)
         world.appendToken(device: Int(p.device), slot: Int(p.startSlot), generation: 0, to: &scratch)

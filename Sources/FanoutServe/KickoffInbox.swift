@@ -18,50 +18,41 @@ public final class KickoffInbox: @unchecked Sendable {
 
     /// A serving loop's registration to send (any thread).
     public func post(_ registration: KickoffRegistration) {
-        lock.lock()
-        if closed {
-            untakenCount += 1
-            lock.unlock()
-            return
+        let wakeup = lock.withLock { () -> Wakeup.Sender? in
+            guard !closed else {
+                untakenCount += 1
+                return nil
+            }
+            items.append(registration)
+            return self.wakeup
         }
-        items.append(registration)
-        let wakeup = self.wakeup
-        lock.unlock()
         _ = wakeup?.send()
     }
 
     /// The trigger's loop takes posts from now on, woken by `wakeup` (the trigger's thread).
-    func attach(_ wakeup: Wakeup.Sender) {
-        lock.lock()
-        self.wakeup = wakeup
-        lock.unlock()
-    }
+    func attach(_ wakeup: Wakeup.Sender) { lock.withLock { self.wakeup = wakeup } }
 
     /// Everything posted since the last take (the trigger's thread).
     func take() -> [KickoffRegistration] {
-        lock.lock()
-        defer { lock.unlock() }
-        let taken = items
-        items.removeAll()
-        return taken
+        lock.withLock {
+            let taken = items
+            items.removeAll()
+            return taken
+        }
     }
 
     /// Nothing is taken any more: what waits, and every later post, is counted untaken.
     func close() {
-        lock.lock()
-        closed = true
-        untakenCount += items.count
-        items.removeAll()
-        wakeup = nil
-        lock.unlock()
+        lock.withLock {
+            closed = true
+            untakenCount += items.count
+            items.removeAll()
+            wakeup = nil
+        }
     }
 
     /// Registrations posted but never taken by the trigger's loop (serving had stopped).
-    public var untaken: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return untakenCount
-    }
+    public var untaken: Int { lock.withLock { untakenCount } }
 }
 
 /// The posted lines' due instants, earliest first (a binary min-heap of (due, line number)).

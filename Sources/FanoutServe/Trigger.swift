@@ -184,15 +184,7 @@ public final class TriggerSender {
         let source = event.source
         let app = world.sourceApp[source]
         let fields = world.fields(of: event)
-        var name: [UInt8] = []
-        world.appendChannelId(source: source, to: &name)
-        JSONWriter.append("{\"source\": ", to: &out)
-        name.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
-        JSONWriter.append(", \"app\": ", to: &out)
-        JSONWriter.appendString(world.scenario.apps[app].bundle, to: &out)
-        JSONWriter.append(event.kind == .end ? ", \"event\": \"end\"" : ", \"event\": \"update\"", to: &out)
-        JSONWriter.append(", \"timestamp\": ", to: &out)
-        JSONWriter.appendInt(fields.timestamp, to: &out)
+        let name = appendHead(source, event: event.kind == .end ? "end" : "update", fields.timestamp, to: &out)
         JSONWriter.append(", \"content-state\": ", to: &out)
         let schema = world.appSchema[app]
         world.makeContent(schema: schema, event: event.index, source: source, final: event.kind == .end, into: &content)
@@ -225,6 +217,21 @@ public final class TriggerSender {
     }
 
     /// `2026-11-26T06:51:00.123Z`.
+    /// A body's first fields: `{"source": …, "app": …, "event": …, "timestamp": …`; returns the source's id.
+    private func appendHead(_ source: Int, event: StaticString, _ timestamp: Int64, to out: inout [UInt8]) -> [UInt8] {
+        var name: [UInt8] = []
+        world.appendChannelId(source: source, to: &name)
+        JSONWriter.append("{\"source\": ", to: &out)
+        name.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
+        JSONWriter.append(", \"app\": ", to: &out)
+        JSONWriter.appendString(world.scenario.apps[world.sourceApp[source]].bundle, to: &out)
+        JSONWriter.append(", \"event\": \"", to: &out)
+        JSONWriter.append(event, to: &out)
+        JSONWriter.append("\", \"timestamp\": ", to: &out)
+        JSONWriter.appendInt(timestamp, to: &out)
+        return name
+    }
+
     /// A kickoff's `start` event (docs/INGEST.md §5, *Kickoff*): the source, its app, `"event": "start"`, the
     /// push-to-start's `timestamp`, the activity's first `content-state`, `attributes-type` and `attributes` (the
     /// source it follows: `{"source": …}`), an `alert`, and `intendedAt`.
@@ -233,14 +240,8 @@ public final class TriggerSender {
         out.reserveCapacity(512)
         let source = event.source
         let app = world.sourceApp[source]
-        var name: [UInt8] = []
-        world.appendChannelId(source: source, to: &name)
-        JSONWriter.append("{\"source\": ", to: &out)
-        name.withUnsafeBytes { JSONWriter.appendString($0, to: &out) }
-        JSONWriter.append(", \"app\": ", to: &out)
-        JSONWriter.appendString(world.scenario.apps[app].bundle, to: &out)
-        JSONWriter.append(", \"event\": \"start\", \"timestamp\": ", to: &out)
-        JSONWriter.appendInt(ServingKickoff.startTimestamp(epochSeconds: world.epochSeconds), to: &out)
+        let stamp = ServingKickoff.startTimestamp(epochSeconds: world.epochSeconds)
+        let name = appendHead(source, event: "start", stamp, to: &out)
         JSONWriter.append(", \"content-state\": ", to: &out)
         let schema = world.appSchema[app]
         world.makeContent(schema: schema, event: -1, source: source, final: false, into: &content)

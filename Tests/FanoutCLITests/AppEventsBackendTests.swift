@@ -13,21 +13,9 @@ struct AppEventsBackendTests {
     /// dismissed, a tenth turned off and a fifth uninstalled while serving, a 2 s grace.
     static func scenario(_ directory: URL, appEvents: String? = nil) throws -> String {
         let events = appEvents ?? #"{"dismiss": 0.3, "disable": 0.1, "uninstall": 0.2, "graceSeconds": 2}"#
-        let text = """
-            {"name": "app-events", "seed": 5, "durationSeconds": \(seconds),
-             "population": {"devices": 40, "activitiesPerDevice": {"min": 1, "max": 1},
-                            "appsPerDevice": {"min": 1, "max": 1}},
-             "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 1}],
-             "schemas": {"GameAttributes": {"home": "int", "away": "int", "clock": "string",
-                                            "winProbability": "double", "final": "bool", "lastEvent": "string"}},
-             "sources": {"count": 4, "zipfExponent": 0.5, "broadcastShare": 0},
-             "arrival": {"process": "constant", "ratePerSecond": 4},
-             "faults": {"appEvents": \(events)},
-             "priority10Share": 0}
-            """
-        let path = directory.appendingPathComponent("app-events.json").path
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
-        return path
+        return try LifecycleScenario.write(
+            directory, "app-events.json", name: "app-events", seed: 5, seconds: seconds,
+            faults: #"{"appEvents": "# + events + "}")
     }
 
     /// One run against a backend (`options`: the backend's own flags), to its `--duration`: the serve process

@@ -82,24 +82,15 @@ struct ExampleBackendTests {
     func kickoff() throws {
         let directory = try CLI.temporaryDirectory()
         let folder = directory.appendingPathComponent("run")
-        let scenario = directory.appendingPathComponent("kickoff.json")
-        try """
-            {"name": "kickoff", "seed": 11, "durationSeconds": 8,
-             "population": {"devices": 200, "activitiesPerDevice": {"min": 1, "max": 2},
-                            "appsPerDevice": {"min": 1, "max": 1}},
-             "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 1}],
-             "schemas": {"GameAttributes": {"home": "int", "away": "int", "clock": "string",
-                                            "winProbability": "double", "final": "bool", "lastEvent": "string"}},
-             "sources": {"count": 6, "zipfExponent": 0.5, "broadcastShare": 0},
-             "arrival": {"process": "constant", "ratePerSecond": 6},
-             "faults": {"kickoff": {"share": 0.5, "atSeconds": 1, "appDelayMillis": {"p50": 30, "p99": 150}}},
-             "priority10Share": 0}
-            """.write(to: scenario, atomically: true, encoding: .utf8)
+        let scenario = try LifecycleScenario.write(
+            directory, "kickoff.json", name: "kickoff", seed: 11, seconds: 8,
+            faults: #"{"kickoff": {"share": 0.5, "atSeconds": 1, "appDelayMillis": {"p50": 30, "p99": 150}}}"#,
+            devices: 200, activities: 1...2, sources: 6, rate: 6)
         let script = Self.root.appendingPathComponent("scripts/example-backend.sh").path
         let result = try CLI.launch(
             URL(fileURLWithPath: "/usr/bin/env"),
             ["FANOUT_BIN=\(CLI.binary.path)", "SERVE_ARGS=\(Self.serveArgs)", "bash", script, "8", folder.path,
-                scenario.path])
+                scenario])
         let summary = try #require(try? Self.summary(folder.path), "\(result.stdout)\n\(result.stderr)")
         #expect(Self.verdictHolds(result.status, summary), "\(result.stdout)\n\(result.stderr)")
         let events = try #require(summary["events"] as? [String: Any])

@@ -14,22 +14,10 @@ struct KickoffBackendTests {
     /// Token sources only: 40 devices, an activity each, 4 events a second; every source starts by push-to-start at
     /// 1 s, the app registering each started activity after 30 ms (p50) to 150 ms (p99).
     static func scenario(_ directory: URL, budget: Int = 10) throws -> String {
-        let text = """
-            {"name": "kickoff", "seed": 3, "durationSeconds": \(seconds),
-             "population": {"devices": 40, "activitiesPerDevice": {"min": 1, "max": 1},
-                            "appsPerDevice": {"min": 1, "max": 1}},
-             "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 1}],
-             "schemas": {"GameAttributes": {"home": "int", "away": "int", "clock": "string",
-                                            "winProbability": "double", "final": "bool", "lastEvent": "string"}},
-             "sources": {"count": 4, "zipfExponent": 0.5, "broadcastShare": 0},
-             "arrival": {"process": "constant", "ratePerSecond": 4},
-             "faults": {"kickoff": {"share": 1, "atSeconds": 1, "appDelayMillis": {"p50": 30, "p99": 150},
-                                    "startBudget": \(budget)}},
-             "priority10Share": 0}
-            """
-        let path = directory.appendingPathComponent("kickoff-\(budget).json").path
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
-        return path
+        try LifecycleScenario.write(
+            directory, "kickoff-\(budget).json", name: "kickoff", seed: 3, seconds: seconds,
+            faults: #"{"kickoff": {"share": 1, "atSeconds": 1, "appDelayMillis": {"p50": 30, "p99": 150}, "#
+                + #""startBudget": \#(budget)}}"#)
     }
 
     /// One run against a backend in `mode`, to its `--duration`: the serve process (ended), the backend.

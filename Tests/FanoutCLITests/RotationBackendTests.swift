@@ -13,21 +13,9 @@ struct RotationBackendTests {
     /// A scenario of token sources only: 40 devices, an activity each, 4 events a second, half the tokens rotating
     /// while serving with a 1 s grace.
     static func scenario(_ directory: URL, rotation: String = #"{"graceSeconds": 1}"#) throws -> String {
-        let text = """
-            {"name": "rotation-while-serving", "seed": 3, "durationSeconds": \(seconds),
-             "population": {"devices": 40, "activitiesPerDevice": {"min": 1, "max": 1},
-                            "appsPerDevice": {"min": 1, "max": 1}},
-             "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 1}],
-             "schemas": {"GameAttributes": {"home": "int", "away": "int", "clock": "string",
-                                            "winProbability": "double", "final": "bool", "lastEvent": "string"}},
-             "sources": {"count": 4, "zipfExponent": 0.5, "broadcastShare": 0},
-             "arrival": {"process": "constant", "ratePerSecond": 4},
-             "faults": {"rotationShare": 0.5, "rotationWhileServing": \(rotation)},
-             "priority10Share": 0}
-            """
-        let path = directory.appendingPathComponent("rotation.json").path
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
-        return path
+        try LifecycleScenario.write(
+            directory, "rotation.json", name: "rotation-while-serving", seed: 3, seconds: seconds,
+            faults: #"{"rotationShare": 0.5, "rotationWhileServing": "# + rotation + "}")
     }
 
     /// One run against a backend in `mode`, to its `--duration`: the serve process (ended), the backend.

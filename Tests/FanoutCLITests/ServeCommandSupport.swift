@@ -128,3 +128,29 @@ func livePayload(timestamp: Int, event: String = "update") -> String {
     #"{"aps":{"event":"\#(event)","timestamp":\#(timestamp),"content-state":{"home":3,"away":1,"clock":"88:00","# +
         #""winProbability":0.9,"final":false,"lastEvent":"goal"}}}"#
 }
+
+/// The small scenario of the lifecycle tests (rotation, app events, kickoff against a Python backend): token sources
+/// only, one app, `faults` as given, written to `directory`/`file`; returns its path.
+enum LifecycleScenario {
+    static func write(
+        _ directory: URL, _ file: String, name: String, seed: Int, seconds: Int, faults: String, devices: Int = 40,
+        activities: ClosedRange<Int> = 1...1, sources: Int = 4, rate: Int = 4
+    ) throws -> String {
+        let text = """
+            {"name": "\(name)", "seed": \(seed), "durationSeconds": \(seconds),
+             "population": {"devices": \(devices),
+                            "activitiesPerDevice": {"min": \(activities.lowerBound), "max": \(activities.upperBound)},
+                            "appsPerDevice": {"min": 1, "max": 1}},
+             "apps": [{"bundle": "com.example.scores", "schema": "GameAttributes", "weight": 1}],
+             "schemas": {"GameAttributes": {"home": "int", "away": "int", "clock": "string",
+                                            "winProbability": "double", "final": "bool", "lastEvent": "string"}},
+             "sources": {"count": \(sources), "zipfExponent": 0.5, "broadcastShare": 0},
+             "arrival": {"process": "constant", "ratePerSecond": \(rate)},
+             "faults": \(faults),
+             "priority10Share": 0}
+            """
+        let path = directory.appendingPathComponent(file).path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+}
