@@ -160,14 +160,13 @@ public struct PayloadValidator {
         var fields = ApsFields()
         var event = -1
         var timestamp = -1
-        // One walk over `aps`; later duplicates overwrite earlier ones (the last one wins). A key written with
-        // escapes (`"ev\u0065nt"`) names the same member as the plain one: its unescaped length picks the names.
+        // One walk over `aps`; later duplicates overwrite earlier ones (the last one wins).
         let end = Int(tape[apsIndex].next)
         var key = apsIndex + 1
         while key < end {
             let value = Int32(key + 1)
             let e = tape[key]
-            switch e.flag ? tape.unescapedCount(key) : Int(e.end - e.start) {
+            switch Int(e.end - e.start) {
             case 5 where tape.stringEquals(key, "event"): event = key + 1
             case 5 where tape.stringEquals(key, "alert"): fields.alert = value
             case 9 where tape.stringEquals(key, "timestamp"): timestamp = key + 1
@@ -178,7 +177,8 @@ public struct PayloadValidator {
             case 15 where tape.stringEquals(key, "relevance-score"): fields.relevanceScore = value
             case 15 where tape.stringEquals(key, "attributes-type"): fields.attributesType = value
             case 18 where tape.stringEquals(key, "input-push-channel"): fields.inputPushChannel = value
-            default: break
+            default:
+                if e.flag { PayloadValidator.matchEscapedKey(tape, key, &fields, &event, &timestamp) }
             }
             key = Int(tape[key + 1].next)
         }
@@ -197,6 +197,34 @@ public struct PayloadValidator {
         guard (fields.event == .start) == (target == .startToken) else { return false }
         aps = fields
         return true
+    }
+
+    /// A key written with escapes (`"ev\u0065nt"`) names the same member as the plain one.
+    private static func matchEscapedKey(
+        _ tape: JSONDocument, _ key: Int, _ fields: inout ApsFields, _ event: inout Int, _ timestamp: inout Int
+    ) {
+        let value = Int32(key + 1)
+        if tape.stringEquals(key, "event") {
+            event = key + 1
+        } else if tape.stringEquals(key, "timestamp") {
+            timestamp = key + 1
+        } else if tape.stringEquals(key, "alert") {
+            fields.alert = value
+        } else if tape.stringEquals(key, "stale-date") {
+            fields.staleDate = value
+        } else if tape.stringEquals(key, "attributes") {
+            fields.attributes = value
+        } else if tape.stringEquals(key, "content-state") {
+            fields.contentState = value
+        } else if tape.stringEquals(key, "dismissal-date") {
+            fields.dismissalDate = value
+        } else if tape.stringEquals(key, "relevance-score") {
+            fields.relevanceScore = value
+        } else if tape.stringEquals(key, "attributes-type") {
+            fields.attributesType = value
+        } else if tape.stringEquals(key, "input-push-channel") {
+            fields.inputPushChannel = value
+        }
     }
 
     @inline(__always)
