@@ -29,7 +29,7 @@ extension APNsService {
         // them counts its verdict, so that the shards' accounting adds up to an unsharded serve's.
         let counts = shard.countsChannel(raw)
         let rejected = r.body.withUnsafeBytes {
-            pipeline.validate(&flight, .judged(priority: Int64(h.priority)), payload: $0, countsVerdict: counts)
+            pipeline.validate(&flight, judgedPriority: Int64(h.priority), payload: $0, countsVerdict: counts)
         }
         let t1 = clock()
         record(.validate, max(t1 &- t0, 1))
@@ -70,7 +70,7 @@ extension APNsService {
             // device decodes the content from them.
             f.payload.withUnsafeBytes { payload in
                 let flight = pipeline.resume(
-                    kind: .channel, resolution: .channel(f.channel), .judged(priority: Int64(f.headers.priority)),
+                    kind: .channel, resolution: .channel(f.channel), judgedPriority: Int64(f.headers.priority),
                     payload: payload)
                 let subscribers = pipeline.router.subscribers[Int(f.channel)]
                 let t0 = tracker?.events.t0Nanos ?? 0
@@ -123,7 +123,7 @@ extension APNsService {
             return
         }
         let rejected = b.payload.withUnsafeBytes {
-            pipeline.validate(&flight, .judged(priority: Int64(b.headers.priority)), payload: $0, countsVerdict: false)
+            pipeline.validate(&flight, judgedPriority: Int64(b.headers.priority), payload: $0, countsVerdict: false)
         }
         if let rejected {
             // Every worker holds the same channels and validates alike, so this is a bug, not a client's

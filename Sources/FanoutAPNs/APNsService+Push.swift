@@ -102,8 +102,8 @@ extension APNsService {
                     newId.withUnsafeBytes { id in
                         newToken.withUnsafeBytes { nt in
                             pipeline.push(
-                                kind: .startToken, target: target, .judged(priority: Int64(h.priority)),
-                                payload: payload, nowMillis: wallMillis, newActivity: id, newToken: nt)
+                                kind: .startToken, target: target, judgedPriority: Int64(h.priority), payload: payload,
+                                nowMillis: wallMillis, newActivity: id, newToken: nt)
                         }
                     }
                 }
@@ -130,7 +130,7 @@ extension APNsService {
         // decodes the content from them (the validator's tape keeps offsets, not a pointer).
         let rejected = r.body.withUnsafeBytes { payload -> RejectReason? in
             // Rows 6–14 and the topic were judged once (RequestCheck, above); the pipeline judges the payload.
-            let rejected = pipeline.validate(&flight, .judged(priority: Int64(h.priority)), payload: payload)
+            let rejected = pipeline.validate(&flight, judgedPriority: Int64(h.priority), payload: payload)
             let t1 = clock()
             record(.validate, max(t1 &- t0, 1))
             if let rejected { return rejected }

@@ -63,29 +63,46 @@ public final class Pipeline {
         core.begin(kind: kind, target: target)
     }
 
-    /// Validates, routes and applies one push at `nowMillis`: its headers as the request carried them
-    /// (`.headers`), or judged by the caller (`.judged(priority:)`, the payload alone is judged here). For a
-    /// push-to-start, `newActivity` and `newToken` are the id and update token the device gives the activity it
-    /// starts.
+    /// Validates, routes and applies one push at `nowMillis`. For a push-to-start, `newActivity` and
+    /// `newToken` are the id and update token the device gives the activity it starts.
     @discardableResult
     public func push(
-        kind: TargetKind, target: UnsafeRawBufferPointer, _ input: PushHeaderInput, payload: UnsafeRawBufferPointer,
+        kind: TargetKind, target: UnsafeRawBufferPointer, headers: PushHeaders, payload: UnsafeRawBufferPointer,
         nowMillis: Int64, newActivity: UnsafeRawBufferPointer? = nil, newToken: UnsafeRawBufferPointer? = nil
     ) -> PushVerdict {
         core.push(
-            kind: kind, target: target, input, payload: payload, nowMillis: nowMillis, newActivity: newActivity,
-            newToken: newToken)
+            kind: kind, target: target, headers: headers, payload: payload, nowMillis: nowMillis,
+            newActivity: newActivity, newToken: newToken)
     }
 
-    /// Stage 1: what APNs would reject (``PushHeaderInput``: the header rows and the payload, or the payload
-    /// alone for headers the caller judged). Counts the push, and the rejection if any, unless `countsVerdict` is
-    /// false: a broadcast replicated on every worker is counted by one of them only, while each counts the
-    /// deliveries to its own subscribers.
+    /// ``push(kind:target:headers:payload:nowMillis:newActivity:newToken:)`` for headers the caller judged
+    /// (``PushHeaderInput/judged(priority:)``).
+    @discardableResult
+    public func push(
+        kind: TargetKind, target: UnsafeRawBufferPointer, judgedPriority: Int64, payload: UnsafeRawBufferPointer,
+        nowMillis: Int64, newActivity: UnsafeRawBufferPointer? = nil, newToken: UnsafeRawBufferPointer? = nil
+    ) -> PushVerdict {
+        core.push(
+            kind: kind, target: target, judgedPriority: judgedPriority, payload: payload, nowMillis: nowMillis,
+            newActivity: newActivity, newToken: newToken)
+    }
+
+    /// Stage 1: what APNs would reject. Counts the push, and the rejection if any, unless
+    /// `countsVerdict` is false: a broadcast replicated on every worker is counted by one of them only,
+    /// while each counts the deliveries to its own subscribers.
     @inline(__always)
     public func validate(
-        _ flight: inout InFlight, _ input: PushHeaderInput, payload: UnsafeRawBufferPointer, countsVerdict: Bool = true
+        _ flight: inout InFlight, headers: PushHeaders, payload: UnsafeRawBufferPointer, countsVerdict: Bool = true
     ) -> RejectReason? {
-        core.validate(&flight, input, payload: payload, countsVerdict: countsVerdict)
+        core.validate(&flight, headers: headers, payload: payload, countsVerdict: countsVerdict)
+    }
+
+    /// Stage 1 for headers the caller judged (``PushHeaderInput/judged(priority:)``): the payload alone.
+    @inline(__always)
+    public func validate(
+        _ flight: inout InFlight, judgedPriority: Int64, payload: UnsafeRawBufferPointer, countsVerdict: Bool = true
+    ) -> RejectReason? {
+        core.validate(&flight, judgedPriority: judgedPriority, payload: payload, countsVerdict: countsVerdict)
     }
 
     /// Stage 2: the recipients (DOMAIN §3.3). Counts the verdict and the deliveries to come.
@@ -120,9 +137,17 @@ public final class Pipeline {
     /// broadcast applied in slices): the payload, kept by the caller, is scanned again for deliver;
     /// nothing is counted again.
     public func resume(
-        kind: TargetKind, resolution: Router.Resolution, _ input: PushHeaderInput, payload: UnsafeRawBufferPointer
+        kind: TargetKind, resolution: Router.Resolution, headers: PushHeaders,
+        payload: UnsafeRawBufferPointer
     ) -> InFlight {
-        core.resume(kind: kind, resolution: resolution, input, payload: payload)
+        core.resume(kind: kind, resolution: resolution, .headers(headers), payload: payload)
+    }
+
+    /// ``resume(kind:resolution:headers:payload:)`` for headers the caller judged.
+    public func resume(
+        kind: TargetKind, resolution: Router.Resolution, judgedPriority: Int64, payload: UnsafeRawBufferPointer
+    ) -> InFlight {
+        core.resume(kind: kind, resolution: resolution, .judged(priority: judgedPriority), payload: payload)
     }
 
     /// Delivers a push that was validated and routed earlier and held while its device was offline:

@@ -34,11 +34,22 @@ struct PipelineCore {
     /// `newToken` are the id and update token the device gives the activity it starts.
     @discardableResult
     mutating func push(
-        kind: TargetKind, target: UnsafeRawBufferPointer, _ input: PushHeaderInput, payload: UnsafeRawBufferPointer,
+        kind: TargetKind, target: UnsafeRawBufferPointer, headers: PushHeaders, payload: UnsafeRawBufferPointer,
         nowMillis: Int64, newActivity: UnsafeRawBufferPointer? = nil, newToken: UnsafeRawBufferPointer? = nil
     ) -> PushVerdict {
         var flight = begin(kind: kind, target: target)
-        if let reason = validate(&flight, input, payload: payload) { return .rejected(reason) }
+        if let reason = validate(&flight, headers: headers, payload: payload) { return .rejected(reason) }
+        return routeAndApply(
+            &flight, payload: payload, nowMillis: nowMillis, newActivity: newActivity, newToken: newToken)
+    }
+
+    /// ``push(kind:target:headers:payload:nowMillis:newActivity:newToken:)`` for headers the caller judged.
+    mutating func push(
+        kind: TargetKind, target: UnsafeRawBufferPointer, judgedPriority: Int64, payload: UnsafeRawBufferPointer,
+        nowMillis: Int64, newActivity: UnsafeRawBufferPointer?, newToken: UnsafeRawBufferPointer?
+    ) -> PushVerdict {
+        var flight = begin(kind: kind, target: target)
+        if let reason = validate(&flight, judgedPriority: judgedPriority, payload: payload) { return .rejected(reason) }
         return routeAndApply(
             &flight, payload: payload, nowMillis: nowMillis, newActivity: newActivity, newToken: newToken)
     }
@@ -76,32 +87,15 @@ struct PipelineCore {
 
     // MARK: Stages
 
-    /// Stage 1: what APNs would reject. Headers as the request carried them: DOMAIN §2's header rows (the topic's
-    /// bundle against the target's) and the payload; headers the caller judged: the payload alone. Counts the push,
-    /// and the rejection if any, unless `countsVerdict` is false: a broadcast replicated on every worker is counted
-    /// by one of them only, while each counts the deliveries to its own subscribers.
+    /// Stage 1: what APNs would reject, DOMAIN §2's header rows (the topic's bundle against the target's) and the
+    /// payload. Counts the push, and the rejection if any, unless `countsVerdict` is false: a broadcast replicated
+    /// on every worker is counted by one of them only, while each counts the deliveries to its own subscribers.
     @inline(__always)
     mutating func validate(
-        _ flight: inout Pipeline.InFlight, _ input: PushHeaderInput, payload: UnsafeRawBufferPointer,
+        _ flight: inout Pipeline.InFlight, headers: PushHeaders, payload: UnsafeRawBufferPointer,
         countsVerdict: Bool = true
     ) -> RejectReason? {
         if countsVerdict { accounting.pushes += 1 }
-        let reason: RejectReason?
-        switch input {
-        case .headers(let headers):
-            reason = validate(flight, headers: headers, payload: payload)
-        case .judged(let priority):
-            reason = validator.validateJudged(priority: priority, payload: payload, target: flight.kind)
-        }
-        return verdict(&flight, reason, countsVerdict)
-    }
-
-    /// DOMAIN §2's header rows and the payload, the topic's bundle compared with the one `flight`'s target
-    /// resolves to (BadTopic only then).
-    @inline(__always)
-    private mutating func validate(
-        _ flight: Pipeline.InFlight, headers: PushHeaders, payload: UnsafeRawBufferPointer
-    ) -> RejectReason? {
         let bundleApp: Int32
         switch flight.resolution {
         case .activity(let a): bundleApp = store.app[Int(a)]
@@ -109,13 +103,28 @@ struct PipelineCore {
         case .channel(let c): bundleApp = router.channelApp[Int(c)]
         default: bundleApp = Router.none
         }
+        let reason: RejectReason?
         if bundleApp == Router.none {
-            return validator.validate(headers: headers, payload: payload, target: flight.kind, targetBundle: nil)
+            reason = validator.validate(headers: headers, payload: payload, target: flight.kind, targetBundle: nil)
+        } else {
+            // The topic's bundle is compared first (a read of the store), then the validator runs on
+            // its own: no closure holds the store while the validator is mutated.
+            let matches = store.appIds.withBytes(bundleApp) { PayloadValidator.topicNames($0, headers.topic) }
+            reason = validator.validate(
+                headers: headers, payload: payload, target: flight.kind, topicMatchesTarget: matches)
         }
-        // The topic's bundle is compared first (a read of the store), then the validator runs on
-        // its own: no closure holds the store while the validator is mutated.
-        let matches = store.appIds.withBytes(bundleApp) { PayloadValidator.topicNames($0, headers.topic) }
-        return validator.validate(headers: headers, payload: payload, target: flight.kind, topicMatchesTarget: matches)
+        return verdict(&flight, reason, countsVerdict)
+    }
+
+    /// Stage 1 for headers the caller judged: the payload alone.
+    @inline(__always)
+    mutating func validate(
+        _ flight: inout Pipeline.InFlight, judgedPriority: Int64, payload: UnsafeRawBufferPointer,
+        countsVerdict: Bool = true
+    ) -> RejectReason? {
+        if countsVerdict { accounting.pushes += 1 }
+        let reason = validator.validateJudged(priority: judgedPriority, payload: payload, target: flight.kind)
+        return verdict(&flight, reason, countsVerdict)
     }
 
     /// A validation's end: the rejection counted, or the flight given the payload's `aps`.

@@ -25,7 +25,7 @@ extension WorkerEngine {
                     let t0 = sampled ? readClock() : 0
                     var flight = pipeline.begin(kind: .token, target: tok)
                     let tb = sampled ? readClock() : 0
-                    let rejected = pipeline.validate(&flight, .headers(headers), payload: p) != nil
+                    let rejected = pipeline.validate(&flight, headers: headers, payload: p) != nil
                     let t1 = sampled ? readClock() : 0
                     if virtual {
                         t &+= validateStep
@@ -108,8 +108,7 @@ extension WorkerEngine {
                     let t0 = virtual ? 0 : readClock()
                     var flight = pipeline.begin(kind: .channel, target: ch)
                     let tb = virtual ? 0 : readClock()
-                    let rejected =
-                        pipeline.validate(&flight, .headers(headers), payload: p, countsVerdict: owner) != nil
+                    let rejected = pipeline.validate(&flight, headers: headers, payload: p, countsVerdict: owner) != nil
                     let t1 = virtual ? 0 : readClock()
                     if virtual {
                         t &+= validateStep

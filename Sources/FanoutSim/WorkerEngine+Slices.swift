@@ -48,7 +48,7 @@ extension WorkerEngine {
                         priority: .integer(slice.priority), expiration: .integer(0))
                     let payload = UnsafeRawBufferPointer(rebasing: bytes[start..<end])
                     let flight = pipeline.resume(
-                        kind: .channel, resolution: .channel(slice.channel), .headers(headers), payload: payload)
+                        kind: .channel, resolution: .channel(slice.channel), headers: headers, payload: payload)
                     next = applySubscribers(
                         slice.event, flight, payload: payload, channel: slice.channel, from: next, yieldAt: yieldAt)
                 }

@@ -190,7 +190,7 @@ public final class TraceReplay {
                 pushType: pushType.value(s), topic: topic.value(s), priority: priority.value(s),
                 expiration: expiration.value(s), collapseId: collapseId.value(s), apnsId: apnsId.value(s))
             pipeline.push(
-                kind: kind, target: target.bytes(s), .headers(headers), payload: payload.bytes(s), nowMillis: now,
+                kind: kind, target: target.bytes(s), headers: headers, payload: payload.bytes(s), nowMillis: now,
                 newActivity: newActivity?.bytes(s), newToken: newToken?.bytes(s))
         }
     }

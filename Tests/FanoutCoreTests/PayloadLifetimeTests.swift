@@ -50,7 +50,7 @@ struct PayloadLifetimeTests {
         var sent = Array(text.utf8)
         var flight = Self.token.withUnsafeBytes { p.begin(kind: .token, target: $0) }
         let rejected = sent.withUnsafeBytes { payload in
-            Self.withHeaders { p.validate(&flight, .headers($0), payload: payload) }
+            Self.withHeaders { p.validate(&flight, headers: $0, payload: payload) }
         }
         #expect(rejected == nil)
         guard case .routed = p.route(&flight) else {

@@ -113,7 +113,7 @@ public final class TokenWorkload {
     /// validate: the headers and the pre-encoded payload of variant `k % 16` (APNs's checks).
     @inline(__always)
     public func validate(_ k: Int) -> RejectReason? {
-        pipeline.validate(&validateFlight, .headers(headers), payload: payloads[k & (Match.variantCount - 1)])
+        pipeline.validate(&validateFlight, headers: headers, payload: payloads[k & (Match.variantCount - 1)])
     }
 
     /// route: resolves activity `k`'s token and gives the verdict.
@@ -129,7 +129,7 @@ public final class TokenWorkload {
         encode(variant: v)
         encoder.withPayload { applyPayload.assign($0) }
         applyFlight = pipeline.begin(kind: .token, target: tokens[0])
-        precondition(pipeline.validate(&applyFlight, .headers(headers), payload: applyPayload.bytes) == nil)
+        precondition(pipeline.validate(&applyFlight, headers: headers, payload: applyPayload.bytes) == nil)
     }
 
     /// apply: activity `k` applies the prepared update (decode the content-state, rules, store).
@@ -149,7 +149,7 @@ public final class TokenWorkload {
         encode(variant: k)
         return encoder.withPayload { payload in
             pipeline.push(
-                kind: .token, target: tokens[k % activityCount], .headers(headers), payload: payload,
+                kind: .token, target: tokens[k % activityCount], headers: headers, payload: payload,
                 nowMillis: Match.nowMillis)
         }
     }
@@ -228,7 +228,7 @@ public final class BroadcastWorkload {
             staleDate: Match.staleDateSeconds, relevanceScore: Match.relevanceScore)
         return encoder.withPayload { payload in
             pipeline.push(
-                kind: .channel, target: constants[2], .headers(headers), payload: payload, nowMillis: Match.nowMillis)
+                kind: .channel, target: constants[2], headers: headers, payload: payload, nowMillis: Match.nowMillis)
         }
     }
 }

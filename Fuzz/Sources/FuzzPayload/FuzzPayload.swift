@@ -186,7 +186,7 @@ public func fuzzPayload(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     p.router = template.router
 
     let verdict = p.push(
-        kind: kind, target: target, .headers(h), payload: payload, nowMillis: now,
+        kind: kind, target: target, headers: h, payload: payload, nowMillis: now,
         newActivity: constants.newActivity, newToken: constants.newToken)
     check(p.accounting.identitiesHold, "identities after one push")
     if case .rejected = verdict {
@@ -195,7 +195,7 @@ public func fuzzPayload(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     }
     if case .routed = verdict, kind == .token {
         let applied = p.accounting[.applied]
-        p.push(kind: kind, target: target, .headers(h), payload: payload, nowMillis: now)
+        p.push(kind: kind, target: target, headers: h, payload: payload, nowMillis: now)
         check(p.accounting[.applied] == applied, "the same push was applied twice")
         check(p.accounting.identitiesHold, "identities after the same push twice")
     }
