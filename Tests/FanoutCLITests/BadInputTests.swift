@@ -176,8 +176,8 @@ struct BadInputTests {
         Case(
             name: "unknown scenario", arguments: ["run", "nonesuch", "--out", "$DIR/out"], status: 64,
             message: "Error: no built-in scenario or file named \"nonesuch\" (built-in: default, smoke, million, "
-                + "soak, faults-out-of-order, faults-payloads, faults-rotation, faults-channel-churn, faults-offline, "
-                + "faults-budget, faults-edges)"),
+                + "soak, game-night, faults-out-of-order, faults-payloads, faults-rotation, faults-channel-churn, "
+                + "faults-offline, faults-budget, faults-edges)"),
         Case(
             name: "unknown subcommand", arguments: ["fly"], status: 64,
             message: "Error: Unexpected argument 'fly'"),
@@ -249,8 +249,8 @@ struct BadInputTests {
         Case(
             name: "scenario missing file", arguments: ["run", "$DIR/none.json", "--out", "$DIR/out"], status: 64,
             message: "Error: no built-in scenario or file named \"$DIR/none.json\" (built-in: default, smoke, million, "
-                + "soak, faults-out-of-order, faults-payloads, faults-rotation, faults-channel-churn, faults-offline, "
-                + "faults-budget, faults-edges)"),
+                + "soak, game-night, faults-out-of-order, faults-payloads, faults-rotation, faults-channel-churn, "
+                + "faults-offline, faults-budget, faults-edges)"),
         // Traces: file, line and what is wrong, status 1, no dump.
         Case(
             name: "trace missing", arguments: ["replay", "$DIR/none.jsonl", "--dump", "$DIR/out.jsonl"], status: 1,
@@ -340,7 +340,8 @@ struct BadInputTests {
             message: "Error: --threshold: threshold \"events.delivered=off\": unknown count \"events.delivered\" "
                 + "(judged counts of fanout serve runs: events.missing, events.staleAtEnd, events.uncorrelated, "
                 + "events.duplicate, events.reordered, events.skipped, events.wrongContent, events.wrongKind, "
-                + "events.sentToUnregistered, events.sentAfterAppEvent)"),
+                + "events.sentToUnregistered, events.sentAfterAppEvent, events.kickoffNotStarted, "
+                + "events.kickoffNotRegistered)"),
         Case(
             name: "merge nothing", arguments: ["merge", "--out", "$DIR/out"], status: 64,
             message: "Error: Missing expected argument '<folders> ...'"),
