@@ -159,7 +159,7 @@ extension APNsService {
     func kickoffStarted(_ a: Int32, device: Int32, entry: Int32?, nowNanos: UInt64) {
         kickoff.startsByDevice[device, default: 0] += 1
         guard let entry else {
-            if !kickoff.list.isEmpty || kickoff.builtActivities != .max {
+            if kickoff.builtActivities != .max {  // a kickoff run: every created activity is adopted
                 kickoff.unexpectedStarts += 1
                 engine.adoptStarted(a, device: Int(device), slot: 0xFF, source: nil)
             }
