@@ -53,7 +53,7 @@ public final class APNsServer: H2ServerDelegate {
     public let index: Int
     var inbox: Wakeup?
     private let socket: Int32?
-    @exclusivity(unchecked) var forwarded: [Int: (connection: H2ServerConnection, request: H2Request)] = [:]
+    @exclusivity(unchecked) var forwarded = ForwardedRequests<H2ServerConnection, H2Request>()
     /// Several workers: the messages for each worker gathered during one read or one inbox drain, handed over at its
     /// end in one batch per worker (one lock, one wakeup; `flushOutbox`), not one at a time.
     @exclusivity(unchecked) var outbox: [[ClusterMessage]] = []
@@ -62,7 +62,6 @@ public final class APNsServer: H2ServerDelegate {
     /// The connections whose answers to forwarded requests are being written during an inbox drain: their output is
     /// held and flushed once at its end (one write for the batch, not one per answer).
     @exclusivity(unchecked) private var answering: [H2ServerConnection] = []
-    @exclusivity(unchecked) private var nextForward = 0
     private var drainedReported = false
     /// Every worker has drained: this one closes up once no broadcast waits for its fan-out here and no part of one
     /// answered here is still to come from a peer (a broadcast may sit in the inbox ahead of `.allDrained`).
@@ -286,10 +285,13 @@ public final class APNsServer: H2ServerDelegate {
                 sendOutgoing()  // channel changes reach the peers before the answer does
                 post(.response(id: id, response: response), to: origin)
             case .response(let id, let response):
-                guard let (connection, request) = forwarded.removeValue(forKey: id) else {
+                guard let (connection, request) = forwarded.remove(id) else {
                     connectionStats[.answersDropped] += 1  // its connection closed while the answer was on its way
                     continue
                 }
+                // Its stream closes after this answer (or has, then it was not pooled): reusable again, with its
+                // buffers (the peer is done with the input that shared them), so the next stream takes no new one.
+                request.retained = false
                 if !connection.holdsOutput {
                     connection.holdOutput()
                     answering.append(connection)
@@ -430,10 +432,8 @@ public final class APNsServer: H2ServerDelegate {
                 answer(connection, request, response, record: false)
                 return
             case .worker(let k):
-                nextForward += 1
                 request.retained = true
-                forwarded[nextForward] = (connection, request)
-                post(.request(id: nextForward, origin: index, input: input), to: k)
+                post(.request(id: forwarded.add(connection, request), origin: index, input: input), to: k)
                 return
             }
         }
@@ -469,7 +469,7 @@ public final class APNsServer: H2ServerDelegate {
         // A connection that ends inside a read (a protocol error after a broadcast was answered) is told nothing
         // more: its broadcasts' fan-outs and peer messages go now, not at some later connection's input.
         connectionDidProcessInput(connection)
-        if !forwarded.isEmpty { forwarded = forwarded.filter { $0.value.connection !== connection } }
+        if !forwarded.isEmpty { forwarded.removeAll(of: connection) }
         // Answers held for it are dropped (counted: the wire identity).
         if !held.isEmpty { connectionStats[.answersDropped] += held.removeAll { $0.connection === connection } }
         connectionStats[.closed] += 1

@@ -11,14 +11,17 @@ public struct ClientDeadlines: Sendable, Equatable {
     public var pingIntervalNanos: UInt64
 
     public init(connectSeconds: Double, requestSeconds: Double, pingIntervalSeconds: Double) {
-        func nanos(_ s: Double) -> UInt64 {
-            guard s.isFinite, s > 0 else { return s > 0 ? UInt64.max / 2 : 0 }
-            return s >= Double(UInt64.max / 2) / 1e9 ? UInt64.max / 2 : UInt64(s * 1e9)
-        }
-        connectNanos = nanos(connectSeconds)
-        requestNanos = nanos(requestSeconds)
-        pingIntervalNanos = nanos(pingIntervalSeconds)
+        connectNanos = deadlineNanos(connectSeconds)
+        requestNanos = deadlineNanos(requestSeconds)
+        pingIntervalNanos = deadlineNanos(pingIntervalSeconds)
     }
+}
+
+/// A deadline of `seconds` in nanoseconds, for the client's and the server's deadlines alike: 0 (none) for 0 or
+/// less, and at most `UInt64.max / 2` (so `now + deadline` cannot overflow) for infinity or anything that long.
+func deadlineNanos(_ seconds: Double) -> UInt64 {
+    guard seconds.isFinite, seconds > 0 else { return seconds > 0 ? UInt64.max / 2 : 0 }
+    return seconds >= Double(UInt64.max / 2) / 1e9 ? UInt64.max / 2 : UInt64(seconds * 1e9)
 }
 
 // The connection's deadlines and its drain: the one place they are decided (the owner's sweep passes the time in,

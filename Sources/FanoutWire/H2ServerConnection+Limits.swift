@@ -70,10 +70,9 @@ public struct ConnectionDeadlines: Sendable, Equatable {
     public var idleNanos: UInt64
 
     public init(prefaceSeconds: Double, requestSeconds: Double, idleSeconds: Double) {
-        func nanos(_ s: Double) -> UInt64 { s >= Double(UInt64.max / 2) / 1e9 ? UInt64.max / 2 : UInt64(s * 1e9) }
-        prefaceNanos = nanos(prefaceSeconds)
-        requestNanos = nanos(requestSeconds)
-        idleNanos = nanos(idleSeconds)
+        prefaceNanos = deadlineNanos(prefaceSeconds)
+        requestNanos = deadlineNanos(requestSeconds)
+        idleNanos = deadlineNanos(idleSeconds)
     }
 }
 
