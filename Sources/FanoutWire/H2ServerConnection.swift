@@ -102,14 +102,31 @@ public final class H2ServerConnection {
 
     /// The stream the last callback was about: nghttp2 calls back several times per frame for one stream
     /// (each header, each data chunk), so most lookups skip the dictionary.
-    @exclusivity(unchecked) var lastStream: H2Request?
+    /// Unretained: `streams` holds it, and it is cleared or replaced whenever it leaves `streams` (a stream's close,
+    /// the same id inserted again, the connection's end).
+    @exclusivity(unchecked) var lastStream: Unmanaged<H2Request>?
 
     @inline(__always)
     func stream(_ id: Int32) -> H2Request? {
-        if let last = lastStream, last.streamId == id { return last }
+        if let last = lastStream, last._withUnsafeGuaranteedRef({ $0.streamId }) == id {
+            return last.takeUnretainedValue()
+        }
         let found = streams.find(id)
-        lastStream = found
+        lastStream = found.map { Unmanaged.passUnretained($0) }
         return found
+    }
+
+    /// `body` with the request of stream `id`, borrowed (no retain and release: nghttp2 calls back per header
+    /// field and per DATA chunk), or `fallback` when the stream is not open.
+    @inline(__always)
+    func withStream<R>(_ id: Int32, else fallback: R, _ body: (H2Request) -> R) -> R {
+        if let last = lastStream, last._withUnsafeGuaranteedRef({ $0.streamId }) == id {
+            return last._withUnsafeGuaranteedRef(body)
+        }
+        guard let found = streams.find(id) else { return fallback }
+        let unmanaged = Unmanaged.passUnretained(found)
+        lastStream = unmanaged
+        return unmanaged._withUnsafeGuaranteedRef(body)
     }
     var finished: Bool {
         get { transport.finished }
@@ -313,14 +330,21 @@ public final class H2ServerConnection {
         }
         streams.insert(request)
         incomplete.append(request)
-        lastStream = request
+        lastStream = Unmanaged.passUnretained(request)
         return 0
     }
 
     private func header(
         _ frame: UnsafePointer<nghttp2_frame>, _ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer
     ) -> Int32 {
-        guard let request = stream(frame.pointee.hd.stream_id) else { return 0 }
+        withStream(frame.pointee.hd.stream_id, else: 0) { request in header(frame, name, value, request) }
+    }
+
+    @inline(__always)
+    private func header(
+        _ frame: UnsafePointer<nghttp2_frame>, _ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
+        _ request: H2Request
+    ) -> Int32 {
         request.headerListBytes += name.count + value.count + 32
         if request.headerListBytes > settings.maxHeaderListBytes {
             // Reset the stream (RST_STREAM); the connection goes on.
@@ -360,8 +384,10 @@ public final class H2ServerConnection {
     }
 
     private func data(_ streamId: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
-        stream(streamId)?.appendBody(bytes)
-        return 0
+        withStream(streamId, else: 0) { request in
+            request.appendBody(bytes)
+            return 0
+        }
     }
 
     private func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
@@ -380,7 +406,7 @@ public final class H2ServerConnection {
     }
 
     private func streamClosed(_ streamId: Int32) -> Int32 {
-        if lastStream?.streamId == streamId { lastStream = nil }
+        if let last = lastStream, last._withUnsafeGuaranteedRef({ $0.streamId }) == streamId { lastStream = nil }
         if let request = streams.remove(streamId) {
             budget?.open -= 1
             releaseAnswer(request)
