@@ -208,7 +208,8 @@ serve-bench: build
 ## fanout push against h2load, side by side (issue 21): 3 rounds alternating, 1 connection × 100 streams, one
 ## thread each, at saturation against nghttpd and `fanout serve --workers 1`; medians, ratio, `uptime` load.
 ## Exit 1 when push's median is below 90% of h2load's (the gate). PUSH_BENCH_ARGS="--stall --rate 100000" runs
-## the latency comparison under `fanout serve --faults stall-every=10s:1s` instead.
+## the latency comparison under `fanout serve --faults stall-every=10s:1s` instead; PUSH_BENCH_ARGS="--tls-connections
+## 2,8 --rounds 3" compares both over TLS with 2 and with 8 connections against nghttpd with TLS (answering 404).
 .PHONY: push-bench
 push-bench: build
 	python3 scripts/push-bench.py --binary $(BIN) $(PUSH_BENCH_ARGS)

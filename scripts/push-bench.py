@@ -22,6 +22,10 @@ median is below --min-ratio (0.9) of h2load's against any server.
   applied (else the script stops: not the same work), and the report shows those counts per run. h2load with the
   token paths in population order (serve walks its arrays in sequence: cheaper) is run and shown, not gated.
 
+Over TLS with several connections (--tls-connections 2,8): both clients with N connections × 100 streams, one
+thread, TLS (ALPN h2) to nghttpd with TLS answering 404 to every path, for each N; rounds alternate; exit 1 when
+push's median is below --min-ratio of h2load's at any N.
+
 Latency under stalls (--stall): `fanout serve --faults stall-every=10s:1s --seed N` (no answer for 1 s out of every
 10), then h2load `--rps R` (-c 1: R per connection is the total rate) and `fanout push --rate-scale X` at about the
 same rate for --stall-seconds each, each against its own fresh server (so both see the same stall windows); the
@@ -118,8 +122,8 @@ class Serve:
                 "bytesIn": s["connections"]["bytesIn"]}
 
 
-def h2load(uris, body, requests=None, rps=None, seconds=None, log=None, apns_id=None):
-    command = ["h2load", "-c", "1", "-m", str(STREAMS), "-t", "1", "-d", body,
+def h2load(uris, body, requests=None, rps=None, seconds=None, log=None, apns_id=None, connections=1):
+    command = ["h2load", "-c", str(connections), "-m", str(STREAMS), "-t", "1", "-d", body,
                "-H", "apns-push-type: liveactivity", "-H", "apns-priority: 10",
                "-H", "apns-topic: com.example.scores.push-type.liveactivity", "-i", uris]
     command += ["-H", f"apns-id: {apns_id}"] if apns_id else []
@@ -147,9 +151,10 @@ def percentiles(sorted_nanos):
             "maxNanos": sorted_nanos[-1]}
 
 
-def push(binary, port, scale, seconds, folder, bench=False):
+def push(binary, port, scale, seconds, folder, bench=False, connections=1, tls=False):
     scenario = [BENCH] if bench else [SCENARIO, "--devices", str(DEVICES)]
-    command = [binary, "push", f"http://127.0.0.1:{port}"] + scenario + [
+    target = [f"https://127.0.0.1:{port}", "--insecure"] if tls else [f"http://127.0.0.1:{port}"]
+    command = [binary, "push"] + target[:1] + scenario + target[1:] + ["--connections", str(connections)] + [
         "--seed", str(SEED), "--streams", str(STREAMS), "--rate-scale", str(scale), "--duration", str(seconds),
         "--drain", "300", "--out", folder,
         # The whole schedule is queued at once (saturated): no queue bound nor request deadline may cut it short.
@@ -194,11 +199,76 @@ def write_bench_body(work):
     return body
 
 
-def uri_file(path, port, tokens):
+def uri_file(path, port, tokens, scheme="http"):
     with open(path, "w") as f:
         for t in tokens:
-            f.write(f"http://127.0.0.1:{port}/3/device/{t}\n")
+            f.write(f"{scheme}://127.0.0.1:{port}/3/device/{t}\n")
     return path
+
+
+def tls_throughput(args, work, body):
+    """--tls-connections N,M: both clients over TLS (ALPN h2) with N connections × 100 streams each, one thread,
+    against nghttpd with TLS answering 404 to every path (one thread): rounds alternate h2load and push."""
+    counts = [int(x) for x in args.tls_connections.split(",")]
+    cert, key = f"{work}/cert.pem", f"{work}/key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost"],
+                   check=True, capture_output=True)
+    probe = Serve(args.binary, work, "probe")
+    tokens = probe.tokens()
+    probe.stop()
+    empty = f"{work}/empty"
+    os.makedirs(empty)
+    port = probe.port + 7 if probe.port < 65000 else probe.port - 7
+    nghttpd = subprocess.Popen(["nghttpd", "-n", "1", "-d", empty, str(port), key, cert],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    uris = uri_file(f"{work}/uris-tls.txt", port, tokens, scheme="https")
+    results, loads = {}, []
+    try:
+        for n in counts:
+            results[n] = {"h2load": [], "push": []}
+            for k in range(args.rounds):
+                loads.append(load())
+                results[n]["h2load"].append(h2load(uris, body, requests=args.requests, connections=n))
+                loads.append(load())
+                results[n]["push"].append(push(args.binary, port, 1000, args.push_seconds,
+                                               f"{work}/push-tls-{n}-{k}", connections=n, tls=True))
+                print(f"TLS × {n} connections, round {k + 1}: h2load {results[n]['h2load'][-1]['rate']:,.0f} "
+                      f"req/s, push {results[n]['push'][-1]['rate']:,.0f} req/s (load {loads[-1]})", flush=True)
+    finally:
+        nghttpd.send_signal(signal.SIGTERM)
+        nghttpd.wait()
+    lines = [f"# fanout push against h2load over TLS — {datetime.date.today()}", "",
+             f"Commit {revision()}, `scripts/push-bench.py --tls-connections {args.tls_connections}` ({args.rounds} "
+             f"rounds per row, alternating h2load and push; {os.cpu_count()} cores; `uptime` load "
+             f"{min(loads)}–{max(loads)} before the runs).", "",
+             f"Both clients: N connections × {STREAMS} streams, one thread, TLS (ALPN h2) to `nghttpd -n 1` on "
+             "127.0.0.1 with a self-signed P-256 certificate and an empty document root (every request answered "
+             f"404, the same cost whatever its path). h2load: `-n {args.requests} -c N -m {STREAMS} -t 1`, one "
+             f"{os.path.getsize(body)}-byte body with APNs headers to smoke's {len(tokens)} token paths in turn; "
+             f"fanout push: `https://… {SCENARIO} --devices {DEVICES} --connections N --insecure --rate-scale 1000 "
+             f"--duration {args.push_seconds}` (saturated: exit 3, as meant), every request its own token, `apns-id` "
+             "and encoded body. requests/s: h2load's (its whole run), fanout push's answered / the run from its "
+             "first request to its last answer.", "",
+             "| connections | h2load median req/s | rounds | fanout push median req/s | rounds | push / h2load |",
+             "|---:|---:|---|---:|---|---:|"]
+    failed = False
+    for n in counts:
+        h = [r["rate"] for r in results[n]["h2load"]]
+        p = [r["rate"] for r in results[n]["push"]]
+        ratio = statistics.median(p) / statistics.median(h)
+        failed = failed or ratio < args.min_ratio
+        lines.append(f"| {n} | {statistics.median(h):,.0f} | {' · '.join(f'{x:,.0f}' for x in h)} | "
+                     f"{statistics.median(p):,.0f} | {' · '.join(f'{x:,.0f}' for x in p)} | {ratio:.2f} |")
+    lines += ["", f"Gate: push's median at least {args.min_ratio:.0%} of h2load's at every connection count: "
+              + ("**failed**." if failed else "passed.")]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    return 1 if failed else 0
 
 
 def revision():
@@ -425,12 +495,18 @@ def main():
     parser.add_argument("--stall", action="store_true", help="latency at --rate with and without stalls instead")
     parser.add_argument("--rate", type=int, default=100000)
     parser.add_argument("--stall-seconds", type=int, default=40)
+    parser.add_argument("--tls-connections", help="N[,M...]: over TLS with N connections each (instead of h2c)")
     parser.add_argument("--out")
     parser.add_argument("--keep-work", action="store_true", help="keep the temporary folder of run folders")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="push-bench-")
     body = write_body(work)
-    status = stall(args, work, body) if args.stall else throughput(args, work, body)
+    if args.stall:
+        status = stall(args, work, body)
+    elif args.tls_connections:
+        status = tls_throughput(args, work, body)
+    else:
+        status = throughput(args, work, body)
     # Each fanout serve run writes its population.jsonl (67 MB for push-bench.json's 200,000 activities): ~650 MB
     # a default run. Kept with --keep-work (a run that stops on an error keeps it too, for its summaries).
     if args.keep_work:

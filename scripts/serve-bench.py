@@ -56,10 +56,11 @@ def h2load(uri_file, body, connections, streams, requests, tls, log):
 
 
 def cpu_seconds(pid):
-    """The process's user + system CPU time so far (every thread), from /proc/PID/stat."""
+    """The process's user and system CPU time so far (every thread), from /proc/PID/stat."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def main():
@@ -126,10 +127,13 @@ def main():
         for _ in range(args.rounds):
             for name, uris, pid in [(f"fanout {label}", fanout_uris, fanout.pid),
                                     (f"nghttpd {label}", nghttpd_uris, nghttpd.pid)]:
-                cpu = cpu_seconds(pid)
+                user, system = cpu_seconds(pid)
                 r = h2load(uris, body, args.connections, args.streams, args.requests, tls, f"{work}/h2load.log")
                 # The server's own CPU per answered request (its every thread; the round's requests only).
-                r["cpuMicros"] = (cpu_seconds(pid) - cpu) * 1e6 / args.requests
+                user2, system2 = cpu_seconds(pid)
+                r["userMicros"] = (user2 - user) * 1e6 / args.requests
+                r["systemMicros"] = (system2 - system) * 1e6 / args.requests
+                r["cpuMicros"] = r["userMicros"] + r["systemMicros"]
                 if r["succeeded"] + r["4xx"] != args.requests or r["errored"]:
                     sys.exit(f"{name}: not every request was answered: {r}")
                 results[name].append(r)
@@ -178,9 +182,15 @@ def main():
         one, many = results["fanout h2c ×1"], results[f"fanout h2c ×{cores}"]
         rate = statistics.median(r["rate"] for r in many) / statistics.median(r["rate"] for r in one)
         cpu = (statistics.median(r["cpuMicros"] for r in many) / statistics.median(r["cpuMicros"] for r in one))
+        split = "; ".join(
+            f"{n} loop{'s' if n > 1 else ''} {statistics.median(r['userMicros'] for r in rs):.2f} µs user + "
+            f"{statistics.median(r['systemMicros'] for r in rs):.2f} µs system" for n, rs in [(1, one), (cores, many)])
+        peer = (statistics.median(r["rate"] for r in results[f"nghttpd h2c ×{cores}"])
+                / statistics.median(r["rate"] for r in results["nghttpd h2c ×1"]))
         lines += ["", f"fanout serve h2c, {cores} loops against 1 (the same h2load load over {args.connections} "
                   f"connections, h2load on the same cores): **{rate:.2f}×** the requests/s, **{cpu:.2f}×** the CPU "
-                  "per request (medians)."]
+                  f"per request (medians; {split}). nghttpd with {cores} threads against 1 in the same rounds: "
+                  f"{peer:.2f}× the requests/s."]
     lines += ["", "What fanout serve measured itself in those runs (all rounds of one transport together):", "",
               "| transport × loops | requests | 200 | deliveries | applied (share) | ignored as stale | "
               "service p50 / p99 (µs) | delivery p99 (µs) |",
