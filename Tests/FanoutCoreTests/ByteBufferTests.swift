@@ -124,6 +124,24 @@ struct ByteBufferTests {
         }
     }
 
+    /// `append(_:count:)` copies short runs in words (overlapping), longer ones with memcpy: every length, after
+    /// every offset, gives exactly the bytes, and writes nothing past them.
+    @Test func appendEveryLengthAfterEveryOffset() {
+        let source = (0..<64).map { UInt8(truncatingIfNeeded: $0 &* 29 &+ 7) }
+        source.withUnsafeBytes { src in
+            for offset in 0..<9 {
+                for length in 0...48 {
+                    var buffer = ByteBuffer(capacity: 1)
+                    for k in 0..<offset { buffer.append(UInt8(k)) }
+                    buffer.append(src.baseAddress! + 3, count: length)
+                    buffer.append(UInt8(0xEE))
+                    let expected = Array(0..<UInt8(offset)) + Array(source[3..<3 + length]) + [0xEE]
+                    #expect(Array(buffer.bytes) == expected, "offset \(offset), length \(length)")
+                }
+            }
+        }
+    }
+
     @Test func copiesDoNotShareWrites() {
         var a = ByteBuffer(capacity: 16)
         a.append("first")

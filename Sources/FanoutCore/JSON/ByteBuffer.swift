@@ -94,7 +94,24 @@ struct ByteBuffer {
     @inline(__always)
     mutating func append(_ bytes: UnsafeRawPointer, count n: Int) {
         reserve(n)
-        UnsafeMutableRawPointer(base + count).copyMemory(from: bytes, byteCount: n)
+        let target = UnsafeMutableRawPointer(base + count)
+        if n >= 8 && n <= 32 {
+            // Keys, literals and short strings: whole words, the last one overlapping (no call to memcpy).
+            var i = 0
+            while i &+ 8 < n {
+                target.storeBytes(of: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self), toByteOffset: i,
+                    as: UInt64.self)
+                i &+= 8
+            }
+            target.storeBytes(of: bytes.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self),
+                toByteOffset: n &- 8, as: UInt64.self)
+        } else if n >= 4 && n < 8 {
+            target.storeBytes(of: bytes.loadUnaligned(as: UInt32.self), as: UInt32.self)
+            target.storeBytes(of: bytes.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self),
+                toByteOffset: n &- 4, as: UInt32.self)
+        } else {
+            target.copyMemory(from: bytes, byteCount: n)
+        }
         count &+= n
     }
 
@@ -160,20 +177,52 @@ extension ByteBuffer {
             appendReserved(UInt8(ascii: "0") &+ UInt8(magnitude))
             return
         }
-        var digits = 1
-        var bound: UInt64 = 10
-        while digits < 20 && magnitude >= bound {
-            digits += 1
-            if digits < 20 { bound = bound &* 10 }
-        }
+        // The digit count from the bit length (Bit Twiddling Hacks' log10), then two digits per division.
+        let t = ((64 &- magnitude.leadingZeroBitCount) &* 1233) >> 12
+        let digits = magnitude >= ByteBuffer.powerOfTen(t) ? t &+ 1 : t
         var k = count &+ digits
         count = k
-        while magnitude > 0 {
-            k &-= 1
-            base[k] = UInt8(ascii: "0") &+ UInt8(magnitude % 10)
-            magnitude /= 10
+        let pairs = ByteBuffer.digitPairs.utf8Start
+        while magnitude >= 100 {
+            let q = magnitude / 100
+            let r = Int(truncatingIfNeeded: magnitude &- q &* 100) &* 2
+            k &-= 2
+            base[k] = pairs[r]
+            base[k &+ 1] = pairs[r &+ 1]
+            magnitude = q
+        }
+        if magnitude >= 10 {
+            let r = Int(truncatingIfNeeded: magnitude) &* 2
+            base[k &- 2] = pairs[r]
+            base[k &- 1] = pairs[r &+ 1]
+        } else {
+            base[k &- 1] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude)
         }
     }
+
+    /// "00" to "99", back to back.
+    static let digitPairs: StaticString = """
+        00010203040506070809101112131415161718192021222324252627282930313233343536373839\
+        40414243444546474849505152535455565758596061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899
+        """
+
+    /// 10^k for k in 0...19.
+    @inline(__always)
+    static func powerOfTen(_ k: Int) -> UInt64 {
+        withUnsafeBytes(of: powersOfTen) { $0.load(fromByteOffset: k &* 8, as: UInt64.self) }
+    }
+
+    private static let powersOfTen:
+        (
+            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64
+        ) = (
+            1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000,
+            10_000_000_000, 100_000_000_000, 1_000_000_000_000, 10_000_000_000_000, 100_000_000_000_000,
+            1_000_000_000_000_000, 10_000_000_000_000_000, 100_000_000_000_000_000, 1_000_000_000_000_000_000,
+            10_000_000_000_000_000_000
+        )
 
     /// `"…"` with `JSONWriter.Escaping.unicodeControls`, as `JSONWriter.appendString`.
     @inline(__always)
@@ -234,11 +283,17 @@ extension ByteBuffer {
             var k = 0
             while k <= 17 {
                 let scale = JSONWriter.exactPowerOfTen(k)
-                let m = (magnitude * scale).rounded()
-                if m < 9.007199254740992e15 && m / scale == magnitude {
-                    if value < 0 { append(UInt8(ascii: "-")) }
-                    appendDecimal(UInt64(m), fractionDigits: k)
-                    return
+                let v = magnitude * scale
+                // `v.rounded()` (half away from zero) without libm's `round`: below 2^53 the integer part
+                // converts exactly and `v - t` is exact; at or above it `round(v) ≥ 2^53` fails the test anyway.
+                if v < 9.007199254740992e15 {
+                    let t = Double(UInt64(v))
+                    let m = v - t >= 0.5 ? t + 1 : t
+                    if m < 9.007199254740992e15 && m / scale == magnitude {
+                        if value < 0 { append(UInt8(ascii: "-")) }
+                        appendDecimal(UInt64(m), fractionDigits: k)
+                        return
+                    }
                 }
                 k += 1
             }
@@ -314,9 +369,9 @@ enum JSONScan {
         writingMask(w) | (w & 0x8080_8080_8080_8080)
     }
 
-    /// The first index ≥ `start` whose byte is `"`, `\` or a control character; or, when there is
-    /// none in the last whole word, the index where fewer than 8 bytes remain (the caller checks
-    /// those one by one).
+    /// The first index ≥ `start` whose byte is `"`, `\` or a control character; `n` when there is none; or,
+    /// when the last word has one, the index where fewer than 8 bytes remain (the caller checks those one by
+    /// one).
     @inline(__always)
     static func firstSpecialForWriting(_ p: UnsafePointer<UInt8>, _ start: Int, _ n: Int) -> Int {
         var i = start
@@ -325,6 +380,11 @@ enum JSONScan {
             let mask = writingMask(w)
             if mask != 0 { return i &+ (mask.trailingZeroBitCount >> 3) }
             i &+= 8
+        }
+        // Fewer than 8 left: the last whole word (overlapping bytes already judged) clears them at once.
+        if i < n && n >= 8 {
+            let w = UInt64(littleEndian: UnsafeRawPointer(p + (n &- 8)).loadUnaligned(as: UInt64.self))
+            if writingMask(w) == 0 { return n }
         }
         return i
     }
