@@ -287,7 +287,7 @@ extension ByteBuffer {
                 // `v.rounded()` (half away from zero) without libm's `round`: below 2^53 the integer part
                 // converts exactly and `v - t` is exact; at or above it `round(v) ≥ 2^53` fails the test anyway.
                 if v < 9.007199254740992e15 {
-                    let t = Double(UInt64(v))
+                    let t = Double(Int64(v))
                     let m = v - t >= 0.5 ? t + 1 : t
                     if m < 9.007199254740992e15 && m / scale == magnitude {
                         if value < 0 { append(UInt8(ascii: "-")) }

@@ -72,6 +72,15 @@ public enum JSONNumber {
         if !fractional {
             let negative = isMinus(p)
             var i = negative ? 1 : 0
+            if count &- i <= 18 {
+                // At most 18 digits: below 10^18, no overflow to check.
+                var value: Int64 = 0
+                while i < count {
+                    value = value &* 10 &+ Int64(p[i] &- UInt8(ascii: "0"))
+                    i &+= 1
+                }
+                return negative ? 0 &- value : value
+            }
             // Accumulate negatively so that Int64.min parses.
             var value: Int64 = 0
             while i < count {

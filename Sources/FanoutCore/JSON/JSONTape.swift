@@ -107,117 +107,108 @@ public struct JSONTape {
             self.capacity = capacity
         }
 
+        /// The scan as one loop with one place for each step (a key, a value, what follows a value), so that the
+        /// compiler keeps the state in registers and no step is a call on the common path.
         @inline(__always)
         mutating func scan(_ p: UnsafePointer<UInt8>, _ n: Int) -> Int? {
             var i = JSONTape.skipWhitespace(p, 0, n)
-            // State machine: expectValue, after a value: expect ',' or a closing bracket.
-            var expectingKeyOrClose = false  // just after '{'
-            var expectingValueOrClose = false  // just after '['
+            // What the next token may be: a key (after '{' or, in an object, ','), a value or a close.
+            var expectingKey = false
+            var closeAllowed = false  // just after '{' or '['
             while true {
                 // --- parse one value (or a key when inside an object awaiting a key) ---
                 if i >= n { return i }
                 var c = p[i]
-                if expectingKeyOrClose {
-                    expectingKeyOrClose = false
-                    if c == UInt8(ascii: "}") {
+                var closedEmpty = false
+                if expectingKey {
+                    expectingKey = false
+                    if c == UInt8(ascii: "}") && closeAllowed {
                         closeContainer(at: i + 1)
                         i += 1
-                        if let stop = afterValue(p, &i, n) { return stop == -1 ? nil : stop }
-                        continue
+                        closedEmpty = true
+                    } else {
+                        guard c == UInt8(ascii: "\"") else { return i }
+                        var hasEscape = false
+                        guard let end = JSONTape.stringEnd(p, i + 1, n, hadEscape: &hasEscape) else { return i }
+                        appendLeaf(.string, flag: hasEscape, start: i + 1, end: end)
+                        // The compact form (`"key":value`) first: no whitespace to skip.
+                        if end + 2 < n && p[end + 1] == UInt8(ascii: ":") && p[end + 2] > 0x20 {
+                            i = end + 2
+                        } else {
+                            i = JSONTape.skipWhitespace(p, end + 1, n)
+                            guard i < n, p[i] == UInt8(ascii: ":") else { return i }
+                            i = JSONTape.skipWhitespace(p, i + 1, n)
+                            guard i < n else { return i }  // `{"a":` ends at the colon: no value to read
+                        }
+                        c = p[i]
                     }
-                    guard c == UInt8(ascii: "\"") else { return i }
-                    guard scanKeyAndColon(p, &i, n) else { return i }
-                    guard i < n else { return i }  // `{"a":` ends at the colon: no value to read
-                    c = p[i]
-                } else if expectingValueOrClose {
-                    expectingValueOrClose = false
+                    closeAllowed = false
+                } else if closeAllowed {
+                    closeAllowed = false
                     if c == UInt8(ascii: "]") {
                         closeContainer(at: i + 1)
                         i += 1
-                        if let stop = afterValue(p, &i, n) { return stop == -1 ? nil : stop }
+                        closedEmpty = true
+                    }
+                }
+                if !closedEmpty {
+                    switch c {
+                    case UInt8(ascii: "\""):
+                        var hasEscape = false
+                        guard let end = JSONTape.stringEnd(p, i + 1, n, hadEscape: &hasEscape) else { return i }
+                        appendLeaf(.string, flag: hasEscape, start: i + 1, end: end)
+                        i = end + 1
+                    case UInt8(ascii: "{"):
+                        openContainer(.object, at: i)
+                        i = JSONTape.skipWhitespace(p, i + 1, n)
+                        expectingKey = true
+                        closeAllowed = true
+                        continue
+                    case UInt8(ascii: "["):
+                        openContainer(.array, at: i)
+                        i = JSONTape.skipWhitespace(p, i + 1, n)
+                        closeAllowed = true
+                        continue
+                    case UInt8(ascii: "t"):
+                        guard JSONTape.matchLiteral(p, i, n, "true") else { return i }
+                        appendLeaf(.bool, flag: true, start: i, end: i + 4)
+                        i += 4
+                    case UInt8(ascii: "f"):
+                        guard JSONTape.matchLiteral(p, i, n, "false") else { return i }
+                        appendLeaf(.bool, flag: false, start: i, end: i + 5)
+                        i += 5
+                    case UInt8(ascii: "n"):
+                        guard JSONTape.matchLiteral(p, i, n, "null") else { return i }
+                        appendLeaf(.null, flag: false, start: i, end: i + 4)
+                        i += 4
+                    default:
+                        guard let (end, fractional) = JSONNumber.scan(p, i, n) else { return i }
+                        appendLeaf(.number, flag: fractional, start: i, end: end)
+                        i = end
+                    }
+                }
+                // --- after a complete value: the document ends, a separator or a closing bracket follows ---
+                while true {
+                    i = JSONTape.skipWhitespace(p, i, n)
+                    guard top >= 0 else { return i == n ? nil : i }
+                    guard i < n else { return i }
+                    let c = p[i]
+                    if c == UInt8(ascii: ",") {
+                        i = JSONTape.skipWhitespace(p, i + 1, n)
+                        if topIsObject {
+                            guard i < n, p[i] == UInt8(ascii: "\"") else { return i }
+                            expectingKey = true
+                        }
+                        break
+                    }
+                    if c == (topIsObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) {
+                        closeContainer(at: i + 1)
+                        i += 1
                         continue
                     }
+                    return i
                 }
-                switch c {
-                case UInt8(ascii: "\""):
-                    var hasEscape = false
-                    guard let end = JSONTape.scanString(p, i + 1, n, hadEscape: &hasEscape) else { return i }
-                    appendLeaf(.string, flag: hasEscape, start: i + 1, end: end)
-                    i = end + 1
-                case UInt8(ascii: "{"):
-                    openContainer(.object, at: i)
-                    i = JSONTape.skipWhitespace(p, i + 1, n)
-                    expectingKeyOrClose = true
-                    continue
-                case UInt8(ascii: "["):
-                    openContainer(.array, at: i)
-                    i = JSONTape.skipWhitespace(p, i + 1, n)
-                    expectingValueOrClose = true
-                    continue
-                case UInt8(ascii: "t"):
-                    guard JSONTape.matchLiteral(p, i, n, "true") else { return i }
-                    appendLeaf(.bool, flag: true, start: i, end: i + 4)
-                    i += 4
-                case UInt8(ascii: "f"):
-                    guard JSONTape.matchLiteral(p, i, n, "false") else { return i }
-                    appendLeaf(.bool, flag: false, start: i, end: i + 5)
-                    i += 5
-                case UInt8(ascii: "n"):
-                    guard JSONTape.matchLiteral(p, i, n, "null") else { return i }
-                    appendLeaf(.null, flag: false, start: i, end: i + 4)
-                    i += 4
-                default:
-                    guard let (end, fractional) = JSONNumber.scan(p, i, n) else { return i }
-                    appendLeaf(.number, flag: fractional, start: i, end: end)
-                    i = end
-                }
-                if let stop = afterValue(p, &i, n) { return stop == -1 ? nil : stop }
             }
-        }
-
-        /// After a complete value: either the document ends (returns -1 = success), a separator or a
-        /// closing bracket follows (continues the loop, returns nil), or the bytes are wrong (offset).
-        @inline(__always)
-        private mutating func afterValue(_ p: UnsafePointer<UInt8>, _ i: inout Int, _ n: Int) -> Int? {
-            while true {
-                i = JSONTape.skipWhitespace(p, i, n)
-                guard top >= 0 else {
-                    return i == n ? -1 : i
-                }
-                guard i < n else { return i }
-                let c = p[i]
-                if c == UInt8(ascii: ",") {
-                    i = JSONTape.skipWhitespace(p, i + 1, n)
-                    if topIsObject {
-                        guard i < n, p[i] == UInt8(ascii: "\"") else { return i }
-                        guard scanKeyAndColon(p, &i, n) else { return i }
-                    }
-                    return nil
-                }
-                if c == (topIsObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) {
-                    closeContainer(at: i + 1)
-                    i += 1
-                    continue
-                }
-                return i
-            }
-        }
-
-        /// Scans a key string at `i` and the colon after it; leaves `i` at the value.
-        @inline(__always)
-        private mutating func scanKeyAndColon(_ p: UnsafePointer<UInt8>, _ i: inout Int, _ n: Int) -> Bool {
-            var hasEscape = false
-            guard let end = JSONTape.scanString(p, i + 1, n, hadEscape: &hasEscape) else { return false }
-            appendLeaf(.string, flag: hasEscape, start: i + 1, end: end)
-            // The compact form (`"key":value`) first: no whitespace to skip.
-            if end + 2 < n && p[end + 1] == UInt8(ascii: ":") && p[end + 2] > 0x20 {
-                i = end + 2
-                return true
-            }
-            i = JSONTape.skipWhitespace(p, end + 1, n)
-            guard i < n, p[i] == UInt8(ascii: ":") else { return false }
-            i = JSONTape.skipWhitespace(p, i + 1, n)
-            return true
         }
 
         @inline(__always)
@@ -281,6 +272,30 @@ public struct JSONTape {
         let l = literal.utf8Start
         for k in 0..<count where p[i + k] != l[k] { return false }
         return true
+    }
+
+    /// `scanString`'s common case inline: plain ASCII words up to the closing quote. Anything else (an escape, a
+    /// control or non-ASCII byte, fewer than 8 bytes left) goes on in `scanString` from where it is: the bytes
+    /// before it are plain, so the result is the same.
+    @inline(__always)
+    static func stringEnd(_ p: UnsafePointer<UInt8>, _ start: Int, _ n: Int, hadEscape: inout Bool) -> Int? {
+        var i = start
+        while i &+ 8 <= n {
+            let w = UInt64(littleEndian: UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self))
+            let mask = JSONScan.scanningMask(w)
+            if mask != 0 {
+                i &+= mask.trailingZeroBitCount >> 3
+                if p[i] == UInt8(ascii: "\"") { return i }
+                break
+            }
+            i &+= 8
+        }
+        return scanStringOutOfLine(p, i, n, hadEscape: &hadEscape)
+    }
+
+    @inline(never)
+    static func scanStringOutOfLine(_ p: UnsafePointer<UInt8>, _ start: Int, _ n: Int, hadEscape: inout Bool) -> Int? {
+        scanString(p, start, n, hadEscape: &hadEscape)
     }
 
     /// Scans string contents starting after the opening quote; returns the offset of the closing
