@@ -229,6 +229,33 @@ struct RouterTokenTableTests {
             }
         }
     }
+
+    /// `lookupToken` reads canonical characters eight at a time: for every length and a changed character
+    /// (uppercase, not hex, a byte ≥ 0x80) at every position, it finds what `withTokenKey` interned, or says
+    /// malformed exactly when the token is not (TRACE rule 8).
+    @Test func lookupMatchesTheKeyEveryLengthEveryPosition() {
+        var g = SplitMix64(seed: 8)
+        let hex = Array("0123456789abcdef".utf8)
+        let changes: [UInt8] = Array("AF/:@G`g Zz".utf8) + [0x00, 0x80, 0xB0, 0xE6, 0xFF]
+        for length in 0..<72 {
+            var tokens: [[UInt8]] = [(0..<length).map { _ in hex[Int(g.next() % 16)] }]
+            for at in 0..<length {
+                var changed = tokens[0]
+                changed[at] = changes[Int(g.next() % UInt64(changes.count))]
+                tokens.append(changed)
+            }
+            var interner = ByteInterner()
+            var ids: [Int32] = []
+            for token in tokens {
+                ids.append(token.withUnsafeBytes { t in Router.withTokenKey(t) { interner.intern($0).id } })
+            }
+            for (token, id) in zip(tokens, ids) {
+                let wellFormed = token.withUnsafeBytes { PayloadValidator.isWellFormedToken($0) }
+                let found = token.withUnsafeBytes { Router.lookupToken($0, in: interner) }
+                #expect(found == (wellFormed ? id : -2), "\(String(decoding: token, as: UTF8.self))")
+            }
+        }
+    }
 }
 
 @Suite("memoryEqual")
