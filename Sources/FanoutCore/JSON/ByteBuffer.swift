@@ -63,6 +63,7 @@ struct ByteBuffer {
         count = 0
     }
 
+    @inlinable
     var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
 
     /// Makes room for `n` more bytes.
@@ -312,25 +313,39 @@ extension ByteBuffer {
     @inline(__always)
     mutating func appendDecimal(_ m: UInt64, fractionDigits k: Int) {
         // m < 2^53 has at most 16 digits; with k ≤ 17 the text is at most 20 bytes.
-        var digits = 1
-        var bound: UInt64 = 10
-        while m >= bound {
-            digits += 1
-            bound = bound &* 10
+        let digits: Int
+        if m < 10 {
+            digits = 1
+        } else {
+            let t = ((64 &- m.leadingZeroBitCount) &* 1233) >> 12
+            digits = m >= ByteBuffer.powerOfTen(t) ? t &+ 1 : t
         }
         let integerDigits = digits > k ? digits - k : 1
         let total = integerDigits &+ 1 &+ (k == 0 ? 1 : k)
         reserve(total)
         let start = count
         count = start &+ total
+        // The digits of m right to left, two a division, then the point moved in: first the fraction's k
+        // digits (zeros where m has fewer), the point, the integer part (a zero when there is none).
         var n = m
         var i = start &+ total &- 1
         if k == 0 {
             base[i] = UInt8(ascii: "0")
             i &-= 1
         } else {
-            for _ in 0..<k {
-                base[i] = UInt8(ascii: "0") &+ UInt8(n % 10)
+            var left = k
+            let pairs = ByteBuffer.digitPairs.utf8Start
+            while left >= 2 {
+                let q = n / 100
+                let r = Int(truncatingIfNeeded: n &- q &* 100) &* 2
+                base[i &- 1] = pairs[r]
+                base[i] = pairs[r &+ 1]
+                n = q
+                i &-= 2
+                left &-= 2
+            }
+            if left == 1 {
+                base[i] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: n % 10)
                 n /= 10
                 i &-= 1
             }
@@ -338,7 +353,7 @@ extension ByteBuffer {
         base[i] = UInt8(ascii: ".")
         i &-= 1
         for _ in 0..<integerDigits {
-            base[i] = UInt8(ascii: "0") &+ UInt8(n % 10)
+            base[i] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: n % 10)
             n /= 10
             i &-= 1
         }
