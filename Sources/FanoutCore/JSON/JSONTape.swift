@@ -182,9 +182,34 @@ public struct JSONTape {
                         appendLeaf(.null, flag: false, start: i, end: i + 4)
                         i += 4
                     default:
-                        guard let (end, fractional) = JSONNumber.scan(p, i, n) else { return i }
-                        appendLeaf(.number, flag: fractional, start: i, end: end)
-                        i = end
+                        // The common number inline: `0` or `[1-9][0-9]*`, an optional fraction, no sign, no
+                        // exponent, under 300 digits. Anything else is scanned again by `JSONNumber.scan`.
+                        var j = i
+                        var fractional = false
+                        var plain = false
+                        if c &- UInt8(ascii: "1") < 9 {
+                            j &+= 1
+                            while j < n && p[j] &- UInt8(ascii: "0") < 10 { j &+= 1 }
+                            plain = true
+                        } else if c == UInt8(ascii: "0") {
+                            j &+= 1
+                            plain = true
+                        }
+                        if plain && j < n && p[j] == UInt8(ascii: ".") {
+                            j &+= 1
+                            let fractionStart = j
+                            while j < n && p[j] &- UInt8(ascii: "0") < 10 { j &+= 1 }
+                            fractional = true
+                            plain = j > fractionStart
+                        }
+                        if plain && j < n && p[j] | 0x20 == UInt8(ascii: "e") { plain = false }
+                        if !plain || j &- i > 300 {
+                            guard let (end, isFractional) = JSONNumber.scan(p, i, n) else { return i }
+                            j = end
+                            fractional = isFractional
+                        }
+                        appendLeaf(.number, flag: fractional, start: i, end: j)
+                        i = j
                     }
                 }
                 // --- after a complete value: the document ends, a separator or a closing bracket follows ---
