@@ -249,10 +249,99 @@ extension ContentSchema {
         tape: JSONDocument, object index: Int, layout: ContentLayout, into out: inout ByteBuffer
     ) -> Bool {
         guard tape[index].kind == .object else { return false }
+        // Members in schema order (what encoders write) are decoded as they come, in one walk; anything else
+        // (a key out of order, repeated or unknown) starts again with the general walk below.
+        let start = out.count
+        switch decodeInOrder(tape: tape, object: index, layout: layout, into: &out) {
+        case .decoded: return true
+        case .failed: return false
+        case .notInOrder: out.truncate(to: start)
+        }
         return withUnsafeTemporaryAllocation(of: Int32.self, capacity: max(layout.count, 1)) { slots in
             slots.initialize(repeating: -1)
             return decodeRecord(tape: tape, object: index, layout: layout, slots: slots.baseAddress!, into: &out)
         }
+    }
+
+    enum InOrder {
+        case decoded, failed, notInOrder
+    }
+
+    /// The members of the object at `index` decoded in one walk when each names a field after the previous
+    /// member's (fields in between: absent, so optional). Then the record is the general walk's: no key repeats
+    /// (the last one would win) and fields come in schema order. `.notInOrder` when a key names no later field
+    /// (out of order, repeated or unknown) or a value fails before the walk ends (a later member might name its
+    /// field again): the caller starts over. `.failed` only when all members were in order and a required field
+    /// after the last one is absent.
+    @inline(__always)
+    private static func decodeInOrder(
+        tape: JSONDocument, object index: Int, layout: ContentLayout, into out: inout ByteBuffer
+    ) -> InOrder {
+        let count = layout.count
+        let names = layout.names
+        let offsets = layout.nameOffsets
+        let end = Int(tape[index].next)
+        var member = index + 1
+        var next = 0  // the first field not written yet
+        while member < end {
+            var k = next
+            while k < count {
+                let start = offsets[k]
+                let name = UnsafeRawBufferPointer(start: names + start, count: offsets[k &+ 1] &- start)
+                if tape.stringEquals(member, name) { break }
+                k &+= 1
+            }
+            if k == count { return .notInOrder }
+            // A failure here may be undone by a later member naming the field again: the general walk decides.
+            while next < k {
+                guard layout.kinds[next] & 0x80 != 0 else { return .notInOrder }
+                out.append(ContentRecord.Tag.absent.rawValue)
+                next &+= 1
+            }
+            guard appendValue(tape: tape, value: member &+ 1, kind: layout.kinds[k], into: &out) else {
+                return .notInOrder
+            }
+            next = k &+ 1
+            member = Int(tape[member &+ 1].next)
+        }
+        while next < count {
+            guard layout.kinds[next] & 0x80 != 0 else { return .failed }
+            out.append(ContentRecord.Tag.absent.rawValue)
+            next &+= 1
+        }
+        return .decoded
+    }
+
+    /// Appends field value `v` (a tape index, -1 = absent) of kind `kind` (see `ContentLayout.kinds`) to a record;
+    /// false when it does not decode.
+    @inline(__always)
+    private static func appendValue(tape: JSONDocument, value v: Int, kind: UInt8, into out: inout ByteBuffer) -> Bool {
+        if v < 0 || tape[v].kind == .null {
+            guard kind & 0x80 != 0 else { return false }
+            out.append(ContentRecord.Tag.absent.rawValue)
+            return true
+        }
+        switch kind & 0x7F {
+        case FieldType.int.rawValue:
+            guard let value = tape.int64(v) else { return false }
+            out.appendRecordWord(ContentRecord.Tag.int.rawValue, UInt64(bitPattern: value))
+        case FieldType.double.rawValue:
+            guard let value = tape.double(v) else { return false }
+            out.appendRecordWord(ContentRecord.Tag.double.rawValue, value.bitPattern)
+        case FieldType.string.rawValue:
+            guard tape[v].kind == .string else { return false }
+            out.reserve(5)
+            out.appendReserved(ContentRecord.Tag.string.rawValue)
+            let lengthAt = out.count
+            out.appendReservedUInt32(0)  // length, patched below
+            tape.appendUnescaped(v, to: &out)
+            out.storeUInt32(UInt32(truncatingIfNeeded: out.count &- lengthAt &- 4), at: lengthAt)
+        default:  // bool
+            let e = tape[v]
+            guard e.kind == .bool else { return false }
+            out.append(e.flag ? ContentRecord.Tag.boolTrue.rawValue : ContentRecord.Tag.boolFalse.rawValue)
+        }
+        return true
     }
 
     @inline(__always)
@@ -284,33 +373,7 @@ extension ContentSchema {
             member = Int(tape[member &+ 1].next)
         }
         for k in 0..<count {
-            let kind = layout.kinds[k]
-            let v = Int(slots[k])
-            if v < 0 || tape[v].kind == .null {
-                guard kind & 0x80 != 0 else { return false }
-                out.append(ContentRecord.Tag.absent.rawValue)
-                continue
-            }
-            switch kind & 0x7F {
-            case FieldType.int.rawValue:
-                guard let value = tape.int64(v) else { return false }
-                out.appendRecordWord(ContentRecord.Tag.int.rawValue, UInt64(bitPattern: value))
-            case FieldType.double.rawValue:
-                guard let value = tape.double(v) else { return false }
-                out.appendRecordWord(ContentRecord.Tag.double.rawValue, value.bitPattern)
-            case FieldType.string.rawValue:
-                guard tape[v].kind == .string else { return false }
-                out.reserve(5)
-                out.appendReserved(ContentRecord.Tag.string.rawValue)
-                let lengthAt = out.count
-                out.appendReservedUInt32(0)  // length, patched below
-                tape.appendUnescaped(v, to: &out)
-                out.storeUInt32(UInt32(truncatingIfNeeded: out.count &- lengthAt &- 4), at: lengthAt)
-            default:  // bool
-                let e = tape[v]
-                guard e.kind == .bool else { return false }
-                out.append(e.flag ? ContentRecord.Tag.boolTrue.rawValue : ContentRecord.Tag.boolFalse.rawValue)
-            }
+            guard appendValue(tape: tape, value: Int(slots[k]), kind: layout.kinds[k], into: &out) else { return false }
         }
         return true
     }

@@ -185,8 +185,19 @@ struct ByteBufferTests {
                 let key = keys[Int(g.next() % UInt64(keys.count))]
                 members.append(key + ":" + values[Int(g.next() % UInt64(values.count))])
             }
-            // A well-typed object half of the time, so that successful decodes are exercised too.
-            if g.next() % 2 == 0 {
+            // A well-typed object half of the time, so that successful decodes are exercised too; members in
+            // schema order a third of the time (the in-order walk), some absent, some of the wrong type.
+            if g.next() % 3 == 0 {
+                let inOrder = [
+                    [#""i":4"#, #""i":"x""#], [#""s":"v""#, #""s":null"#], [#""d":0.5"#, #""d":null"#, #""d":"x""#],
+                    [#""b":true"#], [#""os":"w""#, #""os":null"#], [#""é":-2"#, #""é":3"#, #""é":1.5"#],
+                ]
+                members = []
+                for choices in inOrder where g.next() % 5 != 0 {
+                    members.append(choices[Int(g.next() % UInt64(choices.count))])
+                }
+                if g.next() % 4 == 0 { members.append(members.first ?? #""x":1"#) }  // a repeat: out of order
+            } else if g.next() % 2 == 0 {
                 let typed = [#""i":4"#, #""s":"v\u0041""#, #""b":false"#, #""é":-2"#]
                 members = typed + members.filter { _ in g.next() % 4 == 0 }
             }
