@@ -95,6 +95,12 @@ struct ByteBuffer {
     @inline(__always)
     mutating func append(_ bytes: UnsafeRawPointer, count n: Int) {
         reserve(n)
+        appendReserved(bytes, count: n)
+    }
+
+    /// Appends `n` bytes without a capacity check; the caller reserved room for them.
+    @inline(__always)
+    mutating func appendReserved(_ bytes: UnsafeRawPointer, count n: Int) {
         let target = UnsafeMutableRawPointer(base + count)
         if n >= 8 && n <= 32 {
             // Keys, literals and short strings: whole words, the last one overlapping (no call to memcpy).
@@ -229,13 +235,38 @@ extension ByteBuffer {
     @inline(__always)
     mutating func appendJSONString(_ bytes: UnsafeRawBufferPointer) {
         let n = bytes.count
-        // The common case (nothing to escape) is one reserve, one scan and one copy.
+        // The common case (nothing to escape): one reserve, the bytes judged a word at a time, one copy.
         reserve(n &+ 2)
-        appendReserved(UInt8(ascii: "\""))
         guard let p = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+            appendReserved(UInt8(ascii: "\""))
             appendReserved(UInt8(ascii: "\""))
             return
         }
+        let plain: Bool
+        if n >= 8 {
+            plain = JSONScan.firstSpecialForWriting(p, 0, n) == n
+        } else if n >= 4 {
+            // Two overlapping halves in one word: a byte counted twice changes nothing when none is special.
+            let raw = UnsafeRawPointer(p)
+            let low = UInt64(UInt32(littleEndian: raw.loadUnaligned(as: UInt32.self)))
+            let high = UInt64(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)))
+            plain = JSONScan.writingMask(low | high << 32) == 0
+        } else {
+            plain = false
+        }
+        if plain {
+            appendReserved(UInt8(ascii: "\""))
+            appendReserved(UnsafeRawPointer(p), count: n)
+            appendReserved(UInt8(ascii: "\""))
+            return
+        }
+        appendJSONStringEscaping(p, n)
+    }
+
+    /// `appendJSONString` for bytes that may need escapes (or are short): judged byte by byte.
+    @inline(never)
+    private mutating func appendJSONStringEscaping(_ p: UnsafePointer<UInt8>, _ n: Int) {
+        appendReserved(UInt8(ascii: "\""))
         var runStart = 0
         var i = JSONScan.firstSpecialForWriting(p, 0, n)
         while i < n {
