@@ -41,12 +41,8 @@ public struct ContentSchema: Sendable {
     public let fields: [Field]
     private let nameBytes: [UInt8]
     private let nameOffsets: [Int]
-    /// Per field, `"name":` as a compact payload writes it (escaped), back to back; field `k` is at
-    /// `compactKeyOffsets[k]..<compactKeyOffsets[k + 1]`.
-    private let compactKeys: [UInt8]
-    private let compactKeyOffsets: [Int]
-    /// The same, in flat memory for the hot paths (decode, compact encode): reached through one reference,
-    /// read with no closure, no copy of the schema and no bounds check per field.
+    /// The field names, kinds and compact keys in flat memory for the hot paths (decode, compact encode): reached
+    /// through one reference, read with no closure, no copy of the schema and no bounds check per field.
     let layout: ContentLayout
 
     public init(name: String, fields: [Field]) {
@@ -59,14 +55,13 @@ public struct ContentSchema: Sendable {
         for field in fields {
             bytes.append(contentsOf: field.name.utf8)
             offsets.append(bytes.count)
+            keys.append(UInt8(ascii: ","))
             JSONWriter.appendString(field.name, to: &keys)
             keys.append(UInt8(ascii: ":"))
             keyOffsets.append(keys.count)
         }
         nameBytes = bytes
         nameOffsets = offsets
-        compactKeys = keys
-        compactKeyOffsets = keyOffsets
         layout = ContentLayout(
             names: bytes, nameOffsets: offsets, kinds: fields.map { $0.type.rawValue | ($0.optional ? 0x80 : 0) },
             compactKeys: keys, compactKeyOffsets: keyOffsets)
@@ -436,16 +431,15 @@ extension ContentSchema {
     ) {
         out.append(UInt8(ascii: "{"))
         var offset = 0
-        var first = true
+        var comma = 1  // each key is written with the comma before it, but for the first field written
         for k in 0..<count {
             precondition(offset < record.count, "content record shorter than its schema")
             let tag = record[offset]
             offset &+= 1
             if tag == ContentRecord.Tag.absent.rawValue { continue }
-            if !first { out.append(UInt8(ascii: ",")) }
-            first = false
-            let keyStart = keyOffsets[k]
+            let keyStart = keyOffsets[k] &+ comma
             out.append(keys.baseAddress! + keyStart, count: keyOffsets[k &+ 1] &- keyStart)
+            comma = 0
             switch tag {
             case ContentRecord.Tag.int.rawValue:
                 precondition(offset &+ 8 <= record.count, "content record truncated")
@@ -520,7 +514,8 @@ public struct SchemaSet: Sendable {
 
 /// A schema's field names, kinds and compact keys in flat memory, built once and never written again (so shared
 /// freely across threads: `@unchecked Sendable`). `kinds[k]` is field `k`'s `FieldType` raw value, `| 0x80`
-/// when optional; names and compact keys are back to back, field `k`'s at `offsets[k]..<offsets[k + 1]`.
+/// when optional; names and compact keys are back to back, field `k`'s at `offsets[k]..<offsets[k + 1]`. A
+/// compact key is `,"name":` as a payload writes it (escaped), with the comma that precedes it but for the first.
 final class ContentLayout: @unchecked Sendable {
     let count: Int
     let names: UnsafePointer<UInt8>

@@ -312,9 +312,11 @@ extension ByteBuffer {
         }
         let magnitude = abs(value)
         if magnitude < 9.007199254740992e15 && magnitude >= 1e-17 {
-            var k = 0
+            // k = 0 cannot give a magnitude below 1 (its rounding is 0 or 1). The scale is 10^k exactly: every
+            // power of ten to 10^22 is a Double, so each product by 10 is exact.
+            var k = magnitude < 1 ? 1 : 0
+            var scale: Double = magnitude < 1 ? 10 : 1
             while k <= 17 {
-                let scale = JSONWriter.exactPowerOfTen(k)
                 let v = magnitude * scale
                 // `v.rounded()` (half away from zero) without libm's `round`: below 2^53 the integer part
                 // converts exactly and `v - t` is exact; at or above it `round(v) ≥ 2^53` fails the test anyway.
@@ -328,6 +330,7 @@ extension ByteBuffer {
                     }
                 }
                 k += 1
+                scale *= 10
             }
         }
         appendDoubleSlow(value)
