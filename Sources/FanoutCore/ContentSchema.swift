@@ -41,10 +41,9 @@ public struct ContentSchema: Sendable {
     public let fields: [Field]
     private let nameBytes: [UInt8]
     private let nameOffsets: [Int]
-    /// Per field, `"name":` as a compact payload writes it (escaped), back to back; field `k` is at
-    /// `compactKeyOffsets[k]..<compactKeyOffsets[k + 1]`.
-    private let compactKeys: [UInt8]
-    private let compactKeyOffsets: [Int]
+    /// The field names, kinds and compact keys in flat memory for the hot paths (decode, compact encode): reached
+    /// through one reference, read with no closure, no copy of the schema and no bounds check per field.
+    let layout: ContentLayout
 
     public init(name: String, fields: [Field]) {
         self.name = name
@@ -56,14 +55,16 @@ public struct ContentSchema: Sendable {
         for field in fields {
             bytes.append(contentsOf: field.name.utf8)
             offsets.append(bytes.count)
+            keys.append(UInt8(ascii: ","))
             JSONWriter.appendString(field.name, to: &keys)
             keys.append(UInt8(ascii: ":"))
             keyOffsets.append(keys.count)
         }
         nameBytes = bytes
         nameOffsets = offsets
-        compactKeys = keys
-        compactKeyOffsets = keyOffsets
+        layout = ContentLayout(
+            names: bytes, nameOffsets: offsets, kinds: fields.map { $0.type.rawValue | ($0.optional ? 0x80 : 0) },
+            compactKeys: keys, compactKeyOffsets: keyOffsets)
     }
 
     /// Parses a type string of a trace header: `int`, `double`, `string`, `bool`, optionally with `?`.
@@ -235,28 +236,117 @@ extension ContentSchema {
     /// path. Writes the same record bytes after the buffer's current contents.
     @inline(__always)
     func decodeRecord(tape: JSONDocument, object index: Int, into out: inout ByteBuffer) -> Bool {
+        ContentSchema.decodeRecord(tape: tape, object: index, layout: layout, into: &out)
+    }
+
+    @inline(__always)
+    static func decodeRecord(
+        tape: JSONDocument, object index: Int, layout: ContentLayout, into out: inout ByteBuffer
+    ) -> Bool {
         guard tape[index].kind == .object else { return false }
-        let count = fields.count
-        return withUnsafeTemporaryAllocation(of: Int32.self, capacity: max(count, 1)) { slots in
-            slots.initialize(repeating: -1)
-            return nameBytes.withUnsafeBytes { names in
-                nameOffsets.withUnsafeBufferPointer { offsets in
-                    fields.withUnsafeBufferPointer { fields in
-                        ContentSchema.decodeRecord(
-                            tape: tape, object: index, names: names, offsets: offsets, fields: fields,
-                            slots: slots, into: &out)
-                    }
-                }
-            }
+        // Members in schema order (what encoders write) are decoded as they come, in one walk; anything else
+        // (a key out of order, repeated or unknown) starts again with the general walk below.
+        let start = out.count
+        switch decodeInOrder(tape: tape, object: index, layout: layout, into: &out) {
+        case .decoded: return true
+        case .failed: return false
+        case .notInOrder: out.truncate(to: start)
         }
+        return withUnsafeTemporaryAllocation(of: Int32.self, capacity: max(layout.count, 1)) { slots in
+            slots.initialize(repeating: -1)
+            return decodeRecord(tape: tape, object: index, layout: layout, slots: slots.baseAddress!, into: &out)
+        }
+    }
+
+    enum InOrder {
+        case decoded, failed, notInOrder
+    }
+
+    /// The members of the object at `index` decoded in one walk when each names a field after the previous
+    /// member's (fields in between: absent, so optional). Then the record is the general walk's: no key repeats
+    /// (the last one would win) and fields come in schema order. `.notInOrder` when a key names no later field
+    /// (out of order, repeated or unknown) or a value fails before the walk ends (a later member might name its
+    /// field again): the caller starts over. `.failed` only when all members were in order and a required field
+    /// after the last one is absent.
+    @inline(__always)
+    private static func decodeInOrder(
+        tape: JSONDocument, object index: Int, layout: ContentLayout, into out: inout ByteBuffer
+    ) -> InOrder {
+        let count = layout.count
+        let names = layout.names
+        let offsets = layout.nameOffsets
+        let end = Int(tape[index].next)
+        var member = index + 1
+        var next = 0  // the first field not written yet
+        while member < end {
+            var k = next
+            while k < count {
+                let start = offsets[k]
+                let name = UnsafeRawBufferPointer(start: names + start, count: offsets[k &+ 1] &- start)
+                if tape.stringEquals(member, name) { break }
+                k &+= 1
+            }
+            if k == count { return .notInOrder }
+            // A failure here may be undone by a later member naming the field again: the general walk decides.
+            while next < k {
+                guard layout.kinds[next] & 0x80 != 0 else { return .notInOrder }
+                out.append(ContentRecord.Tag.absent.rawValue)
+                next &+= 1
+            }
+            guard appendValue(tape: tape, value: member &+ 1, kind: layout.kinds[k], into: &out) else {
+                return .notInOrder
+            }
+            next = k &+ 1
+            member = Int(tape[member &+ 1].next)
+        }
+        while next < count {
+            guard layout.kinds[next] & 0x80 != 0 else { return .failed }
+            out.append(ContentRecord.Tag.absent.rawValue)
+            next &+= 1
+        }
+        return .decoded
+    }
+
+    /// Appends field value `v` (a tape index, -1 = absent) of kind `kind` (see `ContentLayout.kinds`) to a record;
+    /// false when it does not decode.
+    @inline(__always)
+    private static func appendValue(tape: JSONDocument, value v: Int, kind: UInt8, into out: inout ByteBuffer) -> Bool {
+        if v < 0 || tape[v].kind == .null {
+            guard kind & 0x80 != 0 else { return false }
+            out.append(ContentRecord.Tag.absent.rawValue)
+            return true
+        }
+        switch kind & 0x7F {
+        case FieldType.int.rawValue:
+            guard let value = tape.int64(v) else { return false }
+            out.appendRecordWord(ContentRecord.Tag.int.rawValue, UInt64(bitPattern: value))
+        case FieldType.double.rawValue:
+            guard let value = tape.double(v) else { return false }
+            out.appendRecordWord(ContentRecord.Tag.double.rawValue, value.bitPattern)
+        case FieldType.string.rawValue:
+            guard tape[v].kind == .string else { return false }
+            out.reserve(5)
+            out.appendReserved(ContentRecord.Tag.string.rawValue)
+            let lengthAt = out.count
+            out.appendReservedUInt32(0)  // length, patched below
+            tape.appendUnescaped(v, to: &out)
+            out.storeUInt32(UInt32(truncatingIfNeeded: out.count &- lengthAt &- 4), at: lengthAt)
+        default:  // bool
+            let e = tape[v]
+            guard e.kind == .bool else { return false }
+            out.append(e.flag ? ContentRecord.Tag.boolTrue.rawValue : ContentRecord.Tag.boolFalse.rawValue)
+        }
+        return true
     }
 
     @inline(__always)
     private static func decodeRecord(
-        tape: JSONDocument, object index: Int, names: UnsafeRawBufferPointer, offsets: UnsafeBufferPointer<Int>,
-        fields: UnsafeBufferPointer<Field>, slots: UnsafeMutableBufferPointer<Int32>, into out: inout ByteBuffer
+        tape: JSONDocument, object index: Int, layout: ContentLayout, slots: UnsafeMutablePointer<Int32>,
+        into out: inout ByteBuffer
     ) -> Bool {
-        let count = fields.count
+        let count = layout.count
+        let names = layout.names
+        let offsets = layout.nameOffsets
         let end = Int(tape[index].next)
         var member = index + 1
         var expected = 0
@@ -266,7 +356,7 @@ extension ContentSchema {
                 var k = expected < count ? expected : 0
                 for _ in 0..<count {
                     let start = offsets[k]
-                    let name = UnsafeRawBufferPointer(rebasing: names[start..<offsets[k &+ 1]])
+                    let name = UnsafeRawBufferPointer(start: names + start, count: offsets[k &+ 1] &- start)
                     if tape.stringEquals(member, name) {
                         slots[k] = Int32(truncatingIfNeeded: member &+ 1)  // duplicates: the last one wins
                         expected = k &+ 1
@@ -278,33 +368,7 @@ extension ContentSchema {
             member = Int(tape[member &+ 1].next)
         }
         for k in 0..<count {
-            let field = fields[k]
-            let v = Int(slots[k])
-            if v < 0 || tape[v].kind == .null {
-                guard field.optional else { return false }
-                out.append(ContentRecord.Tag.absent.rawValue)
-                continue
-            }
-            switch field.type {
-            case .int:
-                guard let value = tape.int64(v) else { return false }
-                out.appendRecordWord(ContentRecord.Tag.int.rawValue, UInt64(bitPattern: value))
-            case .double:
-                guard let value = tape.double(v) else { return false }
-                out.appendRecordWord(ContentRecord.Tag.double.rawValue, value.bitPattern)
-            case .string:
-                guard tape[v].kind == .string else { return false }
-                out.reserve(5)
-                out.appendReserved(ContentRecord.Tag.string.rawValue)
-                let lengthAt = out.count
-                out.appendReservedUInt32(0)  // length, patched below
-                tape.appendUnescaped(v, to: &out)
-                out.storeUInt32(UInt32(truncatingIfNeeded: out.count &- lengthAt &- 4), at: lengthAt)
-            case .bool:
-                let e = tape[v]
-                guard e.kind == .bool else { return false }
-                out.append(e.flag ? ContentRecord.Tag.boolTrue.rawValue : ContentRecord.Tag.boolFalse.rawValue)
-            }
+            guard appendValue(tape: tape, value: Int(slots[k]), kind: layout.kinds[k], into: &out) else { return false }
         }
         return true
     }
@@ -353,13 +417,11 @@ extension ContentSchema {
     }
 
     func appendCompactJSON(record: UnsafeRawBufferPointer, to out: inout ByteBuffer) {
-        compactKeys.withUnsafeBytes { keys in
-            compactKeyOffsets.withUnsafeBufferPointer { keyOffsets in
-                fields.withUnsafeBufferPointer { fields in
-                    appendCompactJSON(record: record, keys: keys, keyOffsets: keyOffsets, count: fields.count, to: &out)
-                }
-            }
-        }
+        let layout = layout
+        appendCompactJSON(
+            record: record, keys: UnsafeRawBufferPointer(start: layout.compactKeys, count: layout.compactKeyBytes),
+            keyOffsets: UnsafeBufferPointer(start: layout.compactKeyOffsets, count: layout.count &+ 1),
+            count: layout.count, to: &out)
     }
 
     @inline(__always)
@@ -369,16 +431,15 @@ extension ContentSchema {
     ) {
         out.append(UInt8(ascii: "{"))
         var offset = 0
-        var first = true
+        var comma = 1  // each key is written with the comma before it, but for the first field written
         for k in 0..<count {
             precondition(offset < record.count, "content record shorter than its schema")
             let tag = record[offset]
             offset &+= 1
             if tag == ContentRecord.Tag.absent.rawValue { continue }
-            if !first { out.append(UInt8(ascii: ",")) }
-            first = false
-            let keyStart = keyOffsets[k]
+            let keyStart = keyOffsets[k] &+ comma
             out.append(keys.baseAddress! + keyStart, count: keyOffsets[k &+ 1] &- keyStart)
+            comma = 0
             switch tag {
             case ContentRecord.Tag.int.rawValue:
                 precondition(offset &+ 8 <= record.count, "content record truncated")
@@ -444,8 +505,47 @@ public struct SchemaSet: Sendable {
     mutating func decodeRecordInPlace(
         _ id: Int32, tape: JSONDocument, object index: Int, into out: inout ByteBuffer
     ) -> Bool {
-        // Borrowed through the buffer's addressor: `schemas[id]` would copy the schema (five arrays and
-        // a string retained and released) on every push.
-        schemas.withUnsafeBufferPointer { $0[Int(id)].decodeRecord(tape: tape, object: index, into: &out) }
+        // The layout alone (one reference): a schema read out of the array is a copy (five arrays and a string
+        // retained and released, about 300 instructions per decode).
+        let layout = schemas[Int(id)].layout
+        return ContentSchema.decodeRecord(tape: tape, object: index, layout: layout, into: &out)
+    }
+}
+
+/// A schema's field names, kinds and compact keys in flat memory, built once and never written again (so shared
+/// freely across threads: `@unchecked Sendable`). `kinds[k]` is field `k`'s `FieldType` raw value, `| 0x80`
+/// when optional; names and compact keys are back to back, field `k`'s at `offsets[k]..<offsets[k + 1]`. A
+/// compact key is `,"name":` as a payload writes it (escaped), with the comma that precedes it but for the first.
+final class ContentLayout: @unchecked Sendable {
+    let count: Int
+    let names: UnsafePointer<UInt8>
+    let nameOffsets: UnsafePointer<Int>
+    let kinds: UnsafePointer<UInt8>
+    let compactKeys: UnsafePointer<UInt8>
+    let compactKeyOffsets: UnsafePointer<Int>
+    let compactKeyBytes: Int
+
+    init(names: [UInt8], nameOffsets: [Int], kinds: [UInt8], compactKeys: [UInt8], compactKeyOffsets: [Int]) {
+        count = kinds.count
+        self.names = ContentLayout.copy(names)
+        self.nameOffsets = ContentLayout.copy(nameOffsets)
+        self.kinds = ContentLayout.copy(kinds)
+        self.compactKeys = ContentLayout.copy(compactKeys)
+        self.compactKeyOffsets = ContentLayout.copy(compactKeyOffsets)
+        compactKeyBytes = compactKeys.count
+    }
+
+    private static func copy<T>(_ array: [T]) -> UnsafePointer<T> {
+        let p = UnsafeMutablePointer<T>.allocate(capacity: max(array.count, 1))
+        p.initialize(from: array, count: array.count)
+        return UnsafePointer(p)
+    }
+
+    deinit {
+        UnsafeMutablePointer(mutating: names).deallocate()
+        UnsafeMutablePointer(mutating: nameOffsets).deallocate()
+        UnsafeMutablePointer(mutating: kinds).deallocate()
+        UnsafeMutablePointer(mutating: compactKeys).deallocate()
+        UnsafeMutablePointer(mutating: compactKeyOffsets).deallocate()
     }
 }

@@ -7,8 +7,9 @@
 /// the same value. Content comes as a content record (see `ContentSchema`), so encoding allocates
 /// nothing once the buffer has grown.
 public struct PayloadEncoder {
-    /// The payload, reused from one `encode` to the next (see `ByteBuffer`).
-    private var buffer: ByteBuffer
+    /// The payload, reused from one `encode` to the next (see `ByteBuffer`). Read by `withPayload`, which is
+    /// inlinable so that each caller's closure is specialized (no generic thunk per payload).
+    @usableFromInline private(set) var buffer: ByteBuffer
 
     /// A copy of the last payload encoded (this allocates; `withPayload` does not).
     public var bytes: [UInt8] { Array(buffer.bytes) }
@@ -112,7 +113,7 @@ public struct PayloadEncoder {
     }
 
     /// Runs `body` with the encoded payload.
-    @inline(__always)
+    @inlinable @inline(__always)
     public func withPayload<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try withExtendedLifetime(buffer) { try body(buffer.bytes) }
     }

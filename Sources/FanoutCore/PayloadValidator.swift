@@ -97,9 +97,10 @@ public struct PayloadValidator {
     @inline(__always)
     static func topicNames(_ bundle: UnsafeRawBufferPointer, _ topic: HeaderValue) -> Bool {
         guard case .string(let topic) = topic, hasTopicSuffix(topic) else { return false }
-        let topicBundle = UnsafeRawBufferPointer(
-            rebasing: topic[0..<(topic.count - PayloadValidator.topicSuffix.utf8CodeUnitCount)])
-        return compareBytes(topicBundle, bundle) == 0
+        // Equal lengths, then whole words (`memoryEqual`), not a byte-by-byte ordering.
+        let length = topic.count - PayloadValidator.topicSuffix.utf8CodeUnitCount
+        guard length == bundle.count else { return false }
+        return length == 0 || memoryEqual(topic.baseAddress!, bundle.baseAddress!, length)
     }
 
     /// `validate(headers:payload:target:targetBundle:)` with the BadTopic comparison done by the

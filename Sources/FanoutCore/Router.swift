@@ -131,6 +131,26 @@ public struct Router: Sendable {
             let table = Router.hexTable.utf8Start
             var seen: UInt8 = 0
             var i = 0
+            // Eight characters a word while they are all digits and lowercase a-f (the canonical form): four key
+            // bytes per word. Anything else (uppercase, not hex, fewer than 8 left) goes on byte by byte below.
+            let high: UInt64 = 0x8080_8080_8080_8080
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            while i &+ 8 <= n {
+                let w = UInt64(littleEndian: UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self))
+                if w & high != 0 { break }
+                // Per byte (all below 0x80): the high bit of `(x | 0x80) - m` is set exactly when x ≥ m.
+                @inline(__always) func atLeast(_ m: UInt8) -> UInt64 { ((w | high) &- ones &* UInt64(m)) & high }
+                let digit = atLeast(0x30) & ~atLeast(0x3A)
+                let lower = atLeast(0x61) & ~atLeast(0x67)
+                if digit | lower != high { break }
+                let v = (w & 0x0F0F_0F0F_0F0F_0F0F) &+ (lower >> 7) &* 9  // each byte's digit value
+                // Pairs: the first character is the high nibble; then the four bytes packed together.
+                let c = (v & 0x00FF_00FF_00FF_00FF) << 4 | (v >> 8) & 0x00FF_00FF_00FF_00FF
+                let d = (c | c >> 8) & 0x0000_FFFF_0000_FFFF
+                let e = UInt32(truncatingIfNeeded: d | d >> 16)
+                UnsafeMutableRawPointer(k + (1 &+ i >> 1)).storeBytes(of: e.littleEndian, as: UInt32.self)
+                i &+= 8
+            }
             while i < n {
                 let hi = table[Int(p[i])]
                 let lo = table[Int(p[i &+ 1])]

@@ -124,6 +124,24 @@ struct ByteBufferTests {
         }
     }
 
+    /// `append(_:count:)` copies short runs in words (overlapping), longer ones with memcpy: every length, after
+    /// every offset, gives exactly the bytes, and writes nothing past them.
+    @Test func appendEveryLengthAfterEveryOffset() {
+        let source = (0..<64).map { UInt8(truncatingIfNeeded: $0 &* 29 &+ 7) }
+        source.withUnsafeBytes { src in
+            for offset in 0..<9 {
+                for length in 0...48 {
+                    var buffer = ByteBuffer(capacity: 1)
+                    for k in 0..<offset { buffer.append(UInt8(k)) }
+                    buffer.append(src.baseAddress! + 3, count: length)
+                    buffer.append(UInt8(0xEE))
+                    let expected = Array(0..<UInt8(offset)) + Array(source[3..<3 + length]) + [0xEE]
+                    #expect(Array(buffer.bytes) == expected, "offset \(offset), length \(length)")
+                }
+            }
+        }
+    }
+
     @Test func copiesDoNotShareWrites() {
         var a = ByteBuffer(capacity: 16)
         a.append("first")
@@ -167,8 +185,19 @@ struct ByteBufferTests {
                 let key = keys[Int(g.next() % UInt64(keys.count))]
                 members.append(key + ":" + values[Int(g.next() % UInt64(values.count))])
             }
-            // A well-typed object half of the time, so that successful decodes are exercised too.
-            if g.next() % 2 == 0 {
+            // A well-typed object half of the time, so that successful decodes are exercised too; members in
+            // schema order a third of the time (the in-order walk), some absent, some of the wrong type.
+            if g.next() % 3 == 0 {
+                let inOrder = [
+                    [#""i":4"#, #""i":"x""#], [#""s":"v""#, #""s":null"#], [#""d":0.5"#, #""d":null"#, #""d":"x""#],
+                    [#""b":true"#], [#""os":"w""#, #""os":null"#], [#""é":-2"#, #""é":3"#, #""é":1.5"#],
+                ]
+                members = []
+                for choices in inOrder where g.next() % 5 != 0 {
+                    members.append(choices[Int(g.next() % UInt64(choices.count))])
+                }
+                if g.next() % 4 == 0 { members.append(members.first ?? #""x":1"#) }  // a repeat: out of order
+            } else if g.next() % 2 == 0 {
                 let typed = [#""i":4"#, #""s":"v\u0041""#, #""b":false"#, #""é":-2"#]
                 members = typed + members.filter { _ in g.next() % 4 == 0 }
             }
@@ -208,6 +237,33 @@ struct RouterTokenTableTests {
                 #expect(entry == (upper ? 0x10 | digit : digit), "\(c)")
             } else {
                 #expect(entry == 0x20, "\(c)")
+            }
+        }
+    }
+
+    /// `lookupToken` reads canonical characters eight at a time: for every length and a changed character
+    /// (uppercase, not hex, a byte ≥ 0x80) at every position, it finds what `withTokenKey` interned, or says
+    /// malformed exactly when the token is not (TRACE rule 8).
+    @Test func lookupMatchesTheKeyEveryLengthEveryPosition() {
+        var g = SplitMix64(seed: 8)
+        let hex = Array("0123456789abcdef".utf8)
+        let changes: [UInt8] = Array("AF/:@G`g Zz".utf8) + [0x00, 0x80, 0xB0, 0xE6, 0xFF]
+        for length in 0..<72 {
+            var tokens: [[UInt8]] = [(0..<length).map { _ in hex[Int(g.next() % 16)] }]
+            for at in 0..<length {
+                var changed = tokens[0]
+                changed[at] = changes[Int(g.next() % UInt64(changes.count))]
+                tokens.append(changed)
+            }
+            var interner = ByteInterner()
+            var ids: [Int32] = []
+            for token in tokens {
+                ids.append(token.withUnsafeBytes { t in Router.withTokenKey(t) { interner.intern($0).id } })
+            }
+            for (token, id) in zip(tokens, ids) {
+                let wellFormed = token.withUnsafeBytes { PayloadValidator.isWellFormedToken($0) }
+                let found = token.withUnsafeBytes { Router.lookupToken($0, in: interner) }
+                #expect(found == (wellFormed ? id : -2), "\(String(decoding: token, as: UTF8.self))")
             }
         }
     }

@@ -130,7 +130,17 @@ struct JSONNumberTests {
         var samples = [
             "0.61", "1e-5", "123456789012345678901234567890", "4.9e-324", "1.7976931348623157e308",
             "2.2250738585072014e-308", "0.1", "-0.0", "1e22", "1e23", "9007199254740993",
+            // Around the short path (at most 15 digits, no exponent): 15, 16 and 17 digits, leading zeros.
+            "999999999999999", "9999999999999999", "99999999999999999", "-123456789012345.6", "0.00000000000001",
+            "0.000000000000001", "1234567890123456", "12345678901234567", "0.0",
+            "-0.000", "50.0", "0.49", "0.411", "100000000000000.1",
         ]
+        for k in 1...17 {
+            var digits = ""
+            for j in 0..<k { digits.append(String((j &* 7 &+ k) % 10)) }
+            samples += ["1" + digits, "0." + digits, "1." + digits]
+            if k > 1 { samples.append("-" + String(digits.prefix(1)) + "." + String(digits.dropFirst())) }
+        }
         for _ in 0..<5000 {
             let d = Double(bitPattern: generator.next() & 0x7FEF_FFFF_FFFF_FFFF)
             samples.append("\(d)")

@@ -63,6 +63,7 @@ struct ByteBuffer {
         count = 0
     }
 
+    @inlinable
     var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
 
     /// Makes room for `n` more bytes.
@@ -94,7 +95,30 @@ struct ByteBuffer {
     @inline(__always)
     mutating func append(_ bytes: UnsafeRawPointer, count n: Int) {
         reserve(n)
-        UnsafeMutableRawPointer(base + count).copyMemory(from: bytes, byteCount: n)
+        appendReserved(bytes, count: n)
+    }
+
+    /// Appends `n` bytes without a capacity check; the caller reserved room for them.
+    @inline(__always)
+    mutating func appendReserved(_ bytes: UnsafeRawPointer, count n: Int) {
+        let target = UnsafeMutableRawPointer(base + count)
+        if n >= 8 && n <= 32 {
+            // Keys, literals and short strings: whole words, the last one overlapping (no call to memcpy).
+            var i = 0
+            while i &+ 8 < n {
+                target.storeBytes(of: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self), toByteOffset: i,
+                    as: UInt64.self)
+                i &+= 8
+            }
+            target.storeBytes(of: bytes.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self),
+                toByteOffset: n &- 8, as: UInt64.self)
+        } else if n >= 4 && n < 8 {
+            target.storeBytes(of: bytes.loadUnaligned(as: UInt32.self), as: UInt32.self)
+            target.storeBytes(of: bytes.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self),
+                toByteOffset: n &- 4, as: UInt32.self)
+        } else {
+            target.copyMemory(from: bytes, byteCount: n)
+        }
         count &+= n
     }
 
@@ -160,32 +184,89 @@ extension ByteBuffer {
             appendReserved(UInt8(ascii: "0") &+ UInt8(magnitude))
             return
         }
-        var digits = 1
-        var bound: UInt64 = 10
-        while digits < 20 && magnitude >= bound {
-            digits += 1
-            if digits < 20 { bound = bound &* 10 }
-        }
+        // The digit count from the bit length (Bit Twiddling Hacks' log10), then two digits per division.
+        let t = ((64 &- magnitude.leadingZeroBitCount) &* 1233) >> 12
+        let digits = magnitude >= ByteBuffer.powerOfTen(t) ? t &+ 1 : t
         var k = count &+ digits
         count = k
-        while magnitude > 0 {
-            k &-= 1
-            base[k] = UInt8(ascii: "0") &+ UInt8(magnitude % 10)
-            magnitude /= 10
+        let pairs = ByteBuffer.digitPairs.utf8Start
+        while magnitude >= 100 {
+            let q = magnitude / 100
+            let r = Int(truncatingIfNeeded: magnitude &- q &* 100) &* 2
+            k &-= 2
+            base[k] = pairs[r]
+            base[k &+ 1] = pairs[r &+ 1]
+            magnitude = q
+        }
+        if magnitude >= 10 {
+            let r = Int(truncatingIfNeeded: magnitude) &* 2
+            base[k &- 2] = pairs[r]
+            base[k &- 1] = pairs[r &+ 1]
+        } else {
+            base[k &- 1] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude)
         }
     }
+
+    /// "00" to "99", back to back.
+    static let digitPairs: StaticString = """
+        00010203040506070809101112131415161718192021222324252627282930313233343536373839\
+        40414243444546474849505152535455565758596061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899
+        """
+
+    /// 10^k for k in 0...19.
+    @inline(__always)
+    static func powerOfTen(_ k: Int) -> UInt64 {
+        withUnsafeBytes(of: powersOfTen) { $0.load(fromByteOffset: k &* 8, as: UInt64.self) }
+    }
+
+    private static let powersOfTen:
+        (
+            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64
+        ) = (
+            1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000,
+            10_000_000_000, 100_000_000_000, 1_000_000_000_000, 10_000_000_000_000, 100_000_000_000_000,
+            1_000_000_000_000_000, 10_000_000_000_000_000, 100_000_000_000_000_000, 1_000_000_000_000_000_000,
+            10_000_000_000_000_000_000
+        )
 
     /// `"…"` with `JSONWriter.Escaping.unicodeControls`, as `JSONWriter.appendString`.
     @inline(__always)
     mutating func appendJSONString(_ bytes: UnsafeRawBufferPointer) {
         let n = bytes.count
-        // The common case (nothing to escape) is one reserve, one scan and one copy.
+        // The common case (nothing to escape): one reserve, the bytes judged a word at a time, one copy.
         reserve(n &+ 2)
-        appendReserved(UInt8(ascii: "\""))
         guard let p = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+            appendReserved(UInt8(ascii: "\""))
             appendReserved(UInt8(ascii: "\""))
             return
         }
+        let plain: Bool
+        if n >= 8 {
+            plain = JSONScan.firstSpecialForWriting(p, 0, n) == n
+        } else if n >= 4 {
+            // Two overlapping halves in one word: a byte counted twice changes nothing when none is special.
+            let raw = UnsafeRawPointer(p)
+            let low = UInt64(UInt32(littleEndian: raw.loadUnaligned(as: UInt32.self)))
+            let high = UInt64(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)))
+            plain = JSONScan.writingMask(low | high << 32) == 0
+        } else {
+            plain = false
+        }
+        if plain {
+            appendReserved(UInt8(ascii: "\""))
+            appendReserved(UnsafeRawPointer(p), count: n)
+            appendReserved(UInt8(ascii: "\""))
+            return
+        }
+        appendJSONStringEscaping(p, n)
+    }
+
+    /// `appendJSONString` for bytes that may need escapes (or are short): judged byte by byte.
+    @inline(never)
+    private mutating func appendJSONStringEscaping(_ p: UnsafePointer<UInt8>, _ n: Int) {
+        appendReserved(UInt8(ascii: "\""))
         var runStart = 0
         var i = JSONScan.firstSpecialForWriting(p, 0, n)
         while i < n {
@@ -231,16 +312,25 @@ extension ByteBuffer {
         }
         let magnitude = abs(value)
         if magnitude < 9.007199254740992e15 && magnitude >= 1e-17 {
-            var k = 0
+            // k = 0 cannot give a magnitude below 1 (its rounding is 0 or 1). The scale is 10^k exactly: every
+            // power of ten to 10^22 is a Double, so each product by 10 is exact.
+            var k = magnitude < 1 ? 1 : 0
+            var scale: Double = magnitude < 1 ? 10 : 1
             while k <= 17 {
-                let scale = JSONWriter.exactPowerOfTen(k)
-                let m = (magnitude * scale).rounded()
-                if m < 9.007199254740992e15 && m / scale == magnitude {
-                    if value < 0 { append(UInt8(ascii: "-")) }
-                    appendDecimal(UInt64(m), fractionDigits: k)
-                    return
+                let v = magnitude * scale
+                // `v.rounded()` (half away from zero) without libm's `round`: below 2^53 the integer part
+                // converts exactly and `v - t` is exact; at or above it `round(v) ≥ 2^53` fails the test anyway.
+                if v < 9.007199254740992e15 {
+                    let t = Double(Int64(v))
+                    let m = v - t >= 0.5 ? t + 1 : t
+                    if m < 9.007199254740992e15 && m / scale == magnitude {
+                        if value < 0 { append(UInt8(ascii: "-")) }
+                        appendDecimal(UInt64(m), fractionDigits: k)
+                        return
+                    }
                 }
                 k += 1
+                scale *= 10
             }
         }
         appendDoubleSlow(value)
@@ -257,25 +347,39 @@ extension ByteBuffer {
     @inline(__always)
     mutating func appendDecimal(_ m: UInt64, fractionDigits k: Int) {
         // m < 2^53 has at most 16 digits; with k ≤ 17 the text is at most 20 bytes.
-        var digits = 1
-        var bound: UInt64 = 10
-        while m >= bound {
-            digits += 1
-            bound = bound &* 10
+        let digits: Int
+        if m < 10 {
+            digits = 1
+        } else {
+            let t = ((64 &- m.leadingZeroBitCount) &* 1233) >> 12
+            digits = m >= ByteBuffer.powerOfTen(t) ? t &+ 1 : t
         }
         let integerDigits = digits > k ? digits - k : 1
         let total = integerDigits &+ 1 &+ (k == 0 ? 1 : k)
         reserve(total)
         let start = count
         count = start &+ total
+        // The digits of m right to left, two a division, then the point moved in: first the fraction's k
+        // digits (zeros where m has fewer), the point, the integer part (a zero when there is none).
         var n = m
         var i = start &+ total &- 1
         if k == 0 {
             base[i] = UInt8(ascii: "0")
             i &-= 1
         } else {
-            for _ in 0..<k {
-                base[i] = UInt8(ascii: "0") &+ UInt8(n % 10)
+            var left = k
+            let pairs = ByteBuffer.digitPairs.utf8Start
+            while left >= 2 {
+                let q = n / 100
+                let r = Int(truncatingIfNeeded: n &- q &* 100) &* 2
+                base[i &- 1] = pairs[r]
+                base[i] = pairs[r &+ 1]
+                n = q
+                i &-= 2
+                left &-= 2
+            }
+            if left == 1 {
+                base[i] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: n % 10)
                 n /= 10
                 i &-= 1
             }
@@ -283,7 +387,7 @@ extension ByteBuffer {
         base[i] = UInt8(ascii: ".")
         i &-= 1
         for _ in 0..<integerDigits {
-            base[i] = UInt8(ascii: "0") &+ UInt8(n % 10)
+            base[i] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: n % 10)
             n /= 10
             i &-= 1
         }
@@ -314,9 +418,9 @@ enum JSONScan {
         writingMask(w) | (w & 0x8080_8080_8080_8080)
     }
 
-    /// The first index ≥ `start` whose byte is `"`, `\` or a control character; or, when there is
-    /// none in the last whole word, the index where fewer than 8 bytes remain (the caller checks
-    /// those one by one).
+    /// The first index ≥ `start` whose byte is `"`, `\` or a control character; `n` when there is none; or,
+    /// when the last word has one, the index where fewer than 8 bytes remain (the caller checks those one by
+    /// one).
     @inline(__always)
     static func firstSpecialForWriting(_ p: UnsafePointer<UInt8>, _ start: Int, _ n: Int) -> Int {
         var i = start
@@ -325,6 +429,11 @@ enum JSONScan {
             let mask = writingMask(w)
             if mask != 0 { return i &+ (mask.trailingZeroBitCount >> 3) }
             i &+= 8
+        }
+        // Fewer than 8 left: the last whole word (overlapping bytes already judged) clears them at once.
+        if i < n && n >= 8 {
+            let w = UInt64(littleEndian: UnsafeRawPointer(p + (n &- 8)).loadUnaligned(as: UInt64.self))
+            if writingMask(w) == 0 { return n }
         }
         return i
     }

@@ -72,6 +72,15 @@ public enum JSONNumber {
         if !fractional {
             let negative = isMinus(p)
             var i = negative ? 1 : 0
+            if count &- i <= 18 {
+                // At most 18 digits: below 10^18, no overflow to check.
+                var value: Int64 = 0
+                while i < count {
+                    value = value &* 10 &+ Int64(p[i] &- UInt8(ascii: "0"))
+                    i &+= 1
+                }
+                return negative ? 0 &- value : value
+            }
             // Accumulate negatively so that Int64.min parses.
             var value: Int64 = 0
             while i < count {
@@ -112,6 +121,31 @@ public enum JSONNumber {
     public static func parseDouble(_ p: UnsafePointer<UInt8>, _ count: Int) -> Double {
         let negative = isMinus(p)
         var i = negative ? 1 : 0
+        // The common token first: at most 15 digits (leading zeros counted), a fraction, no exponent. The
+        // mantissa is below 10^15 and the scale within 10^-15: one exact division, as the Clinger path below
+        // computes it (the same mantissa and power of ten), without its per-digit bookkeeping.
+        if count &- i <= 17 {
+            var mantissa: UInt64 = 0
+            var j = i
+            while j < count && isDigit(p[j]) {
+                mantissa = mantissa &* 10 &+ UInt64(p[j] &- UInt8(ascii: "0"))
+                j &+= 1
+            }
+            var fractionDigits = 0
+            if j < count && p[j] == UInt8(ascii: ".") {
+                j &+= 1
+                let fractionStart = j
+                while j < count && isDigit(p[j]) {
+                    mantissa = mantissa &* 10 &+ UInt64(p[j] &- UInt8(ascii: "0"))
+                    j &+= 1
+                }
+                fractionDigits = j &- fractionStart
+            }
+            if j == count && j &- i &- (fractionDigits > 0 ? 1 : 0) <= 15 {
+                let value = fractionDigits == 0 ? Double(mantissa) : Double(mantissa) / power(fractionDigits)
+                return negative ? -value : value
+            }
+        }
         var mantissa: UInt64 = 0
         var digits = 0
         var scale = 0

@@ -77,162 +77,210 @@ public struct JSONTape {
         count = 0
         byteCount = bytes.count
         guard let start = bytes.baseAddress, bytes.count > 0 else { return 0 }
-        let p = start.assumingMemoryBound(to: UInt8.self)
-        let n = bytes.count
-        // The innermost open container, or -1. While a container is open its `next` holds the index
-        // of the container around it (its final value is set when it closes), so no stack is needed.
+        // The entries are written through a local writer (its base, count and capacity in registers: a store
+        // through `base` cannot touch a local), copied back when the scan ends.
+        var w = Writer(owner: owner, base: base, capacity: capacity)
+        defer {
+            base = w.base
+            capacity = w.capacity
+            count = w.count
+        }
+        return w.scan(start.assumingMemoryBound(to: UInt8.self), bytes.count)
+    }
+
+    /// The scanner's state while it runs: the entries written so far, and the open containers.
+    private struct Writer {
+        /// Kept alive by the tape that scans (`owner`), which the writer outlives not.
+        unowned(unsafe) let owner: RawAllocation
+        var base: UnsafeMutablePointer<Entry>
+        var capacity: Int
+        var count = 0
+        /// The innermost open container, or -1. While a container is open its `next` holds the index
+        /// of the container around it (its final value is set when it closes), so no stack is needed.
         var top = -1
-        var i = skipWhitespace(p, 0, n)
-        // State machine: expectValue, after a value: expect ',' or a closing bracket.
-        var expectingKeyOrClose = false  // just after '{'
-        var expectingValueOrClose = false  // just after '['
-        while true {
-            // --- parse one value (or a key when inside an object awaiting a key) ---
-            if i >= n { return i }
-            var c = p[i]
-            if expectingKeyOrClose {
-                expectingKeyOrClose = false
-                if c == UInt8(ascii: "}") {
-                    closeContainer(&top, at: i + 1)
-                    i += 1
-                    if let stop = afterValue(p, &i, n, &top, &expectingKeyOrClose) { return stop == -1 ? nil : stop }
-                    continue
+        /// Whether `top` is an object (else an array, or none).
+        var topIsObject = false
+
+        init(owner: RawAllocation, base: UnsafeMutablePointer<Entry>, capacity: Int) {
+            self.owner = owner
+            self.base = base
+            self.capacity = capacity
+        }
+
+        /// The scan as one loop with one place for each step (a key, a value, what follows a value), so that the
+        /// compiler keeps the state in registers and no step is a call on the common path.
+        @inline(__always)
+        mutating func scan(_ p: UnsafePointer<UInt8>, _ n: Int) -> Int? {
+            var i = JSONTape.skipWhitespace(p, 0, n)
+            // What the next token may be: a key (after '{' or, in an object, ','), a value or a close.
+            var expectingKey = false
+            var closeAllowed = false  // just after '{' or '['
+            while true {
+                // --- parse one value (or a key when inside an object awaiting a key) ---
+                if i >= n { return i }
+                var c = p[i]
+                var closedEmpty = false
+                if expectingKey {
+                    expectingKey = false
+                    if c == UInt8(ascii: "}") && closeAllowed {
+                        closeContainer(at: i + 1)
+                        i += 1
+                        closedEmpty = true
+                    } else {
+                        guard c == UInt8(ascii: "\"") else { return i }
+                        var hasEscape = false
+                        guard let end = JSONTape.stringEnd(p, i + 1, n, hadEscape: &hasEscape) else { return i }
+                        appendLeaf(.string, flag: hasEscape, start: i + 1, end: end)
+                        // The compact form (`"key":value`) first: no whitespace to skip.
+                        if end + 2 < n && p[end + 1] == UInt8(ascii: ":") && p[end + 2] > 0x20 {
+                            i = end + 2
+                        } else {
+                            i = JSONTape.skipWhitespace(p, end + 1, n)
+                            guard i < n, p[i] == UInt8(ascii: ":") else { return i }
+                            i = JSONTape.skipWhitespace(p, i + 1, n)
+                            guard i < n else { return i }  // `{"a":` ends at the colon: no value to read
+                        }
+                        c = p[i]
+                    }
+                    closeAllowed = false
+                } else if closeAllowed {
+                    closeAllowed = false
+                    if c == UInt8(ascii: "]") {
+                        closeContainer(at: i + 1)
+                        i += 1
+                        closedEmpty = true
+                    }
                 }
-                guard c == UInt8(ascii: "\"") else { return i }
-                guard scanKeyAndColon(p, &i, n) else { return i }
-                guard i < n else { return i }  // `{"a":` ends at the colon: no value to read
-                c = p[i]
-            } else if expectingValueOrClose {
-                expectingValueOrClose = false
-                if c == UInt8(ascii: "]") {
-                    closeContainer(&top, at: i + 1)
-                    i += 1
-                    if let stop = afterValue(p, &i, n, &top, &expectingKeyOrClose) { return stop == -1 ? nil : stop }
-                    continue
+                if !closedEmpty {
+                    switch c {
+                    case UInt8(ascii: "\""):
+                        var hasEscape = false
+                        guard let end = JSONTape.stringEnd(p, i + 1, n, hadEscape: &hasEscape) else { return i }
+                        appendLeaf(.string, flag: hasEscape, start: i + 1, end: end)
+                        i = end + 1
+                    case UInt8(ascii: "{"):
+                        openContainer(.object, at: i)
+                        i = JSONTape.skipWhitespace(p, i + 1, n)
+                        expectingKey = true
+                        closeAllowed = true
+                        continue
+                    case UInt8(ascii: "["):
+                        openContainer(.array, at: i)
+                        i = JSONTape.skipWhitespace(p, i + 1, n)
+                        closeAllowed = true
+                        continue
+                    case UInt8(ascii: "t"):
+                        guard JSONTape.matchLiteral(p, i, n, "true") else { return i }
+                        appendLeaf(.bool, flag: true, start: i, end: i + 4)
+                        i += 4
+                    case UInt8(ascii: "f"):
+                        guard JSONTape.matchLiteral(p, i, n, "false") else { return i }
+                        appendLeaf(.bool, flag: false, start: i, end: i + 5)
+                        i += 5
+                    case UInt8(ascii: "n"):
+                        guard JSONTape.matchLiteral(p, i, n, "null") else { return i }
+                        appendLeaf(.null, flag: false, start: i, end: i + 4)
+                        i += 4
+                    default:
+                        // The common number inline: `0` or `[1-9][0-9]*`, an optional fraction, no sign, no
+                        // exponent, under 300 digits. Anything else is scanned again by `JSONNumber.scan`.
+                        var j = i
+                        var fractional = false
+                        var plain = false
+                        if c &- UInt8(ascii: "1") < 9 {
+                            j &+= 1
+                            while j < n && p[j] &- UInt8(ascii: "0") < 10 { j &+= 1 }
+                            plain = true
+                        } else if c == UInt8(ascii: "0") {
+                            j &+= 1
+                            plain = true
+                        }
+                        if plain && j < n && p[j] == UInt8(ascii: ".") {
+                            j &+= 1
+                            let fractionStart = j
+                            while j < n && p[j] &- UInt8(ascii: "0") < 10 { j &+= 1 }
+                            fractional = true
+                            plain = j > fractionStart
+                        }
+                        if plain && j < n && p[j] | 0x20 == UInt8(ascii: "e") { plain = false }
+                        if !plain || j &- i > 300 {
+                            guard let (end, isFractional) = JSONNumber.scan(p, i, n) else { return i }
+                            j = end
+                            fractional = isFractional
+                        }
+                        appendLeaf(.number, flag: fractional, start: i, end: j)
+                        i = j
+                    }
+                }
+                // --- after a complete value: the document ends, a separator or a closing bracket follows ---
+                while true {
+                    i = JSONTape.skipWhitespace(p, i, n)
+                    guard top >= 0 else { return i == n ? nil : i }
+                    guard i < n else { return i }
+                    let c = p[i]
+                    if c == UInt8(ascii: ",") {
+                        i = JSONTape.skipWhitespace(p, i + 1, n)
+                        if topIsObject {
+                            guard i < n, p[i] == UInt8(ascii: "\"") else { return i }
+                            expectingKey = true
+                        }
+                        break
+                    }
+                    if c == (topIsObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) {
+                        closeContainer(at: i + 1)
+                        i += 1
+                        continue
+                    }
+                    return i
                 }
             }
-            switch c {
-            case UInt8(ascii: "{"):
-                openContainer(.object, &top, at: i)
-                i = skipWhitespace(p, i + 1, n)
-                expectingKeyOrClose = true
-                continue
-            case UInt8(ascii: "["):
-                openContainer(.array, &top, at: i)
-                i = skipWhitespace(p, i + 1, n)
-                expectingValueOrClose = true
-                continue
-            case UInt8(ascii: "\""):
-                var hasEscape = false
-                guard let end = JSONTape.scanString(p, i + 1, n, hadEscape: &hasEscape) else { return i }
-                appendLeaf(.string, flag: hasEscape, start: i + 1, end: end)
-                i = end + 1
-            case UInt8(ascii: "t"):
-                guard matchLiteral(p, i, n, "true") else { return i }
-                appendLeaf(.bool, flag: true, start: i, end: i + 4)
-                i += 4
-            case UInt8(ascii: "f"):
-                guard matchLiteral(p, i, n, "false") else { return i }
-                appendLeaf(.bool, flag: false, start: i, end: i + 5)
-                i += 5
-            case UInt8(ascii: "n"):
-                guard matchLiteral(p, i, n, "null") else { return i }
-                appendLeaf(.null, flag: false, start: i, end: i + 4)
-                i += 4
-            default:
-                guard let (end, fractional) = JSONNumber.scan(p, i, n) else { return i }
-                appendLeaf(.number, flag: fractional, start: i, end: end)
-                i = end
-            }
-            if let stop = afterValue(p, &i, n, &top, &expectingKeyOrClose) { return stop == -1 ? nil : stop }
+        }
+
+        @inline(__always)
+        private mutating func openContainer(_ kind: Kind, at start: Int) {
+            let index = count
+            append(
+                Entry(
+                    kind: kind, flag: false, start: Int32(truncatingIfNeeded: start), end: 0,
+                    next: Int32(truncatingIfNeeded: top)))
+            top = index
+            topIsObject = kind == .object
+        }
+
+        @inline(__always)
+        private mutating func closeContainer(at end: Int) {
+            let index = top
+            top = Int(base[index].next)
+            base[index].end = Int32(truncatingIfNeeded: end)
+            base[index].next = Int32(truncatingIfNeeded: count)
+            topIsObject = top >= 0 && base[top].kind == .object
+        }
+
+        @inline(__always)
+        private mutating func appendLeaf(_ kind: Kind, flag: Bool, start: Int, end: Int) {
+            append(
+                Entry(
+                    kind: kind, flag: flag, start: Int32(truncatingIfNeeded: start),
+                    end: Int32(truncatingIfNeeded: end), next: Int32(truncatingIfNeeded: count &+ 1)))
+        }
+
+        @inline(__always)
+        private mutating func append(_ entry: Entry) {
+            if _slowPath(count == capacity) { grow() }
+            (base + count).initialize(to: entry)
+            count &+= 1
+        }
+
+        @inline(never)
+        private mutating func grow() {
+            owner.grow(to: capacity * 2 * MemoryLayout<Entry>.stride, keeping: count * MemoryLayout<Entry>.stride)
+            capacity = owner.byteCount / MemoryLayout<Entry>.stride
+            base = owner.pointer.bindMemory(to: Entry.self, capacity: capacity)
         }
     }
 
-    /// After a complete value: either the document ends (returns -1 = success), a separator or a
-    /// closing bracket follows (continues the loop, returns nil), or the bytes are wrong (offset).
     @inline(__always)
-    private mutating func afterValue(
-        _ p: UnsafePointer<UInt8>, _ i: inout Int, _ n: Int, _ top: inout Int, _ expectingKey: inout Bool
-    ) -> Int? {
-        while true {
-            i = skipWhitespace(p, i, n)
-            guard top >= 0 else {
-                return i == n ? -1 : i
-            }
-            guard i < n else { return i }
-            let c = p[i]
-            let isObject = base[top].kind == .object
-            if c == UInt8(ascii: ",") {
-                i = skipWhitespace(p, i + 1, n)
-                if isObject {
-                    guard i < n, p[i] == UInt8(ascii: "\"") else { return i }
-                    guard scanKeyAndColon(p, &i, n) else { return i }
-                }
-                return nil
-            }
-            if c == (isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) {
-                closeContainer(&top, at: i + 1)
-                i += 1
-                continue
-            }
-            return i
-        }
-    }
-
-    /// Scans a key string at `i` and the colon after it; leaves `i` at the value.
-    @inline(__always)
-    private mutating func scanKeyAndColon(_ p: UnsafePointer<UInt8>, _ i: inout Int, _ n: Int) -> Bool {
-        var hasEscape = false
-        guard let end = JSONTape.scanString(p, i + 1, n, hadEscape: &hasEscape) else { return false }
-        appendLeaf(.string, flag: hasEscape, start: i + 1, end: end)
-        i = skipWhitespace(p, end + 1, n)
-        guard i < n, p[i] == UInt8(ascii: ":") else { return false }
-        i = skipWhitespace(p, i + 1, n)
-        return true
-    }
-
-    @inline(__always)
-    private mutating func openContainer(_ kind: Kind, _ top: inout Int, at start: Int) {
-        let index = count
-        append(
-            Entry(
-                kind: kind, flag: false, start: Int32(truncatingIfNeeded: start), end: 0,
-                next: Int32(truncatingIfNeeded: top)))
-        top = index
-    }
-
-    @inline(__always)
-    private mutating func closeContainer(_ top: inout Int, at end: Int) {
-        let index = top
-        top = Int(base[index].next)
-        base[index].end = Int32(truncatingIfNeeded: end)
-        base[index].next = Int32(truncatingIfNeeded: count)
-    }
-
-    @inline(__always)
-    private mutating func appendLeaf(_ kind: Kind, flag: Bool, start: Int, end: Int) {
-        append(
-            Entry(
-                kind: kind, flag: flag, start: Int32(truncatingIfNeeded: start),
-                end: Int32(truncatingIfNeeded: end), next: Int32(truncatingIfNeeded: count &+ 1)))
-    }
-
-    @inline(__always)
-    private mutating func append(_ entry: Entry) {
-        if _slowPath(count == capacity) { grow() }
-        (base + count).initialize(to: entry)
-        count &+= 1
-    }
-
-    @inline(never)
-    private mutating func grow() {
-        owner.grow(to: capacity * 2 * MemoryLayout<Entry>.stride, keeping: count * MemoryLayout<Entry>.stride)
-        capacity = owner.byteCount / MemoryLayout<Entry>.stride
-        base = owner.pointer.bindMemory(to: Entry.self, capacity: capacity)
-    }
-
-    @inline(__always)
-    private func skipWhitespace(_ p: UnsafePointer<UInt8>, _ start: Int, _ n: Int) -> Int {
+    private static func skipWhitespace(_ p: UnsafePointer<UInt8>, _ start: Int, _ n: Int) -> Int {
         var i = start
         while i < n {
             let c = p[i]
@@ -243,12 +291,36 @@ public struct JSONTape {
     }
 
     @inline(__always)
-    private func matchLiteral(_ p: UnsafePointer<UInt8>, _ i: Int, _ n: Int, _ literal: StaticString) -> Bool {
+    private static func matchLiteral(_ p: UnsafePointer<UInt8>, _ i: Int, _ n: Int, _ literal: StaticString) -> Bool {
         let count = literal.utf8CodeUnitCount
         guard i + count <= n else { return false }
         let l = literal.utf8Start
         for k in 0..<count where p[i + k] != l[k] { return false }
         return true
+    }
+
+    /// `scanString`'s common case inline: plain ASCII words up to the closing quote. Anything else (an escape, a
+    /// control or non-ASCII byte, fewer than 8 bytes left) goes on in `scanString` from where it is: the bytes
+    /// before it are plain, so the result is the same.
+    @inline(__always)
+    static func stringEnd(_ p: UnsafePointer<UInt8>, _ start: Int, _ n: Int, hadEscape: inout Bool) -> Int? {
+        var i = start
+        while i &+ 8 <= n {
+            let w = UInt64(littleEndian: UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self))
+            let mask = JSONScan.scanningMask(w)
+            if mask != 0 {
+                i &+= mask.trailingZeroBitCount >> 3
+                if p[i] == UInt8(ascii: "\"") { return i }
+                break
+            }
+            i &+= 8
+        }
+        return scanStringOutOfLine(p, i, n, hadEscape: &hadEscape)
+    }
+
+    @inline(never)
+    static func scanStringOutOfLine(_ p: UnsafePointer<UInt8>, _ start: Int, _ n: Int, hadEscape: inout Bool) -> Int? {
+        scanString(p, start, n, hadEscape: &hadEscape)
     }
 
     /// Scans string contents starting after the opening quote; returns the offset of the closing
