@@ -188,7 +188,8 @@ struct JSONTapeReferenceTests {
     ]
 
     /// What a mutation puts in: structural bytes, whitespace, escapes, digits and bytes that break UTF-8.
-    static let alphabet: [UInt8] = Array(#"{}[]:,"\ u0123456789eE.+-tfnrl"#.utf8) + [0x09, 0x0A, 0x01, 0x80, 0xC3, 0xE9]
+    static let alphabet: [UInt8] =
+        Array(#"{}[]:,"\ u0123456789eE.+-tfnrl"#.utf8) + [0x09, 0x0A, 0x01, 0x80, 0xC3, 0xE9]
 
     func same(_ bytes: [UInt8]) -> Bool {
         var tape = JSONTape()

@@ -106,16 +106,17 @@ struct ByteBuffer {
             // Keys, literals and short strings: whole words, the last one overlapping (no call to memcpy).
             var i = 0
             while i &+ 8 < n {
-                target.storeBytes(of: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self), toByteOffset: i,
-                    as: UInt64.self)
+                let word = bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                target.storeBytes(of: word, toByteOffset: i, as: UInt64.self)
                 i &+= 8
             }
-            target.storeBytes(of: bytes.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self),
-                toByteOffset: n &- 8, as: UInt64.self)
+            let last = bytes.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+            target.storeBytes(of: last, toByteOffset: n &- 8, as: UInt64.self)
         } else if n >= 4 && n < 8 {
-            target.storeBytes(of: bytes.loadUnaligned(as: UInt32.self), as: UInt32.self)
-            target.storeBytes(of: bytes.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self),
-                toByteOffset: n &- 4, as: UInt32.self)
+            let first = bytes.loadUnaligned(as: UInt32.self)
+            let last = bytes.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self)
+            target.storeBytes(of: first, as: UInt32.self)
+            target.storeBytes(of: last, toByteOffset: n &- 4, as: UInt32.self)
         } else {
             target.copyMemory(from: bytes, byteCount: n)
         }
