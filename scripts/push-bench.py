@@ -206,6 +206,22 @@ def uri_file(path, port, tokens, scheme="http"):
     return path
 
 
+def rate_table(column, rows, min_ratio, show):
+    """The table of both clients' medians and rounds per row (label → results), push's median over h2load's, and
+    whether a row is below `min_ratio`."""
+    lines = [f"| {column} | h2load median req/s | rounds | fanout push median req/s | rounds | push / h2load |",
+             "|---|---:|---|---:|---|---:|"]
+    failed = False
+    for label, results in rows:
+        h = [r["rate"] for r in results["h2load"]]
+        p = [r["rate"] for r in results["push"]]
+        ratio = statistics.median(p) / statistics.median(h)
+        failed = failed or ratio < min_ratio
+        lines.append(f"| {label} | {statistics.median(h):,.0f} | {' · '.join(f'{x:,.0f}' for x in h)} | "
+                     f"{statistics.median(p):,.0f} | {' · '.join(f'{x:,.0f}' for x in p)} | {show(ratio)} |")
+    return lines, failed
+
+
 def tls_throughput(args, work, body):
     """--tls-connections N,M: both clients over TLS (ALPN h2) with N connections × 100 streams each, one thread,
     against nghttpd with TLS answering 404 to every path (one thread): rounds alternate h2load and push."""
@@ -250,17 +266,9 @@ def tls_throughput(args, work, body):
              f"fanout push: `https://… {SCENARIO} --devices {DEVICES} --connections N --insecure --rate-scale 1000 "
              f"--duration {args.push_seconds}` (saturated: exit 3, as meant), every request its own token, `apns-id` "
              "and encoded body. requests/s: h2load's (its whole run), fanout push's answered / the run from its "
-             "first request to its last answer.", "",
-             "| connections | h2load median req/s | rounds | fanout push median req/s | rounds | push / h2load |",
-             "|---:|---:|---|---:|---|---:|"]
-    failed = False
-    for n in counts:
-        h = [r["rate"] for r in results[n]["h2load"]]
-        p = [r["rate"] for r in results[n]["push"]]
-        ratio = statistics.median(p) / statistics.median(h)
-        failed = failed or ratio < args.min_ratio
-        lines.append(f"| {n} | {statistics.median(h):,.0f} | {' · '.join(f'{x:,.0f}' for x in h)} | "
-                     f"{statistics.median(p):,.0f} | {' · '.join(f'{x:,.0f}' for x in p)} | {ratio:.2f} |")
+             "first request to its last answer.", ""]
+    table, failed = rate_table("connections", [(n, results[n]) for n in counts], args.min_ratio, lambda r: f"{r:.2f}")
+    lines += table
     lines += ["", f"Gate: push's median at least {args.min_ratio:.0%} of h2load's at every connection count: "
               + ("**failed**." if failed else "passed.")]
     text = "\n".join(lines) + "\n"
@@ -388,17 +396,9 @@ def throughput(args, work, body):
              f"`scripts/push-bench.json --rate-scale 1000 --duration {args.serve_push_seconds}` (10,000 events/s of "
              "100 followers each, far above what serve answers: saturated, exit 3), every request its own token, "
              "`apns-id` and encoded body, each a newer timestamp for its activity. The script stops unless serve "
-             "counted every request answered 200 and applied (table below).", "",
-             "| server | h2load median req/s | rounds | fanout push median req/s | rounds | push / h2load |",
-             "|---|---:|---|---:|---|---:|"]
-    failed = False
-    for server in servers:
-        h = [r["rate"] for r in results[server]["h2load"]]
-        p = [r["rate"] for r in results[server]["push"]]
-        ratio = statistics.median(p) / statistics.median(h)
-        failed = failed or ratio < args.min_ratio
-        lines.append(f"| {server} | {statistics.median(h):,.0f} | {' · '.join(f'{x:,.0f}' for x in h)} | "
-                     f"{statistics.median(p):,.0f} | {' · '.join(f'{x:,.0f}' for x in p)} | {ratio:.0%} |")
+             "counted every request answered 200 and applied (table below).", ""]
+    table, failed = rate_table("server", [(s, results[s]) for s in servers], args.min_ratio, lambda r: f"{r:.0%}")
+    lines += table
     lines += ["", "What fanout serve counted in each run (its summary.json: requests, answered 200, updates "
               "applied by the devices, deliveries; bytes received per request, headers and body as sent) and its CPU "
               "time per request (user + system from /proc while the client ran, 10 ms ticks):", "",
