@@ -32,20 +32,19 @@ struct ForwardedRequests<Connection: AnyObject, Request: AnyObject> {
         guard slot < slots.count, Int(slots[slot].generation) == id >> 32,
             let connection = slots[slot].connection, let request = slots[slot].request
         else { return nil }
-        slots[slot].connection = nil
-        slots[slot].request = nil
-        free.append(Int32(slot))
-        count -= 1
+        release(slot)
         return (connection, request)
     }
 
     /// Forgets the requests of a closed connection: their answers, when they come, are dropped.
     mutating func removeAll(of connection: Connection) {
-        for slot in slots.indices where slots[slot].connection === connection {
-            slots[slot].connection = nil
-            slots[slot].request = nil
-            free.append(Int32(slot))
-            count -= 1
-        }
+        for slot in slots.indices where slots[slot].connection === connection { release(slot) }
+    }
+
+    private mutating func release(_ slot: Int) {
+        slots[slot].connection = nil
+        slots[slot].request = nil
+        free.append(Int32(slot))
+        count -= 1
     }
 }

@@ -107,14 +107,7 @@ public final class H2ServerConnection {
     @exclusivity(unchecked) var lastStream: Unmanaged<H2Request>?
 
     @inline(__always)
-    func stream(_ id: Int32) -> H2Request? {
-        if let last = lastStream, last._withUnsafeGuaranteedRef({ $0.streamId }) == id {
-            return last.takeUnretainedValue()
-        }
-        let found = streams.find(id)
-        lastStream = found.map { Unmanaged.passUnretained($0) }
-        return found
-    }
+    func stream(_ id: Int32) -> H2Request? { withStream(id, else: nil) { $0 } }
 
     /// `body` with the request of stream `id`, borrowed (no retain and release: nghttp2 calls back per header
     /// field and per DATA chunk), or `fallback` when the stream is not open.
