@@ -7,6 +7,10 @@
 # (population, TLS-less connect, exit). Prints the per-request figures and push's top functions per request.
 # Release build first (make build).
 #
+# CALLGRIND_PUSH_TLS=1: the same over TLS (nghttpd with a throwaway self-signed certificate made in the temp
+# directory, push https:// --insecure --connections 2, h2load https:// -c 2); start-up (the handshakes included)
+# is left out the same way.
+#
 #   scripts/callgrind-push.sh   # CALLGRIND_PUSH_OUT=FILE to keep the output
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +19,15 @@ out=${CALLGRIND_PUSH_OUT:-$work/callgrind-push.txt}
 exec > >(tee "$out") 2>&1
 rev=$(git rev-parse --short=12 HEAD)
 [ -z "$(git status --porcelain --untracked-files=no)" ] || rev="$rev (uncommitted changes)"
-echo "# scripts/callgrind-push.sh at commit $rev, $(date -u +%Y-%m-%dT%H:%MZ)"
+tls=${CALLGRIND_PUSH_TLS:-0}
+scheme=http connections=1 push_tls=() mode=""
+if [ "$tls" = 1 ]; then
+    mode=", TLS, 2 connections"
+    scheme=https connections=2 push_tls=(--insecure)
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost \
+        -keyout "$work/key.pem" -out "$work/cert.pem" > /dev/null 2>&1
+fi
+echo "# scripts/callgrind-push.sh at commit $rev, $(date -u +%Y-%m-%dT%H:%MZ)$mode"
 bin=${FANOUT_BIN:-.build/release/fanout}
 $bin serve smoke --devices 1000 --seed 7 --workers 1 --h2c --listen 127.0.0.1:0 --out "$work/probe" \
     2> "$work/probe.err" &
@@ -23,33 +35,39 @@ probe=$!
 for _ in $(seq 1 300); do grep -q "listening on" "$work/probe.err" 2>/dev/null && break; sleep 0.2; done
 kill -TERM $probe; wait $probe || true
 port=$((20000 + RANDOM % 20000))
-python3 - "$work" "$port" <<'PY'
+python3 - "$work" "$port" "$scheme" <<'PY'
 import json, os, sys
-work, port = sys.argv[1], sys.argv[2]
+work, port, scheme = sys.argv[1], sys.argv[2], sys.argv[3]
 tokens = [json.loads(l)["token"] for l in open(f"{work}/probe/population.jsonl")]
 os.makedirs(f"{work}/htdocs/3/device")
 for t in tokens:
     open(f"{work}/htdocs/3/device/{t}", "w").close()
-open(f"{work}/uris", "w").write("".join(f"http://127.0.0.1:{port}/3/device/{t}\n" for t in tokens))
+open(f"{work}/uris", "w").write("".join(f"{scheme}://127.0.0.1:{port}/3/device/{t}\n" for t in tokens))
 open(f"{work}/body", "w").write(json.dumps({"aps": {"event": "update", "timestamp": 1900000000, "content-state": {
     "home": 2, "away": 1, "clock": "81:00", "period": "2nd half", "winProbability": 0.71, "final": False,
     "lastEvent": "Goal! 81' header from a corner, assisted by the captain"}}}))
 PY
-nghttpd --no-tls -n 1 -d "$work/htdocs" "$port" > /dev/null 2>&1 &
+if [ "$tls" = 1 ]; then
+    nghttpd -n 1 -d "$work/htdocs" "$port" "$work/key.pem" "$work/cert.pem" > /dev/null 2>&1 &
+else
+    nghttpd --no-tls -n 1 -d "$work/htdocs" "$port" > /dev/null 2>&1 &
+fi
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
-sleep 0.5
+for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
 total() { callgrind_annotate "$1" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'; }
 cg() { valgrind --tool=callgrind --callgrind-out-file="$1" "${@:2}" > "$1.stdout" 2> "$1.stderr"; }
 for d in 0.1 0.3; do
-    cg "$work/push-$d.cg" $bin push "http://127.0.0.1:$port" smoke --devices 1000 --seed 7 --streams 100 \
+    cg "$work/push-$d.cg" $bin push "$scheme://127.0.0.1:$port" smoke --devices 1000 --seed 7 --streams 100 \
+        --connections $connections ${push_tls[@]+"${push_tls[@]}"} \
         --rate-scale 1000 --duration $d --drain 3000 --max-queued 10000000 --request-timeout 3600 \
-        --out "$work/push-$d" || true
+        --connect-timeout 600 --out "$work/push-$d" || true
     python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['requests']; print(r['answered'])" \
         "$work/push-$d/summary.json" > "$work/push-$d.n"
 done
 for n in 30000 100000; do
-    cg "$work/h2load-$n.cg" h2load -n $n -c 1 -m 100 -t 1 -d "$work/body" -H "apns-push-type: liveactivity" \
+    cg "$work/h2load-$n.cg" h2load -n $n -c $connections -m 100 -t 1 -d "$work/body" \
+        -H "apns-push-type: liveactivity" \
         -H "apns-priority: 10" -H "apns-topic: com.example.scores.push-type.liveactivity" -i "$work/uris"
     echo $n > "$work/h2load-$n.n"
 done

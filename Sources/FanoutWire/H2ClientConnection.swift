@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// The client side of one HTTP/2 connection: nghttp2's client session through its memory interface, on a
-/// ``TCPStream`` connected with `uv_tcp_connect`, optionally TLS over memory BIOs (ALPN `h2` required). Requests
+/// ``TCPStream`` connected with `uv_tcp_connect`, optionally TLS (``TLSSession``, ALPN `h2` required). Requests
 /// beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS (and before its first SETTINGS) wait in a queue here (at most
 /// ``H2ClientSettings/maxQueued``); each ends in ``onResponse`` exactly once, answered or failed (reset, GOAWAY, the
 /// connection's end, a deadline, the queue's bound, the stream ids' end). Its deadlines are the owner's sweep's

@@ -2,7 +2,7 @@ internal import CNGHTTP2
 import UVLoop
 
 /// What one HTTP/2 connection's bytes go through, under both sides (``H2ServerConnection``, ``H2ClientConnection``):
-/// the socket, or an in-memory connection's `output`; TLS over memory BIOs when on; input into nghttp2
+/// the socket, or an in-memory connection's `output`; TLS when on (``TLSSession``'s own BIO); input into nghttp2
 /// (`nghttp2_session_mem_recv`, its callbacks run inside) and nghttp2's output out (`nghttp2_session_mem_send`),
 /// in one write per flush, up to a watermark of bytes waiting on the socket. The session and the protocol
 /// (streams, requests, answers) stay with the connection, which hands the session in. Confined to its loop's
@@ -50,8 +50,7 @@ final class H2Transport {
         var code: Int32 = 0
         if let tls {
             do throws(TLSError) {
-                try tls.feed(bytes)
-                try tls.readPlaintext { plain in if code == 0 { code = process(plain, session) } }
+                try tls.receive(bytes) { plain in if code == 0 { code = process(plain, session) } }
             } catch {
                 writeCiphertext()
                 return "TLS: \(error)"

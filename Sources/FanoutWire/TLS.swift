@@ -1,5 +1,9 @@
 internal import COpenSSL
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A TLS failure: what was being done and OpenSSL's error queue, as text.
 public struct TLSError: Error, CustomStringConvertible, Sendable {
     public let description: String
@@ -27,6 +31,7 @@ public final class TLSContext {
     public init(certificateFile: String, keyFile: String) throws(TLSError) {
         guard let context = SSL_CTX_new(TLS_server_method()) else { throw TLSError("SSL_CTX_new") }
         self.context = context
+        try makePipeMethod()
         guard COpenSSL_CTX_set_min_proto_version_tls12(context) == 1 else { throw TLSError("TLS 1.2 minimum") }
         _ = COpenSSL_CTX_set_options(context, COpenSSL_no_renegotiation_option())
         guard SSL_CTX_use_certificate_chain_file(context, certificateFile) == 1 else {
@@ -47,6 +52,7 @@ public final class TLSContext {
         guard let context = SSL_CTX_new(TLS_client_method()) else { throw TLSError("SSL_CTX_new") }
         self.context = context
         isClient = true
+        try makePipeMethod()
         guard COpenSSL_CTX_set_min_proto_version_tls12(context) == 1 else { throw TLSError("TLS 1.2 minimum") }
         let protocols: [UInt8] = [2, UInt8(ascii: "h"), UInt8(ascii: "2")]
         guard SSL_CTX_set_alpn_protos(context, protocols, UInt32(protocols.count)) == 0 else {
@@ -71,17 +77,38 @@ public final class TLSContext {
     private(set) var isClient = false
     private(set) var verifies = false
 
-    deinit { SSL_CTX_free(context) }
+    /// The method of its sessions' BIOs (``TLSSession``): made once per context, freed with it (its sessions hold it).
+    private(set) var pipeMethod: OpaquePointer?
+
+    /// One BIO type index for the process (OpenSSL has 128 of them).
+    private static let pipeIndex = BIO_get_new_index()
+
+    private func makePipeMethod() throws(TLSError) {
+        guard Self.pipeIndex > 0, let method = COpenSSL_pipe_method(Self.pipeIndex) else {
+            throw TLSError("BIO_meth_new")
+        }
+        pipeMethod = method
+    }
+
+    deinit {
+        SSL_CTX_free(context)
+        if let pipeMethod { BIO_meth_free(pipeMethod) }
+    }
 }
 
-/// One connection's TLS state over memory BIOs: ciphertext from the socket goes in with `feed`, plaintext
-/// comes out of `readPlaintext`; plaintext to send goes in with `writePlaintext` and ciphertext to put on
-/// the socket comes out of `takeCiphertext`. No socket is touched here: the event loop owns I/O. Public so that an
-/// in-memory peer (the serve fuzz target's client, tests) speaks real TLS to an in-memory connection.
+/// One connection's TLS state over one BIO of our own (`COpenSSL_Pipe`, Sources/COpenSSL/shim.h): ciphertext from
+/// the socket goes in with ``receive(_:into:)`` (read by OpenSSL straight from the socket's buffer; only what it
+/// leaves unread is copied, to be read first next time) or ``feed(_:)`` (copied), plaintext comes out of
+/// ``readPlaintext(into:)``; plaintext to send goes in with ``writePlaintext(_:)``, and the records it makes wait in
+/// one buffer (grown, never zeroed) for ``takeCiphertext(_:)``. No socket is touched here: the event loop owns I/O.
+/// Public so that an in-memory peer (the serve fuzz target's client, tests) speaks real TLS to an in-memory
+/// connection.
 public final class TLSSession {
     private let ssl: OpaquePointer
-    private let incoming: OpaquePointer
-    private let outgoing: OpaquePointer
+    /// The BIO's buffers (its data); released after the SSL (which owns the BIO).
+    private let pipe: UnsafeMutablePointer<COpenSSL_Pipe>
+    /// Holds the BIO's method for as long as the BIO lives.
+    private let context: TLSContext
     public private(set) var handshakeDone = false
 
     /// A server's session (it accepts).
@@ -89,18 +116,20 @@ public final class TLSSession {
         try self.init(context, client: false)
     }
 
-    /// The one place a session's SSL and memory BIOs are made; `client` picks the handshake's side.
+    /// The one place a session's SSL and BIO are made; `client` picks the handshake's side.
     private init(_ context: TLSContext, client: Bool) throws(TLSError) {
         guard let ssl = SSL_new(context.context) else { throw TLSError("SSL_new") }
-        guard let incoming = BIO_new(BIO_s_mem()), let outgoing = BIO_new(BIO_s_mem()) else {
+        guard let bio = BIO_new(context.pipeMethod) else {
             SSL_free(ssl)
             throw TLSError("BIO_new")
         }
+        pipe = UnsafeMutablePointer<COpenSSL_Pipe>.allocate(capacity: 1)
+        pipe.initialize(to: COpenSSL_Pipe())
+        BIO_set_data(bio, pipe)
         self.ssl = ssl
-        self.incoming = incoming
-        self.outgoing = outgoing
+        self.context = context
         requiresH2 = client
-        SSL_set_bio(ssl, incoming, outgoing)  // the SSL owns both BIOs from here on
+        SSL_set_bio(ssl, bio, bio)  // the SSL owns the BIO (one reference for both directions) from here on
         if client { SSL_set_connect_state(ssl) } else { SSL_set_accept_state(ssl) }
     }
 
@@ -137,25 +166,33 @@ public final class TLSSession {
         throw TLSError("TLS handshake failed")
     }
 
-    deinit { SSL_free(ssl) }
-
-    /// Hands ciphertext from the socket to OpenSSL.
-    public func feed(_ bytes: UnsafeRawBufferPointer) throws(TLSError) {
-        try Self.writeAll(bytes, to: incoming, with: BIO_write, failure: "BIO_write")
+    deinit {
+        SSL_free(ssl)  // frees the BIO, which reads and writes nothing more
+        COpenSSL_pipe_release(pipe)
+        pipe.deallocate()
     }
 
-    /// Hands all of `bytes` to `write` (`BIO_write`, `SSL_write`: OpenSSL's writes, which may take a part at a time).
-    @inline(__always)
-    private static func writeAll(
-        _ bytes: UnsafeRawBufferPointer, to target: OpaquePointer,
-        with write: @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int32) -> Int32, failure: String
+    /// Hands ciphertext to OpenSSL, copied (read by the next ``readPlaintext(into:)``).
+    public func feed(_ bytes: UnsafeRawBufferPointer) throws(TLSError) {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        guard COpenSSL_pipe_keep(pipe, base, bytes.count) == 1 else { throw TLSError("out of memory for ciphertext") }
+    }
+
+    /// Ciphertext from the socket, decrypted into `sink` (``readPlaintext(into:)``): OpenSSL reads it where it is;
+    /// whatever it leaves unread (none, unless the read stopped early) is copied before this returns, as `bytes`
+    /// is valid only during the call.
+    public func receive(
+        _ bytes: UnsafeRawBufferPointer, into sink: (UnsafeRawBufferPointer) -> Void
     ) throws(TLSError) {
-        var offset = 0
-        while offset < bytes.count {
-            let n = write(target, bytes.baseAddress! + offset, Int32(bytes.count - offset))
-            guard n > 0 else { throw TLSError(failure) }
-            offset += Int(n)
+        pipe.pointee.borrowed = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        pipe.pointee.borrowedCount = bytes.count
+        do {
+            try readPlaintext(into: sink)
+        } catch {
+            _ = COpenSSL_pipe_end_borrow(pipe)
+            throw error
         }
+        guard COpenSSL_pipe_end_borrow(pipe) == 1 else { throw TLSError("out of memory for ciphertext") }
     }
 
     /// Advances the handshake and decrypts what is available into `sink`. Throws on a TLS failure (the
@@ -200,18 +237,33 @@ public final class TLSSession {
 
     /// Encrypts plaintext to send (after the handshake).
     public func writePlaintext(_ bytes: UnsafeRawBufferPointer) throws(TLSError) {
-        try Self.writeAll(bytes, to: ssl, with: SSL_write, failure: "TLS write failed")
+        var offset = 0
+        while offset < bytes.count {
+            let n = SSL_write(ssl, bytes.baseAddress! + offset, Int32(bytes.count - offset))
+            guard n > 0 else { throw TLSError("TLS write failed") }
+            offset += Int(n)
+        }
     }
 
     /// Some ciphertext waits for the socket.
-    public var hasCiphertext: Bool { COpenSSL_BIO_pending(outgoing) > 0 }
+    public var hasCiphertext: Bool { pipe.pointee.outCount > 0 }
 
-    /// Ciphertext waiting for the socket (handshake records, alerts, encrypted frames).
+    /// Ciphertext waiting for the socket (handshake records, alerts, encrypted frames): all of it in one piece (more
+    /// pieces only if `sink` makes this session write again). The buffer is kept for the next records unless it
+    /// grew past 1 MiB.
     public func takeCiphertext(_ sink: (UnsafeRawBufferPointer) -> Void) {
-        while COpenSSL_BIO_pending(outgoing) > 0 {
-            withUnsafeTemporaryAllocation(byteCount: 16 * 1024, alignment: 16) { buffer in
-                let n = BIO_read(outgoing, buffer.baseAddress, Int32(buffer.count))
-                if n > 0 { sink(UnsafeRawBufferPointer(start: buffer.baseAddress, count: Int(n))) }
+        while pipe.pointee.outCount > 0, let block = pipe.pointee.out {
+            let count = pipe.pointee.outCount
+            let capacity = pipe.pointee.outCapacity
+            pipe.pointee.out = nil  // detached while `sink` runs: a write meanwhile starts a buffer of its own
+            pipe.pointee.outCount = 0
+            pipe.pointee.outCapacity = 0
+            sink(UnsafeRawBufferPointer(start: block, count: count))
+            if pipe.pointee.out == nil && capacity <= 1 << 20 {
+                pipe.pointee.out = block
+                pipe.pointee.outCapacity = capacity
+            } else {
+                free(block)
             }
         }
     }

@@ -35,12 +35,12 @@ final class H2TestServer {
         self.port = port
     }
 
-    /// nghttpd serving `index.html` ("hello\n"), h2c or TLS with a self-signed certificate (in ``directory``),
-    /// at most `streams` concurrent streams.
-    init(nghttpdTLS tls: Bool, streams: Int) throws {
+    /// nghttpd serving `index.html` ("hello\n", or `index`), h2c or TLS with a self-signed certificate (in
+    /// ``directory``), at most `streams` concurrent streams.
+    init(nghttpdTLS tls: Bool, streams: Int, index: Data = Data("hello\n".utf8)) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanout-h2-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        try Data("hello\n".utf8).write(to: directory.appendingPathComponent("index.html"))
+        try index.write(to: directory.appendingPathComponent("index.html"))
         port = H2TestServer.freePort()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         var arguments = ["nghttpd", "-m", String(streams), "-d", directory.path, "--address=127.0.0.1", String(port)]
@@ -213,6 +213,30 @@ struct H2ClientConnectionTests {
             port: server.port, tls: TLSContext(clientCAFile: nil, insecure: true), serverName: "example.com",
             requests: requests(5))
         #expect(insecure.responses.allSatisfy { $0.status == 200 })
+    }
+
+    @Test("TLS to nghttpd: 1 MiB request bodies out and 1 MiB answers in, across many records and reads, intact")
+    func nghttpdTLSLargeBodies() throws {
+        // Bytes that differ at every offset within a record's size: a record dropped, repeated, or cut at a read's
+        // edge shows in the answer's bytes; the request bodies must all go out for nghttpd to answer at all.
+        let size = 1 << 20
+        let file: [UInt8] = (0..<size).map { k in UInt8(truncatingIfNeeded: k &* 31 &+ k >> 13) }
+        let server = try H2TestServer(nghttpdTLS: true, streams: 100, index: Data(file))
+        var settings = H2ClientSettings()
+        settings.bodyLimit = size
+        settings.maxResponseBodyBytes = size
+        let body: [UInt8] = (0..<size).map { k in UInt8(truncatingIfNeeded: k &* 7) }
+        let large: [H2ClientRequest] = (0..<4).map { k in
+            H2ClientRequest(path: Array("/index.html".utf8), headers: HeaderList(), body: body, tag: k)
+        }
+        let run = try runClient(
+            port: server.port, tls: TLSContext(clientCAFile: server.certificate, insecure: false),
+            serverName: "localhost", requests: large, deadlineMillis: 60_000, settings: settings)
+        #expect(run.responses.count == 4, "\(run.endReason ?? "")")
+        for response in run.responses {
+            #expect(response.status == 200 && response.failure == nil && response.body.count == size)
+            #expect(response.body == file)
+        }
     }
 
     @Test("APNs-shaped answers: status, apns-id and the JSON reason per stream; the server's limit of 3 holds")
