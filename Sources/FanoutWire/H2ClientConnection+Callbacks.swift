@@ -132,10 +132,13 @@ extension H2ClientConnection {
                 pingsAnswered += 1
             }
         } else if type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue,
-            frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0,
-            let record = record(session, frame.pointee.hd.stream_id)
+            frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         {
-            record.endNanos = EventLoop.hrtimeNanos
+            // Borrowed (no retain and release per answer).
+            return withRecord(session, frame.pointee.hd.stream_id) { record in
+                record.endNanos = EventLoop.hrtimeNanos
+                return 0
+            }
         }
         return 0
     }
