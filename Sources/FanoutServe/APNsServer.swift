@@ -276,8 +276,13 @@ public final class APNsServer: H2ServerDelegate {
         guard let cluster else { return }
         cluster.take(index, into: &inboxMessages)
         defer { inboxMessages.removeAll(keepingCapacity: true) }
-        for message in inboxMessages {
-            switch message {
+        for i in inboxMessages.indices {
+            // Moved out, not copied (a copy retained every buffer of a forwarded request's input, or of an answer,
+            // and released them at the drain's end): a forwarded request's buffers are let go here, before its
+            // answer is handed back, so its origin reuses them for its next stream without copying them.
+            var message = ClusterMessage.allDrained
+            swap(&message, &inboxMessages[i])
+            switch consume message {
             case .request(let id, let origin, let input):
                 var became = false
                 let response = service.handle(

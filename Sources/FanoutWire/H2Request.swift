@@ -38,11 +38,20 @@ public final class H2Request {
     @exclusivity(unchecked) var olderIncomplete: Unmanaged<H2Request>?
     @exclusivity(unchecked) var newerIncomplete: Unmanaged<H2Request>?
 
+    /// Where the answer's header values that are not static text are written (its ids, a status or length in
+    /// digits): nghttp2 is handed them without a copy (NGHTTP2_NV_FLAG_NO_COPY_VALUE), and reads them when it
+    /// writes the stream's HEADERS, before the stream closes (a pooled request is reused only after that).
+    /// Allocated once per request object, kept across reuse.
+    let answerValues = UnsafeMutableRawPointer.allocate(byteCount: H2Request.answerValuesBytes, alignment: 8)
+    static let answerValuesBytes = 2 * UniqueHeader.capacity + 2 * 24
+
     init(streamId: Int32, arrivalNanos: UInt64, bodyLimit: Int) {
         self.streamId = streamId
         self.arrivalNanos = arrivalNanos
         self.bodyLimit = bodyLimit
     }
+
+    deinit { answerValues.deallocate() }
 
     /// Makes a finished request ready for another stream, keeping its buffers' capacity.
     func reuse(streamId: Int32, arrivalNanos: UInt64) {
