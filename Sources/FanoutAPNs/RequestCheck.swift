@@ -204,7 +204,7 @@ public enum RequestCheck {
         // 15
         switch route {
         case .push(let token):
-            guard token.count % 2 == 0, token.allSatisfy(isHexDigit) else { return .badDeviceToken }
+            guard token.count % 2 == 0, allHexDigits(token) else { return .badDeviceToken }
         default:
             switch channelId(headers) {
             case .failure(let reason): return reason
@@ -257,6 +257,32 @@ public enum RequestCheck {
 
     static func isHexDigit(_ c: UInt8) -> Bool {
         (c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66) || (c >= 0x41 && c <= 0x46)
+    }
+
+    /// Whether every byte is a hex digit (either case), as `allSatisfy(isHexDigit)` has it: eight bytes at a time
+    /// (a device token is 64 or more; byte by byte it cost ~500 instructions a request). Per byte of a word with no
+    /// high bit set, `b + (0x80 - lo)` has its high bit set iff `b >= lo`, and `b + (0x7F - hi)` iff `b > hi`
+    /// (no carry crosses into the next byte); letters are compared with the case bit set.
+    static func allHexDigits(_ bytes: ArraySlice<UInt8>) -> Bool {
+        bytes.withUnsafeBytes { b in
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let high = 0x80 &* ones
+            var i = 0
+            while i + 8 <= b.count {
+                let w = b.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                if w & high != 0 { return false }
+                let digit = (w &+ 0x50 &* ones) & ~(w &+ 0x46 &* ones)  // 0x30...0x39
+                let l = w | 0x20 &* ones
+                let letter = (l &+ 0x1F &* ones) & ~(l &+ 0x19 &* ones)  // 0x61...0x66 (or 0x41...0x46)
+                if (digit | letter) & high != high { return false }
+                i += 8
+            }
+            while i < b.count {
+                if !isHexDigit(b[i]) { return false }
+                i += 1
+            }
+            return true
+        }
     }
 
     /// 8-4-4-4-12 hex digits (either case): FanoutCore's check (``PayloadValidator/isCanonicalUUID(_:)``, the

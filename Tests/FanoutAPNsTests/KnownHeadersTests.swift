@@ -85,3 +85,29 @@ struct KnownHeadersTests {
         #expect(input.known.hasDuplicates)
     }
 }
+
+@Suite("RequestCheck.allHexDigits: eight bytes at a time, as a byte-by-byte check")
+struct HexDigitsTests {
+    @Test("every byte value at every position of tokens of 0 to 19 bytes")
+    func everyByte() {
+        let hex = Array("0123456789abcdefABCDEF".utf8)
+        for length in 0..<20 {
+            let base = (0..<length).map { hex[$0 % hex.count] }
+            #expect(RequestCheck.allHexDigits(base[...]), "\(length)")
+            var differing: [(Int, Int)] = []
+            for position in 0..<length {
+                for byte in 0...255 {
+                    var token = base
+                    token[position] = UInt8(byte)
+                    let expected = token.allSatisfy(RequestCheck.isHexDigit)
+                    if RequestCheck.allHexDigits(token[...]) != expected { differing.append((position, byte)) }
+                }
+            }
+            #expect(differing.isEmpty, "length \(length): (position, byte) \(differing.prefix(8))")
+        }
+        // A slice not starting at its array's start (the token is the path after "/3/device/").
+        let path = Array("/3/device/0123456789abcdefABCDEF0123456789".utf8)
+        #expect(RequestCheck.allHexDigits(path[10...]))
+        #expect(!RequestCheck.allHexDigits(path[9...]))
+    }
+}
