@@ -84,7 +84,11 @@ public final class H2Request {
 
     func appendBody(_ bytes: UnsafeRawBufferPointer) {
         let room = bodyLimit + 1 - body.count
-        if room > 0 { body.append(contentsOf: bytes.prefix(room)) }
+        // Typed: appended by memcpy (a slice of the raw buffer was copied through its iterator).
+        if room > 0 {
+            let typed = bytes.assumingMemoryBound(to: UInt8.self)
+            body.append(contentsOf: UnsafeBufferPointer(rebasing: typed.prefix(room)))
+        }
         bodyBytesReceived += bytes.count
     }
 }

@@ -88,3 +88,38 @@ struct H2ServerAnswerHeadersTests {
         }
     }
 }
+
+@Suite("H2Request: what is kept of a request (pseudo-headers, the body up to its limit + 1)")
+struct H2RequestKeptTests {
+    @Test("the body: chunks kept up to the limit + 1 bytes, every byte counted, in order")
+    func bodyLimit() {
+        let request = H2Request(streamId: 1, arrivalNanos: 0, bodyLimit: 16)
+        let bytes = (0..<40).map { UInt8($0) }
+        bytes.withUnsafeBytes { all in
+            request.appendBody(UnsafeRawBufferPointer(rebasing: all[0..<10]))
+            request.appendBody(UnsafeRawBufferPointer(rebasing: all[10..<10]))
+            #expect(request.body == Array(bytes[0..<10]) && !request.bodyTooLarge)
+            request.appendBody(UnsafeRawBufferPointer(rebasing: all[10..<16]))
+            #expect(request.body == Array(bytes[0..<16]) && !request.bodyTooLarge)
+            request.appendBody(UnsafeRawBufferPointer(rebasing: all[16..<30]))
+            request.appendBody(UnsafeRawBufferPointer(rebasing: all[30..<40]))
+        }
+        #expect(request.body == Array(bytes[0..<17]))
+        #expect(request.bodyBytesReceived == 40 && request.bodyTooLarge)
+        request.appendBody(UnsafeRawBufferPointer(start: nil, count: 0))
+        #expect(request.bodyBytesReceived == 40)
+    }
+
+    @Test("method and path as sent, on a new request and on a pooled one")
+    func methodAndPath() throws {
+        let h = try Harness()
+        h.keeper.answerAtOnce = true
+        h.send(Client.request(1, path: "/3/device/" + String(repeating: "ab", count: 40), end: true))
+        h.send(Client.request(3, path: "/1/apps/com.x/channels", end: true))
+        #expect(h.keeper.requests.count == 2)
+        let second = try #require(h.keeper.requests.last)
+        #expect(second.method == Array("POST".utf8))
+        #expect(second.path == Array("/1/apps/com.x/channels".utf8))
+        #expect(!second.duplicatePseudoHeader)
+    }
+}
