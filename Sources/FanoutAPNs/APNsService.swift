@@ -219,7 +219,7 @@ public final class APNsService {
         case .failure: return .local
         case .success(let found): route = found
         }
-        if r.headers.hasDuplicates { return .local }
+        if r.known.hasDuplicates { return .local }
         if let auth, checkToken(auth, r, state, wallMillis, &becameAuthenticated) != nil {
             // Judged here again (the token's verdict is cached per connection), so the answer is counted once.
             return .local
@@ -245,7 +245,7 @@ public final class APNsService {
 
     static func describe(_ r: RequestInput) -> String {
         let path = String(decoding: r.path, as: UTF8.self)
-        let id = r.header("apns-id").map { " apns-id " + String(decoding: $0, as: UTF8.self) } ?? ""
+        let id = r.header(.apnsId).map { " apns-id " + String(decoding: $0, as: UTF8.self) } ?? ""
         return String(path.prefix(120)) + id
     }
 
@@ -275,9 +275,9 @@ public final class APNsService {
         case .success(let found): route = found
         }
         // Row 13's verdict, made once: the id echoed on any error, and the request's own if it passes.
-        let idCheck = RequestCheck.messageId(r.headers, broadcast: !isPush)
+        let idCheck = RequestCheck.messageId(r.headers, r.known, broadcast: !isPush)
         let id: UniqueHeader? = if case .success(let own) = idCheck { own } else { nil }
-        if r.headers.hasDuplicates { return failure(.duplicateHeaders, id: id) }
+        if r.known.hasDuplicates { return failure(.duplicateHeaders, id: id) }
         if let auth, let state, let reason = checkToken(auth, r, state, wallMillis, &became) {
             return failure(reason, id: id)
         }
@@ -285,7 +285,8 @@ public final class APNsService {
         case .push, .broadcast:
             var checked = CheckedHeaders()
             if let reason = RequestCheck.check(
-                route: route, headers: r.headers, bodyCount: r.body.count, messageId: idCheck, into: &checked)
+                route: route, headers: r.headers, known: r.known, bodyCount: r.body.count, messageId: idCheck,
+                into: &checked)
             {
                 return failure(reason, id: id)
             }
@@ -311,7 +312,7 @@ public final class APNsService {
     ) -> APNsReason? {
         var notes = ProviderAuth.Notes()
         let reason = auth.check(
-            authorization: r.header("authorization"), state: state, nowSeconds: wallMillis / 1000, notes: &notes)
+            authorization: r.header(.authorization), state: state, nowSeconds: wallMillis / 1000, notes: &notes)
         if notes.becameValid { became = true }
         if notes.derSignature {
             stats.note(.derSignature, "a token of key id \(notes.keyId ?? "?") signed in DER, not JWS R‖S")
@@ -320,7 +321,7 @@ public final class APNsService {
     }
 
     package func echoedId(_ r: RequestInput, broadcast: Bool) -> UniqueHeader? {
-        if case .success(let own) = RequestCheck.messageId(r.headers, broadcast: broadcast) { return own }
+        if case .success(let own) = RequestCheck.messageId(r.headers, r.known, broadcast: broadcast) { return own }
         return nil
     }
 }

@@ -129,18 +129,28 @@ public enum RequestCheck {
         route: APNsRoute, headers: HeaderList, bodyCount: Int, messageId: Result<UniqueHeader?, APNsReason>,
         into out: inout CheckedHeaders
     ) -> APNsReason? {
+        check(
+            route: route, headers: headers, known: KnownHeaders(headers), bodyCount: bodyCount, messageId: messageId,
+            into: &out)
+    }
+
+    /// The same, the headers APNs reads found by `known` (made once per request, ``RequestInput/known``).
+    static func check(
+        route: APNsRoute, headers: HeaderList, known: KnownHeaders, bodyCount: Int,
+        messageId: Result<UniqueHeader?, APNsReason>, into out: inout CheckedHeaders
+    ) -> APNsReason? {
         let broadcast: Bool
         switch route {
         case .push: broadcast = false
         case .broadcast: broadcast = true
         default: preconditionFailure("headers() is for pushes and broadcasts")
         }
-        func value(_ name: StaticString) -> ArraySlice<UInt8>? { headers.value(name) }
+        func value(_ name: KnownHeaders.Name) -> ArraySlice<UInt8>? { known.value(name, in: headers) }
         // 6, 7
         if bodyCount == 0 { return .payloadEmpty }
         if bodyCount > (broadcast ? 5120 : 4096) { return .payloadTooLarge }
         // 8
-        guard let pushType = value("apns-push-type") else {
+        guard let pushType = value(.apnsPushType) else {
             return broadcast ? .missingPushType : .invalidPushType
         }
         out.isLiveActivity = pushType.count == 12 && pushType.withUnsafeBytes { p in
@@ -155,7 +165,7 @@ public enum RequestCheck {
         }
         // 9, 10
         if !broadcast {
-            guard let topic = value("apns-topic"), !topic.isEmpty else { return .missingTopic }
+            guard let topic = value(.apnsTopic), !topic.isEmpty else { return .missingTopic }
             out.topic = topic
             let suffix = 23  // ".push-type.liveactivity"
             if out.isLiveActivity
@@ -166,7 +176,7 @@ public enum RequestCheck {
             }
         }
         // 11
-        if let priority = value("apns-priority") {
+        if let priority = value(.apnsPriority) {
             let p = priority.count <= 2 ? parseNonNegative(priority) : nil
             guard let p, p == 5 || p == 10 || (broadcast && p == 1) else { return .badPriority }
             out.priority = Int(p)
@@ -174,7 +184,7 @@ public enum RequestCheck {
             return .badPriority
         }
         // 12
-        if let collapse = value("apns-collapse-id") {
+        if let collapse = value(.apnsCollapseId) {
             guard collapse.count <= 64 else { return .badCollapseId }
             out.collapseId = Array(collapse)
         }
@@ -184,7 +194,7 @@ public enum RequestCheck {
         case .success(let id): out.messageId = id
         }
         // 14 (a channel's storage policy is checked once the channel is known)
-        if let expiration = value("apns-expiration") {
+        if let expiration = value(.apnsExpiration) {
             guard let e = parseNonNegative(expiration) else { return .badExpirationDate }
             out.expiration = e
             out.expirationGiven = true
@@ -194,7 +204,7 @@ public enum RequestCheck {
         // 15
         switch route {
         case .push(let token):
-            guard token.count % 2 == 0, token.allSatisfy(isHexDigit) else { return .badDeviceToken }
+            guard token.count % 2 == 0, allHexDigits(token) else { return .badDeviceToken }
         default:
             switch channelId(headers) {
             case .failure(let reason): return reason
@@ -232,14 +242,47 @@ public enum RequestCheck {
     }
 
     public static func messageId(_ headers: HeaderList, broadcast: Bool) -> Result<UniqueHeader?, APNsReason> {
+        messageId(headers, KnownHeaders(headers), broadcast: broadcast)
+    }
+
+    /// The same, the header found by `known`.
+    static func messageId(
+        _ headers: HeaderList, _ known: KnownHeaders, broadcast: Bool
+    ) -> Result<UniqueHeader?, APNsReason> {
         let name: StaticString = broadcast ? "apns-request-id" : "apns-id"
-        guard let value = headers.value(name) else { return .success(nil) }
+        guard let value = known.value(broadcast ? .apnsRequestId : .apnsId, in: headers) else { return .success(nil) }
         guard isCanonicalUUID(value) else { return .failure(.badMessageId) }
         return .success(.copying(name, value))
     }
 
     static func isHexDigit(_ c: UInt8) -> Bool {
         (c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66) || (c >= 0x41 && c <= 0x46)
+    }
+
+    /// Whether every byte is a hex digit (either case), as `allSatisfy(isHexDigit)` has it: eight bytes at a time
+    /// (a device token is 64 or more; byte by byte it cost ~500 instructions a request). Per byte of a word with no
+    /// high bit set, `b + (0x80 - lo)` has its high bit set iff `b >= lo`, and `b + (0x7F - hi)` iff `b > hi`
+    /// (no carry crosses into the next byte); letters are compared with the case bit set.
+    static func allHexDigits(_ bytes: ArraySlice<UInt8>) -> Bool {
+        bytes.withUnsafeBytes { b in
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let high = 0x80 &* ones
+            var i = 0
+            while i + 8 <= b.count {
+                let w = b.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                if w & high != 0 { return false }
+                let digit = (w &+ 0x50 &* ones) & ~(w &+ 0x46 &* ones)  // 0x30...0x39
+                let l = w | 0x20 &* ones
+                let letter = (l &+ 0x1F &* ones) & ~(l &+ 0x19 &* ones)  // 0x61...0x66 (or 0x41...0x46)
+                if (digit | letter) & high != high { return false }
+                i += 8
+            }
+            while i < b.count {
+                if !isHexDigit(b[i]) { return false }
+                i += 1
+            }
+            return true
+        }
     }
 
     /// 8-4-4-4-12 hex digits (either case): FanoutCore's check (``PayloadValidator/isCanonicalUUID(_:)``, the

@@ -5,7 +5,11 @@ import FanoutCore
 public struct RequestInput: Sendable {
     public var method: [UInt8]
     public var path: [UInt8]
-    public var headers: HeaderList
+    public var headers: HeaderList {
+        didSet { known = KnownHeaders(headers) }
+    }
+    /// Where the headers APNs reads are in `headers`, and whether a name repeats (one pass, at init).
+    public private(set) var known: KnownHeaders
     /// At most the body limit + 1 bytes.
     public var body: [UInt8]
     /// Monotonic nanoseconds: first HEADERS frame.
@@ -17,6 +21,7 @@ public struct RequestInput: Sendable {
         self.method = Array(method.utf8)
         self.path = Array(path.utf8)
         self.headers = HeaderList(headers)
+        known = KnownHeaders(self.headers)
         self.body = body
         self.arrivalNanos = arrivalNanos
     }
@@ -28,11 +33,13 @@ public struct RequestInput: Sendable {
         self.method = method
         self.path = path
         self.headers = headers
+        known = KnownHeaders(headers)
         self.body = body
         self.arrivalNanos = arrivalNanos
     }
 
-    func header(_ name: StaticString) -> ArraySlice<UInt8>? {
-        headers.value(name)
+    @inline(__always)
+    func header(_ name: KnownHeaders.Name) -> ArraySlice<UInt8>? {
+        known.value(name, in: headers)
     }
 }

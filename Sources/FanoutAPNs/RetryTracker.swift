@@ -44,7 +44,7 @@ package struct RetryTracker {
     /// neither.
     package mutating func keys(_ r: RequestInput, token: ArraySlice<UInt8>) -> RetryKeys? {
         var keys = RetryKeys()
-        if let id = r.header("apns-id"), RequestCheck.isCanonicalUUID(id) { keys.id = Self.hash(id, salt: 1) }
+        if let id = r.header(.apnsId), RequestCheck.isCanonicalUUID(id) { keys.id = Self.hash(id, salt: 1) }
         if let timestamp = timestamp(r.body) {
             keys.content = Mix.hash(Self.hash(token, salt: 2), UInt64(bitPattern: timestamp))
         }

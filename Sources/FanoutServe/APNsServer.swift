@@ -58,14 +58,14 @@ public final class APNsServer: H2ServerDelegate {
     /// end in one batch per worker (one lock, one wakeup; `flushOutbox`), not one at a time.
     @exclusivity(unchecked) var outbox: [[ClusterMessage]] = []
     /// The inbox's messages being handled (swapped out of the cluster; emptied, its storage kept, after each drain).
-    @exclusivity(unchecked) private var inboxMessages: [ClusterMessage] = []
+    @exclusivity(unchecked) var inboxMessages: [ClusterMessage] = []
     /// The connections whose answers to forwarded requests are being written during an inbox drain: their output is
     /// held and flushed once at its end (one write for the batch, not one per answer).
-    @exclusivity(unchecked) private var answering: [H2ServerConnection] = []
+    @exclusivity(unchecked) var answering: [H2ServerConnection] = []
     private var drainedReported = false
     /// Every worker has drained: this one closes up once no broadcast waits for its fan-out here and no part of one
     /// answered here is still to come from a peer (a broadcast may sit in the inbox ahead of `.allDrained`).
-    private var allDrainedSeen = false
+    var allDrainedSeen = false
     /// The wall clock requests are judged by (UNIX milliseconds); nil: `WallClock`. Fixed in the in-memory
     /// harness (APNsServer+Memory.swift), so that a provider token's age does not depend on when it runs.
     public var fixedWallMillis: Int64?
@@ -263,83 +263,11 @@ public final class APNsServer: H2ServerDelegate {
         drainDeadline = nil
     }
 
-    private func closeUp() {
+    func closeUp() {
         sweep?.close()
         sweep = nil
         inbox?.close()
         inbox = nil
-    }
-
-    // MARK: Several workers
-
-    func drainInbox() {
-        guard let cluster else { return }
-        cluster.take(index, into: &inboxMessages)
-        defer { inboxMessages.removeAll(keepingCapacity: true) }
-        for message in inboxMessages {
-            switch message {
-            case .request(let id, let origin, let input):
-                var became = false
-                let response = service.handle(
-                    input, auth: nil, wallMillis: wallMillis, becameAuthenticated: &became)
-                sendOutgoing()  // channel changes reach the peers before the answer does
-                post(.response(id: id, response: response), to: origin)
-            case .response(let id, let response):
-                guard let (connection, request) = forwarded.remove(id) else {
-                    connectionStats[.answersDropped] += 1  // its connection closed while the answer was on its way
-                    continue
-                }
-                // Its stream closes after this answer (or has, then it was not pooled): reusable again, with its
-                // buffers (the peer is done with the input that shared them), so the next stream takes no new one.
-                request.retained = false
-                if !connection.holdsOutput {
-                    connection.holdOutput()
-                    answering.append(connection)
-                }
-                answer(connection, request, response)
-            case .peer(let peer):
-                switch peer {
-                case .broadcast(let b): service.acceptRemoteBroadcast(b)
-                case .fanoutPart(_, let id, let end): service.fanoutPart(id: id, endNanos: end)
-                case .channel(let raw, let bundle, let policy, let deleted):
-                    service.channelChanged(raw, bundle: bundle, storagePolicy: policy, deleted: deleted)
-                }
-            case .allDrained:
-                allDrainedSeen = true
-            case .shutdown:
-                beginShutdown()
-            }
-        }
-        if service.pendingFanouts > 0 { service.runPendingFanouts(wallMillis: wallMillis) }
-        sendOutgoing()
-        for connection in answering { connection.releaseOutput() }
-        answering.removeAll(keepingCapacity: true)
-        flushOutbox()
-        if allDrainedSeen && service.pendingFanouts == 0 && service.outstanding.isEmpty { closeUp() }
-    }
-
-    private func sendOutgoing() {
-        guard let cluster else { return }
-        for message in service.takeOutgoing() {
-            switch message {
-            case .fanoutPart(let origin, _, _):
-                post(.peer(message), to: origin)
-            default:
-                for k in 0..<cluster.count where k != index { post(.peer(message), to: k) }
-            }
-        }
-    }
-
-    /// Gathers a message for worker `k` (handed over by `flushOutbox`, at the end of the read or drain).
-    private func post(_ message: ClusterMessage, to k: Int) {
-        if outbox.isEmpty, let cluster { outbox = Array(repeating: [], count: cluster.count) }
-        outbox[k].append(message)
-    }
-
-    /// Hands each worker the messages gathered for it, in the order they were made, in one batch.
-    func flushOutbox() {
-        guard let cluster else { return }
-        for k in outbox.indices where !outbox[k].isEmpty { cluster.send(&outbox[k], to: k) }
     }
 
     private func tick() {

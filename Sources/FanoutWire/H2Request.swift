@@ -38,11 +38,20 @@ public final class H2Request {
     @exclusivity(unchecked) var olderIncomplete: Unmanaged<H2Request>?
     @exclusivity(unchecked) var newerIncomplete: Unmanaged<H2Request>?
 
+    /// Where the answer's header values that are not static text are written (its ids, a status or length in
+    /// digits): nghttp2 is handed them without a copy (NGHTTP2_NV_FLAG_NO_COPY_VALUE), and reads them when it
+    /// writes the stream's HEADERS, before the stream closes (a pooled request is reused only after that).
+    /// Allocated once per request object, kept across reuse.
+    let answerValues = UnsafeMutableRawPointer.allocate(byteCount: H2Request.answerValuesBytes, alignment: 8)
+    static let answerValuesBytes = 2 * UniqueHeader.capacity + 2 * 24
+
     init(streamId: Int32, arrivalNanos: UInt64, bodyLimit: Int) {
         self.streamId = streamId
         self.arrivalNanos = arrivalNanos
         self.bodyLimit = bodyLimit
     }
+
+    deinit { answerValues.deallocate() }
 
     /// Makes a finished request ready for another stream, keeping its buffers' capacity.
     func reuse(streamId: Int32, arrivalNanos: UInt64) {
@@ -75,7 +84,11 @@ public final class H2Request {
 
     func appendBody(_ bytes: UnsafeRawBufferPointer) {
         let room = bodyLimit + 1 - body.count
-        if room > 0 { body.append(contentsOf: bytes.prefix(room)) }
+        // Typed: appended by memcpy (a slice of the raw buffer was copied through its iterator).
+        if room > 0 {
+            let typed = bytes.assumingMemoryBound(to: UInt8.self)
+            body.append(contentsOf: UnsafeBufferPointer(rebasing: typed.prefix(room)))
+        }
         bodyBytesReceived += bytes.count
     }
 }

@@ -14,47 +14,72 @@ extension H2ServerConnection {
         }
         request.answered = true
         request.response = response.body
-        // Every name and value in one buffer, reused from response to response; nghttp2 copies the pairs into
-        // its frame on submit.
-        headerBytes.removeAll(keepingCapacity: true)
-        headerRanges.removeAll(keepingCapacity: true)
-        func add(_ name: some Sequence<UInt8>, _ value: some Sequence<UInt8>, flags: UInt8 = 0) {
-            let n = headerBytes.count
-            headerBytes.append(contentsOf: name)
-            let v = headerBytes.count
-            headerBytes.append(contentsOf: value)
-            headerRanges.append((Int32(n), Int32(v), Int32(headerBytes.count), flags))
-        }
-        func bytes(_ text: StaticString) -> UnsafeRawBufferPointer {
-            UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
-        }
-        if let text = H2ServerConnection.statusText(response.status) {
-            add(bytes(":status"), bytes(text))
-        } else {
-            add(bytes(":status"), String(response.status).utf8)
-        }
-        let never = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
-        if let id = response.id { id.withValue { add(bytes(id.name), $0, flags: never) } }
-        if let id = response.extraId { id.withValue { add(bytes(id.name), $0, flags: never) } }
-        for header in response.headers { add(header.name.utf8, header.value.utf8) }
-        if !response.body.isEmpty { add(bytes("content-length"), String(response.body.count).utf8) }
-        let ranges = headerRanges
-        let status: Int32 = headerBytes.withUnsafeMutableBufferPointer { buffer in
-            let base = buffer.baseAddress!
-            return withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: ranges.count) { pairs in
-                for (i, r) in ranges.enumerated() {
-                    pairs[i] = nghttp2_nv(
-                        name: base + Int(r.name), value: base + Int(r.value), namelen: Int(r.value - r.name),
-                        valuelen: Int(r.end - r.value), flags: r.flags)
-                }
-                if response.body.isEmpty {
-                    return nghttp2_submit_response(session, request.streamId, pairs.baseAddress, ranges.count, nil)
-                }
-                var provider = CNGHTTP2_data_provider(nil) { session, streamId, buffer, length, dataFlags, _, user in
-                    H2ServerConnection.with(user) { $0.readBody(streamId, buffer!, length, dataFlags!) }
-                }
-                return nghttp2_submit_response(session, request.streamId, pairs.baseAddress, ranges.count, &provider)
+        // Static names and values, and the values written into the request's own `answerValues` (kept until its
+        // stream closes), go to nghttp2 without a copy (NO_COPY_NAME/VALUE: it neither copies nor lower-cases
+        // them; every name here is lowercase). Only `response.headers` (Strings: an error's content-type) are
+        // copied by nghttp2, from one buffer reused from response to response.
+        let copied = response.headers.count
+        if copied > 0 {
+            headerBytes.removeAll(keepingCapacity: true)
+            headerRanges.removeAll(keepingCapacity: true)
+            for header in response.headers {
+                let n = headerBytes.count
+                headerBytes.append(contentsOf: header.name.utf8)
+                let v = headerBytes.count
+                headerBytes.append(contentsOf: header.value.utf8)
+                headerRanges.append((Int32(n), Int32(v), Int32(headerBytes.count), 0))
             }
+        }
+        let count = 1 + (response.id == nil ? 0 : 1) + (response.extraId == nil ? 0 : 1) + copied
+            + (response.body.isEmpty ? 0 : 1)
+        let status: Int32 = withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: count) { pairs in
+            let noCopy = UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue)
+            var k = 0
+            func put(_ name: StaticString, _ value: UnsafeRawPointer, _ length: Int, never: Bool = false) {
+                pairs[k] = nghttp2_nv(
+                    name: UnsafeMutablePointer(mutating: name.utf8Start),
+                    value: UnsafeMutablePointer(mutating: value.assumingMemoryBound(to: UInt8.self)),
+                    namelen: name.utf8CodeUnitCount, valuelen: length,
+                    flags: never ? noCopy | UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : noCopy)
+                k += 1
+            }
+            let values = request.answerValues
+            let digits = values + 2 * UniqueHeader.capacity
+            if let text = H2ServerConnection.statusText(response.status) {
+                put(":status", text.utf8Start, text.utf8CodeUnitCount)
+            } else {
+                put(":status", digits, H2ServerConnection.writeDecimal(response.status, to: digits))
+            }
+            // Ids: never indexed (see UniqueHeader).
+            if let id = response.id {
+                id.withValue { if $0.count > 0 { values.copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+                put(id.name, values, id.count, never: true)
+            }
+            if let id = response.extraId {
+                let at = values + UniqueHeader.capacity
+                id.withValue { if $0.count > 0 { at.copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+                put(id.name, at, id.count, never: true)
+            }
+            if copied > 0 {
+                headerBytes.withUnsafeMutableBufferPointer { buffer in
+                    let base = buffer.baseAddress!
+                    for r in headerRanges {
+                        pairs[k] = nghttp2_nv(
+                            name: base + Int(r.name), value: base + Int(r.value), namelen: Int(r.value - r.name),
+                            valuelen: Int(r.end - r.value), flags: r.flags)
+                        k += 1
+                    }
+                }
+            }
+            if response.body.isEmpty {
+                return nghttp2_submit_response(session, request.streamId, pairs.baseAddress, k, nil)
+            }
+            let length = digits + 24
+            put("content-length", length, H2ServerConnection.writeDecimal(response.body.count, to: length))
+            var provider = CNGHTTP2_data_provider(nil) { session, streamId, buffer, length, dataFlags, _, user in
+                H2ServerConnection.with(user) { $0.readBody(streamId, buffer!, length, dataFlags!) }
+            }
+            return nghttp2_submit_response(session, request.streamId, pairs.baseAddress, k, &provider)
         }
         if status == 0 {
             responsesSubmitted += 1
@@ -65,6 +90,28 @@ extension H2ServerConnection {
             request.response = []
         }
         if !transport.busy { flush() }
+    }
+
+    /// `value` in decimal as `String(value)` writes it, at `to` (room for 24 bytes); returns its length.
+    static func writeDecimal(_ value: Int, to out: UnsafeMutableRawPointer) -> Int {
+        var magnitude = value.magnitude
+        var reversed: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        var n = 0
+        withUnsafeMutableBytes(of: &reversed) { r in
+            repeat {
+                r[n] = UInt8(truncatingIfNeeded: 0x30 &+ magnitude % 10)
+                magnitude /= 10
+                n += 1
+            } while magnitude > 0
+            var at = 0
+            if value < 0 {
+                out.storeBytes(of: UInt8(ascii: "-"), as: UInt8.self)
+                at = 1
+            }
+            for i in 0..<n { out.storeBytes(of: r[n - 1 - i], toByteOffset: at + i, as: UInt8.self) }
+            n += at
+        }
+        return n
     }
 
     /// Refuses a complete request without an answer (RST_STREAM REFUSED_STREAM: nothing was done, the client may

@@ -354,7 +354,9 @@ public final class H2ServerConnection {
                     request.duplicatePseudoHeader = true
                     field.removeAll(keepingCapacity: true)  // the reused request's buffer, no allocation
                 }
-                field.append(contentsOf: value)  // empty already (a reused request was cleared): no clearing call
+                // Empty already (a reused request was cleared): no clearing call. Typed: appended by memcpy, not
+                // byte by byte (the raw buffer's append went through its iterator).
+                field.append(contentsOf: value.assumingMemoryBound(to: UInt8.self))
             }
             func named(_ text: StaticString) -> Bool {
                 name.count == text.utf8CodeUnitCount && memcmp(name.baseAddress!, text.utf8Start, name.count) == 0
