@@ -185,9 +185,12 @@ extension ByteBuffer {
             appendReserved(UInt8(ascii: "0") &+ UInt8(magnitude))
             return
         }
-        // The digit count from the bit length (Bit Twiddling Hacks' log10), then two digits per division.
+        // The digit count from the bit length (Bit Twiddling Hacks' log10), then two digits per division. 10^t by
+        // products (a table read through `withUnsafeBytes(of:)` was copied to the stack on every call).
         let t = ((64 &- magnitude.leadingZeroBitCount) &* 1233) >> 12
-        let digits = magnitude >= ByteBuffer.powerOfTen(t) ? t &+ 1 : t
+        var power: UInt64 = 1
+        for _ in 0..<t { power = power &* 10 }
+        let digits = magnitude >= power ? t &+ 1 : t
         var k = count &+ digits
         count = k
         let pairs = ByteBuffer.digitPairs.utf8Start
@@ -214,23 +217,6 @@ extension ByteBuffer {
         40414243444546474849505152535455565758596061626364656667686970717273747576777879\
         8081828384858687888990919293949596979899
         """
-
-    /// 10^k for k in 0...19.
-    @inline(__always)
-    static func powerOfTen(_ k: Int) -> UInt64 {
-        withUnsafeBytes(of: powersOfTen) { $0.load(fromByteOffset: k &* 8, as: UInt64.self) }
-    }
-
-    private static let powersOfTen:
-        (
-            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
-            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64
-        ) = (
-            1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000,
-            10_000_000_000, 100_000_000_000, 1_000_000_000_000, 10_000_000_000_000, 100_000_000_000_000,
-            1_000_000_000_000_000, 10_000_000_000_000_000, 100_000_000_000_000_000, 1_000_000_000_000_000_000,
-            10_000_000_000_000_000_000
-        )
 
     /// `"…"` with `JSONWriter.Escaping.unicodeControls`, as `JSONWriter.appendString`.
     @inline(__always)
@@ -348,12 +334,12 @@ extension ByteBuffer {
     @inline(__always)
     mutating func appendDecimal(_ m: UInt64, fractionDigits k: Int) {
         // m < 2^53 has at most 16 digits; with k ≤ 17 the text is at most 20 bytes.
-        let digits: Int
-        if m < 10 {
-            digits = 1
-        } else {
-            let t = ((64 &- m.leadingZeroBitCount) &* 1233) >> 12
-            digits = m >= ByteBuffer.powerOfTen(t) ? t &+ 1 : t
+        // A payload's doubles have few digits: counted by a loop (a table read would be copied to the stack).
+        var digits = 1
+        var bound: UInt64 = 10
+        while m >= bound {
+            digits &+= 1
+            bound = bound &* 10
         }
         let integerDigits = digits > k ? digits - k : 1
         let total = integerDigits &+ 1 &+ (k == 0 ? 1 : k)
