@@ -164,6 +164,13 @@ struct ByteBuffer {
         count &+= 9
     }
 
+    /// Counts `n` bytes that the caller wrote after the contents itself (through `base`), in room it reserved.
+    @inline(__always)
+    mutating func appendedReserved(_ n: Int) {
+        precondition(n >= 0 && n <= capacity &- count)
+        count &+= n
+    }
+
     /// Drops the bytes from `newCount` on (`newCount` ≤ `count`).
     @inline(__always)
     mutating func truncate(to newCount: Int) {
