@@ -261,3 +261,39 @@ struct PayloadOnePassPipelineTests {
         #expect(applied > 100, "\(applied) of \(total) applied")
     }
 }
+
+@Suite("PayloadOnePass.eightDigits: eight ASCII digits in one word")
+struct PayloadOnePassDigitsTests {
+    static func word(_ text: String) -> UInt64 {
+        Array(text.utf8).withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+    }
+
+    @Test("every value of eight digits reads as the digit loop reads it; a byte next to the digits is refused")
+    func digits() {
+        var texts = ["00000000", "12345678", "99999999", "10000000", "00000001", "17000036"]
+        var x: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for _ in 0..<2000 {
+            x = x &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            let value = (x >> 20) % 100_000_000
+            let text = String(value)
+            texts.append(String(repeating: "0", count: 8 - text.count) + text)
+        }
+        for text in texts {
+            #expect(PayloadOnePass.eightDigits(Self.word(text)) == UInt64(text)!, "\(text)")
+            // A byte that is not a digit anywhere: refused (the bytes around '0'...'9' and others).
+            for position in 0..<8 {
+                for bad in ["/", ":", " ", "a", "\u{7F}", "."] {
+                    var bytes = Array(text.utf8)
+                    bytes[position] = Array(bad.utf8)[0]
+                    #expect(PayloadOnePass.eightDigits(Self.word(String(decoding: bytes, as: UTF8.self))) == nil)
+                }
+            }
+        }
+        for high in [0xB0, 0xB9, 0xF0, 0x80] {
+            var bytes = Array("12345678".utf8)
+            bytes[3] = UInt8(high)
+            let w = bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+            #expect(PayloadOnePass.eightDigits(w) == nil)
+        }
+    }
+}
