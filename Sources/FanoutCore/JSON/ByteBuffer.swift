@@ -229,7 +229,7 @@ extension ByteBuffer {
     @inline(__always)
     mutating func appendJSONString(_ bytes: UnsafeRawBufferPointer) {
         let n = bytes.count
-        // The common case (nothing to escape): one reserve, the bytes judged a word at a time, one copy.
+        // The common case (nothing to escape): one reserve, the bytes judged and copied in one pass.
         reserve(n &+ 2)
         guard let p = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
             appendReserved(UInt8(ascii: "\""))
@@ -238,7 +238,30 @@ extension ByteBuffer {
         }
         let plain: Bool
         if n >= 8 {
-            plain = JSONScan.firstSpecialForWriting(p, 0, n) == n
+            // Judged and copied a word at a time in one pass (room for n + 2 bytes is reserved); the last word
+            // overlaps. Written past `count` only, so a string that needs escapes is written again below.
+            let target = UnsafeMutableRawPointer(base + (count &+ 1))
+            let raw = UnsafeRawPointer(p)
+            var i = 0
+            var special: UInt64 = 0
+            while i &+ 8 < n {
+                let w = raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                target.storeBytes(of: w, toByteOffset: i, as: UInt64.self)
+                special |= JSONScan.writingMask(UInt64(littleEndian: w))
+                if special != 0 { break }
+                i &+= 8
+            }
+            if special == 0 {
+                let w = raw.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+                target.storeBytes(of: w, toByteOffset: n &- 8, as: UInt64.self)
+                if JSONScan.writingMask(UInt64(littleEndian: w)) == 0 {
+                    base[count] = UInt8(ascii: "\"")
+                    base[count &+ 1 &+ n] = UInt8(ascii: "\"")
+                    count &+= n &+ 2
+                    return
+                }
+            }
+            plain = false
         } else if n >= 4 {
             // Two overlapping halves in one word: a byte counted twice changes nothing when none is special.
             let raw = UnsafeRawPointer(p)
