@@ -166,12 +166,16 @@ private func onePassRecord(
     ContentRecord.appendInt(home, to: &record)
     ContentRecord.appendInt(away, to: &record)
     Array(clock.utf8).withUnsafeBytes { ContentRecord.appendString($0, to: &record) }
-    if let period { Array(period.utf8).withUnsafeBytes { ContentRecord.appendString($0, to: &record) } } else {
+    if let period {
+        Array(period.utf8).withUnsafeBytes { ContentRecord.appendString($0, to: &record) }
+    } else {
         ContentRecord.appendAbsent(to: &record)
     }
     ContentRecord.appendDouble(win, to: &record)
     ContentRecord.appendBool(final, to: &record)
-    if let note { Array(note.utf8).withUnsafeBytes { ContentRecord.appendString($0, to: &record) } } else {
+    if let note {
+        Array(note.utf8).withUnsafeBytes { ContentRecord.appendString($0, to: &record) }
+    } else {
         ContentRecord.appendAbsent(to: &record)
     }
     return record
