@@ -324,7 +324,17 @@ extension ContentSchema {
             guard let value = tape.double(v) else { return false }
             out.appendRecordWord(ContentRecord.Tag.double.rawValue, value.bitPattern)
         case FieldType.string.rawValue:
-            guard tape[v].kind == .string else { return false }
+            let e = tape[v]
+            guard e.kind == .string else { return false }
+            if !e.flag {
+                // No escape: the bytes as they are, their length known (one reserve, no length patched after).
+                let length = Int(e.end) &- Int(e.start)
+                out.reserve(5 &+ length)
+                out.appendReserved(ContentRecord.Tag.string.rawValue)
+                out.appendReservedUInt32(UInt32(truncatingIfNeeded: length))
+                out.appendReserved(tape.bytes.baseAddress! + Int(e.start), count: length)
+                return true
+            }
             out.reserve(5)
             out.appendReserved(ContentRecord.Tag.string.rawValue)
             let lengthAt = out.count

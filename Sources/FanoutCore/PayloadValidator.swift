@@ -65,6 +65,9 @@ public struct ApsFields: Sendable {
     public var attributesType: Int32 = -1
     public var attributes: Int32 = -1
     public var inputPushChannel: Int32 = -1
+    /// Judged in one pass (`PayloadOnePass`): the validator's tape was not written and the indices above are
+    /// unset; a decode scans the payload again for them.
+    var tapeless = false
 
     public init() {}
 }
@@ -109,8 +112,26 @@ public struct PayloadValidator {
     mutating func validate(
         headers: PushHeaders, payload: UnsafeRawBufferPointer, target: TargetKind, topicMatchesTarget: Bool?
     ) -> RejectReason? {
-        if payload.count > target.payloadLimit { return .payloadTooLarge }
-        if payload.count == 0 { return .payloadEmpty }
+        var priority: Int64 = 0
+        if let reason = PayloadValidator.judgeHeaders(
+            headers, payloadCount: payload.count, target: target, topicMatchesTarget: topicMatchesTarget,
+            priority: &priority)
+        {
+            return reason
+        }
+        guard validatePayload(payload, target: target) else { return .badRequestPayload }
+        aps.priority = priority
+        return nil
+    }
+
+    /// DOMAIN §2's header rows and the payload's size, in `RejectReason`'s order; the priority when they pass.
+    @inline(__always)
+    static func judgeHeaders(
+        _ headers: PushHeaders, payloadCount: Int, target: TargetKind, topicMatchesTarget: Bool?,
+        priority judged: inout Int64
+    ) -> RejectReason? {
+        if payloadCount > target.payloadLimit { return .payloadTooLarge }
+        if payloadCount == 0 { return .payloadEmpty }
         guard case .string(let pushType) = headers.pushType, PayloadValidator.equals(pushType, "liveactivity") else {
             return .invalidPushType
         }
@@ -134,9 +155,21 @@ public struct PayloadValidator {
         guard case .integer(let expiration) = headers.expiration, expiration >= 0,
             target != .channel || expiration == 0
         else { return .badExpirationDate }
-        guard validatePayload(payload, target: target) else { return .badRequestPayload }
-        aps.priority = priority
+        judged = priority
         return nil
+    }
+
+    /// Accepts a payload that `PayloadOnePass` judged: `aps` holds its event, timestamp and priority, marked
+    /// `tapeless`; the tape is emptied (it holds no scan of this payload, so it cannot be read with it).
+    @inline(__always)
+    mutating func acceptOnePass(event: PushEvent, timestamp: Int64, priority: Int64) {
+        tape.forget()
+        var fields = ApsFields()
+        fields.event = event
+        fields.timestamp = timestamp
+        fields.priority = priority
+        fields.tapeless = true
+        aps = fields
     }
 
     /// The payload alone, for headers judged by the caller (``PushHeaderInput/judged(priority:)``): strict JSON,

@@ -35,6 +35,12 @@ public final class Pipeline {
         core = PipelineCore(schemas: schemas, rules: rules)
     }
 
+    /// Whether token pushes are judged in one pass when they can be (`PayloadOnePass`); tests compare both ways.
+    var onePass: Bool {
+        get { core.onePass }
+        set { core.onePass = newValue }
+    }
+
     /// A push in flight: what validate and route found, used by deliver.
     public struct InFlight: Sendable {
         public var kind: TargetKind

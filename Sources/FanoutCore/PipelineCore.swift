@@ -16,6 +16,15 @@ struct PipelineCore {
     private var decodes: UInt64 = 0
     private var hashedDecode: UInt64 = .max
     private var contentHash: UInt64 = 0
+    /// The decode that the one-pass judgement of the last validated push made (`PayloadOnePass`), its record
+    /// in `preparedRecord`, while `preparedPending`: the push's first delivery under that schema takes it
+    /// instead of decoding.
+    private var prepared = DecodedContent()
+    private var preparedRecord = ByteBuffer(capacity: 1024)
+    private var preparedPending = false
+    /// Whether a token push to an activity is judged in one pass when its payload has the encoders' form (off:
+    /// always the general way; the tests compare the two).
+    var onePass = true
 
     init(schemas: SchemaSet, rules: DeviceRules) {
         self.schemas = schemas
@@ -96,6 +105,7 @@ struct PipelineCore {
         countsVerdict: Bool = true
     ) -> RejectReason? {
         if countsVerdict { accounting.pushes += 1 }
+        preparedPending = false
         let bundleApp: Int32
         switch flight.resolution {
         case .activity(let a): bundleApp = store.app[Int(a)]
@@ -110,8 +120,17 @@ struct PipelineCore {
             // The topic's bundle is compared first (a read of the store), then the validator runs on
             // its own: no closure holds the store while the validator is mutated.
             let matches = store.appIds.withBytes(bundleApp) { PayloadValidator.topicNames($0, headers.topic) }
-            reason = validator.validate(
-                headers: headers, payload: payload, target: flight.kind, topicMatchesTarget: matches)
+            if case .activity(let a) = flight.resolution, flight.kind == .token {
+                var priority: Int64 = 0
+                reason =
+                    PayloadValidator.judgeHeaders(
+                        headers, payloadCount: payload.count, target: .token, topicMatchesTarget: matches,
+                        priority: &priority)
+                    ?? judgePayload(payload, activity: a, priority: priority)
+            } else {
+                reason = validator.validate(
+                    headers: headers, payload: payload, target: flight.kind, topicMatchesTarget: matches)
+            }
         }
         return verdict(&flight, reason, countsVerdict)
     }
@@ -123,8 +142,37 @@ struct PipelineCore {
         countsVerdict: Bool = true
     ) -> RejectReason? {
         if countsVerdict { accounting.pushes += 1 }
-        let reason = validator.validateJudged(priority: judgedPriority, payload: payload, target: flight.kind)
+        preparedPending = false
+        let reason: RejectReason?
+        if case .activity(let a) = flight.resolution, flight.kind == .token {
+            reason = judgePayload(payload, activity: a, priority: judgedPriority)
+        } else {
+            reason = validator.validateJudged(priority: judgedPriority, payload: payload, target: flight.kind)
+        }
         return verdict(&flight, reason, countsVerdict)
+    }
+
+    /// The payload of a token push to activity `a` whose headers passed: in one pass under the activity's schema
+    /// when it has the encoders' form (the decode kept for its delivery), else the general way.
+    @inline(__always)
+    private mutating func judgePayload(
+        _ payload: UnsafeRawBufferPointer, activity a: Int32, priority: Int64
+    ) -> RejectReason? {
+        let schema = store.schema[Int(a)]
+        if onePass && schema >= 0,
+            let read = PayloadOnePass.parse(payload, layout: schemas.layout(schema), into: &preparedRecord)
+        {
+            validator.acceptOnePass(event: read.event, timestamp: read.timestamp, priority: priority)
+            prepared.schema = schema
+            prepared.ok = true
+            prepared.hasContent = true
+            prepared.staleDate = read.staleDate
+            prepared.dismissalDate = read.dismissalDate
+            prepared.relevance = read.relevance
+            preparedPending = true
+            return nil
+        }
+        return validator.validateJudged(priority: priority, payload: payload, target: .token)
     }
 
     /// A validation's end: the rejection counted, or the flight given the payload's `aps`.
@@ -183,6 +231,7 @@ struct PipelineCore {
     mutating func deliverStored(
         kind: TargetKind, headers: PushHeaders, payload: UnsafeRawBufferPointer, to a: Int32, nowMillis: Int64
     ) -> Outcome {
+        preparedPending = false
         let reason = validator.validate(headers: headers, payload: payload, target: kind, targetBundle: nil)
         precondition(reason == nil, "a held push was accepted when sent")
         var flight = Pipeline.InFlight(kind: kind, resolution: .activity(a))
@@ -198,6 +247,7 @@ struct PipelineCore {
         kind: TargetKind, resolution: Router.Resolution, _ input: PushHeaderInput,
         payload: UnsafeRawBufferPointer
     ) -> Pipeline.InFlight {
+        preparedPending = false
         let reason: RejectReason?
         switch input {
         case .headers(let headers):
@@ -221,7 +271,14 @@ struct PipelineCore {
             nowMillis: nowMillis)
         if let early { return early }
         if decoded.schema != schema {
-            decoded = decodeUpdate(aps, payload: payload, schema: schema)
+            if preparedPending && prepared.schema == schema {
+                // Decoded by the one-pass judgement of this push (the record swapped in: no copy).
+                swap(&record, &preparedRecord)
+                decoded = prepared
+                preparedPending = false
+            } else {
+                decoded = decodeUpdate(aps, payload: payload, schema: schema)
+            }
             decodes &+= 1
         }
         let d = decoded
@@ -256,6 +313,13 @@ struct PipelineCore {
     ) -> DecodedContent {
         var result = DecodedContent()
         result.schema = schema
+        var aps = aps
+        if aps.tapeless {
+            // Judged in one pass, its decode taken already: scan it again (it was accepted) for its members.
+            let reason = validator.validateJudged(priority: aps.priority, payload: payload, target: .token)
+            precondition(reason == nil, "a push judged in one pass is accepted the general way")
+            aps = validator.aps
+        }
         let tape = validator.tape.reading(payload)
         guard case .decoded(let stale) = optionalDate(tape, aps.staleDate),
             case .decoded(let dismissal) = optionalDate(tape, aps.dismissalDate),

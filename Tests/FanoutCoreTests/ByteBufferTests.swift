@@ -90,6 +90,28 @@ struct ByteBufferTests {
         }
     }
 
+    /// The one-pass copy of a plain string: every length around the word size, after contents already written,
+    /// with one byte to escape (or non-ASCII, passed through) at every position, or none.
+    @Test func stringsOneSpecialByteEveryPosition() {
+        var buffer = ByteBuffer(capacity: 4)
+        for length in 1..<42 {
+            for position in -1..<length {
+                for special: UInt8 in [0x22, 0x5C, 0x00, 0x1F, 0x7F, 0xC3] {
+                    var s = (0..<length).map { UInt8(ascii: "a") &+ UInt8($0 % 26) }
+                    if position >= 0 { s[position] = special }
+                    var expected = Array(#"{"k":"#.utf8)
+                    s.withUnsafeBytes { JSONWriter.appendString($0, to: &expected) }
+                    expected.append(UInt8(ascii: "}"))
+                    buffer.removeAll()
+                    buffer.append(#"{"k":"#)
+                    s.withUnsafeBytes { buffer.appendJSONString($0) }
+                    buffer.append(UInt8(ascii: "}"))
+                    #expect(Array(buffer.bytes) == expected, "length \(length), \(special) at \(position)")
+                }
+            }
+        }
+    }
+
     @Test func compactRecordMatchesAppendJSON() {
         let schema = ContentSchema(
             name: "T",

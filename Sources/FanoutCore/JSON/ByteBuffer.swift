@@ -164,6 +164,13 @@ struct ByteBuffer {
         count &+= 9
     }
 
+    /// Counts `n` bytes that the caller wrote after the contents itself (through `base`), in room it reserved.
+    @inline(__always)
+    mutating func appendedReserved(_ n: Int) {
+        precondition(n >= 0 && n <= capacity &- count)
+        count &+= n
+    }
+
     /// Drops the bytes from `newCount` on (`newCount` ≤ `count`).
     @inline(__always)
     mutating func truncate(to newCount: Int) {
@@ -185,9 +192,12 @@ extension ByteBuffer {
             appendReserved(UInt8(ascii: "0") &+ UInt8(magnitude))
             return
         }
-        // The digit count from the bit length (Bit Twiddling Hacks' log10), then two digits per division.
+        // The digit count from the bit length (Bit Twiddling Hacks' log10), then two digits per division. 10^t by
+        // products (a table read through `withUnsafeBytes(of:)` was copied to the stack on every call).
         let t = ((64 &- magnitude.leadingZeroBitCount) &* 1233) >> 12
-        let digits = magnitude >= ByteBuffer.powerOfTen(t) ? t &+ 1 : t
+        var power: UInt64 = 1
+        for _ in 0..<t { power = power &* 10 }
+        let digits = magnitude >= power ? t &+ 1 : t
         var k = count &+ digits
         count = k
         let pairs = ByteBuffer.digitPairs.utf8Start
@@ -215,28 +225,11 @@ extension ByteBuffer {
         8081828384858687888990919293949596979899
         """
 
-    /// 10^k for k in 0...19.
-    @inline(__always)
-    static func powerOfTen(_ k: Int) -> UInt64 {
-        withUnsafeBytes(of: powersOfTen) { $0.load(fromByteOffset: k &* 8, as: UInt64.self) }
-    }
-
-    private static let powersOfTen:
-        (
-            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
-            UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64
-        ) = (
-            1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000,
-            10_000_000_000, 100_000_000_000, 1_000_000_000_000, 10_000_000_000_000, 100_000_000_000_000,
-            1_000_000_000_000_000, 10_000_000_000_000_000, 100_000_000_000_000_000, 1_000_000_000_000_000_000,
-            10_000_000_000_000_000_000
-        )
-
     /// `"…"` with `JSONWriter.Escaping.unicodeControls`, as `JSONWriter.appendString`.
     @inline(__always)
     mutating func appendJSONString(_ bytes: UnsafeRawBufferPointer) {
         let n = bytes.count
-        // The common case (nothing to escape): one reserve, the bytes judged a word at a time, one copy.
+        // The common case (nothing to escape): one reserve, the bytes judged and copied in one pass.
         reserve(n &+ 2)
         guard let p = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
             appendReserved(UInt8(ascii: "\""))
@@ -245,7 +238,30 @@ extension ByteBuffer {
         }
         let plain: Bool
         if n >= 8 {
-            plain = JSONScan.firstSpecialForWriting(p, 0, n) == n
+            // Judged and copied a word at a time in one pass (room for n + 2 bytes is reserved); the last word
+            // overlaps. Written past `count` only, so a string that needs escapes is written again below.
+            let target = UnsafeMutableRawPointer(base + (count &+ 1))
+            let raw = UnsafeRawPointer(p)
+            var i = 0
+            var special: UInt64 = 0
+            while i &+ 8 < n {
+                let w = raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                target.storeBytes(of: w, toByteOffset: i, as: UInt64.self)
+                special |= JSONScan.writingMask(UInt64(littleEndian: w))
+                if special != 0 { break }
+                i &+= 8
+            }
+            if special == 0 {
+                let w = raw.loadUnaligned(fromByteOffset: n &- 8, as: UInt64.self)
+                target.storeBytes(of: w, toByteOffset: n &- 8, as: UInt64.self)
+                if JSONScan.writingMask(UInt64(littleEndian: w)) == 0 {
+                    base[count] = UInt8(ascii: "\"")
+                    base[count &+ 1 &+ n] = UInt8(ascii: "\"")
+                    count &+= n &+ 2
+                    return
+                }
+            }
+            plain = false
         } else if n >= 4 {
             // Two overlapping halves in one word: a byte counted twice changes nothing when none is special.
             let raw = UnsafeRawPointer(p)
@@ -348,12 +364,12 @@ extension ByteBuffer {
     @inline(__always)
     mutating func appendDecimal(_ m: UInt64, fractionDigits k: Int) {
         // m < 2^53 has at most 16 digits; with k ≤ 17 the text is at most 20 bytes.
-        let digits: Int
-        if m < 10 {
-            digits = 1
-        } else {
-            let t = ((64 &- m.leadingZeroBitCount) &* 1233) >> 12
-            digits = m >= ByteBuffer.powerOfTen(t) ? t &+ 1 : t
+        // A payload's doubles have few digits: counted by a loop (a table read would be copied to the stack).
+        var digits = 1
+        var bound: UInt64 = 10
+        while m >= bound {
+            digits &+= 1
+            bound = bound &* 10
         }
         let integerDigits = digits > k ? digits - k : 1
         let total = integerDigits &+ 1 &+ (k == 0 ? 1 : k)

@@ -142,7 +142,11 @@ public enum JSONNumber {
                 fractionDigits = j &- fractionStart
             }
             if j == count && j &- i &- (fractionDigits > 0 ? 1 : 0) <= 15 {
-                let value = fractionDigits == 0 ? Double(mantissa) : Double(mantissa) / power(fractionDigits)
+                // 10^fractionDigits by products of ten, each exact (every power of ten to 10^22 is a Double): a
+                // read of `power`'s table would copy it to the stack.
+                var scale = 1.0
+                for _ in 0..<fractionDigits { scale *= 10 }
+                let value = fractionDigits == 0 ? Double(mantissa) : Double(mantissa) / scale
                 return negative ? -value : value
             }
         }

@@ -66,6 +66,13 @@ public struct JSONTape {
         return JSONDocument(entries: UnsafePointer(base), count: count, bytes: bytes)
     }
 
+    /// Drops the last scan: no bytes can be read with the tape until it scans again (`reading(_:)` fails).
+    @inline(__always)
+    mutating func forget() {
+        count = 0
+        byteCount = -1
+    }
+
     /// Scans `bytes` as one JSON document (surrounding whitespace allowed, nothing else).
     /// Returns `nil` on success, else the byte offset where the document stopped being strict JSON.
     /// The tape keeps the entries, not the bytes: read them with `reading(bytes)`.
