@@ -25,7 +25,7 @@ exec > >(tee "$out") 2>&1
 rev=$(git rev-parse --short=12 HEAD)
 [ -z "$(git status --porcelain --untracked-files=no)" ] || rev="$rev (uncommitted changes)"
 echo "# scripts/callgrind-serve.sh $n at commit $rev, $(date -u +%Y-%m-%dT%H:%MZ)"
-echo "# fanout serve $scenario --workers ${CALLGRIND_SERVE_WORKERS:-1} --h2c; 4 × h2load -n $((n / 4)) -c 1 -m 64 -t 1 (a token each), one 200-byte liveactivity update body"
+echo "# fanout serve $scenario --workers ${CALLGRIND_SERVE_WORKERS:-1} --h2c; 4 × h2load -n $((n / 4)) -c 1 -m 64 -t 1 (a token each), one compact liveactivity update body"
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/cg.out" \
     .build/release/fanout serve "$scenario" --workers ${CALLGRIND_SERVE_WORKERS:-1} --h2c --listen 127.0.0.1:0 --out "$work/run" 2> "$work/err" &
 pid=$!  # valgrind's own pid: callgrind_control below names it, so no other callgrind run on the machine is touched
@@ -39,8 +39,11 @@ tokens = [json.loads(l)["token"] for l in open(f"{work}/run/population.jsonl") i
 # with its own quarter of the tokens, so no activity is pushed twice (the same timestamp again would be stale).
 for c in range(4):
     open(f"{work}/uris{c}", "w").write("".join(f"http://127.0.0.1:{port}/3/device/{t}\n" for t in tokens[c::4]))
+# Compact JSON, as most APNs clients send it (Go's encoding/json, Jackson, JSON.stringify): the devices judge it in
+# one pass. With Python's default separators (", ", ": ") it goes the general way, the tape scan: about 2,300 more.
 open(f"{work}/body", "w").write(json.dumps({"aps": {"event": "update", "timestamp": 1900000000, "content-state": {
-    "home": 2, "away": 1, "clock": "81:00", "winProbability": 0.71, "final": False, "lastEvent": "goal"}}}))
+    "home": 2, "away": 1, "clock": "81:00", "winProbability": 0.71, "final": False, "lastEvent": "goal"}}},
+    separators=(",", ":")))
 PY
 callgrind_control -i on "$pid" > /dev/null
 clients=()
