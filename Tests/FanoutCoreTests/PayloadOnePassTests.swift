@@ -158,21 +158,11 @@ struct PayloadOnePassTests {
     }
 }
 
-/// A content record for `PayloadOnePassTests.schema`.
+/// A content record for `PayloadOnePassTests.schema`: `gameSchema`'s fields, then the optional note.
 private func onePassRecord(
     home: Int64, away: Int64, clock: String, period: String?, win: Double, final: Bool, note: String?
 ) -> [UInt8] {
-    var record: [UInt8] = []
-    ContentRecord.appendInt(home, to: &record)
-    ContentRecord.appendInt(away, to: &record)
-    Array(clock.utf8).withUnsafeBytes { ContentRecord.appendString($0, to: &record) }
-    if let period {
-        Array(period.utf8).withUnsafeBytes { ContentRecord.appendString($0, to: &record) }
-    } else {
-        ContentRecord.appendAbsent(to: &record)
-    }
-    ContentRecord.appendDouble(win, to: &record)
-    ContentRecord.appendBool(final, to: &record)
+    var record = gameRecord(home: home, away: away, clock: clock, period: period, win: win, final: final)
     if let note {
         Array(note.utf8).withUnsafeBytes { ContentRecord.appendString($0, to: &record) }
     } else {
