@@ -17,19 +17,8 @@ struct PayloadLifetimeTests {
         var record: [UInt8] = []
         ContentRecord.appendInt(0, to: &record)
         ContentRecord.appendInt(0, to: &record)
-        let a = Array("act-1".utf8).withUnsafeBytes { id in
-            Array("dev-1".utf8).withUnsafeBytes { device in
-                bundle.withUnsafeBytes { app in
-                    token.withUnsafeBytes { tok in
-                        record.withUnsafeBytes { content in
-                            p.request(
-                                id: id, device: device, app: app, schema: 0, content: content, staleDate: nil,
-                                relevance: 0, token: tok, channel: nil, nowMillis: nowMillis)
-                        }
-                    }
-                }
-            }
-        }
+        let a = requestActivity(
+            p, id: "act-1", device: "dev-1", bundle: bundle, token: token, record: record, nowMillis: nowMillis)
         return (p, a!)
     }
 
@@ -80,6 +69,26 @@ struct PayloadLifetimeTests {
             _ = scanned.withUnsafeBytes { tape.scan($0) }
             let other = Array(#"{"a":12}"#.utf8)
             _ = other.withUnsafeBytes { tape.reading($0).int64(2) }
+        }
+    }
+}
+
+/// Starts activity `id` of `device` for app `bundle` with `token` and the content `record` (schema 0, no channel):
+/// `Pipeline.request` with every argument's bytes lent.
+func requestActivity(
+    _ p: Pipeline, id: String, device: String, bundle: [UInt8], token: [UInt8], record: [UInt8], nowMillis: Int64
+) -> Int32? {
+    Array(id.utf8).withUnsafeBytes { id in
+        Array(device.utf8).withUnsafeBytes { device in
+            bundle.withUnsafeBytes { app in
+                token.withUnsafeBytes { tok in
+                    record.withUnsafeBytes { content in
+                        p.request(
+                            id: id, device: device, app: app, schema: 0, content: content, staleDate: nil,
+                            relevance: 0, token: tok, channel: nil, nowMillis: nowMillis)
+                    }
+                }
+            }
         }
     }
 }

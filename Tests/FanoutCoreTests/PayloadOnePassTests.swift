@@ -196,19 +196,9 @@ struct PayloadOnePassPipelineTests {
         p.onePass = onePass
         let record = onePassRecord(home: 0, away: 0, clock: "", period: nil, win: 0, final: false, note: nil)
         for (k, token) in tokens.enumerated() {
-            let created = Array("act-\(k)".utf8).withUnsafeBytes { id in
-                Array("dev-\(k)".utf8).withUnsafeBytes { device in
-                    bundle.withUnsafeBytes { app in
-                        token.withUnsafeBytes { tok in
-                            record.withUnsafeBytes { content in
-                                p.request(
-                                    id: id, device: device, app: app, schema: 0, content: content, staleDate: nil,
-                                    relevance: 0, token: tok, channel: nil, nowMillis: nowMillis - 60_000)
-                            }
-                        }
-                    }
-                }
-            }
+            let created = requestActivity(
+                p, id: "act-\(k)", device: "dev-\(k)", bundle: bundle, token: token, record: record,
+                nowMillis: nowMillis - 60_000)
             precondition(created == Int32(k))
         }
         return p
