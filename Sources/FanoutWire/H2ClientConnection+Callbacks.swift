@@ -117,10 +117,7 @@ extension H2ClientConnection {
     func frameReceived(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>) -> Int32 {
         let type = UInt32(frame.pointee.hd.type)
         if type == NGHTTP2_SETTINGS.rawValue && frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 {
-            if !isReady {
-                isReady = true
-                onReady?(self)
-            }
+            settingsArrived = true
         } else if type == NGHTTP2_GOAWAY.rawValue {
             let first = !isDraining
             goAwayReceived = true

@@ -36,6 +36,11 @@ extension H2ClientConnection {
     func received(_ bytes: UnsafeRawBufferPointer) {
         guard !finished else { return }
         if let reason = transport.receive(bytes, into: session) { return end(reason) }
+        if settingsArrived && !isReady {
+            isReady = true
+            onReady?(self)
+            if finished { return }
+        }
         // A GOAWAY or the stream ids' end met inside the receive: the queue goes back to the owner now (to the
         // replacement), not when this connection ends.
         handBackQueued()

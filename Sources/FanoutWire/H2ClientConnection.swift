@@ -49,8 +49,12 @@ public final class H2ClientConnection {
         set { transport.finished = newValue }
     }
 
-    /// The server's first SETTINGS arrived.
+    /// The server's first SETTINGS arrived, and every frame read with it was processed (``received(_:)``).
     @exclusivity(unchecked) public internal(set) var isReady = false
+    /// The server's first SETTINGS arrived inside the receive under way: the connection becomes ready once that
+    /// receive is done, so that a later SETTINGS read with it (h2 servers send their defaults, then their own limit)
+    /// is applied before anything is submitted under the first one's limit.
+    @exclusivity(unchecked) var settingsArrived = false
     /// The server sent GOAWAY (no request is sent on this connection any more).
     @exclusivity(unchecked) public internal(set) var goAwayReceived = false
     /// The stream ids came near their end (``H2ClientSettings/streamIdMargin``): nothing more is sent on it.

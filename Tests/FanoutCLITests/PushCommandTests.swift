@@ -193,11 +193,24 @@ struct PushCommandTests {
             "--max-schedule-lag", "5000",
         ]
         push.standardOutput = FileHandle.nullDevice
-        push.standardError = FileHandle.nullDevice
+        let log = dir.appendingPathComponent("push.err")
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        push.standardError = try FileHandle(forWritingTo: log)
         try push.run()
-        Thread.sleep(forTimeInterval: 3)
+        // SIGINT once the run is under way (a progress line with answers: the loop runs and watches SIGINT), not
+        // after a fixed sleep: a sanitizer build on a loaded machine was still starting after 3 s, and SIGINT's
+        // default action ended it with no folder. The wait is a bound, not a measure.
+        let started = Date().addingTimeInterval(120)
+        while push.isRunning && Date() < started {
+            if let text = try? String(contentsOf: log, encoding: .utf8),
+                text.range(of: "s  sent [0-9]+  answered [1-9]", options: .regularExpression) != nil
+            {
+                break
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
         kill(push.processIdentifier, SIGINT)
-        let deadline = Date().addingTimeInterval(20)
+        let deadline = Date().addingTimeInterval(40)
         while push.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
         if push.isRunning { kill(push.processIdentifier, SIGKILL) }
         push.waitUntilExit()
@@ -213,7 +226,7 @@ struct PushCommandTests {
         let unanswered = try #require(requests["unansweredAtEnd"] as? Int)
         let (sent, answered, failed) = (requests["sent"] as! Int, requests["answered"] as! Int, requests["failed"] as! Int)
         #expect(unanswered == sent - answered - failed && unanswered >= 0 && answered > 0, "\(requests)")
-        // Ended before its 60-s schedule did (the process was given 20 s after SIGINT, or killed and failed above).
+        // Ended before its 60-s schedule did (the process was given 40 s after SIGINT, or killed and failed above).
         #expect((summary["elapsedSeconds"] as! Double) < 60)
         // serve saw every request push had answered, and none push had not handed to nghttp2.
         let served = (try serve.summary()["requests"] as! [String: Any])["total"] as! Int
