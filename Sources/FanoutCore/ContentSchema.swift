@@ -427,6 +427,23 @@ extension ContentSchema {
     }
 
     func appendCompactJSON(record: UnsafeRawBufferPointer, to out: inout ByteBuffer) {
+        out.reserve(compactJSONBytes(record: record))
+        appendCompactJSONReserved(record: record, to: &out)
+    }
+
+    /// The most bytes `appendCompactJSON` writes for `record` with no check of the buffer's capacity: six per
+    /// record byte (a value's JSON text is at most six times its bytes in the record: an int's 9 bytes give at
+    /// most 20 digits, a double's at most `ByteBuffer.jsonDoubleBytes`, a string's 5 + n bytes its n bytes and
+    /// two quotes, a bool's 1 byte `false`), every key, and the braces. Escapes and a double's slow path go on
+    /// with checked appends.
+    @inline(__always)
+    func compactJSONBytes(record: UnsafeRawBufferPointer) -> Int {
+        6 &* record.count &+ layout.compactKeyBytes &+ 2
+    }
+
+    /// `appendCompactJSON` when the caller reserved `compactJSONBytes(record:)`: no capacity check per write.
+    @inline(__always)
+    func appendCompactJSONReserved(record: UnsafeRawBufferPointer, to out: inout ByteBuffer) {
         let layout = layout
         appendCompactJSON(
             record: record, keys: UnsafeRawBufferPointer(start: layout.compactKeys, count: layout.compactKeyBytes),
@@ -439,7 +456,7 @@ extension ContentSchema {
         record: UnsafeRawBufferPointer, keys: UnsafeRawBufferPointer, keyOffsets: UnsafeBufferPointer<Int>,
         count: Int, to out: inout ByteBuffer
     ) {
-        out.append(UInt8(ascii: "{"))
+        out.appendReserved(UInt8(ascii: "{"))
         var offset = 0
         var comma = 1  // each key is written with the comma before it, but for the first field written
         for k in 0..<count {
@@ -448,34 +465,34 @@ extension ContentSchema {
             offset &+= 1
             if tag == ContentRecord.Tag.absent.rawValue { continue }
             let keyStart = keyOffsets[k] &+ comma
-            out.append(keys.baseAddress! + keyStart, count: keyOffsets[k &+ 1] &- keyStart)
+            out.appendReserved(keys.baseAddress! + keyStart, count: keyOffsets[k &+ 1] &- keyStart)
             comma = 0
             switch tag {
             case ContentRecord.Tag.int.rawValue:
                 precondition(offset &+ 8 <= record.count, "content record truncated")
                 let word = UInt64(littleEndian: record.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
                 offset &+= 8
-                out.appendJSONInt(Int64(bitPattern: word))
+                out.appendJSONIntReserved(Int64(bitPattern: word))
             case ContentRecord.Tag.double.rawValue:
                 precondition(offset &+ 8 <= record.count, "content record truncated")
                 let word = UInt64(littleEndian: record.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
                 offset &+= 8
-                out.appendJSONDouble(Double(bitPattern: word))
+                out.appendJSONDoubleReserved(Double(bitPattern: word))
             case ContentRecord.Tag.string.rawValue:
                 precondition(offset &+ 4 <= record.count, "content record truncated")
                 let length = Int(UInt32(littleEndian: record.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
                 offset &+= 4
                 precondition(length <= record.count &- offset, "content record truncated")
-                out.appendJSONString(UnsafeRawBufferPointer(start: record.baseAddress! + offset, count: length))
+                out.appendJSONStringReserved(UnsafeRawBufferPointer(start: record.baseAddress! + offset, count: length))
                 offset &+= length
             case ContentRecord.Tag.boolFalse.rawValue:
-                out.append("false")
+                out.appendReserved("false")
             case ContentRecord.Tag.boolTrue.rawValue:
-                out.append("true")
+                out.appendReserved("true")
             default:
                 preconditionFailure("not a content record tag: \(tag)")
             }
         }
-        out.append(UInt8(ascii: "}"))
+        out.appendReserved(UInt8(ascii: "}"))
     }
 }

@@ -63,28 +63,31 @@ public struct PayloadEncoder {
         alert: Alert? = nil, start: Start? = nil
     ) -> Int {
         buffer.removeAll()
-        buffer.append("{\"aps\":{\"timestamp\":")
-        buffer.appendJSONInt(timestamp)
+        // Room for everything up to the alert at once (`fixedBytes`: the literals, three integers and a double; the
+        // content's worst case), then writes with no capacity check. The alert and start parts check their own.
+        buffer.reserve(PayloadEncoder.fixedBytes &+ (content.map { schema.compactJSONBytes(record: $0) } ?? 0))
+        buffer.appendReserved("{\"aps\":{\"timestamp\":")
+        buffer.appendJSONIntReserved(timestamp)
         switch event {
-        case .start: buffer.append(",\"event\":\"start\"")
-        case .update: buffer.append(",\"event\":\"update\"")
-        case .end: buffer.append(",\"event\":\"end\"")
+        case .start: buffer.appendReserved(",\"event\":\"start\"")
+        case .update: buffer.appendReserved(",\"event\":\"update\"")
+        case .end: buffer.appendReserved(",\"event\":\"end\"")
         }
         if let content {
-            buffer.append(",\"content-state\":")
-            schema.appendCompactJSON(record: content, to: &buffer)
+            buffer.appendReserved(",\"content-state\":")
+            schema.appendCompactJSONReserved(record: content, to: &buffer)
         }
         if let staleDate {
-            buffer.append(",\"stale-date\":")
-            buffer.appendJSONInt(staleDate)
+            buffer.appendReserved(",\"stale-date\":")
+            buffer.appendJSONIntReserved(staleDate)
         }
         if let dismissalDate {
-            buffer.append(",\"dismissal-date\":")
-            buffer.appendJSONInt(dismissalDate)
+            buffer.appendReserved(",\"dismissal-date\":")
+            buffer.appendJSONIntReserved(dismissalDate)
         }
         if let relevanceScore {
-            buffer.append(",\"relevance-score\":")
-            buffer.appendJSONDouble(relevanceScore)
+            buffer.appendReserved(",\"relevance-score\":")
+            buffer.appendJSONDoubleReserved(relevanceScore)
         }
         if let alert {
             buffer.append(",\"alert\":{\"title\":")
@@ -111,6 +114,10 @@ public struct PayloadEncoder {
         buffer.append("}}")
         return buffer.count
     }
+
+    /// The most bytes `encode` writes before the alert but for the content-state object: the literals (20 + 17 +
+    /// 17 + 14 + 18 + 19 bytes), three integers (`ByteBuffer.jsonIntBytes`) and a double (`jsonDoubleBytes`).
+    static var fixedBytes: Int { 105 &+ 3 &* ByteBuffer.jsonIntBytes &+ ByteBuffer.jsonDoubleBytes }
 
     /// Runs `body` with the encoded payload.
     @inlinable @inline(__always)

@@ -23,9 +23,16 @@ struct OnePassPayload {
 enum PayloadOnePass {
     /// Judges and decodes `payload` under the schema of `layout`, the content record written to `record`
     /// (emptied first). Nil: not of the form above; judge it the general way.
-    @inline(__always)
     static func parse(
         _ payload: UnsafeRawBufferPointer, layout: ContentLayout, into record: inout ByteBuffer
+    ) -> OnePassPayload? {
+        withExtendedLifetime(layout) { parse(payload, layout: LayoutView(layout), into: &record) }
+    }
+
+    /// `parse` with the layout read out (`SchemaSet.layoutView`): the pipeline's path.
+    @inline(__always)
+    static func parse(
+        _ payload: UnsafeRawBufferPointer, layout: LayoutView, into record: inout ByteBuffer
     ) -> OnePassPayload? {
         let n = payload.count
         guard n >= 12, let base = payload.baseAddress else { return nil }
@@ -105,7 +112,7 @@ enum PayloadOnePass {
     /// record: absent optional fields skipped over are written absent). False for anything else.
     @inline(__always)
     private static func decodeContent(
-        _ p: UnsafePointer<UInt8>, _ i: inout Int, _ limit: Int, layout: ContentLayout, into record: inout ByteBuffer
+        _ p: UnsafePointer<UInt8>, _ i: inout Int, _ limit: Int, layout: LayoutView, into record: inout ByteBuffer
     ) -> Bool {
         guard i < limit, p[i] == open else { return false }
         i &+= 1
@@ -321,8 +328,3 @@ enum PayloadOnePass {
     static var updateWord: UInt64 { 0x2265_7461_6470_7522 }
 }
 
-extension SchemaSet {
-    /// The flat layout of schema `id`, read in place (one reference retained, not the schema's arrays).
-    @inline(__always)
-    mutating func layout(_ id: Int32) -> ContentLayout { schemas[Int(id)].layout }
-}

@@ -160,7 +160,7 @@ struct PipelineCore {
     ) -> RejectReason? {
         let schema = store.schema[Int(a)]
         if onePass && schema >= 0,
-            let read = PayloadOnePass.parse(payload, layout: schemas.layout(schema), into: &preparedRecord)
+            let read = PayloadOnePass.parse(payload, layout: schemas.layoutView(schema), into: &preparedRecord)
         {
             validator.acceptOnePass(event: read.event, timestamp: read.timestamp, priority: priority)
             prepared.schema = schema

@@ -8,6 +8,9 @@ public enum JSONStyle: Sendable {
 /// The content-state schemas of a population, by `attributes-type` name.
 public struct SchemaSet: Sendable {
     public private(set) var schemas: [ContentSchema] = []
+    /// `schemas[id].layout` read out as plain pointers (kept alive by `schemas`): the one pass reads it with no
+    /// reference counted per push.
+    private var views: [LayoutView] = []
     private var names = ByteInterner()
 
     public init() {}
@@ -15,7 +18,13 @@ public struct SchemaSet: Sendable {
     @discardableResult
     public mutating func add(_ schema: ContentSchema) -> Int32 {
         let (id, inserted) = names.intern(schema.name)
-        if inserted { schemas.append(schema) } else { schemas[Int(id)] = schema }
+        if inserted {
+            schemas.append(schema)
+            views.append(LayoutView(schema.layout))
+        } else {
+            schemas[Int(id)] = schema
+            views[Int(id)] = LayoutView(schema.layout)
+        }
         return id
     }
 
@@ -38,6 +47,29 @@ public struct SchemaSet: Sendable {
         let layout = schemas[Int(id)].layout
         return ContentSchema.decodeRecord(tape: tape, object: index, layout: layout, into: &out)
     }
+}
+
+/// What the one pass (`PayloadOnePass`) reads of a `ContentLayout`, copied out as plain values: valid while the
+/// layout lives (a `SchemaSet` keeps it with the schema), passed and read with no reference counted. Sendable as the
+/// layout is: the memory it points to is never written after the layout's init.
+struct LayoutView: @unchecked Sendable {
+    let count: Int
+    let kinds: UnsafePointer<UInt8>
+    let compactKeys: UnsafePointer<UInt8>
+    let compactKeyOffsets: UnsafePointer<Int>
+
+    init(_ layout: ContentLayout) {
+        count = layout.count
+        kinds = layout.kinds
+        compactKeys = layout.compactKeys
+        compactKeyOffsets = layout.compactKeyOffsets
+    }
+}
+
+extension SchemaSet {
+    /// The layout of schema `id` as plain pointers (see `LayoutView`), read in place.
+    @inline(__always)
+    mutating func layoutView(_ id: Int32) -> LayoutView { views[Int(id)] }
 }
 
 /// A schema's field names, kinds and compact keys in flat memory, built once and never written again (so shared

@@ -281,3 +281,59 @@ struct PayloadOnePassDigitsTests {
         }
     }
 }
+
+/// `PayloadOnePass.plainDouble` sums the digits as it scans them: bit for bit what `JSONNumber.parseDouble` (the
+/// general way) reads from the same token, on both sides of its 15-digit path.
+struct PayloadOnePassDoubleTests {
+    static func tokens() -> [String] {
+        var texts = [
+            "0", "-0", "0.0", "-0.0", "0.5", "50.0", "0.61", "0.1", "0.3", "1", "-1", "0.000000000000001",
+            "123456789012345", "1234567890123456", "12345678901234.5", "1234567890123.45", "0.123456789012345",
+            "0.1234567890123456", "9007199254740993", "900719925474099.3", "999999999999999", "9999999999999999",
+            "0.00000000000000000001", "-12.75", "4503599627370497.5", "1.7976931348623157", "100000000000000000000000",
+            "0.30000000000000004", "2.2250738585072014",
+        ]
+        var x: UInt64 = 0x2545_F491_4F6C_DD1D
+        for _ in 0..<4000 {
+            x = x &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            let digitCount = Int((x >> 33) % 22) + 1
+            var digits = ""
+            var y = x
+            for d in 0..<digitCount {
+                y = y &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                digits.append(Character(String(d == 0 ? (y >> 40) % 9 + 1 : (y >> 40) % 10)))
+            }
+            let point = Int((x >> 13) % UInt64(digitCount + 1))  // digits before the point; 0: "0." first
+            var text: String
+            if point == digitCount {
+                text = digits
+            } else if point == 0 {
+                text = "0." + digits
+            } else {
+                text = String(digits.prefix(point)) + "." + String(digits.dropFirst(point))
+            }
+            if x & 1 == 1 { text = "-" + text }
+            if text.utf8.count <= 24 { texts.append(text) }
+        }
+        return texts
+    }
+
+    @Test("plain decimals read bit for bit as parseDouble reads them, the index moved past the token")
+    func matchesParseDouble() {
+        var fast = 0
+        for text in Self.tokens() {
+            let bytes = Array((text + ",").utf8)
+            bytes.withUnsafeBufferPointer { buffer in
+                let p = buffer.baseAddress!
+                let limit = buffer.count
+                var i = 0
+                let value = PayloadOnePass.plainDouble(p, &i, limit)
+                let expected = JSONNumber.parseDouble(p, limit - 1)
+                #expect(value?.bitPattern == expected.bitPattern, "\(text)")
+                #expect(i == limit - 1, "\(text)")
+                if text.filter(\.isNumber).count <= 15 { fast += 1 }
+            }
+        }
+        #expect(fast > 1000)
+    }
+}

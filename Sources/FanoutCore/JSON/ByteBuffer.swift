@@ -134,6 +134,12 @@ struct ByteBuffer {
         append(literal.utf8Start, count: literal.utf8CodeUnitCount)
     }
 
+    /// Appends a literal without a capacity check; the caller reserved room for it.
+    @inline(__always)
+    mutating func appendReserved(_ literal: StaticString) {
+        appendReserved(literal.utf8Start, count: literal.utf8CodeUnitCount)
+    }
+
     /// Appends a byte without a capacity check; the caller reserved room for it.
     @inline(__always)
     mutating func appendReserved(_ byte: UInt8) {
@@ -182,11 +188,20 @@ struct ByteBuffer {
 // MARK: JSON writing into a ByteBuffer (the payload encoder's fast path)
 
 extension ByteBuffer {
+    /// The most bytes `appendJSONIntReserved` writes (`-9223372036854775808`).
+    static var jsonIntBytes: Int { 20 }
+
     /// Decimal digits of an Int64, as `JSONWriter.appendInt`.
     @inline(__always)
     mutating func appendJSONInt(_ value: Int64) {
+        reserve(ByteBuffer.jsonIntBytes)
+        appendJSONIntReserved(value)
+    }
+
+    /// `appendJSONInt` without a capacity check: the caller reserved `jsonIntBytes`.
+    @inline(__always)
+    mutating func appendJSONIntReserved(_ value: Int64) {
         var magnitude = value.magnitude
-        reserve(20)
         if value < 0 { appendReserved(UInt8(ascii: "-")) }
         if magnitude < 10 {
             appendReserved(UInt8(ascii: "0") &+ UInt8(magnitude))
@@ -228,9 +243,16 @@ extension ByteBuffer {
     /// `"…"` with `JSONWriter.Escaping.unicodeControls`, as `JSONWriter.appendString`.
     @inline(__always)
     mutating func appendJSONString(_ bytes: UnsafeRawBufferPointer) {
+        reserve(bytes.count &+ 2)
+        appendJSONStringReserved(bytes)
+    }
+
+    /// `appendJSONString` when the caller reserved room for the bytes and the quotes (`bytes.count + 2`); a string
+    /// that needs escapes goes on with checked appends.
+    @inline(__always)
+    mutating func appendJSONStringReserved(_ bytes: UnsafeRawBufferPointer) {
         let n = bytes.count
-        // The common case (nothing to escape): one reserve, the bytes judged and copied in one pass.
-        reserve(n &+ 2)
+        // The common case (nothing to escape): the bytes judged and copied in one pass.
         guard let p = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
             appendReserved(UInt8(ascii: "\""))
             appendReserved(UInt8(ascii: "\""))
@@ -319,12 +341,23 @@ extension ByteBuffer {
         appendReserved(hex.utf8Start[Int(c & 0xF)])
     }
 
+    /// The most bytes the fast path of `appendJSONDoubleReserved` writes: a sign, then at most 16 digits of `m`
+    /// and at most 17 fraction digits, 20 in all with the point (`appendDecimal`). Beyond it: checked appends.
+    static var jsonDoubleBytes: Int { 20 }
+
     /// The same text as `JSONWriter.appendDouble`.
     @inline(__always)
     mutating func appendJSONDouble(_ value: Double) {
+        reserve(ByteBuffer.jsonDoubleBytes)
+        appendJSONDoubleReserved(value)
+    }
+
+    /// `appendJSONDouble` when the caller reserved `jsonDoubleBytes`.
+    @inline(__always)
+    mutating func appendJSONDoubleReserved(_ value: Double) {
         precondition(value.isFinite, "JSON has no representation for \(value)")
         if value == 0 {
-            append(value.sign == .minus ? "-0.0" : "0.0")
+            appendReserved(value.sign == .minus ? "-0.0" : "0.0")
             return
         }
         let magnitude = abs(value)
@@ -341,8 +374,8 @@ extension ByteBuffer {
                     let t = Double(Int64(v))
                     let m = v - t >= 0.5 ? t + 1 : t
                     if m < 9.007199254740992e15 && m / scale == magnitude {
-                        if value < 0 { append(UInt8(ascii: "-")) }
-                        appendDecimal(UInt64(m), fractionDigits: k)
+                        if value < 0 { appendReserved(UInt8(ascii: "-")) }
+                        appendDecimalReserved(UInt64(m), fractionDigits: k)
                         return
                     }
                 }
@@ -360,9 +393,10 @@ extension ByteBuffer {
         text.withUnsafeBytes { append($0) }
     }
 
-    /// `m / 10^k` in plain decimal notation, as `JSONWriter.appendDecimal`.
+    /// `m / 10^k` in plain decimal notation, as `JSONWriter.appendDecimal`, without a capacity check: m < 2^53 and
+    /// k ≤ 17, at most 19 bytes, reserved by the caller.
     @inline(__always)
-    mutating func appendDecimal(_ m: UInt64, fractionDigits k: Int) {
+    mutating func appendDecimalReserved(_ m: UInt64, fractionDigits k: Int) {
         // m < 2^53 has at most 16 digits; with k ≤ 17 the text is at most 20 bytes.
         // A payload's doubles have few digits: counted by a loop (a table read would be copied to the stack).
         var digits = 1
@@ -373,7 +407,6 @@ extension ByteBuffer {
         }
         let integerDigits = digits > k ? digits - k : 1
         let total = integerDigits &+ 1 &+ (k == 0 ? 1 : k)
-        reserve(total)
         let start = count
         count = start &+ total
         // The digits of m right to left, two a division, then the point moved in: first the fraction's k
