@@ -16,7 +16,7 @@ final class H2Transport {
     /// No more frames are taken from nghttp2 while this many bytes wait on the socket (`Int.max`: no watermark).
     let watermark: Int
     /// Plaintext of one flush under TLS, encrypted at once (reused).
-    @exclusivity(unchecked) var outgoing: [UInt8] = []
+    @exclusivity(unchecked) var outgoing = PlaintextBuffer()
     /// Inside `nghttp2_session_mem_recv` (its callbacks may submit, but must not send), inside a send.
     @exclusivity(unchecked) var inReceive = false
     @exclusivity(unchecked) var inFlush = false
@@ -33,6 +33,8 @@ final class H2Transport {
         self.tls = tls
         self.watermark = watermark
     }
+
+    deinit { outgoing.deallocate() }
 
     /// The owner holds the output (``H2ServerConnection/holdOutput()``): answers submitted meanwhile go out together.
     @exclusivity(unchecked) var held = false
@@ -135,22 +137,17 @@ final class H2Transport {
             sent.skipped = true
             return sent
         }
-        outgoing.removeAll(keepingCapacity: true)
-        while let chunk = next(session, queued: pending + outgoing.count, &sent) { outgoing.append(contentsOf: chunk) }
+        while let chunk = next(session, queued: pending + outgoing.count, &sent) { outgoing.append(chunk) }
         if !outgoing.isEmpty {
             writes += 1
-            let failure: TLSError? = outgoing.withUnsafeBytes { bytes in
-                do throws(TLSError) {
-                    try tls.writePlaintext(bytes)
-                    return nil
-                } catch {
-                    return error
-                }
+            do throws(TLSError) {
+                try tls.writePlaintext(outgoing.bytes)
+            } catch {
+                failed("TLS: \(error)")
             }
-            if let failure { failed("TLS: \(failure)") }
         }
         writeCiphertext()
-        if outgoing.capacity > 1 << 20 { outgoing = [] }  // a burst's buffer is not kept forever
+        outgoing.removeAll(keepLimit: 1 << 20)  // a burst's buffer is not kept forever
         return sent
     }
 
