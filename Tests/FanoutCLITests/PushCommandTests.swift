@@ -194,7 +194,7 @@ struct PushCommandTests {
         ]
         push.standardOutput = FileHandle.nullDevice
         let log = dir.appendingPathComponent("push.err")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         push.standardError = try FileHandle(forWritingTo: log)
         try push.run()
         // SIGINT once the run is under way (a progress line with answers: the loop runs and watches SIGINT), not
