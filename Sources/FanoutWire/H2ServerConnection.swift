@@ -349,22 +349,13 @@ public final class H2ServerConnection {
             return 0
         }
         if name.first == UInt8(ascii: ":") {
-            func set(_ field: inout [UInt8]) {
-                if !field.isEmpty {
-                    request.duplicatePseudoHeader = true
-                    field.removeAll(keepingCapacity: true)  // the reused request's buffer, no allocation
-                }
-                // Empty already (a reused request was cleared): no clearing call. Typed: appended by memcpy, not
-                // byte by byte (the raw buffer's append went through its iterator).
-                field.append(contentsOf: value.assumingMemoryBound(to: UInt8.self))
-            }
             func named(_ text: StaticString) -> Bool {
                 name.count == text.utf8CodeUnitCount && memcmp(name.baseAddress!, text.utf8Start, name.count) == 0
             }
             if named(":method") {
-                set(&request.method)
+                request.setPseudo(&request.method, value, seen: &request.seenMethod)
             } else if named(":path") {
-                set(&request.path)
+                request.setPseudo(&request.path, value, seen: &request.seenPath)
             } else if named(":authority") {
                 if request.seenAuthority { request.duplicatePseudoHeader = true }
                 request.seenAuthority = true
@@ -394,6 +385,7 @@ public final class H2ServerConnection {
             let request = stream(frame.pointee.hd.stream_id)
         else { return 0 }
         incomplete.remove(request)
+        request.settle()
         request.completeNanos = EventLoop.hrtimeNanos
         requestsReceived += 1
         delegate?.connection(self, received: request)
