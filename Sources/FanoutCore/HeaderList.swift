@@ -44,7 +44,7 @@ public struct HeaderList: Sendable {
         let valueStart = start + name.count
         let end = valueStart + value.count
         if _slowPath(end > storage.count) { grow(bytes: end) }
-        if _slowPath(count == spans.count) { spans.append(contentsOf: repeatElement(Self.noSpan, count: max(count, 4))) }
+        if _slowPath(count == spans.count) { growSpans() }
         storage.withUnsafeMutableBytes { b in
             if name.count > 0 { memcpy(b.baseAddress! + start, name.baseAddress!, name.count) }
             if value.count > 0 { memcpy(b.baseAddress! + valueStart, value.baseAddress!, value.count) }
@@ -58,6 +58,12 @@ public struct HeaderList: Sendable {
     @inline(never)
     private mutating func grow(bytes: Int) {
         storage.append(contentsOf: repeatElement(0, count: max(bytes, 2 * storage.count) - storage.count))
+    }
+
+    /// Room for as many spans again (at least 4).
+    @inline(never)
+    private mutating func growSpans() {
+        spans.append(contentsOf: repeatElement(Self.noSpan, count: max(count, 4)))
     }
 
     public mutating func append(name: [UInt8], value: [UInt8]) {
@@ -119,7 +125,9 @@ public struct HeaderList: Sendable {
                 let length = Int(a.value - a.name)
                 for j in 0..<i {
                     let b = spans[j]
-                    if Int(b.value - b.name) == length && memcmp(base! + Int(a.name), base! + Int(b.name), length) == 0 {
+                    if Int(b.value - b.name) == length
+                        && memcmp(base! + Int(a.name), base! + Int(b.name), length) == 0
+                    {
                         return true
                     }
                 }

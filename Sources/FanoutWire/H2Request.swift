@@ -93,7 +93,9 @@ public final class H2Request {
         seen = true
         if field.count == value.count {
             // The same length as the last stream's (or the duplicate's): written over in place.
-            if value.count > 0 { field.withUnsafeMutableBytes { _ = memcpy($0.baseAddress!, value.baseAddress!, value.count) } }
+            if value.count > 0 {
+                field.withUnsafeMutableBytes { _ = memcpy($0.baseAddress!, value.baseAddress!, value.count) }
+            }
         } else {
             field.removeAll(keepingCapacity: true)  // the reused request's buffer, no allocation
             // Typed: appended by memcpy, not byte by byte (the raw buffer's append went through its iterator).

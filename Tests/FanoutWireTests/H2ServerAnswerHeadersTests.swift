@@ -179,8 +179,10 @@ struct H2PooledRequestTests {
         #expect(s.taken.allSatisfy { $0.method == "POST" && !$0.tooLarge })
         #expect(s.taken.map { $0.path } == [long, other, "/3/device/ef", "/1/apps/com.x/channels", "/3/device/aa",
             "/3/device/aa", "/3/device/aa"])
-        #expect(s.taken.map { $0.headers } == [["apns-topic: t.one", "x-a: 1"], ["apns-topic: t.two", "x-b: 2"], ["x-c: 3"],
-            [], [], [], []])
+        #expect(
+            s.taken.map { $0.headers } == [
+                ["apns-topic: t.one", "x-a: 1"], ["apns-topic: t.two", "x-b: 2"], ["x-c: 3"], [], [], [], [],
+            ])
         #expect(s.taken[0].body == Self.body(50, 1))
         #expect(s.taken[1].body == Self.body(50, 100), "the same length: written over")
         #expect(s.taken[2].body == Self.body(20, 7), "shorter: the last stream's tail dropped")
