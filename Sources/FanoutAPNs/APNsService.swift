@@ -214,11 +214,8 @@ public final class APNsService {
         owner: (ArraySlice<UInt8>) -> Int?
     ) -> Placement {
         guard workers > 1 else { return .local }
-        let route: APNsRoute
-        switch RequestCheck.route(method: r.method, path: r.path) {
-        case .failure: return .local
-        case .success(let found): route = found
-        }
+        var route = APNsRoute.push(token: [])
+        if RequestCheck.route(method: r.method, path: r.path, into: &route) != nil { return .local }
         if r.known.hasDuplicates { return .local }
         if let auth, checkToken(auth, r, state, wallMillis, &becameAuthenticated) != nil {
             // Judged here again (the token's verdict is cached per connection), so the answer is counted once.
@@ -269,10 +266,9 @@ public final class APNsService {
     ) -> (APNsAnswer, APNsReason?) {
         // The id echoed on errors: apns-id (token pushes) or apns-request-id (broadcast, channel), when valid.
         let isPush = RequestCheck.isTokenPushPath(r.path)
-        let route: APNsRoute
-        switch RequestCheck.route(method: r.method, path: r.path) {
-        case .failure(let reason): return failure(reason, id: echoedId(r, broadcast: !isPush))
-        case .success(let found): route = found
+        var route = APNsRoute.push(token: [])
+        if let reason = RequestCheck.route(method: r.method, path: r.path, into: &route) {
+            return failure(reason, id: echoedId(r, broadcast: !isPush))
         }
         // Row 13's verdict, made once: the id echoed on any error, and the request's own if it passes.
         let idCheck = RequestCheck.messageId(r.headers, r.known, broadcast: !isPush)

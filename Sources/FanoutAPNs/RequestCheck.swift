@@ -47,6 +47,15 @@ public enum RequestCheck {
 
     /// Rows 1–3: method and path (compared as bytes: no string is built per request).
     public static func route(method: [UInt8], path: [UInt8]) -> Result<APNsRoute, APNsReason> {
+        var found = APNsRoute.push(token: [])
+        if let reason = route(method: method, path: path, into: &found) { return .failure(reason) }
+        return .success(found)
+    }
+
+    /// The same, for the service's path: the route written into `found`, the reason returned (nil: rows 1–3
+    /// passed). No `Result` of the route is made and destroyed per request (the generic enum's value witness:
+    /// ~90 instructions a request).
+    static func route(method: [UInt8], path: [UInt8], into found: inout APNsRoute) -> APNsReason? {
         enum Method { case post, get, delete }
         let m: Method
         if bytesEqual(method, "POST") {
@@ -56,38 +65,42 @@ public enum RequestCheck {
         } else if bytesEqual(method, "DELETE") {
             m = .delete
         } else {
-            return .failure(.methodNotAllowed)
+            return .methodNotAllowed
         }
         let device = 10  // "/3/device/"
         if path.withUnsafeBytes({ bytesEqual($0, "/3/device/", whole: false) }) {
-            guard m == .post else { return .failure(.methodNotAllowed) }
-            guard path.count > device else { return .failure(.missingDeviceToken) }
-            return .success(.push(token: path[device...]))
+            guard m == .post else { return .methodNotAllowed }
+            guard path.count > device else { return .missingDeviceToken }
+            found = .push(token: path[device...])
+            return nil
         }
-        if bytesEqual(path, "/3/device") { return m == .post ? .failure(.missingDeviceToken) : .failure(.methodNotAllowed) }
+        if bytesEqual(path, "/3/device") { return m == .post ? .missingDeviceToken : .methodNotAllowed }
         let parts = path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
         func part(_ i: Int, _ text: StaticString) -> Bool { bytesEqual(parts[i], text) }
         // "/4/broadcasts/apps/<bundle>" → ["", "4", "broadcasts", "apps", bundle]
         if parts.count == 5, part(1, "4"), part(2, "broadcasts"), part(3, "apps"), !parts[4].isEmpty {
-            guard m == .post else { return .failure(.methodNotAllowed) }
-            return .success(.broadcast(bundle: Array(parts[4])))
+            guard m == .post else { return .methodNotAllowed }
+            found = .broadcast(bundle: Array(parts[4]))
+            return nil
         }
         // "/1/apps/<bundle>/channels" and "/1/apps/<bundle>/all-channels"
         if parts.count == 5, part(1, "1"), part(2, "apps"), !parts[3].isEmpty {
             let bundle = Array(parts[3])
             if part(4, "channels") {
                 switch m {
-                case .post: return .success(.createChannel(bundle: bundle))
-                case .get: return .success(.readChannel(bundle: bundle))
-                case .delete: return .success(.deleteChannel(bundle: bundle))
+                case .post: found = .createChannel(bundle: bundle)
+                case .get: found = .readChannel(bundle: bundle)
+                case .delete: found = .deleteChannel(bundle: bundle)
                 }
+                return nil
             }
             if part(4, "all-channels") {
-                guard m == .get else { return .failure(.methodNotAllowed) }
-                return .success(.listChannels(bundle: bundle))
+                guard m == .get else { return .methodNotAllowed }
+                found = .listChannels(bundle: bundle)
+                return nil
             }
         }
-        return .failure(.badPath)
+        return .badPath
     }
 
     /// Row 4: a header sent twice (pairwise: a request has a handful of headers).

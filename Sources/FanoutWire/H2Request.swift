@@ -1,4 +1,9 @@
 import FanoutCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// One HTTP/2 request stream as the server sees it: pseudo-headers, regular headers (names lowercase, as
 /// HTTP/2 requires), at most `bodyLimit + 1` bytes of body, and when it arrived. The bytes are kept as
 /// received; the layer above judges them.
@@ -17,6 +22,9 @@ public final class H2Request {
     @exclusivity(unchecked) public internal(set) var path: [UInt8] = []
     /// Regular headers in arrival order, in one buffer.
     @exclusivity(unchecked) public internal(set) var headers = HeaderList()
+    /// `:method` and `:path` arrived on this stream (until then `method` and `path` may hold the last stream's).
+    @exclusivity(unchecked) var seenMethod = false
+    @exclusivity(unchecked) var seenPath = false
     /// Pseudo-headers seen (`:authority`, `:scheme`): checked by nghttp2, not kept.
     @exclusivity(unchecked) var seenAuthority = false
     @exclusivity(unchecked) var seenScheme = false
@@ -53,24 +61,57 @@ public final class H2Request {
 
     deinit { answerValues.deallocate() }
 
-    /// Makes a finished request ready for another stream, keeping its buffers' capacity.
+    /// Makes a finished request ready for another stream, keeping its buffers' capacity. `method`, `path` and
+    /// `body` keep the last stream's bytes until this one's arrive (``setPseudo(_:_:seen:)``, ``appendBody(_:)``)
+    /// or its request is complete (``settle()``): a request of the same shape as the last (same method, a path
+    /// and a body of the same length) writes its bytes over them, without emptying and refilling three arrays
+    /// (~25 instructions a call through the array's generic `removeAll(keepingCapacity:)` and
+    /// `append(contentsOf:)`, several calls a request).
     func reuse(streamId: Int32, arrivalNanos: UInt64) {
         self.streamId = streamId
         self.arrivalNanos = arrivalNanos
         completeNanos = 0
-        method.removeAll(keepingCapacity: true)
-        path.removeAll(keepingCapacity: true)
+        seenMethod = false
+        seenPath = false
         headers.removeAll()
         seenAuthority = false
         seenScheme = false
         duplicatePseudoHeader = false
-        body.removeAll(keepingCapacity: true)
         bodyBytesReceived = 0
         headerListBytes = 0
-        response = []
+        if !response.isEmpty { response = [] }
         responseOffset = 0
         answered = false
         drawKey = 0
+    }
+
+    /// `:method` or `:path` (`seen`: whether this stream sent it before): the field's bytes become `value`. A second
+    /// one is a duplicate pseudo-header (when the first was not empty, as before) and replaces the first.
+    @inline(__always)
+    func setPseudo(_ field: inout [UInt8], _ value: UnsafeRawBufferPointer, seen: inout Bool) {
+        if seen && !field.isEmpty { duplicatePseudoHeader = true }
+        seen = true
+        if field.count == value.count {
+            // The same length as the last stream's (or the duplicate's): written over in place.
+            if value.count > 0 {
+                field.withUnsafeMutableBytes { _ = memcpy($0.baseAddress!, value.baseAddress!, value.count) }
+            }
+        } else {
+            field.removeAll(keepingCapacity: true)  // the reused request's buffer, no allocation
+            // Typed: appended by memcpy, not byte by byte (the raw buffer's append went through its iterator).
+            field.append(contentsOf: value.assumingMemoryBound(to: UInt8.self))
+        }
+    }
+
+    /// The request is complete: what the last stream left in `method`, `path` and `body` that this one did not
+    /// replace (a pseudo-header it did not send, a shorter or no body) is dropped, so they hold this stream's bytes
+    /// only.
+    @inline(__always)
+    func settle() {
+        if _slowPath(!seenMethod && !method.isEmpty) { method.removeAll(keepingCapacity: true) }
+        if _slowPath(!seenPath && !path.isEmpty) { path.removeAll(keepingCapacity: true) }
+        let kept = min(bodyBytesReceived, bodyLimit + 1)
+        if _slowPath(body.count != kept) { body.removeSubrange(kept...) }
     }
 
     /// Bytes the request's buffers hold (their capacity), which a pooled request keeps.
@@ -82,12 +123,22 @@ public final class H2Request {
     public var bodyTooLarge: Bool { bodyBytesReceived > bodyLimit }
 
 
+    /// A DATA chunk: the body keeps its first `bodyLimit + 1` bytes (`bodyBytesReceived` counts all). The bytes
+    /// kept so far are the body's first `min(bodyBytesReceived, bodyLimit + 1)`; past them the array may still hold
+    /// the last stream's (see ``reuse(streamId:arrivalNanos:)``): written over when the chunk ends exactly where
+    /// they end, else dropped before the chunk is appended.
     func appendBody(_ bytes: UnsafeRawBufferPointer) {
-        let room = bodyLimit + 1 - body.count
-        // Typed: appended by memcpy (a slice of the raw buffer was copied through its iterator).
-        if room > 0 {
-            let typed = bytes.assumingMemoryBound(to: UInt8.self)
-            body.append(contentsOf: UnsafeBufferPointer(rebasing: typed.prefix(room)))
+        let have = min(bodyBytesReceived, bodyLimit + 1)
+        let take = min(bytes.count, bodyLimit + 1 - have)
+        if take > 0 {
+            if body.count == have + take {
+                body.withUnsafeMutableBytes { _ = memcpy($0.baseAddress! + have, bytes.baseAddress!, take) }
+            } else {
+                if body.count > have { body.removeSubrange(have...) }
+                // Typed: appended by memcpy (a slice of the raw buffer was copied through its iterator).
+                let typed = bytes.assumingMemoryBound(to: UInt8.self)
+                body.append(contentsOf: UnsafeBufferPointer(rebasing: typed.prefix(take)))
+            }
         }
         bodyBytesReceived += bytes.count
     }

@@ -123,3 +123,92 @@ struct H2RequestKeptTests {
         #expect(!second.duplicatePseudoHeader)
     }
 }
+
+/// What a request held when it was handed over (the object itself is pooled and reused for later streams).
+final class Snapshots: H2ServerDelegate {
+    var taken: [(method: String, path: String, headers: [String], body: [UInt8], tooLarge: Bool)] = []
+
+    func connection(_ connection: H2ServerConnection, received request: H2Request) {
+        let h = request.headers
+        let headers = (0..<h.count).map {
+            String(decoding: h.name($0), as: UTF8.self) + ": " + String(decoding: h.value($0), as: UTF8.self)
+        }
+        taken.append(
+            (String(decoding: request.method, as: UTF8.self), String(decoding: request.path, as: UTF8.self), headers,
+             request.body, request.bodyTooLarge))
+        connection.respond(to: request, with: H2Response(status: 200))
+    }
+
+    func connectionClosed(_ connection: H2ServerConnection) {}
+}
+
+@Suite("H2ServerConnection: a pooled request holds only its own stream's bytes")
+struct H2PooledRequestTests {
+    static func run(_ input: [[UInt8]], settings: H2ServerSettings = H2ServerSettings()) throws -> Snapshots {
+        let snapshots = Snapshots()
+        let connection = H2ServerConnection(output: { _ in }, settings: settings)
+        connection.delegate = snapshots
+        try connection.start()
+        for bytes in [Client.preface + Client.settings] + input { bytes.withUnsafeBytes { connection.receive($0) } }
+        #expect(connection.pool.count == 1, "one request object served every stream")
+        return snapshots
+    }
+
+    static func body(_ n: Int, _ fill: UInt8) -> [UInt8] { (0..<n).map { fill &+ UInt8(truncatingIfNeeded: $0) } }
+
+    @Test("path, headers and body: same lengths written over, shorter or absent ones dropped, chunks in order")
+    func reuse() throws {
+        let long = "/3/device/" + String(repeating: "ab", count: 32)
+        let other = "/3/device/" + String(repeating: "cd", count: 32)
+        let s = try Self.run([
+            Client.request(1, path: long, extra: [("apns-topic", "t.one"), ("x-a", "1")], end: false)
+                + Client.data(1, Self.body(50, 1), end: true),
+            Client.request(3, path: other, extra: [("apns-topic", "t.two"), ("x-b", "2")], end: false)
+                + Client.data(3, Self.body(50, 100), end: true),
+            Client.request(5, path: "/3/device/ef", extra: [("x-c", "3")], end: false)
+                + Client.data(5, Self.body(20, 7), end: true),
+            Client.request(7, path: "/1/apps/com.x/channels", end: true),
+            Client.request(9, end: false) + Client.data(9, Self.body(50, 9), end: true),
+            Client.request(11, end: false) + Client.data(11, Self.body(30, 11), end: false)
+                + Client.data(11, Self.body(20, 41), end: true),
+            Client.request(13, end: false) + Client.data(13, Self.body(50, 13), end: false)
+                + Client.data(13, Self.body(10, 63), end: true),
+        ])
+        #expect(s.taken.count == 7)
+        guard s.taken.count == 7 else { return }
+        #expect(s.taken.allSatisfy { $0.method == "POST" && !$0.tooLarge })
+        #expect(s.taken.map { $0.path } == [long, other, "/3/device/ef", "/1/apps/com.x/channels", "/3/device/aa",
+            "/3/device/aa", "/3/device/aa"])
+        #expect(
+            s.taken.map { $0.headers } == [
+                ["apns-topic: t.one", "x-a: 1"], ["apns-topic: t.two", "x-b: 2"], ["x-c: 3"], [], [], [], [],
+            ])
+        #expect(s.taken[0].body == Self.body(50, 1))
+        #expect(s.taken[1].body == Self.body(50, 100), "the same length: written over")
+        #expect(s.taken[2].body == Self.body(20, 7), "shorter: the last stream's tail dropped")
+        #expect(s.taken[3].body.isEmpty, "no DATA: none of the last stream's body")
+        #expect(s.taken[4].body == Self.body(50, 9))
+        #expect(s.taken[5].body == Self.body(30, 11) + Self.body(20, 41), "two chunks over a body of their sum")
+        #expect(s.taken[6].body == Self.body(50, 13) + Self.body(10, 63), "a first chunk as long as the last body")
+    }
+
+    @Test("the body limit holds on a pooled request: kept up to the limit + 1, too large judged by what arrived")
+    func limit() throws {
+        var settings = H2ServerSettings()
+        settings.bodyLimit = 16
+        let input: [[UInt8]] = [
+            Client.request(1, end: false) + Client.data(1, Self.body(40, 1), end: true),
+            Client.request(3, end: false) + Client.data(3, Self.body(17, 50), end: true),
+            Client.request(5, end: false) + Client.data(5, Self.body(16, 80), end: true),
+            Client.request(7, end: false) + Client.data(7, Self.body(10, 90), end: false)
+                + Client.data(7, Self.body(10, 100), end: true),
+            Client.request(9, end: true),
+        ]
+        let s = try Self.run(input, settings: settings)
+        #expect(s.taken.count == 5)
+        guard s.taken.count == 5 else { return }
+        #expect(s.taken.map { $0.body } == [Self.body(17, 1), Self.body(17, 50), Self.body(16, 80),
+            Self.body(10, 90) + Self.body(7, 100), []])
+        #expect(s.taken.map { $0.tooLarge } == [true, true, false, true, false])
+    }
+}
