@@ -60,8 +60,10 @@ public struct KnownHeaders: Sendable {
                 // Not a name APNs reads: compared with the fields before it of the same length (a known name
                 // cannot equal it).
                 if hasDuplicates { continue }
+                // The first bytes compared inline before a call to memcmp: names of one length mostly differ there.
                 for j in 0..<i where Int(spans[j].value - spans[j].name) == length {
-                    if memcmp(base + Int(spans[j].name), name, length) == 0 {
+                    let other = base + Int(spans[j].name)
+                    if (length == 0 || other[0] == name[0]) && memcmp(other, name, length) == 0 {
                         hasDuplicates = true
                         break
                     }
