@@ -89,20 +89,8 @@ public struct KnownHeaders: Sendable {
     /// Which known name the bytes are, if any (by length first: at most one or two comparisons).
     @inline(__always)
     static func known(_ name: UnsafePointer<UInt8>, _ length: Int) -> Name? {
-        func equal(_ text: StaticString) -> Bool {
-            // Every known name is 7 to 16 bytes (`length` is the text's): two overlapping words each side cover
-            // them, compared inline (a call to memcmp, or a byte-by-byte loop, costs more).
-            let a = UnsafeRawPointer(name)
-            let b = UnsafeRawPointer(text.utf8Start)
-            if length >= 8 {
-                return a.loadUnaligned(as: UInt64.self) == b.loadUnaligned(as: UInt64.self)
-                    && a.loadUnaligned(fromByteOffset: length - 8, as: UInt64.self)
-                        == b.loadUnaligned(fromByteOffset: length - 8, as: UInt64.self)
-            }
-            return a.loadUnaligned(as: UInt32.self) == b.loadUnaligned(as: UInt32.self)
-                && a.loadUnaligned(fromByteOffset: length - 4, as: UInt32.self)
-                    == b.loadUnaligned(fromByteOffset: length - 4, as: UInt32.self)
-        }
+        // Every known name is 7 to 16 bytes (`length` is the text's), compared inline.
+        func equal(_ text: StaticString) -> Bool { ShortBytes.equal(UnsafeRawPointer(name), text) }
         switch length {
         case 7: return equal("apns-id") ? .apnsId : nil
         case 10: return equal("apns-topic") ? .apnsTopic : nil

@@ -349,21 +349,9 @@ public final class H2ServerConnection {
             return 0
         }
         if name.first == UInt8(ascii: ":") {
-            // By length (the switch below), then two overlapping words each side: every pseudo-header name is 5 to
-            // 10 bytes (a call to memcmp per candidate cost more).
-            func named(_ text: StaticString) -> Bool {
-                let a = UnsafeRawPointer(name.baseAddress!)
-                let b = UnsafeRawPointer(text.utf8Start)
-                let n = text.utf8CodeUnitCount
-                if n >= 8 {
-                    return a.loadUnaligned(as: UInt64.self) == b.loadUnaligned(as: UInt64.self)
-                        && a.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
-                            == b.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
-                }
-                return a.loadUnaligned(as: UInt32.self) == b.loadUnaligned(as: UInt32.self)
-                    && a.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self)
-                        == b.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self)
-            }
+            // By length (the switch below), then compared inline: every pseudo-header name is 5 to 10 bytes (a call
+            // to memcmp per candidate cost more).
+            func named(_ text: StaticString) -> Bool { ShortBytes.equal(UnsafeRawPointer(name.baseAddress!), text) }
             switch name.count {
             case 7:
                 if named(":method") {
